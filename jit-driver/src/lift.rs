@@ -1,0 +1,637 @@
+//! Lift a Cranelift `ir::Function` into LIR.
+//!
+//! Block parameters become phis (the entry block's become `copy argN`); branch arguments become
+//! phi sources, splitting an edge when one block reaches a successor twice with different
+//! arguments. Address arithmetic feeding loads and stores (`iadd`, an index scaled by `ishl` or
+//! `imul` by 1, 2, 4 or 8, constant offsets, `stack_addr`, `symbol_value`) folds into memory
+//! operands. Instructions LIR does not model ride as `opaque` instructions carrying their
+//! Cranelift opcode and immediates, so they lower back exactly.
+
+use crate::opmap::{self, float_cond, int_cond, lir_memflags, lir_type, symbol_name};
+use crate::Error;
+use cranelift_codegen::ir::{self, InstructionData as D, Opcode as C};
+use cranelift_entity::{EntityRef, SecondaryMap};
+use midend::lir::{self, effects, Imm, MemRef, Opcode as L, Operand, SymbolKind};
+use smallvec::SmallVec;
+
+struct Lifter<'a> {
+    src: &'a ir::Function,
+    m: &'a mut lir::Module,
+    f: lir::Function,
+    regs: SecondaryMap<ir::Value, Option<lir::Reg>>,
+    blocks: SecondaryMap<ir::Block, Option<lir::Block>>,
+    /// Phis created for block parameters: (CLIF block) → phi instructions.
+    phis: SecondaryMap<ir::Block, SmallVec<[lir::Inst; 4]>>,
+    /// Edges with arguments, to fill phis: (pred, terminator, operand index, target, args).
+    edges: Vec<(lir::Block, lir::Inst, usize, ir::Block, SmallVec<[lir::Reg; 4]>)>,
+    cur_inst: Option<ir::Inst>,
+}
+
+impl<'a> Lifter<'a> {
+    fn err(&self, msg: impl Into<String>) -> Error {
+        Error::Lift {
+            function: opmap::func_name(&self.src.name),
+            inst: self.cur_inst.map(|i| self.src.dfg.display_inst(i).to_string()),
+            msg: msg.into(),
+        }
+    }
+
+    fn ty(&self, t: ir::Type) -> Result<lir::Type, Error> {
+        lir_type(t).ok_or_else(|| self.err(format!("unsupported type {t}")))
+    }
+
+    fn reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
+        let v = self.src.dfg.resolve_aliases(v);
+        if let Some(r) = self.regs[v] {
+            return Ok(r);
+        }
+        let ty = self.ty(self.src.dfg.value_type(v))?;
+        let r = self.f.new_reg(ty);
+        self.regs[v] = Some(r);
+        Ok(r)
+    }
+
+    fn sig(&self, s: &ir::Signature) -> Result<lir::Signature, Error> {
+        let cc = opmap::lir_call_conv(s.call_conv).ok_or_else(|| self.err(format!("unsupported calling convention {}", s.call_conv)))?;
+        let conv = |p: &ir::AbiParam| -> Result<lir::AbiParam, Error> {
+            Ok(lir::AbiParam {
+                ty: self.ty(p.value_type)?,
+                ext: match p.extension {
+                    ir::ArgumentExtension::None => lir::Ext::None,
+                    ir::ArgumentExtension::Uext => lir::Ext::Uext,
+                    ir::ArgumentExtension::Sext => lir::Ext::Sext,
+                },
+                purpose: match p.purpose {
+                    ir::ArgumentPurpose::Normal => lir::Purpose::Normal,
+                    ir::ArgumentPurpose::VMContext => lir::Purpose::VmCtx,
+                    ir::ArgumentPurpose::StructReturn => lir::Purpose::StructReturn,
+                    ir::ArgumentPurpose::StructArgument(n) => lir::Purpose::StructArgument(n),
+                },
+            })
+        };
+        Ok(lir::Signature {
+            params: s.params.iter().map(conv).collect::<Result<_, _>>()?,
+            returns: s.returns.iter().map(conv).collect::<Result<_, _>>()?,
+            call_conv: cc,
+        })
+    }
+
+    fn memflags(&mut self, mf: ir::MemFlags) -> u32 {
+        let data = self.src.dfg.mem_flags[mf];
+        self.f.intern_memflags(lir_memflags(data)).as_u32()
+    }
+
+    fn symbol(&mut self, name: &ir::ExternalName, kind: SymbolKind, colocated: bool) -> lir::Symbol {
+        let n = symbol_name(self.src, name);
+        let s = self.m.symbol(&n, kind);
+        if colocated {
+            self.m.symbols[s].colocated = true;
+        }
+        s
+    }
+
+    fn func_symbol(&mut self, fr: ir::FuncRef) -> Result<(lir::Symbol, lir::SigRef), Error> {
+        let ext = &self.src.dfg.ext_funcs[fr];
+        if ext.patchable {
+            return Err(self.err("patchable calls are not supported"));
+        }
+        let (name, sig, colocated) = (ext.name.clone(), ext.signature, ext.colocated);
+        let s = self.symbol(&name, SymbolKind::Function, colocated);
+        Ok((s, lir::SigRef::from_u32(sig.as_u32())))
+    }
+
+    /// Append an instruction to `b`.
+    fn push(&mut self, b: lir::Block, op: L, ty: lir::Type, results: &[lir::Reg], operands: &[Operand], aux: u32) -> lir::Inst {
+        let i = self.f.make_inst(op, ty, results, operands);
+        self.f.insts[i].aux = aux;
+        self.f.blocks[b].insts.push(i);
+        i
+    }
+
+    /// The constant a value is defined by, if it is an `iconst`.
+    fn iconst_of(&self, v: ir::Value) -> Option<i64> {
+        let v = self.src.dfg.resolve_aliases(v);
+        let i = self.src.dfg.value_def(v).inst()?;
+        match self.src.dfg.insts[i] {
+            D::UnaryImm { opcode: C::Iconst, imm } => Some(imm.bits()),
+            _ => None,
+        }
+    }
+
+    /// Fold the address `addr + offset` into a memory operand.
+    fn memory_operand(&mut self, addr: ir::Value, offset: i32) -> Result<Operand, Error> {
+        let dfg = &self.src.dfg;
+        let addr = dfg.resolve_aliases(addr);
+        let def = dfg.value_def(addr).inst();
+        if let Some(di) = def {
+            match dfg.insts[di] {
+                D::StackAddr { stack_slot, offset: o, .. } => {
+                    if let Some(off) = i32::from(o).checked_add(offset) {
+                        return Ok(Operand::Stack(lir::StackObj::from_u32(stack_slot.as_u32()), off));
+                    }
+                }
+                D::UnaryGlobalValue { opcode: C::SymbolValue, global_value } => {
+                    if let ir::GlobalValueData::Symbol { ref name, offset: o, colocated, tls: false } = self.src.global_values[global_value] {
+                        if let Some(off) = o.bits().checked_add(offset as i64) {
+                            let name = name.clone();
+                            let s = self.symbol(&name, SymbolKind::Data, colocated);
+                            return Ok(Operand::Sym(s, off));
+                        }
+                    }
+                }
+                D::Binary { opcode: C::Iadd, args } if dfg.value_type(addr) == ir::types::I64 => {
+                    let (a, b) = (args[0], args[1]);
+                    // base + constant
+                    if let Some(k) = self.iconst_of(b) {
+                        if let Some(disp) = i32::try_from(k).ok().and_then(|k| k.checked_add(offset)) {
+                            let base = self.reg(a)?;
+                            return Ok(Operand::Mem(MemRef::base(base, disp)));
+                        }
+                    }
+                    // base + index*scale
+                    let (index, scale) = self.scaled_index(b);
+                    let base = self.reg(a)?;
+                    let index = self.reg(index)?;
+                    return Ok(Operand::Mem(MemRef { base: base.into(), index: index.into(), scale, disp: offset }));
+                }
+                _ => {}
+            }
+        }
+        let base = self.reg(addr)?;
+        Ok(Operand::Mem(MemRef::base(base, offset)))
+    }
+
+    /// `v` as (index, scale) when it is `ishl x, k` or `imul x, 2^k` with scale 1, 2, 4 or 8.
+    fn scaled_index(&self, v: ir::Value) -> (ir::Value, u8) {
+        let dfg = &self.src.dfg;
+        let v = dfg.resolve_aliases(v);
+        if let Some(i) = dfg.value_def(v).inst() {
+            if let D::Binary { opcode, args } = dfg.insts[i] {
+                let k = self.iconst_of(args[1]);
+                match (opcode, k) {
+                    (C::Ishl, Some(k @ 0..=3)) => return (args[0], 1 << k),
+                    (C::Imul, Some(k @ (1 | 2 | 4 | 8))) => return (args[0], k as u8),
+                    _ => {}
+                }
+            }
+        }
+        (v, 1)
+    }
+
+    /// Record the arguments of a branch edge and return the block operand.
+    fn edge(&mut self, pred: lir::Block, term: lir::Inst, idx: usize, bc: ir::BlockCall, try_results: &[lir::Reg], nrets: usize) -> Result<(), Error> {
+        let pool = &self.src.dfg.value_lists;
+        let target = bc.block(pool);
+        let mut args = SmallVec::new();
+        for a in bc.args(pool) {
+            args.push(match a {
+                ir::BlockArg::Value(v) => self.reg(v)?,
+                ir::BlockArg::TryCallRet(i) => *try_results.get(i as usize).ok_or_else(|| self.err("try_call return index out of range"))?,
+                ir::BlockArg::TryCallExn(i) => *try_results.get(nrets + i as usize).ok_or_else(|| self.err("try_call payload index out of range"))?,
+            });
+        }
+        self.edges.push((pred, term, idx, target, args));
+        Ok(())
+    }
+
+    fn block_op(&self, b: ir::Block) -> Result<Operand, Error> {
+        self.blocks[b].map(Operand::Block).ok_or_else(|| self.err(format!("branch to {b}, which is not in the layout")))
+    }
+
+    fn lift_inst(&mut self, b: lir::Block, inst: ir::Inst) -> Result<(), Error> {
+        self.cur_inst = Some(inst);
+        let dfg = &self.src.dfg;
+        let data = dfg.insts[inst];
+        let opcode = data.opcode();
+        let ctrl = self.ty(dfg.ctrl_typevar(inst))?;
+        let results: SmallVec<[lir::Reg; 2]> = dfg.inst_results(inst).to_vec().into_iter().map(|v| self.reg(v)).collect::<Result<_, _>>()?;
+        let args: SmallVec<[ir::Value; 4]> = self.src.dfg.inst_args(inst).iter().copied().collect();
+        let vals = |me: &mut Self| -> Result<SmallVec<[Operand; 4]>, Error> { args.iter().map(|&v| me.reg(v).map(Operand::Reg)).collect() };
+
+        if let Some(l) = opmap::opmap().lir(opcode) {
+            match data {
+                D::Load { arg, flags, offset, .. } => {
+                    let aux = self.memflags(flags);
+                    let mem = self.memory_operand(arg, offset.into())?;
+                    self.push(b, l, ctrl, &results, &[mem], aux);
+                }
+                D::Store { args: [v, addr], flags, offset, .. } => {
+                    let aux = self.memflags(flags);
+                    let mem = self.memory_operand(addr, offset.into())?;
+                    let v = Operand::Reg(self.reg(v)?);
+                    self.push(b, l, ctrl, &[], &[mem, v], aux);
+                }
+                D::Unary { .. } | D::Binary { .. } | D::Ternary { .. } => {
+                    let ops = vals(self)?;
+                    self.push(b, l, ctrl, &results, &ops, 0);
+                }
+                _ => return self.lift_opaque(b, inst, ctrl, &results),
+            }
+            return Ok(());
+        }
+
+        match data {
+            D::UnaryImm { opcode: C::Iconst, imm } => {
+                self.push(b, L::Copy, ctrl, &results, &[Operand::Imm(Imm::Int(imm.bits()))], 0);
+            }
+            D::UnaryIeee32 { opcode: C::F32const, imm } => {
+                self.push(b, L::Copy, ctrl, &results, &[Operand::Imm(Imm::F32(imm.bits()))], 0);
+            }
+            D::UnaryIeee64 { opcode: C::F64const, imm } => {
+                self.push(b, L::Copy, ctrl, &results, &[Operand::Imm(Imm::F64(imm.bits()))], 0);
+            }
+            D::IntCompare { cond, args, .. } => {
+                let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
+                self.push(b, L::Icmp, ctrl, &results, &[Operand::Pred(int_cond(cond)), Operand::Reg(x), Operand::Reg(y)], 0);
+            }
+            D::FloatCompare { cond, args, .. } => {
+                let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
+                self.push(b, L::Fcmp, ctrl, &results, &[Operand::Pred(float_cond(cond)), Operand::Reg(x), Operand::Reg(y)], 0);
+            }
+            D::StackAddr { stack_slot, offset, .. } => {
+                let op = Operand::Stack(lir::StackObj::from_u32(stack_slot.as_u32()), offset.into());
+                self.push(b, L::StackAddr, ctrl, &results, &[op], 0);
+            }
+            D::UnaryGlobalValue { opcode: C::SymbolValue, global_value } => match self.src.global_values[global_value] {
+                ir::GlobalValueData::Symbol { ref name, offset, colocated, tls: false } => {
+                    let name = name.clone();
+                    let s = self.symbol(&name, SymbolKind::Data, colocated);
+                    self.push(b, L::SymbolValue, ctrl, &results, &[Operand::Sym(s, offset.bits())], 0);
+                }
+                _ => {
+                    self.push(b, L::GlobalValue, ctrl, &results, &[], global_value.as_u32());
+                }
+            },
+            D::FuncAddr { func_ref, .. } => {
+                let (s, _) = self.func_symbol(func_ref)?;
+                self.push(b, L::FuncAddr, ctrl, &results, &[Operand::Sym(s, 0)], 0);
+            }
+            D::Call { opcode, func_ref, .. } => {
+                let (s, sig) = self.func_symbol(func_ref)?;
+                let mut ops: SmallVec<[Operand; 8]> = smallvec::smallvec![Operand::Sym(s, 0)];
+                ops.extend(vals(self)?);
+                let op = if opcode == C::ReturnCall { L::TailCall } else { L::Call };
+                self.push(b, op, lir::Type::VOID, &results, &ops, sig.as_u32());
+            }
+            D::CallIndirect { opcode, sig_ref, .. } => {
+                let ops = vals(self)?;
+                let op = if opcode == C::ReturnCallIndirect { L::TailCall } else { L::Call };
+                self.push(b, op, lir::Type::VOID, &results, &ops, sig_ref.as_u32());
+            }
+            D::TryCall { .. } | D::TryCallIndirect { .. } => self.lift_try_call(b, inst)?,
+            D::Jump { destination, .. } => {
+                let op = self.block_op(destination.block(&self.src.dfg.value_lists))?;
+                let t = self.push(b, L::Jump, lir::Type::VOID, &[], &[op], 0);
+                self.edge(b, t, 0, destination, &[], 0)?;
+            }
+            D::Brif { arg, blocks: [bt, bf], .. } => {
+                let pool = &self.src.dfg.value_lists;
+                let (tb, fb) = (bt.block(pool), bf.block(pool));
+                let c = self.reg(arg)?;
+                let cty = self.f.reg_type(c);
+                let ops = [Operand::Pred(lir::Cond::Ne), Operand::Reg(c), self.block_op(tb)?, self.block_op(fb)?];
+                let t = self.push(b, L::Brif, cty, &[], &ops, 0);
+                self.edge(b, t, 2, bt, &[], 0)?;
+                self.edge(b, t, 3, bf, &[], 0)?;
+            }
+            D::BranchTable { arg, table, .. } => {
+                let jt = &self.src.dfg.jump_tables[table];
+                let calls: Vec<ir::BlockCall> = std::iter::once(jt.default_block()).chain(jt.as_slice().iter().copied()).collect();
+                let idx = self.reg(arg)?;
+                let ity = self.f.reg_type(idx);
+                let mut ops = vec![Operand::Reg(idx)];
+                for bc in &calls {
+                    ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
+                }
+                let t = self.push(b, L::BrTable, ity, &[], &ops, 0);
+                for (k, bc) in calls.into_iter().enumerate() {
+                    self.edge(b, t, k + 1, bc, &[], 0)?;
+                }
+            }
+            D::MultiAry { opcode: C::Return, .. } => {
+                let ops = vals(self)?;
+                self.push(b, L::Ret, lir::Type::VOID, &[], &ops, 0);
+            }
+            D::Trap { code, .. } => {
+                self.push(b, L::Trap, lir::Type::VOID, &[], &[], code.as_raw().get() as u32);
+            }
+            D::CondTrap { opcode, arg, code } => {
+                let c = self.reg(arg)?;
+                let cty = self.f.reg_type(c);
+                let op = if opcode == C::Trapz { L::Trapz } else { L::Trapnz };
+                self.push(b, op, cty, &[], &[Operand::Reg(c)], code.as_raw().get() as u32);
+            }
+            D::ExceptionHandlerAddress { block, imm, .. } => {
+                let bo = self.block_op(block)?;
+                self.push(b, L::ExnHandlerAddr, ctrl, &results, &[bo, Operand::Imm(Imm::Int(imm.bits()))], 0);
+            }
+            _ => self.lift_opaque(b, inst, ctrl, &results)?,
+        }
+        Ok(())
+    }
+
+    fn lift_try_call(&mut self, b: lir::Block, inst: ir::Inst) -> Result<(), Error> {
+        let dfg = &self.src.dfg;
+        let (callee, exception) = match dfg.insts[inst] {
+            D::TryCall { func_ref, exception, .. } => (Some(func_ref), exception),
+            D::TryCallIndirect { exception, .. } => (None, exception),
+            _ => unreachable!(),
+        };
+        let et = dfg.exception_tables[exception].clone();
+        let sig = et.signature();
+        let nrets = dfg.signatures[sig].returns.len();
+        // Results: the callee's returns, then as many payload registers as handlers use.
+        let mut results: Vec<lir::Reg> = Vec::new();
+        for p in dfg.signatures[sig].returns.clone() {
+            let t = self.ty(p.value_type)?;
+            results.push(self.f.new_reg(t));
+        }
+        let pool = &self.src.dfg.value_lists;
+        let mut exn_types: Vec<Option<ir::Type>> = Vec::new();
+        for bc in et.all_branches() {
+            let target = bc.block(pool);
+            for (k, a) in bc.args(pool).enumerate() {
+                if let ir::BlockArg::TryCallExn(i) = a {
+                    let t = self.src.dfg.block_params(target).get(k).map(|&v| self.src.dfg.value_type(v));
+                    if exn_types.len() <= i as usize {
+                        exn_types.resize(i as usize + 1, None);
+                    }
+                    exn_types[i as usize] = t;
+                }
+            }
+        }
+        for t in exn_types {
+            let t = self.ty(t.unwrap_or(ir::types::I64))?;
+            results.push(self.f.new_reg(t));
+        }
+        let mut ops: Vec<Operand> = Vec::new();
+        let args: Vec<ir::Value> = self.src.dfg.inst_args(inst).to_vec();
+        match callee {
+            Some(fr) => {
+                let (s, _) = self.func_symbol(fr)?;
+                ops.push(Operand::Sym(s, 0));
+                for v in args {
+                    ops.push(Operand::Reg(self.reg(v)?));
+                }
+            }
+            None => {
+                for v in args {
+                    ops.push(Operand::Reg(self.reg(v)?));
+                }
+            }
+        }
+        let normal = *et.normal_return();
+        ops.push(self.block_op(normal.block(&self.src.dfg.value_lists))?);
+        let mut items = Vec::new();
+        let mut handler_calls = Vec::new();
+        for item in et.items() {
+            match item {
+                ir::ExceptionTableItem::Tag(tag, bc) => {
+                    items.push(lir::ExnItem::Tag(tag.as_u32()));
+                    handler_calls.push((ops.len(), bc));
+                    ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
+                }
+                ir::ExceptionTableItem::Default(bc) => {
+                    items.push(lir::ExnItem::Default);
+                    handler_calls.push((ops.len(), bc));
+                    ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
+                }
+                ir::ExceptionTableItem::Context(v) => {
+                    items.push(lir::ExnItem::Context);
+                    ops.push(Operand::Reg(self.reg(v)?));
+                }
+            }
+        }
+        let table = self.f.exn_tables.push(items);
+        let normal_idx = ops.iter().position(|o| matches!(o, Operand::Block(_))).unwrap();
+        let t = self.push(b, L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
+        self.f.insts[t].aux2 = table.as_u32();
+        self.edge(b, t, normal_idx, normal, &results, nrets)?;
+        for (idx, bc) in handler_calls {
+            self.edge(b, t, idx, bc, &results, nrets)?;
+        }
+        Ok(())
+    }
+
+    /// An instruction LIR does not model: keep its opcode and immediates.
+    fn lift_opaque(&mut self, b: lir::Block, inst: ir::Inst, ctrl: lir::Type, results: &[lir::Reg]) -> Result<(), Error> {
+        let dfg = &self.src.dfg;
+        let data = dfg.insts[inst];
+        let opcode = data.opcode();
+        let mut imms: SmallVec<[u64; 2]> = SmallVec::new();
+        let mut flags = None;
+        let pack = |imms: &mut SmallVec<[u64; 2]>, bytes: &[u8]| {
+            imms.push(bytes.len() as u64);
+            for chunk in bytes.chunks(8) {
+                let mut w = [0u8; 8];
+                w[..chunk.len()].copy_from_slice(chunk);
+                imms.push(u64::from_le_bytes(w));
+            }
+        };
+        match data {
+            D::Unary { .. } | D::Binary { .. } | D::Ternary { .. } | D::NullAry { .. } => {}
+            D::UnaryImm { imm, .. } => imms.push(imm.bits() as u64),
+            D::UnaryIeee16 { imm, .. } => imms.push(imm.bits() as u64),
+            D::UnaryIeee32 { imm, .. } => imms.push(imm.bits() as u64),
+            D::UnaryIeee64 { imm, .. } => imms.push(imm.bits()),
+            D::UnaryConst { constant_handle, .. } => pack(&mut imms, dfg.constants.get(constant_handle).as_slice()),
+            D::Shuffle { imm, .. } => {
+                let bytes = dfg.immediates.get(imm).ok_or_else(|| self.err("shuffle mask missing"))?;
+                pack(&mut imms, bytes.as_slice());
+            }
+            D::BinaryImm8 { imm, .. } | D::TernaryImm8 { imm, .. } => imms.push(u8::from(imm) as u64),
+            D::AtomicRmw { op, flags: f, .. } => {
+                imms.push(ir::AtomicRmwOp::all().iter().position(|o| *o == op).unwrap() as u64);
+                flags = Some(f);
+            }
+            D::AtomicCas { flags: f, .. } | D::LoadNoOffset { flags: f, .. } | D::StoreNoOffset { flags: f, .. } => flags = Some(f),
+            D::Load { flags: f, offset, .. } | D::Store { flags: f, offset, .. } => {
+                imms.push(i32::from(offset) as i64 as u64);
+                flags = Some(f);
+            }
+            D::IntAddTrap { code, .. } => imms.push(code.as_raw().get() as u64),
+            D::CondTrap { code, .. } => imms.push(code.as_raw().get() as u64),
+            D::IntCompare { cond, .. } => imms.push(int_cond(cond) as u64),
+            D::FloatCompare { cond, .. } => imms.push(float_cond(cond) as u64),
+            _ => return Err(self.err(format!("unsupported instruction {opcode}"))),
+        }
+        let mut fx = 0u8;
+        if opcode.can_load() {
+            fx |= effects::LOAD;
+        }
+        if opcode.can_store() {
+            fx |= effects::STORE;
+        }
+        if opcode.can_trap() {
+            fx |= effects::TRAP;
+        }
+        if opcode.other_side_effects() || opcode.is_call() || opcode.is_terminator() || opcode.is_branch() || matches!(data, D::NullAry { .. }) {
+            fx |= effects::SIDE;
+        }
+        if opcode.is_terminator() || opcode.is_branch() {
+            return Err(self.err(format!("unsupported control-flow instruction {opcode}")));
+        }
+        let ops: Vec<Operand> = self.src.dfg.inst_args(inst).to_vec().into_iter().map(|v| self.reg(v).map(Operand::Reg)).collect::<Result<_, _>>()?;
+        let o = self.f.opaques.push(lir::OpaqueData { name: opcode.to_string(), imms, effects: fx });
+        let i = self.push(b, L::Opaque, ctrl, results, &ops, o.as_u32());
+        if let Some(fl) = flags {
+            self.f.insts[i].aux2 = self.memflags(fl) + 1;
+        }
+        Ok(())
+    }
+
+    fn run(mut self, linkage: lir::Linkage) -> Result<lir::FuncId, Error> {
+        let src = self.src;
+        // Side tables keep Cranelift's indices.
+        for (_, ss) in src.sized_stack_slots.iter() {
+            self.f.stack_objs.push(lir::StackObjData { size: ss.size, align_shift: ss.align_shift });
+        }
+        if !src.dynamic_stack_slots.is_empty() {
+            return Err(self.err("dynamic stack slots are not supported"));
+        }
+        for (_, s) in src.dfg.signatures.iter() {
+            let s = self.sig(s)?;
+            self.f.sigs.push(s);
+        }
+        for (_, r) in src.dfg.alias_regions.iter() {
+            self.f.regions.push(lir::RegionData { id: r.user_id, name: r.description.to_string() });
+        }
+        for (_, gv) in src.global_values.iter() {
+            let g = match *gv {
+                ir::GlobalValueData::VMContext => lir::GlobalData::VmCtx,
+                ir::GlobalValueData::Load { base, offset, global_type, flags } => lir::GlobalData::Load {
+                    base: lir::GlobalRef::from_u32(base.as_u32()),
+                    offset: offset.into(),
+                    ty: self.ty(global_type)?,
+                    flags: lir::MemFlagsRef::from_u32(self.memflags(flags)),
+                },
+                ir::GlobalValueData::IAddImm { base, offset, global_type } => lir::GlobalData::IAddImm {
+                    base: lir::GlobalRef::from_u32(base.as_u32()),
+                    offset: offset.bits(),
+                    ty: self.ty(global_type)?,
+                },
+                ir::GlobalValueData::Symbol { ref name, offset, colocated, tls } => {
+                    let name = name.clone();
+                    let sym = self.symbol(&name, SymbolKind::Data, colocated);
+                    lir::GlobalData::Symbol { sym, offset: offset.bits(), colocated, tls }
+                }
+                ir::GlobalValueData::DynScaleTargetConst { .. } => return Err(self.err("dynamic vector scale globals are not supported")),
+            };
+            self.f.globals.push(g);
+        }
+        self.f.stack_limit = src.stack_limit.map(|g| lir::GlobalRef::from_u32(g.as_u32()));
+
+        let Some(entry) = src.layout.entry_block() else { return Err(self.err("function has no body")) };
+        for b in src.layout.blocks() {
+            self.blocks[b] = Some(self.f.new_block());
+        }
+        // Entry parameters become argument copies; others become phis.
+        for b in src.layout.blocks() {
+            let lb = self.blocks[b].unwrap();
+            for (k, &v) in src.dfg.block_params(b).iter().enumerate() {
+                let r = self.reg(v)?;
+                let ty = self.f.reg_type(r);
+                if b == entry {
+                    self.push(lb, L::Copy, ty, &[r], &[Operand::Arg(k as u32)], 0);
+                } else {
+                    let phi = self.push(lb, L::Phi, ty, &[r], &[], 0);
+                    self.phis[b].push(phi);
+                }
+            }
+        }
+        for b in src.layout.blocks() {
+            let lb = self.blocks[b].unwrap();
+            for inst in src.layout.block_insts(b) {
+                self.lift_inst(lb, inst)?;
+            }
+        }
+        self.cur_inst = None;
+        self.fill_phis(entry)?;
+        self.m.add_function(self.f).map_err(|msg| Error::Lift { function: opmap::func_name(&src.name), inst: None, msg })
+            .map(|id| {
+                let _ = linkage;
+                id
+            })
+    }
+
+    /// Turn recorded edges into phi sources, splitting edges where one predecessor reaches a
+    /// block twice with different arguments.
+    fn fill_phis(&mut self, entry: ir::Block) -> Result<(), Error> {
+        let edges = std::mem::take(&mut self.edges);
+        // (target, pred) → args already recorded
+        let mut seen: rustc_hash::FxHashMap<(ir::Block, lir::Block), SmallVec<[lir::Reg; 4]>> = Default::default();
+        let mut sources: SecondaryMap<ir::Block, Vec<(lir::Block, SmallVec<[lir::Reg; 4]>)>> = SecondaryMap::new();
+        for (pred, term, idx, target, args) in edges {
+            if target == entry {
+                return Err(self.err("branch to the entry block is not supported"));
+            }
+            if args.len() != self.phis[target].len() {
+                return Err(self.err(format!("branch to {target} passes {} arguments, the block has {} parameters", args.len(), self.phis[target].len())));
+            }
+            if args.is_empty() {
+                continue;
+            }
+            match seen.get(&(target, pred)) {
+                Some(prev) if *prev == args => continue,
+                Some(_) => {
+                    // Split: pred → E → target, with E carrying these arguments.
+                    let e = self.f.new_block();
+                    let tb = self.blocks[target].unwrap();
+                    self.push(e, L::Jump, lir::Type::VOID, &[], &[Operand::Block(tb)], 0);
+                    self.f.operands_mut(term)[idx] = Operand::Block(e);
+                    seen.insert((target, e), args.clone());
+                    sources[target].push((e, args));
+                }
+                None => {
+                    seen.insert((target, pred), args.clone());
+                    sources[target].push((pred, args));
+                }
+            }
+        }
+        let blocks: Vec<ir::Block> = self.src.layout.blocks().collect();
+        for b in blocks {
+            let phis = self.phis[b].clone();
+            for (k, phi) in phis.into_iter().enumerate() {
+                let ops: Vec<Operand> = sources[b].iter().flat_map(|(p, args)| [Operand::Reg(args[k]), Operand::Block(*p)]).collect();
+                self.f.set_operands(phi, &ops);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Lift one function into `module` with the given linkage.
+pub fn lift_function(module: &mut lir::Module, func: &ir::Function, linkage: lir::Linkage) -> Result<lir::FuncId, Error> {
+    let name = opmap::func_name(&func.name);
+    let mut l = Lifter {
+        src: func,
+        m: module,
+        f: lir::Function::new(name, lir::Signature::new(lir::CallConv::SystemV), linkage),
+        regs: SecondaryMap::with_capacity(func.dfg.num_values()),
+        blocks: SecondaryMap::with_capacity(func.dfg.num_blocks()),
+        phis: SecondaryMap::new(),
+        edges: Vec::new(),
+        cur_inst: None,
+    };
+    l.f.sig = l.sig(&func.signature)?;
+    l.run(linkage)
+}
+
+/// Mark functions whose address is taken (`func_addr`, symbol globals) as address-significant.
+pub fn mark_address_taken(module: &mut lir::Module) {
+    let cg = module.call_graph();
+    let ids: Vec<lir::FuncId> = module.functions.keys().collect();
+    for id in ids {
+        let name = module.functions[id].name.clone();
+        if let Some(s) = module.lookup_symbol(&name) {
+            if !cg.address_takers[s].is_empty() {
+                module.functions[id].address_significant = true;
+            }
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_entity(_: lir::Reg) -> usize {
+    lir::Reg::new(0).index()
+}

@@ -1,0 +1,316 @@
+//! Run Cranelift's `.clif` run tests through the pipeline: parse with cranelift-reader, keep
+//! the x86-64 targets this host can run, lift every function of the file into one LIR module,
+//! run the passes, JIT-compile, and execute every `; run:` and `; print:` line. Each call runs
+//! in a forked child, so a trap fails that line and the run goes on.
+
+use crate::jit::{compile_module, OptLevel};
+use crate::pipeline::lift_functions;
+use crate::Error;
+use cranelift_codegen::data_value::DataValue;
+use cranelift_codegen::ir;
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_reader::{parse_run_command, parse_test, Comparison, IsaSpec, ParseOptions, RunCommand};
+use midend::{PassManager, Stats};
+use std::path::Path;
+
+/// Options of `mergelift run`.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Comma list of passes (`none` = lift and lower only).
+    pub passes: String,
+    /// Override the files' `opt_level`.
+    pub opt_level: Option<OptLevel>,
+}
+
+/// What a run over files found.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    /// One line per failure: `file:line: %f(args) == expected, got actual`.
+    pub failures: Vec<String>,
+    /// (file, reason) per skipped file or target.
+    pub skips: Vec<(String, String)>,
+    pub stats: Stats,
+}
+
+impl RunReport {
+    pub fn summary(&self) -> String {
+        let mut s = format!("{} passed, {} failed", self.passed, self.failed);
+        if self.skipped > 0 {
+            s.push_str(&format!(", {} skipped", self.skipped));
+        }
+        s
+    }
+    fn fail(&mut self, line: String) {
+        self.failed += 1;
+        self.failures.push(line);
+    }
+}
+
+/// Bool ISA flags of the host.
+fn host_flags() -> Vec<(String, bool)> {
+    let Ok(b) = cranelift_native::builder() else { return Vec::new() };
+    let Ok(isa) = b.finish(settings::Flags::new(settings::builder())) else { return Vec::new() };
+    isa.isa_flags().iter().filter_map(|v| v.as_bool().map(|b| (v.name.to_string(), b))).collect()
+}
+
+/// Rebuild a test-file ISA for the JIT: same shared and ISA flags, but not PIC.
+fn jit_isa(test: &dyn cranelift_codegen::isa::TargetIsa, opt: Option<OptLevel>) -> Result<OwnedTargetIsa, String> {
+    let mut fb = settings::builder();
+    for v in test.flags().iter() {
+        let _ = fb.set(v.name, &v.value_string());
+    }
+    let _ = fb.set("is_pic", "false");
+    let _ = fb.set("use_colocated_libcalls", "false");
+    if let Some(o) = opt {
+        let _ = fb.set("opt_level", o.name());
+    }
+    let mut ib = cranelift_codegen::isa::lookup(test.triple().clone()).map_err(|e| e.to_string())?;
+    for v in test.isa_flags() {
+        let _ = ib.set(v.name, &v.value_string());
+    }
+    ib.finish(settings::Flags::new(fb)).map_err(|e| e.to_string())
+}
+
+fn line_of(text: &str, sub: &str) -> usize {
+    let off = (sub.as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len());
+    text[..off].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+/// Run one call in a forked child; a signal (trap) becomes an error.
+fn call_isolated(module: &crate::jit::CompiledModule, name: &str, sig: &ir::Signature, args: &[DataValue]) -> Result<Vec<DataValue>, String> {
+    let slots = sig.params.len().max(sig.returns.len()).max(1);
+    let mut buf = vec![0u128; slots];
+    for (i, a) in args.iter().enumerate() {
+        let bytes: &mut [u8] = bytemuck_slot(&mut buf[i]);
+        a.write_to_slice_ne(bytes);
+    }
+    let mut fds = [0i32; 2];
+    // SAFETY: plain POSIX calls; the child only runs the JIT code, writes to a pipe and exits.
+    unsafe {
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            return Err("pipe failed".into());
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            return Err("fork failed".into());
+        }
+        if pid == 0 {
+            libc::close(fds[0]);
+            let ok = module.call_raw(name, sig, &mut buf).is_ok();
+            let len = std::mem::size_of_val(buf.as_slice());
+            if ok {
+                libc::write(fds[1], buf.as_ptr() as *const libc::c_void, len);
+            }
+            libc::_exit(if ok { 0 } else { 3 });
+        }
+        libc::close(fds[1]);
+        let mut out = vec![0u8; std::mem::size_of_val(buf.as_slice())];
+        let mut got = 0usize;
+        while got < out.len() {
+            let n = libc::read(fds[0], out[got..].as_mut_ptr() as *mut libc::c_void, out.len() - got);
+            if n <= 0 {
+                break;
+            }
+            got += n as usize;
+        }
+        libc::close(fds[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        if libc::WIFSIGNALED(status) {
+            return Err(format!("trap (signal {})", libc::WTERMSIG(status)));
+        }
+        if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 || got != out.len() {
+            return Err("the call did not complete".into());
+        }
+        Ok(sig.returns.iter().enumerate().map(|(i, r)| DataValue::read_from_slice_ne(&out[i * 16..i * 16 + 16], r.value_type)).collect())
+    }
+}
+
+fn bytemuck_slot(x: &mut u128) -> &mut [u8] {
+    // SAFETY: a u128 is 16 initialised bytes.
+    unsafe { std::slice::from_raw_parts_mut(x as *mut u128 as *mut u8, 16) }
+}
+
+fn show(vals: &[DataValue]) -> String {
+    let v: Vec<String> = vals.iter().map(|v| v.to_string()).collect();
+    if v.len() == 1 {
+        v[0].clone()
+    } else {
+        format!("[{}]", v.join(", "))
+    }
+}
+
+/// Run one test file, adding to `report`.
+pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_skips: bool) {
+    let file = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return report.fail(format!("{file}: cannot read: {e}")),
+    };
+    let test = match parse_test(&text, ParseOptions::default()) {
+        Ok(t) => t,
+        Err(e) => return report.fail(format!("{file}:{}: parse error: {}", e.location.line_number, e.message)),
+    };
+    // `test interpret` alone runs only on Cranelift's interpreter: no native target.
+    if !test.commands.iter().any(|c| c.command == "run") {
+        report.skipped += 1;
+        report.skips.push((file, "interpret-only test (no `test run`): no x86_64 target".into()));
+        return;
+    }
+    // The x86-64 ISAs of the file that this host can run.
+    let host = host_flags();
+    let mut isas: Vec<OwnedTargetIsa> = Vec::new();
+    let mut reasons = Vec::new();
+    match &test.isa_spec {
+        IsaSpec::None(flags) => match crate::jit::host_isa(opts.opt_level.unwrap_or(OptLevel::None)) {
+            Ok(h) => match jit_isa_from_flags(&*h, flags, opts.opt_level) {
+                Ok(i) => isas.push(i),
+                Err(e) => reasons.push(e),
+            },
+            Err(e) => reasons.push(e.to_string()),
+        },
+        IsaSpec::Some(list) => {
+            for isa in list {
+                if isa.triple().architecture != target_lexicon::Architecture::X86_64 {
+                    continue;
+                }
+                let missing: Vec<String> = isa
+                    .isa_flags()
+                    .iter()
+                    .filter(|v| v.as_bool() == Some(true))
+                    .filter(|v| !host.iter().any(|(n, b)| n == v.name && *b))
+                    .map(|v| v.name.to_string())
+                    .collect();
+                if !missing.is_empty() {
+                    reasons.push(format!("host lacks {}", missing.join(", ")));
+                    continue;
+                }
+                match jit_isa(&**isa, opts.opt_level) {
+                    Ok(i) => isas.push(i),
+                    Err(e) => reasons.push(e),
+                }
+            }
+            if isas.is_empty() && reasons.is_empty() {
+                reasons.push("no x86_64 target".into());
+            }
+        }
+    }
+    for r in reasons {
+        report.skipped += 1;
+        let _ = verbose_skips;
+        report.skips.push((file.clone(), r));
+    }
+    if isas.is_empty() {
+        return;
+    }
+    // Run commands per function.
+    let mut commands: Vec<(usize, String, ir::Signature, RunCommand)> = Vec::new();
+    for (func, details) in &test.functions {
+        for c in &details.comments {
+            match parse_run_command(c.text, &func.signature) {
+                Ok(Some(cmd)) => commands.push((line_of(&text, c.text), crate::opmap::func_name(&func.name), func.signature.clone(), cmd)),
+                Ok(None) => {}
+                Err(e) => report.fail(format!("{file}:{}: bad run command: {}", line_of(&text, c.text), e.message)),
+            }
+        }
+    }
+    if commands.is_empty() {
+        return;
+    }
+    let sigs: Vec<ir::Signature> = commands.iter().map(|c| c.2.clone()).collect();
+    for isa in isas {
+        let funcs: Vec<&ir::Function> = test.functions.iter().map(|(f, _)| f).collect();
+        let compiled = (|| -> Result<crate::jit::CompiledModule, Error> {
+            let mut module = lift_functions(funcs.iter().copied(), &mut report.stats)?;
+            let mut pm = PassManager::from_names(&opts.passes)?;
+            pm.verify = true;
+            pm.run(&mut module, &mut report.stats)?;
+            compile_module(&module, isa, &sigs, &[])
+        })();
+        let compiled = match compiled {
+            Ok(c) => c,
+            Err(e) => {
+                for (line, _, _, _) in &commands {
+                    report.fail(format!("{file}:{line}: {e}"));
+                }
+                continue;
+            }
+        };
+        for (line, name, sig, cmd) in &commands {
+            let (inv, expect) = match cmd {
+                RunCommand::Print(inv) => (inv, None),
+                RunCommand::Run(inv, cmp, vals) => (inv, Some((cmp, vals))),
+            };
+            let call = format!("%{}({})", inv.func, inv.args.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "));
+            // As in Cranelift's filetests, a run line calls the function it follows; the name
+            // it spells is informational.
+            let (target, tsig) = (name.as_str(), sig.clone());
+            let got = call_isolated(&compiled, target, &tsig, &inv.args);
+            match (got, expect) {
+                (Ok(_), None) => report.passed += 1,
+                (Ok(actual), Some((cmp, expected))) => {
+                    let eq = actual.len() == expected.len() && actual.iter().zip(expected.iter()).all(|(a, b)| a.bitwise_eq(b));
+                    let ok = match cmp {
+                        Comparison::Equals => eq,
+                        Comparison::NotEquals => !eq,
+                    };
+                    if ok {
+                        report.passed += 1;
+                    } else {
+                        report.fail(format!("{file}:{line}: {call} {cmp} {}, got {}", show(expected), show(&actual)));
+                    }
+                }
+                (Err(e), Some((cmp, expected))) => report.fail(format!("{file}:{line}: {call} {cmp} {}, got {e}", show(expected))),
+                (Err(e), None) => report.fail(format!("{file}:{line}: {call}, got {e}")),
+            }
+        }
+    }
+}
+
+fn jit_isa_from_flags(host: &dyn cranelift_codegen::isa::TargetIsa, flags: &settings::Flags, opt: Option<OptLevel>) -> Result<OwnedTargetIsa, String> {
+    let mut fb = settings::builder();
+    for v in flags.iter() {
+        let _ = fb.set(v.name, &v.value_string());
+    }
+    let _ = fb.set("is_pic", "false");
+    let _ = fb.set("use_colocated_libcalls", "false");
+    if let Some(o) = opt {
+        let _ = fb.set("opt_level", o.name());
+    }
+    let mut ib = cranelift_codegen::isa::lookup(host.triple().clone()).map_err(|e| e.to_string())?;
+    for v in host.isa_flags() {
+        let _ = ib.set(v.name, &v.value_string());
+    }
+    ib.finish(settings::Flags::new(fb)).map_err(|e| e.to_string())
+}
+
+/// Collect `.clif` files from files and directories (recursively, sorted).
+pub fn collect_files(inputs: &[std::path::PathBuf]) -> Result<Vec<std::path::PathBuf>, Error> {
+    let mut out = Vec::new();
+    for p in inputs {
+        if p.is_dir() {
+            let mut stack = vec![p.clone()];
+            while let Some(d) = stack.pop() {
+                let rd = std::fs::read_dir(&d).map_err(|e| Error::Other(format!("{}: {e}", d.display())))?;
+                for e in rd.flatten() {
+                    let path = e.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else if path.extension().is_some_and(|x| x == "clif") {
+                        out.push(path);
+                    }
+                }
+            }
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(Error::Other(format!("{}: no such file or directory", p.display())));
+        }
+    }
+    out.sort();
+    Ok(out)
+}

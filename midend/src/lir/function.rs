@@ -1,0 +1,425 @@
+//! Functions: signature, linkage, arenas of registers, instructions and blocks, the block
+//! layout, and the side tables (stack objects, signatures, memory flags, global values,
+//! opaque records, exception tables) that instructions refer to by index.
+
+use super::entities::*;
+use super::inst::{effects, Format, InstData, Opcode, PoolRange};
+use super::operand::Operand;
+use super::types::Type;
+use cranelift_entity::{PrimaryMap, SecondaryMap};
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+
+/// Calling conventions (the names Cranelift prints).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallConv {
+    Fast,
+    Tail,
+    SystemV,
+    WindowsFastcall,
+    AppleAarch64,
+    Probestack,
+    Winch,
+    Patchable,
+}
+
+const CALL_CONVS: [(&str, CallConv); 8] = [
+    ("fast", CallConv::Fast),
+    ("tail", CallConv::Tail),
+    ("system_v", CallConv::SystemV),
+    ("windows_fastcall", CallConv::WindowsFastcall),
+    ("apple_aarch64", CallConv::AppleAarch64),
+    ("probestack", CallConv::Probestack),
+    ("winch", CallConv::Winch),
+    ("patchable", CallConv::Patchable),
+];
+
+impl CallConv {
+    pub fn name(self) -> &'static str {
+        CALL_CONVS.iter().find(|c| c.1 == self).unwrap().0
+    }
+    pub fn parse(s: &str) -> Option<CallConv> {
+        CALL_CONVS.iter().find(|c| c.0 == s).map(|c| c.1)
+    }
+}
+
+/// How a parameter or return value is extended to register width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Ext {
+    #[default]
+    None,
+    Uext,
+    Sext,
+}
+
+/// Special meaning of a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Purpose {
+    #[default]
+    Normal,
+    VmCtx,
+    StructReturn,
+    StructArgument(u32),
+}
+
+/// A parameter or return value of a signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AbiParam {
+    pub ty: Type,
+    pub ext: Ext,
+    pub purpose: Purpose,
+}
+
+impl AbiParam {
+    pub fn new(ty: Type) -> Self {
+        AbiParam { ty, ext: Ext::None, purpose: Purpose::Normal }
+    }
+}
+
+/// A function signature.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Signature {
+    pub params: Vec<AbiParam>,
+    pub returns: Vec<AbiParam>,
+    pub call_conv: CallConv,
+}
+
+impl Signature {
+    pub fn new(call_conv: CallConv) -> Self {
+        Signature { params: Vec::new(), returns: Vec::new(), call_conv }
+    }
+}
+
+/// Who may see and replace a function (LLVM's linkage classes, as MergeFunctions needs them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Linkage {
+    /// Visible outside the module under its name; the definition is final.
+    Export,
+    /// Visible only inside the module.
+    Local,
+    /// Exported, but the definition may be replaced (interposed) at link time.
+    Preemptible,
+    /// Declared here, defined elsewhere (functions of this linkage have no body).
+    Import,
+}
+
+impl Linkage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Linkage::Export => "export",
+            Linkage::Local => "local",
+            Linkage::Preemptible => "preemptible",
+            Linkage::Import => "import",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Linkage> {
+        Some(match s {
+            "export" => Linkage::Export,
+            "local" => Linkage::Local,
+            "preemptible" => Linkage::Preemptible,
+            "import" => Linkage::Import,
+            _ => return None,
+        })
+    }
+}
+
+/// A stack object: a function-local slot of known size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StackObjData {
+    pub size: u32,
+    pub align_shift: u8,
+}
+
+/// An alias region (from Cranelift memory flags): a user id and a description.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RegionData {
+    pub id: u32,
+    pub name: String,
+}
+
+/// Memory flags of a load or store (mirrors Cranelift's): bits, trap code, alias region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemFlags {
+    /// `MemFlags::ALIGNED | READONLY | LITTLE | BIG | CAN_MOVE | CHECKED`.
+    pub bits: u8,
+    /// Trap code raised by a faulting access; 0 = `notrap`.
+    pub trap: u8,
+    pub region: Option<Region>,
+}
+
+impl MemFlags {
+    pub const ALIGNED: u8 = 1;
+    pub const READONLY: u8 = 2;
+    pub const LITTLE: u8 = 4;
+    pub const BIG: u8 = 8;
+    pub const CAN_MOVE: u8 = 16;
+    /// Trap code raised by default (Cranelift's `heap_oob`).
+    pub const HEAP_OOB: u8 = 253;
+
+    /// Plain flags: may trap with `heap_oob`, no other property.
+    pub fn new() -> Self {
+        MemFlags { bits: 0, trap: Self::HEAP_OOB, region: None }
+    }
+    /// `notrap aligned`.
+    pub fn trusted() -> Self {
+        MemFlags { bits: Self::ALIGNED, trap: 0, region: None }
+    }
+    pub fn readonly(self) -> bool {
+        self.bits & Self::READONLY != 0
+    }
+    pub fn notrap(self) -> bool {
+        self.trap == 0
+    }
+}
+
+impl Default for MemFlags {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Trap code names, as Cranelift prints them (`user7` for user codes).
+pub fn trap_code_name(code: u8) -> String {
+    match code {
+        251 => "stk_ovf".into(),
+        252 => "int_ovf".into(),
+        253 => "heap_oob".into(),
+        254 => "int_divz".into(),
+        255 => "bad_toint".into(),
+        n => format!("user{n}"),
+    }
+}
+
+/// Parse a trap code name (`heap_oob`, `user3`).
+pub fn parse_trap_code(s: &str) -> Option<u8> {
+    Some(match s {
+        "stk_ovf" => 251,
+        "int_ovf" => 252,
+        "heap_oob" => 253,
+        "int_divz" => 254,
+        "bad_toint" => 255,
+        _ => {
+            let n: u8 = s.strip_prefix("user")?.parse().ok()?;
+            if n == 0 || n >= 251 {
+                return None;
+            }
+            n
+        }
+    })
+}
+
+/// A global value (Cranelift's `gvN`): a chain of loads and offsets rooted at vmctx or a symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GlobalData {
+    VmCtx,
+    Load { base: GlobalRef, offset: i32, ty: Type, flags: MemFlagsRef },
+    IAddImm { base: GlobalRef, offset: i64, ty: Type },
+    Symbol { sym: Symbol, offset: i64, colocated: bool, tls: bool },
+}
+
+/// What an opaque instruction is: a Cranelift opcode LIR does not model, with its immediates
+/// and effects. Compared exactly when merging; value-numbered only when pure.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OpaqueData {
+    /// The Cranelift opcode name, e.g. `iadd_pairwise`.
+    pub name: String,
+    /// Immediates in a format-specific encoding chosen by the lifter.
+    pub imms: SmallVec<[u64; 2]>,
+    /// `effects::{LOAD, STORE, TRAP, SIDE}` bits.
+    pub effects: u8,
+}
+
+/// One entry of a `try_call` exception table; the entries pair up, in order, with the
+/// handler block operands (tags and default) and context register operands (context).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExnItem {
+    Tag(u32),
+    Default,
+    Context,
+}
+
+/// A basic block: its instructions in order.
+#[derive(Clone, Debug, Default)]
+pub struct BlockData {
+    pub insts: Vec<Inst>,
+}
+
+/// Per-register data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegData {
+    pub ty: Type,
+}
+
+/// An LIR function.
+#[derive(Clone, Debug)]
+pub struct Function {
+    pub name: String,
+    pub sig: Signature,
+    pub linkage: Linkage,
+    /// The function's address is observed (taken with `func_addr`, or declared so): merging it
+    /// must keep a distinct address (a thunk), never an alias.
+    pub address_significant: bool,
+    pub regs: PrimaryMap<Reg, RegData>,
+    pub insts: PrimaryMap<Inst, InstData>,
+    pub blocks: PrimaryMap<Block, BlockData>,
+    /// Block order; the first is the entry.
+    pub layout: Vec<Block>,
+    pub operand_pool: Vec<Operand>,
+    pub result_pool: Vec<Reg>,
+    pub stack_objs: PrimaryMap<StackObj, StackObjData>,
+    pub sigs: PrimaryMap<SigRef, Signature>,
+    pub regions: PrimaryMap<Region, RegionData>,
+    pub memflags: PrimaryMap<MemFlagsRef, MemFlags>,
+    memflags_index: FxHashMap<MemFlags, MemFlagsRef>,
+    pub globals: PrimaryMap<GlobalRef, GlobalData>,
+    pub opaques: PrimaryMap<OpaqueRef, OpaqueData>,
+    pub exn_tables: PrimaryMap<ExnTable, Vec<ExnItem>>,
+    /// Global value holding the stack limit, checked in the prologue (Cranelift's
+    /// `stack_limit = gvN`).
+    pub stack_limit: Option<GlobalRef>,
+}
+
+impl Function {
+    pub fn new(name: impl Into<String>, sig: Signature, linkage: Linkage) -> Self {
+        Function {
+            name: name.into(),
+            sig,
+            linkage,
+            address_significant: false,
+            regs: PrimaryMap::new(),
+            insts: PrimaryMap::new(),
+            blocks: PrimaryMap::new(),
+            layout: Vec::new(),
+            operand_pool: Vec::new(),
+            result_pool: Vec::new(),
+            stack_objs: PrimaryMap::new(),
+            sigs: PrimaryMap::new(),
+            regions: PrimaryMap::new(),
+            memflags: PrimaryMap::new(),
+            memflags_index: FxHashMap::default(),
+            globals: PrimaryMap::new(),
+            opaques: PrimaryMap::new(),
+            exn_tables: PrimaryMap::new(),
+            stack_limit: None,
+        }
+    }
+
+    /// The entry block, if the function has a body.
+    pub fn entry(&self) -> Option<Block> {
+        self.layout.first().copied()
+    }
+
+    pub fn new_reg(&mut self, ty: Type) -> Reg {
+        self.regs.push(RegData { ty })
+    }
+    pub fn reg_type(&self, r: Reg) -> Type {
+        self.regs[r].ty
+    }
+
+    /// Create a block and append it to the layout.
+    pub fn new_block(&mut self) -> Block {
+        let b = self.blocks.push(BlockData::default());
+        self.layout.push(b);
+        b
+    }
+
+    /// Intern memory flags.
+    pub fn intern_memflags(&mut self, f: MemFlags) -> MemFlagsRef {
+        if let Some(&r) = self.memflags_index.get(&f) {
+            return r;
+        }
+        let r = self.memflags.push(f);
+        self.memflags_index.insert(f, r);
+        r
+    }
+
+    /// Create instruction data (not yet placed in a block).
+    pub fn make_inst(&mut self, opcode: Opcode, ty: Type, results: &[Reg], operands: &[Operand]) -> Inst {
+        let results = push_range(&mut self.result_pool, results);
+        let operands = push_range(&mut self.operand_pool, operands);
+        self.insts.push(InstData { opcode, ty, aux: 0, aux2: 0, results, operands })
+    }
+
+    pub fn results(&self, inst: Inst) -> &[Reg] {
+        &self.result_pool[self.insts[inst].results.range()]
+    }
+    pub fn operands(&self, inst: Inst) -> &[Operand] {
+        &self.operand_pool[self.insts[inst].operands.range()]
+    }
+    pub fn operands_mut(&mut self, inst: Inst) -> &mut [Operand] {
+        let r = self.insts[inst].operands.range();
+        &mut self.operand_pool[r]
+    }
+    /// Replace the operand list of `inst` (appends to the pool when it grows).
+    pub fn set_operands(&mut self, inst: Inst, ops: &[Operand]) {
+        let cur = self.insts[inst].operands;
+        if ops.len() <= cur.len as usize {
+            let start = cur.start as usize;
+            self.operand_pool[start..start + ops.len()].copy_from_slice(ops);
+            self.insts[inst].operands.len = ops.len() as u32;
+        } else {
+            self.insts[inst].operands = push_range(&mut self.operand_pool, ops);
+        }
+    }
+
+    /// The terminator of a block, if its last instruction is one.
+    pub fn terminator(&self, block: Block) -> Option<Inst> {
+        let last = *self.blocks[block].insts.last()?;
+        self.insts[last].opcode.is_terminator().then_some(last)
+    }
+
+    /// Effect bits of an instruction (opaque ones carry their own).
+    pub fn inst_effects(&self, inst: Inst) -> u8 {
+        let d = &self.insts[inst];
+        if d.opcode == Opcode::Opaque {
+            self.opaques[OpaqueRef::from_u32(d.aux)].effects
+        } else if d.opcode.format() == Format::Load
+            && self.memflags[MemFlagsRef::from_u32(d.aux)].notrap()
+        {
+            effects::LOAD
+        } else {
+            d.opcode.effects()
+        }
+    }
+
+    /// May this instruction be removed when its results are unused?
+    pub fn is_removable(&self, inst: Inst) -> bool {
+        let e = self.inst_effects(inst);
+        e & (effects::STORE | effects::TRAP | effects::SIDE | effects::TERM) == 0
+            && !self.insts[inst].opcode.is_terminator()
+    }
+
+    /// Successor blocks of a terminator, in operand order (duplicates kept).
+    pub fn branch_targets(&self, inst: Inst) -> impl Iterator<Item = Block> + '_ {
+        let is_branch = self.insts[inst].opcode.is_terminator();
+        self.operands(inst)
+            .iter()
+            .filter(move |_| is_branch)
+            .filter_map(|o| o.as_block())
+    }
+
+    /// Number of instructions placed in blocks.
+    pub fn inst_count(&self) -> usize {
+        self.layout.iter().map(|&b| self.blocks[b].insts.len()).sum()
+    }
+
+    /// Per-register defining instruction (unset for registers never defined).
+    pub fn def_map(&self) -> SecondaryMap<Reg, Option<Inst>> {
+        let mut defs = SecondaryMap::with_capacity(self.regs.len());
+        for &b in &self.layout {
+            for &i in &self.blocks[b].insts {
+                for &r in self.results(i) {
+                    defs[r] = Some(i);
+                }
+            }
+        }
+        defs
+    }
+}
+
+fn push_range<T: Copy>(pool: &mut Vec<T>, items: &[T]) -> PoolRange {
+    let start = pool.len() as u32;
+    pool.extend_from_slice(items);
+    PoolRange { start, len: items.len() as u32 }
+}
+

@@ -1,0 +1,258 @@
+//! Opcodes, their operand formats and effects, and the per-instruction data record.
+//!
+//! Instruction data is stored apart from the order of instructions (`Function::insts` vs the
+//! per-block lists), as Cranelift separates its DataFlowGraph from its Layout. Operands and
+//! results live in per-function pools; an instruction holds ranges into them.
+
+use super::types::Type;
+
+/// The operand shape of an opcode: what the verifier, printer and parser expect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `%d = op.T a` (register or constant).
+    Unary,
+    /// `%d = op.T a, b` (registers or constants).
+    Binary,
+    /// `%d = op.T a, b, c`.
+    Ternary,
+    /// `%d = op.T pred a, b`.
+    Compare,
+    /// `%d = copy.T src` where src is a register, a constant or a function argument.
+    Copy,
+    /// `%d = op.T flags <mem>`.
+    Load,
+    /// `op.T flags <mem>, value`.
+    Store,
+    /// `%d = op.T <stack object or symbol>`: take an address.
+    Addr,
+    /// `%d = global_value.T gvN`.
+    GlobalValue,
+    /// `%d.. = call sigN callee(args..)`; `tail_call` and `try_call` extend it.
+    Call,
+    /// `%d = phi.T [%r, bb], ..`.
+    Phi,
+    /// `jump bbN`.
+    Jump,
+    /// `brif pred a[, b], bbT, bbF`.
+    Brif,
+    /// `br_table a, bbDefault, [bb..]`.
+    BrTable,
+    /// `ret a, ..`.
+    Return,
+    /// `trap code`.
+    Trap,
+    /// `trapz a, code` / `trapnz a, code`.
+    CondTrap,
+    /// `%d = exn_handler_addr.T bbN, imm`.
+    ExnHandlerAddr,
+    /// An instruction LIR does not model: its Cranelift opcode name, immediates and effects
+    /// ride in `Function::opaques`; operands are registers.
+    Opaque,
+}
+
+/// Effect bits of an opcode (opaque instructions carry their own).
+pub mod effects {
+    /// Reads memory.
+    pub const LOAD: u8 = 1;
+    /// Writes memory.
+    pub const STORE: u8 = 2;
+    /// May trap.
+    pub const TRAP: u8 = 4;
+    /// Other side effects (calls, fences, I/O); never removed, never value-numbered.
+    pub const SIDE: u8 = 8;
+    /// Ends a block.
+    pub const TERM: u8 = 16;
+    /// Operands may be swapped.
+    pub const COMM: u8 = 32;
+    /// Call-like (seed 002's `isCall`).
+    pub const CALL: u8 = 64;
+}
+
+macro_rules! opcodes {
+    ($($variant:ident = $name:literal, $fmt:ident, $eff:expr;)*) => {
+        /// An LIR opcode.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Opcode { $($variant),* }
+
+        const OPCODE_INFO: &[(&str, Format, u8)] = &[$(($name, Format::$fmt, $eff)),*];
+        const ALL_OPCODES: &[Opcode] = &[$(Opcode::$variant),*];
+    };
+}
+
+use effects::*;
+const NONE: u8 = 0;
+
+opcodes! {
+    // Integer arithmetic and bit operations.
+    Add = "add", Binary, COMM;
+    Sub = "sub", Binary, NONE;
+    Mul = "mul", Binary, COMM;
+    Sdiv = "sdiv", Binary, TRAP;
+    Udiv = "udiv", Binary, TRAP;
+    Srem = "srem", Binary, TRAP;
+    Urem = "urem", Binary, TRAP;
+    Umulhi = "umulhi", Binary, COMM;
+    Smulhi = "smulhi", Binary, COMM;
+    Smin = "smin", Binary, COMM;
+    Smax = "smax", Binary, COMM;
+    Umin = "umin", Binary, COMM;
+    Umax = "umax", Binary, COMM;
+    And = "and", Binary, COMM;
+    Or = "or", Binary, COMM;
+    Xor = "xor", Binary, COMM;
+    Shl = "shl", Binary, NONE;
+    Ushr = "ushr", Binary, NONE;
+    Sshr = "sshr", Binary, NONE;
+    Rotl = "rotl", Binary, NONE;
+    Rotr = "rotr", Binary, NONE;
+    Neg = "neg", Unary, NONE;
+    Not = "not", Unary, NONE;
+    Abs = "abs", Unary, NONE;
+    Clz = "clz", Unary, NONE;
+    Ctz = "ctz", Unary, NONE;
+    Cls = "cls", Unary, NONE;
+    Popcnt = "popcnt", Unary, NONE;
+    Bswap = "bswap", Unary, NONE;
+    Bitrev = "bitrev", Unary, NONE;
+    // Float arithmetic.
+    Fadd = "fadd", Binary, COMM;
+    Fsub = "fsub", Binary, NONE;
+    Fmul = "fmul", Binary, COMM;
+    Fdiv = "fdiv", Binary, NONE;
+    Fmin = "fmin", Binary, COMM;
+    Fmax = "fmax", Binary, COMM;
+    Fcopysign = "fcopysign", Binary, NONE;
+    Fneg = "fneg", Unary, NONE;
+    Fabs = "fabs", Unary, NONE;
+    Sqrt = "sqrt", Unary, NONE;
+    Ceil = "ceil", Unary, NONE;
+    Floor = "floor", Unary, NONE;
+    Trunc = "trunc", Unary, NONE;
+    Nearest = "nearest", Unary, NONE;
+    Fma = "fma", Ternary, NONE;
+    // Conversions.
+    Uextend = "uextend", Unary, NONE;
+    Sextend = "sextend", Unary, NONE;
+    Ireduce = "ireduce", Unary, NONE;
+    Fpromote = "fpromote", Unary, NONE;
+    Fdemote = "fdemote", Unary, NONE;
+    FcvtToSint = "fcvt_to_sint", Unary, TRAP;
+    FcvtToUint = "fcvt_to_uint", Unary, TRAP;
+    FcvtToSintSat = "fcvt_to_sint_sat", Unary, NONE;
+    FcvtToUintSat = "fcvt_to_uint_sat", Unary, NONE;
+    FcvtFromSint = "fcvt_from_sint", Unary, NONE;
+    FcvtFromUint = "fcvt_from_uint", Unary, NONE;
+    Bmask = "bmask", Unary, NONE;
+    // Compare and select.
+    Icmp = "icmp", Compare, NONE;
+    Fcmp = "fcmp", Compare, NONE;
+    Select = "select", Ternary, NONE;
+    SelectSpectreGuard = "select_spectre_guard", Ternary, NONE;
+    // Moves and addresses.
+    Copy = "copy", Copy, NONE;
+    StackAddr = "stack_addr", Addr, NONE;
+    SymbolValue = "symbol_value", Addr, NONE;
+    FuncAddr = "func_addr", Addr, NONE;
+    GlobalValue = "global_value", GlobalValue, NONE;
+    // Memory.
+    Load = "load", Load, LOAD | TRAP;
+    Uload8 = "uload8", Load, LOAD | TRAP;
+    Sload8 = "sload8", Load, LOAD | TRAP;
+    Uload16 = "uload16", Load, LOAD | TRAP;
+    Sload16 = "sload16", Load, LOAD | TRAP;
+    Uload32 = "uload32", Load, LOAD | TRAP;
+    Sload32 = "sload32", Load, LOAD | TRAP;
+    Store = "store", Store, STORE | TRAP;
+    Istore8 = "istore8", Store, STORE | TRAP;
+    Istore16 = "istore16", Store, STORE | TRAP;
+    Istore32 = "istore32", Store, STORE | TRAP;
+    // Calls.
+    Call = "call", Call, CALL | LOAD | STORE | TRAP | SIDE;
+    TailCall = "tail_call", Call, CALL | LOAD | STORE | TRAP | SIDE | TERM;
+    TryCall = "try_call", Call, CALL | LOAD | STORE | TRAP | SIDE | TERM;
+    // Control flow.
+    Phi = "phi", Phi, NONE;
+    Jump = "jump", Jump, TERM;
+    Brif = "brif", Brif, TERM;
+    BrTable = "br_table", BrTable, TERM;
+    Ret = "ret", Return, TERM;
+    Trap = "trap", Trap, TRAP | SIDE | TERM;
+    Trapz = "trapz", CondTrap, TRAP | SIDE;
+    Trapnz = "trapnz", CondTrap, TRAP | SIDE;
+    ExnHandlerAddr = "exn_handler_addr", ExnHandlerAddr, NONE;
+    Opaque = "opaque", Opaque, NONE;
+}
+
+impl Opcode {
+    pub fn name(self) -> &'static str {
+        OPCODE_INFO[self as usize].0
+    }
+    pub fn format(self) -> Format {
+        OPCODE_INFO[self as usize].1
+    }
+    /// Static effect bits; for `opaque` see `Function::inst_effects`.
+    pub fn effects(self) -> u8 {
+        OPCODE_INFO[self as usize].2
+    }
+    pub fn is_terminator(self) -> bool {
+        self.effects() & TERM != 0
+    }
+    pub fn is_commutative(self) -> bool {
+        self.effects() & COMM != 0
+    }
+    pub fn is_call(self) -> bool {
+        self.effects() & CALL != 0
+    }
+    pub fn is_load(self) -> bool {
+        self.format() == Format::Load
+    }
+    pub fn is_store(self) -> bool {
+        self.format() == Format::Store
+    }
+    /// Bytes accessed by a load or store of value type `ty` (narrow forms access less).
+    pub fn access_bytes(self, ty: Type) -> u32 {
+        match self {
+            Opcode::Uload8 | Opcode::Sload8 | Opcode::Istore8 => 1,
+            Opcode::Uload16 | Opcode::Sload16 | Opcode::Istore16 => 2,
+            Opcode::Uload32 | Opcode::Sload32 | Opcode::Istore32 => 4,
+            _ => ty.bytes(),
+        }
+    }
+    pub fn parse(s: &str) -> Option<Opcode> {
+        OPCODE_INFO.iter().position(|i| i.0 == s).map(|i| ALL_OPCODES[i])
+    }
+    pub fn all() -> &'static [Opcode] {
+        ALL_OPCODES
+    }
+}
+
+/// A range in one of a function's pools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PoolRange {
+    pub start: u32,
+    pub len: u32,
+}
+
+impl PoolRange {
+    pub fn range(self) -> core::ops::Range<usize> {
+        self.start as usize..(self.start + self.len) as usize
+    }
+}
+
+/// The data of one instruction.
+///
+/// `aux` depends on the format: memory flags (`MemFlagsRef`) for loads and stores, the
+/// signature (`SigRef`) for calls, the trap code for traps, the global value for
+/// `global_value`, the opaque record for `opaque`. `aux2` holds the exception table of a
+/// `try_call`. Unused fields are 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InstData {
+    pub opcode: Opcode,
+    /// Controlling type: the result type, the stored type, or VOID.
+    pub ty: Type,
+    pub aux: u32,
+    pub aux2: u32,
+    pub results: PoolRange,
+    pub operands: PoolRange,
+}

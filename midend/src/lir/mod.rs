@@ -1,0 +1,24 @@
+//! LIR, the low-level IR of seed 002: three-address, load/store, virtual registers in an
+//! integer and a float class, eight operand kinds, SSA by convention (phis), dense arenas.
+
+pub mod builder;
+pub mod entities;
+pub mod function;
+pub mod inst;
+pub mod module;
+pub mod operand;
+pub mod parse;
+pub mod print;
+pub mod types;
+pub mod verify;
+
+pub use builder::Builder;
+pub use entities::*;
+pub use function::*;
+pub use inst::{effects, Format, InstData, Opcode, PoolRange};
+pub use module::{CallGraph, MergeKind, MergeRecord, Module, SymbolData, SymbolKind};
+pub use operand::{Cond, Imm, MemRef, Operand};
+pub use parse::{parse_module, ParseError};
+pub use print::{module_to_string, write_function, write_inst};
+pub use types::{RegClass, Type};
+pub use verify::{verify_function, verify_module, VerifierError, VerifierErrors};

@@ -1,0 +1,180 @@
+//! A module: functions, external symbols, and the indexes of who calls whom and who takes
+//! whose address.
+
+use super::entities::*;
+use super::function::{Function, Linkage, Signature};
+use super::inst::Opcode;
+use super::operand::Operand;
+use cranelift_entity::packed_option::PackedOption;
+use cranelift_entity::{PrimaryMap, SecondaryMap};
+use rustc_hash::FxHashMap;
+
+/// What a symbol names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SymbolKind {
+    Function,
+    Data,
+}
+
+/// An external symbol: a function (defined in this module or imported) or global data.
+#[derive(Clone, Debug)]
+pub struct SymbolData {
+    /// The name as the producer spelled it (`fib`, `u0:12`).
+    pub name: String,
+    pub kind: SymbolKind,
+    /// The function defining this symbol in this module, if any.
+    pub def: PackedOption<FuncId>,
+    /// References are `colocated` (near, direct) in Cranelift's sense.
+    pub colocated: bool,
+    /// Signature of an imported function, when known.
+    pub sig: Option<Signature>,
+}
+
+/// How a merged function was folded into its survivor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MergeKind {
+    /// Every use was redirected and the function deleted.
+    Replaced,
+    /// The name stays and resolves to the survivor's code: no code of its own.
+    Aliased,
+    /// A small function that tail-calls (or calls) the survivor keeps a distinct address.
+    Thunked,
+}
+
+/// A record of one merge, kept for the JIT and for reports.
+#[derive(Clone, Debug)]
+pub struct MergeRecord {
+    pub merged: String,
+    pub survivor: String,
+    pub kind: MergeKind,
+}
+
+/// A module of LIR functions.
+#[derive(Clone, Debug, Default)]
+pub struct Module {
+    pub functions: PrimaryMap<FuncId, Function>,
+    /// Functions removed by a pass (slots stay so ids remain stable).
+    pub removed: SecondaryMap<FuncId, bool>,
+    pub symbols: PrimaryMap<Symbol, SymbolData>,
+    symbol_index: FxHashMap<String, Symbol>,
+    /// Names that resolve to another symbol's code (aliases made by merging).
+    pub aliases: FxHashMap<Symbol, Symbol>,
+    pub merges: Vec<MergeRecord>,
+}
+
+impl Module {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The symbol of `name`, created as `kind` if it does not exist yet.
+    pub fn symbol(&mut self, name: &str, kind: SymbolKind) -> Symbol {
+        if let Some(&s) = self.symbol_index.get(name) {
+            return s;
+        }
+        let s = self.symbols.push(SymbolData {
+            name: name.to_string(),
+            kind,
+            def: None.into(),
+            colocated: false,
+            sig: None,
+        });
+        self.symbol_index.insert(name.to_string(), s);
+        s
+    }
+
+    pub fn lookup_symbol(&self, name: &str) -> Option<Symbol> {
+        self.symbol_index.get(name).copied()
+    }
+
+    /// Add a function; its symbol (same name) now points at it.
+    pub fn add_function(&mut self, f: Function) -> Result<FuncId, String> {
+        let sym = self.symbol(&f.name, SymbolKind::Function);
+        if self.symbols[sym].def.is_some() {
+            return Err(format!("function {} is defined twice", f.name));
+        }
+        let id = self.functions.push(f);
+        self.symbols[sym].def = id.into();
+        self.symbols[sym].kind = SymbolKind::Function;
+        Ok(id)
+    }
+
+    /// Live (not removed) functions.
+    pub fn live_functions(&self) -> impl Iterator<Item = (FuncId, &Function)> {
+        self.functions.iter().filter(move |(id, _)| !self.removed[*id])
+    }
+
+    /// The function a symbol is defined by.
+    pub fn defined(&self, sym: Symbol) -> Option<FuncId> {
+        self.symbols[sym].def.expand()
+    }
+
+    /// Build the call graph and the address-taken index.
+    pub fn call_graph(&self) -> CallGraph {
+        CallGraph::build(self)
+    }
+
+    /// Total instructions of live functions.
+    pub fn inst_count(&self) -> usize {
+        self.live_functions().map(|(_, f)| f.inst_count()).sum()
+    }
+
+    /// Does any live function take the address of `sym` (`func_addr`), or is it exported with
+    /// a significant address?
+    pub fn linkage_of(&self, sym: Symbol) -> Option<Linkage> {
+        self.defined(sym).map(|f| self.functions[f].linkage)
+    }
+}
+
+/// Who calls whom, and who takes whose address, over live functions.
+#[derive(Clone, Debug, Default)]
+pub struct CallGraph {
+    /// Direct callees of each function (symbols, deduplicated, in first-use order).
+    pub callees: SecondaryMap<FuncId, Vec<Symbol>>,
+    /// Functions that call each symbol directly (deduplicated).
+    pub callers: SecondaryMap<Symbol, Vec<FuncId>>,
+    /// Functions that take each symbol's address (`func_addr`, `symbol_value`, globals).
+    pub address_takers: SecondaryMap<Symbol, Vec<FuncId>>,
+}
+
+impl CallGraph {
+    pub fn build(m: &Module) -> Self {
+        let mut g = CallGraph::default();
+        for (id, f) in m.live_functions() {
+            let mut seen: Vec<Symbol> = Vec::new();
+            for &b in &f.layout {
+                for &i in &f.blocks[b].insts {
+                    let d = &f.insts[i];
+                    let ops = f.operands(i);
+                    match d.opcode {
+                        Opcode::Call | Opcode::TailCall | Opcode::TryCall => {
+                            if let Some(Operand::Sym(s, _)) = ops.first() {
+                                if !seen.contains(s) {
+                                    seen.push(*s);
+                                    g.callers[*s].push(id);
+                                }
+                            }
+                        }
+                        Opcode::FuncAddr | Opcode::SymbolValue => {
+                            if let Some(Operand::Sym(s, _)) = ops.first() {
+                                if !g.address_takers[*s].contains(&id) {
+                                    g.address_takers[*s].push(id);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            for gv in f.globals.values() {
+                if let super::function::GlobalData::Symbol { sym, .. } = gv {
+                    if !g.address_takers[*sym].contains(&id) {
+                        g.address_takers[*sym].push(id);
+                    }
+                }
+            }
+            g.callees[id] = seen;
+        }
+        g
+    }
+}

@@ -1,0 +1,112 @@
+//! One pass interface, one statistics type, and the pass manager that runs passes in order,
+//! times them, counts what they did (as LLVM's `-stats`) and verifies after each in debug
+//! builds.
+
+use crate::lir::{verify_module, Module};
+use crate::Error;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Named counters and per-phase wall times.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub counters: BTreeMap<String, u64>,
+    /// Phases in the order they ran (a phase that runs twice accumulates).
+    pub times: Vec<(String, Duration)>,
+}
+
+impl Stats {
+    pub fn add(&mut self, name: &str, n: u64) {
+        *self.counters.entry(name.to_string()).or_insert(0) += n;
+    }
+    pub fn get(&self, name: &str) -> u64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
+    pub fn add_time(&mut self, phase: &str, d: Duration) {
+        if let Some(e) = self.times.iter_mut().find(|(n, _)| n == phase) {
+            e.1 += d;
+        } else {
+            self.times.push((phase.to_string(), d));
+        }
+    }
+    /// Run `f` and record its wall time under `phase`.
+    pub fn time<T>(&mut self, phase: &str, f: impl FnOnce(&mut Self) -> T) -> T {
+        let t = Instant::now();
+        let r = f(self);
+        self.add_time(phase, t.elapsed());
+        r
+    }
+    pub fn time_ms(&self, phase: &str) -> f64 {
+        self.times.iter().find(|(n, _)| n == phase).map_or(0.0, |(_, d)| d.as_secs_f64() * 1e3)
+    }
+    pub fn merge_from(&mut self, other: &Stats) {
+        for (k, v) in &other.counters {
+            self.add(k, *v);
+        }
+        for (k, d) in &other.times {
+            self.add_time(k, *d);
+        }
+    }
+}
+
+/// A transformation over a whole module.
+pub trait Pass {
+    /// The name used in `--passes` and in statistics.
+    fn name(&self) -> &'static str;
+    fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error>;
+}
+
+/// Names accepted by `--passes`, in the order they are usually run.
+pub const PASS_NAMES: &[&str] = &["merge", "lvn", "gvn", "dce"];
+
+/// Runs passes in order.
+pub struct PassManager {
+    passes: Vec<Box<dyn Pass>>,
+    /// Verify the module after every pass (on by default in debug builds).
+    pub verify: bool,
+}
+
+impl Default for PassManager {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PassManager {
+    pub fn new() -> Self {
+        PassManager { passes: Vec::new(), verify: cfg!(debug_assertions) }
+    }
+
+    pub fn add(&mut self, p: Box<dyn Pass>) {
+        self.passes.push(p);
+    }
+
+    /// Build from a comma list (`merge,lvn`); `none` or an empty string means no pass.
+    pub fn from_names(list: &str) -> Result<Self, Error> {
+        let mut pm = PassManager::new();
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if name == "none" {
+                continue;
+            }
+            pm.add(crate::passes::create(name)?);
+        }
+        Ok(pm)
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.passes.iter().map(|p| p.name()).collect()
+    }
+
+    pub fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
+        for p in &mut self.passes {
+            let name = p.name();
+            let t = Instant::now();
+            p.run(module, stats)?;
+            stats.add_time(name, t.elapsed());
+            if self.verify {
+                verify_module(module, true).map_err(|e| Error::Verify { after: name.to_string(), errors: e })?;
+            }
+        }
+        Ok(())
+    }
+}

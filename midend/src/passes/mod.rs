@@ -1,0 +1,16 @@
+//! The passes: `merge` (MergeFunctions), `lvn` (local value numbering), `gvn` (dominator-scoped
+//! value numbering), `dce` (dead-code removal).
+
+pub mod dce;
+
+use crate::pass::Pass;
+use crate::Error;
+
+/// Create a pass by its `--passes` name.
+pub fn create(name: &str) -> Result<Box<dyn Pass>, Error> {
+    Ok(match name {
+        "dce" => Box::new(dce::Dce),
+        "merge" | "lvn" | "gvn" => return Err(Error::Other(format!("pass '{name}' is not built yet"))),
+        _ => return Err(Error::UnknownPass(name.to_string())),
+    })
+}

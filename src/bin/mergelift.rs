@@ -1,0 +1,208 @@
+//! The `mergelift` command: `opt`, `run`, `size`, `gen`, `fuzz`.
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use clap::{Parser, Subcommand};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use jit_driver::runtest::{collect_files, run_file, RunOptions, RunReport};
+use jit_driver::{lift_functions, lower_function, OptLevel, OriginalNames};
+use midend::lir::{self, MergeKind};
+use midend::{PassManager, Stats};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "mergelift", version, about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
+    long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
+(LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
+JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, lvn, gvn, dce; `none` means \
+lift and lower only. Default: merge,lvn.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Transform `.lir` or `.clif` files and print the result on stdout.
+    Opt {
+        /// Comma list of passes (merge, lvn, gvn, dce; `none` = round trip only).
+        #[arg(long, default_value = "merge,lvn")]
+        passes: String,
+        /// What to print: the LIR, the lowered Cranelift IR, or nothing.
+        #[arg(long, default_value = "lir", value_parser = ["clif", "lir", "none"])]
+        emit: String,
+        /// Print one JSON object of statistics as the last line on stderr.
+        #[arg(long)]
+        stats: bool,
+        /// Input files (`.lir` or `.clif`); all functions of all inputs form one module.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run the `; run:` lines of Cranelift test files through the pipeline and the JIT.
+    Run {
+        #[arg(long, default_value = "merge,lvn")]
+        passes: String,
+        /// Override the files' Cranelift opt level (none or speed).
+        #[arg(long, value_parser = ["none", "speed"])]
+        opt_level: Option<String>,
+        /// Also print why files or targets were skipped.
+        #[arg(long, short)]
+        verbose: bool,
+        /// `.clif` files or directories (searched recursively).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Measure code bytes and phase times without and with the mid-end (not built yet).
+    Size {
+        #[arg(long, default_value = "merge,lvn")]
+        passes: String,
+        #[arg(long)]
+        json: bool,
+        files: Vec<PathBuf>,
+    },
+    /// Generate a template-heavy CLIF module (not built yet).
+    Gen {
+        #[arg(long)]
+        functions: Option<usize>,
+        #[arg(long)]
+        dup_ratio: Option<f64>,
+        #[arg(long)]
+        near_ratio: Option<f64>,
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Differential fuzzing against cranelift-interpreter (not built yet).
+    Fuzz {
+        #[arg(long)]
+        iterations: Option<usize>,
+        #[arg(long)]
+        seed: Option<u64>,
+        #[arg(long, default_value = "merge,lvn")]
+        passes: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Opt { passes, emit, stats, files } => cmd_opt(&passes, &emit, stats, &files),
+        Cmd::Run { passes, opt_level, verbose, files } => cmd_run(&passes, opt_level.as_deref(), verbose, &files),
+        Cmd::Size { .. } => Err(anyhow!("`mergelift size` is not built yet")),
+        Cmd::Gen { .. } => Err(anyhow!("`mergelift gen` is not built yet")),
+        Cmd::Fuzz { .. } => Err(anyhow!("`mergelift fuzz` is not built yet")),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn frontend_config() -> TargetFrontendConfig {
+    TargetFrontendConfig { default_call_conv: CallConv::SystemV, pointer_width: target_lexicon::PointerWidth::U64, page_size_align_log2: 12 }
+}
+
+/// Parse `.lir` and `.clif` inputs into one LIR module.
+fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
+    let mut module = lir::Module::new();
+    let mut clif_funcs = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let t = Instant::now();
+        if path.extension().is_some_and(|e| e == "lir") {
+            let m = lir::parse_module(&text).map_err(|e| anyhow!("{}:{e}", path.display()))?;
+            stats.add_time("parse", t.elapsed());
+            if files.len() > 1 {
+                bail!("{}: .lir input must be the only input", path.display());
+            }
+            lir::verify_module(&m, true).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            module = m;
+        } else {
+            let test = cranelift_reader::parse_test(&text, cranelift_reader::ParseOptions::default())
+                .map_err(|e| anyhow!("{}:{}: {}", path.display(), e.location.line_number, e.message))?;
+            stats.add_time("parse", t.elapsed());
+            clif_funcs.extend(test.functions.into_iter().map(|(f, _)| (path.clone(), f)));
+        }
+    }
+    if !clif_funcs.is_empty() {
+        let funcs: Vec<&cranelift_codegen::ir::Function> = clif_funcs.iter().map(|(_, f)| f).collect();
+        module = lift_functions(funcs, stats).map_err(|e| {
+            let file = clif_funcs.first().map(|(p, _)| p.display().to_string()).unwrap_or_default();
+            anyhow!("{file}: {e}")
+        })?;
+    }
+    Ok(module)
+}
+
+fn cmd_opt(passes: &str, emit: &str, want_stats: bool, files: &[PathBuf]) -> Result<ExitCode> {
+    let mut stats = Stats::default();
+    let mut module = load_module(files, &mut stats)?;
+    let functions_in = module.live_functions().count();
+    let insts_before = module.inst_count();
+    let mut pm = PassManager::from_names(passes)?;
+    pm.run(&mut module, &mut stats)?;
+    let mut out = String::new();
+    match emit {
+        "lir" => out = module.to_string(),
+        "clif" => {
+            let t = Instant::now();
+            for (_, f) in module.live_functions() {
+                let func = lower_function(&module, f, &mut OriginalNames, frontend_config())?;
+                out.push_str(&func.display().to_string());
+                out.push('\n');
+            }
+            stats.add_time("lower", t.elapsed());
+        }
+        _ => {}
+    }
+    print!("{out}");
+    if want_stats {
+        let count = |k: MergeKind| module.merges.iter().filter(|r| r.kind == k).count();
+        let mut time = serde_json::Map::new();
+        for (phase, d) in &stats.times {
+            time.insert(phase.clone(), serde_json::json!(d.as_secs_f64() * 1e3));
+        }
+        for phase in ["parse", "lift", "lower"] {
+            time.entry(phase.to_string()).or_insert(serde_json::json!(0.0));
+        }
+        let mut obj = serde_json::json!({
+            "functions_in": functions_in,
+            "functions_out": module.live_functions().count(),
+            "merged": module.merges.len(),
+            "replaced": count(MergeKind::Replaced),
+            "aliased": count(MergeKind::Aliased),
+            "thunked": count(MergeKind::Thunked),
+            "lir_insts_before": insts_before,
+            "lir_insts_after": module.inst_count(),
+            "time_ms": time,
+        });
+        for (k, v) in &stats.counters {
+            obj[k.as_str()] = serde_json::json!(v);
+        }
+        eprintln!("{obj}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_run(passes: &str, opt_level: Option<&str>, verbose: bool, files: &[PathBuf]) -> Result<ExitCode> {
+    PassManager::from_names(passes)?;
+    let opts = RunOptions { passes: passes.to_string(), opt_level: opt_level.and_then(OptLevel::parse) };
+    let paths = collect_files(files)?;
+    let mut report = RunReport::default();
+    for p in &paths {
+        run_file(Path::new(p), &opts, &mut report, verbose);
+    }
+    for f in &report.failures {
+        println!("{f}");
+    }
+    if verbose {
+        for (file, why) in &report.skips {
+            println!("skipped {file}: {why}");
+        }
+    }
+    println!("{}", report.summary());
+    Ok(if report.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
