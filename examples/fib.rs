@@ -3,7 +3,9 @@
 //!
 //! `cargo run --example fib`
 
-use cranelift_codegen::ir::{condcodes::IntCC, types, AbiParam, Function, InstBuilder, Signature, UserFuncName};
+use cranelift_codegen::ir::{
+    condcodes::IntCC, types, AbiParam, Function, InstBuilder, Signature, UserFuncName,
+};
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use mergelift::lir::{self, Linkage};
@@ -30,7 +32,7 @@ fn build_fib(name: &str) -> Function {
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
     let n = b.block_params(entry)[0];
-    let small = b.ins().icmp_imm(IntCC::SignedLessThan, n, 2);
+    let small = b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 2);
     b.ins().brif(small, base, &[], rec, &[]);
     b.switch_to_block(base);
     b.ins().return_(&[n]);
@@ -61,8 +63,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("LIR of fib:\n{m}");
 
     // 2. The whole pipeline: lift, passes, lower, JIT.
-    let passes = std::env::args().nth(1).unwrap_or_else(|| PipelineOptions::default().passes);
-    let mut p = Pipeline::new(PipelineOptions { passes, ..Default::default() });
+    let passes = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| PipelineOptions::default().passes);
+    let mut p = Pipeline::new(PipelineOptions {
+        passes,
+        ..Default::default()
+    });
     p.add_function(Linkage::Export, fib)?;
     let jit = p.compile()?;
     let f: extern "C" fn(i64) -> i64 = unsafe { jit.get("fib") }.ok_or("fib was not compiled")?;

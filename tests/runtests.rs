@@ -11,7 +11,10 @@ fn corpus() -> Option<PathBuf> {
         return Some(p);
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but the run-test corpus is missing at {}", p.display());
+        panic!(
+            "CI=true but the run-test corpus is missing at {}",
+            p.display()
+        );
     }
     eprintln!("skipping: no corpus at {}", p.display());
     None
@@ -20,24 +23,45 @@ fn corpus() -> Option<PathBuf> {
 /// Run the corpus with `passes`; return (passed, failed, skipped) and the output.
 fn run(passes: &str) -> Option<(usize, usize, usize, String)> {
     let dir = corpus()?;
-    let out = Command::new(env!("CARGO_BIN_EXE_mergelift")).args(["run", "--passes", passes]).arg(&dir).output().expect("run mergelift");
+    let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
+        .args(["run", "--passes", passes])
+        .arg(&dir)
+        .output()
+        .expect("run mergelift");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let last = stdout.lines().last().unwrap_or_default().to_string();
-    let nums: Vec<usize> = last.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
-    assert!(nums.len() >= 2, "no summary line in output:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let nums: Vec<usize> = last
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert!(
+        nums.len() >= 2,
+        "no summary line in output:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some((nums[0], nums[1], nums.get(2).copied().unwrap_or(0), stdout))
 }
 
 /// Failures we know and accept: throw.clif needs the exception-throwing runtime of
 /// Cranelift's filetests (`__cranelift_throw`), which is not published.
 fn unexpected(out: &str) -> Vec<&str> {
-    out.lines().filter(|l| l.contains(".clif:") && !l.contains("__cranelift_throw")).collect()
+    out.lines()
+        .filter(|l| l.contains(".clif:") && !l.contains("__cranelift_throw"))
+        .collect()
 }
 
 #[test]
 fn runtests_round_trip() {
-    let Some((passed, _failed, _skipped, out)) = run("none") else { return };
+    let Some((passed, _failed, _skipped, out)) = run("none") else {
+        return;
+    };
     assert!(passed > 10_000, "only {passed} run lines passed");
     let bad = unexpected(&out);
-    assert!(bad.is_empty(), "{} failures:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} failures:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }

@@ -43,11 +43,19 @@ impl OptLevel {
 /// The host ISA with the given optimization level (and the JIT's required settings).
 pub fn host_isa(opt: OptLevel) -> Result<OwnedTargetIsa, Error> {
     let mut fb = settings::builder();
-    fb.set("opt_level", opt.name()).map_err(|e| Error::Other(e.to_string()))?;
-    fb.set("is_pic", "false").map_err(|e| Error::Other(e.to_string()))?;
-    fb.set("use_colocated_libcalls", "false").map_err(|e| Error::Other(e.to_string()))?;
-    let ib = cranelift_native::builder().map_err(|e| Error::Other(format!("host machine is not supported: {e}")))?;
-    ib.finish(settings::Flags::new(fb)).map_err(|e| Error::Other(e.to_string()))
+    fb.set("opt_level", opt.name())
+        .map_err(|e| Error::Other(e.to_string()))?;
+    fb.set("is_pic", "false")
+        .map_err(|e| Error::Other(e.to_string()))?;
+    fb.set("use_colocated_libcalls", "false")
+        .map_err(|e| Error::Other(e.to_string()))?;
+    // Wasmtime's code reads the frame pointer and return address (`get_frame_pointer`).
+    fb.set("preserve_frame_pointers", "true")
+        .map_err(|e| Error::Other(e.to_string()))?;
+    let ib = cranelift_native::builder()
+        .map_err(|e| Error::Other(format!("host machine is not supported: {e}")))?;
+    ib.finish(settings::Flags::new(fb))
+        .map_err(|e| Error::Other(e.to_string()))
 }
 
 /// Maps LIR symbols to the JIT module's declarations, declaring imports on first use.
@@ -60,7 +68,13 @@ struct JitNames<'j> {
 }
 
 impl NameResolver for JitNames<'_> {
-    fn function(&mut self, m: &lir::Module, func: &mut ir::Function, sym: lir::Symbol, sig: ir::SigRef) -> ir::ExternalName {
+    fn function(
+        &mut self,
+        m: &lir::Module,
+        func: &mut ir::Function,
+        sym: lir::Symbol,
+        sig: ir::SigRef,
+    ) -> ir::ExternalName {
         let sym = *m.aliases.get(&sym).unwrap_or(&sym);
         if !self.funcs.contains_key(&sym) {
             if let Some(special) = special_name(&m.symbols[sym].name) {
@@ -74,7 +88,8 @@ impl NameResolver for JitNames<'_> {
                 let sig = func.dfg.signatures[sig].clone();
                 let name = &m.symbols[sym].name;
                 if !self.resolvable(name) {
-                    self.error.get_or_insert(format!("cannot resolve imported function {name}"));
+                    self.error
+                        .get_or_insert(format!("cannot resolve imported function {name}"));
                 }
                 match self.jit.declare_function(name, Linkage::Import, &sig) {
                     Ok(id) => {
@@ -88,20 +103,34 @@ impl NameResolver for JitNames<'_> {
                 }
             }
         };
-        let r = func.declare_imported_user_function(ir::UserExternalName { namespace: 0, index: id.as_u32() });
+        let r = func.declare_imported_user_function(ir::UserExternalName {
+            namespace: 0,
+            index: id.as_u32(),
+        });
         ir::ExternalName::user(r)
     }
-    fn data(&mut self, m: &lir::Module, func: &mut ir::Function, sym: lir::Symbol) -> ir::ExternalName {
+    fn data(
+        &mut self,
+        m: &lir::Module,
+        func: &mut ir::Function,
+        sym: lir::Symbol,
+    ) -> ir::ExternalName {
         if let Some(special) = special_name(&m.symbols[sym].name) {
             return special;
         }
         let id = match self.data.get(&sym) {
             Some(&id) => id,
             None if !self.resolvable(&m.symbols[sym].name) => {
-                self.error.get_or_insert(format!("cannot resolve imported data {}", m.symbols[sym].name));
+                self.error.get_or_insert(format!(
+                    "cannot resolve imported data {}",
+                    m.symbols[sym].name
+                ));
                 return ir::ExternalName::testcase(&m.symbols[sym].name);
             }
-            None => match self.jit.declare_data(&m.symbols[sym].name, Linkage::Import, true, false) {
+            None => match self
+                .jit
+                .declare_data(&m.symbols[sym].name, Linkage::Import, true, false)
+            {
                 Ok(id) => {
                     self.data.insert(sym, id);
                     id
@@ -112,7 +141,10 @@ impl NameResolver for JitNames<'_> {
                 }
             },
         };
-        let r = func.declare_imported_user_function(ir::UserExternalName { namespace: 1, index: id.as_u32() });
+        let r = func.declare_imported_user_function(ir::UserExternalName {
+            namespace: 1,
+            index: id.as_u32(),
+        });
         ir::ExternalName::user(r)
     }
 }
@@ -120,10 +152,16 @@ impl NameResolver for JitNames<'_> {
 /// Libcalls and known symbols keep their Cranelift names; the JIT resolves them itself.
 fn special_name(name: &str) -> Option<ir::ExternalName> {
     use std::str::FromStr;
-    if let Some(l) = name.strip_prefix("libcall.").and_then(|l| ir::LibCall::from_str(l).ok()) {
+    if let Some(l) = name
+        .strip_prefix("libcall.")
+        .and_then(|l| ir::LibCall::from_str(l).ok())
+    {
         return Some(ir::ExternalName::LibCall(l));
     }
-    if let Some(k) = name.strip_prefix("known.").and_then(|k| ir::KnownSymbol::from_str(k).ok()) {
+    if let Some(k) = name
+        .strip_prefix("known.")
+        .and_then(|k| ir::KnownSymbol::from_str(k).ok())
+    {
         return Some(ir::ExternalName::KnownSymbol(k));
     }
     None
@@ -131,7 +169,9 @@ fn special_name(name: &str) -> Option<ir::ExternalName> {
 
 /// Can the process resolve `name` (registered host symbols, then the dynamic linker)?
 fn dlsym_resolvable(name: &str) -> bool {
-    let Ok(c) = std::ffi::CString::new(name) else { return false };
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
     // SAFETY: dlsym with RTLD_DEFAULT only looks the name up.
     !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null()
 }
@@ -167,8 +207,15 @@ impl CompiledModule {
     ///
     /// # Safety
     /// `buf` must hold at least max(params, returns) slots, filled per the signature.
-    pub unsafe fn call_raw(&self, name: &str, sig: &ir::Signature, buf: &mut [u128]) -> Result<(), Error> {
-        let f = self.pointer(name).ok_or_else(|| Error::Other(format!("no function %{name}")))?;
+    pub unsafe fn call_raw(
+        &self,
+        name: &str,
+        sig: &ir::Signature,
+        buf: &mut [u128],
+    ) -> Result<(), Error> {
+        let f = self
+            .pointer(name)
+            .ok_or_else(|| Error::Other(format!("no function %{name}")))?;
         let t = self
             .trampolines
             .iter()
@@ -197,7 +244,8 @@ fn build_trampoline(sig: &ir::Signature, isa: &dyn TargetIsa) -> ir::Function {
     let mut tsig = ir::Signature::new(isa.default_call_conv());
     tsig.params.push(ir::AbiParam::new(ptr));
     tsig.params.push(ir::AbiParam::new(ptr));
-    let mut func = ir::Function::with_name_signature(ir::UserFuncName::testcase("trampoline"), tsig);
+    let mut func =
+        ir::Function::with_name_signature(ir::UserFuncName::testcase("trampoline"), tsig);
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(&mut func, &mut fctx);
     let entry = b.create_block();
@@ -258,7 +306,13 @@ pub fn compile_module(
         order.push((id, fid));
     }
     let host = host_symbols.iter().map(|(n, _)| n.clone()).collect();
-    let mut names = JitNames { jit: &mut jit, funcs, data: FxHashMap::default(), host, error: None };
+    let mut names = JitNames {
+        jit: &mut jit,
+        funcs,
+        data: FxHashMap::default(),
+        host,
+        error: None,
+    };
     let mut ctx = Context::new();
     let mut code_bytes = Vec::with_capacity(order.len());
     let mut lower_time = Duration::ZERO;
@@ -275,11 +329,22 @@ pub fn compile_module(
         let t = Instant::now();
         // Cranelift panics on some unsupported input (e.g. i128 arguments without the LLVM
         // ABI extensions); that becomes an error naming the function.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| names.jit.define_function(fid, &mut ctx)))
-            .map_err(|p| Error::Other(format!("compile: function {}: {}", f.name, panic_text(&p))))?
-            .map_err(|e| Error::Other(format!("compile: function {}: {}", f.name, module_error_text(&e, &ctx.func))))?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            names.jit.define_function(fid, &mut ctx).map_err(Box::new)
+        }))
+        .map_err(|p| Error::Other(format!("compile: function {}: {}", f.name, panic_text(&p))))?
+        .map_err(|e| {
+            Error::Other(format!(
+                "compile: function {}: {}",
+                f.name,
+                module_error_text(&e, &ctx.func)
+            ))
+        })?;
         compile_time += t.elapsed();
-        code_bytes.push((f.name.clone(), ctx.compiled_code().map_or(0, |c| c.code_buffer().len())));
+        code_bytes.push((
+            f.name.clone(),
+            ctx.compiled_code().map_or(0, |c| c.code_buffer().len()),
+        ));
         names.jit.clear_context(&mut ctx);
     }
     let JitNames { funcs, .. } = names;
@@ -289,19 +354,29 @@ pub fn compile_module(
             continue;
         }
         let tf = build_trampoline(sig, jit.isa());
-        let tid = jit.declare_function(&format!("__mergelift_trampoline_{k}"), Linkage::Local, &tf.signature).map_err(merr)?;
+        let tid = jit
+            .declare_function(
+                &format!("__mergelift_trampoline_{k}"),
+                Linkage::Local,
+                &tf.signature,
+            )
+            .map_err(merr)?;
         ctx.func = tf;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jit.define_function(tid, &mut ctx)))
-            .map_err(|p| Error::Other(format!("trampoline: {}", panic_text(&p))))?
-            .map_err(|e| Error::Other(format!("trampoline: {e:?}")))?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            jit.define_function(tid, &mut ctx).map_err(Box::new)
+        }))
+        .map_err(|p| Error::Other(format!("trampoline: {}", panic_text(&p))))?
+        .map_err(|e| Error::Other(format!("trampoline: {e:?}")))?;
         jit.clear_context(&mut ctx);
         tramp_ids.push((sig.clone(), tid));
     }
     // cranelift-jit panics on a symbol it cannot resolve; imports were checked above, and a
     // panic that still escapes becomes an error here.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jit.finalize_definitions()))
-        .map_err(|p| Error::Other(format!("finalize: {}", panic_text(&p))))?
-        .map_err(|e| Error::Other(format!("finalize: {e}")))?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        jit.finalize_definitions().map_err(Box::new)
+    }))
+    .map_err(|p| Error::Other(format!("finalize: {}", panic_text(&p))))?
+    .map_err(|e| Error::Other(format!("finalize: {e}")))?;
     let mut pointers = FxHashMap::default();
     for (s, d) in m.symbols.iter() {
         let target = *m.aliases.get(&s).unwrap_or(&s);
@@ -311,26 +386,41 @@ pub fn compile_module(
             }
         }
     }
-    let trampolines = tramp_ids.into_iter().map(|(s, id)| (s, jit.get_finalized_function(id))).collect();
-    Ok(CompiledModule { jit: Some(jit), pointers, code_bytes, trampolines, lower_time, compile_time })
+    let trampolines = tramp_ids
+        .into_iter()
+        .map(|(s, id)| (s, jit.get_finalized_function(id)))
+        .collect();
+    Ok(CompiledModule {
+        jit: Some(jit),
+        pointers,
+        code_bytes,
+        trampolines,
+        lower_time,
+        compile_time,
+    })
 }
 
 fn module_error_text(e: &cranelift_module::ModuleError, func: &ir::Function) -> String {
     match e {
-        cranelift_module::ModuleError::Compilation(cranelift_codegen::CodegenError::Verifier(errs)) => {
-            cranelift_codegen::print_errors::pretty_verifier_error(func, None, errs.clone())
-        }
+        cranelift_module::ModuleError::Compilation(cranelift_codegen::CodegenError::Verifier(
+            errs,
+        )) => cranelift_codegen::print_errors::pretty_verifier_error(func, None, errs.clone()),
         other => format!("{other}"),
     }
 }
 
 /// Compile one Cranelift function without linking (imports may stay unresolved) and return
 /// its machine-code size.
-pub fn code_size(func: ir::Function, isa: &dyn TargetIsa, ctx: &mut Context) -> Result<usize, Error> {
+pub fn code_size(
+    func: ir::Function,
+    isa: &dyn TargetIsa,
+    ctx: &mut Context,
+) -> Result<usize, Error> {
     ctx.clear();
     ctx.func = func;
     let name = ctx.func.name.to_string();
-    ctx.compile(isa, &mut Default::default()).map_err(|e| Error::Other(format!("compile: function {name}: {:?}", e.inner)))?;
+    ctx.compile(isa, &mut Default::default())
+        .map_err(|e| Error::Other(format!("compile: function {name}: {:?}", e.inner)))?;
     Ok(ctx.compiled_code().map_or(0, |c| c.code_buffer().len()))
 }
 
@@ -340,7 +430,10 @@ pub fn slot_type(t: lir::Type) -> ir::Type {
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into())
 }
 
 extern "C" fn ceilf(x: f32) -> f32 {
@@ -377,15 +470,27 @@ extern "C" fn fma(a: f64, b: f64, c: f64) -> f64 {
 /// `pshufb` for hosts without SSSE3: byte i of the result is `a[b[i] & 15]`, or 0 when the
 /// top bit of `b[i]` is set.
 #[allow(improper_ctypes_definitions)] // SysV passes __m128i in an XMM register, as Cranelift expects
-extern "C" fn x86_pshufb(a: std::arch::x86_64::__m128i, b: std::arch::x86_64::__m128i) -> std::arch::x86_64::__m128i {
+extern "C" fn x86_pshufb(
+    a: std::arch::x86_64::__m128i,
+    b: std::arch::x86_64::__m128i,
+) -> std::arch::x86_64::__m128i {
     // SAFETY: __m128i and [u8; 16] have the same size and no invalid bit patterns.
-    let (a, b): ([u8; 16], [u8; 16]) = unsafe { (std::mem::transmute(a), std::mem::transmute(b)) };
+    let (a, b): ([u8; 16], [u8; 16]) = unsafe {
+        (
+            std::mem::transmute::<std::arch::x86_64::__m128i, [u8; 16]>(a),
+            std::mem::transmute::<std::arch::x86_64::__m128i, [u8; 16]>(b),
+        )
+    };
     let mut r = [0u8; 16];
     for i in 0..16 {
-        r[i] = if b[i] & 0x80 != 0 { 0 } else { a[(b[i] & 15) as usize] };
+        r[i] = if b[i] & 0x80 != 0 {
+            0
+        } else {
+            a[(b[i] & 15) as usize]
+        };
     }
     // SAFETY: as above.
-    unsafe { std::mem::transmute(r) }
+    unsafe { std::mem::transmute::<[u8; 16], std::arch::x86_64::__m128i>(r) }
 }
 
 /// The float libcalls Cranelift may emit (names as `default_libcall_names` spells them),

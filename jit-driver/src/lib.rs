@@ -14,9 +14,17 @@ pub use lower::{clif_signature, lower_function, NameResolver, OriginalNames};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("lift: function {function}{}: {msg}", inst.as_ref().map(|i| format!(", `{i}`")).unwrap_or_default())]
-    Lift { function: String, inst: Option<String>, msg: String },
+    Lift {
+        function: String,
+        inst: Option<String>,
+        msg: String,
+    },
     #[error("lower: function {function}{}: {msg}", inst.as_ref().map(|i| format!(", `{i}`")).unwrap_or_default())]
-    Lower { function: String, inst: Option<String>, msg: String },
+    Lower {
+        function: String,
+        inst: Option<String>,
+        msg: String,
+    },
     #[error("{0}")]
     Midend(#[from] midend::Error),
     #[error("{0}")]
@@ -29,3 +37,4 @@ pub mod runtest;
 
 pub use jit::{compile_module, host_isa, CompiledModule, OptLevel};
 pub use pipeline::{lift_functions, JitModule, Pipeline, PipelineOptions};
+pub mod size;

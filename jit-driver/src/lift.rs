@@ -10,9 +10,20 @@
 use crate::opmap::{self, float_cond, int_cond, lir_memflags, lir_type, symbol_name};
 use crate::Error;
 use cranelift_codegen::ir::{self, InstructionData as D, Opcode as C};
-use cranelift_entity::{EntityRef, SecondaryMap};
+use cranelift_entity::SecondaryMap;
 use midend::lir::{self, effects, Imm, MemRef, Opcode as L, Operand, SymbolKind};
 use smallvec::SmallVec;
+
+/// A recorded branch edge: (pred, terminator, operand index, target, arguments).
+type Edge = (
+    lir::Block,
+    lir::Inst,
+    usize,
+    ir::Block,
+    SmallVec<[lir::Reg; 4]>,
+);
+/// Phi sources per block: (predecessor, arguments).
+type Sources = SecondaryMap<ir::Block, Vec<(lir::Block, SmallVec<[lir::Reg; 4]>)>>;
 
 struct Lifter<'a> {
     src: &'a ir::Function,
@@ -23,7 +34,7 @@ struct Lifter<'a> {
     /// Phis created for block parameters: (CLIF block) → phi instructions.
     phis: SecondaryMap<ir::Block, SmallVec<[lir::Inst; 4]>>,
     /// Edges with arguments, to fill phis: (pred, terminator, operand index, target, args).
-    edges: Vec<(lir::Block, lir::Inst, usize, ir::Block, SmallVec<[lir::Reg; 4]>)>,
+    edges: Vec<Edge>,
     cur_inst: Option<ir::Inst>,
 }
 
@@ -31,7 +42,9 @@ impl<'a> Lifter<'a> {
     fn err(&self, msg: impl Into<String>) -> Error {
         Error::Lift {
             function: opmap::func_name(&self.src.name),
-            inst: self.cur_inst.map(|i| self.src.dfg.display_inst(i).to_string()),
+            inst: self
+                .cur_inst
+                .map(|i| self.src.dfg.display_inst(i).to_string()),
             msg: msg.into(),
         }
     }
@@ -52,7 +65,8 @@ impl<'a> Lifter<'a> {
     }
 
     fn sig(&self, s: &ir::Signature) -> Result<lir::Signature, Error> {
-        let cc = opmap::lir_call_conv(s.call_conv).ok_or_else(|| self.err(format!("unsupported calling convention {}", s.call_conv)))?;
+        let cc = opmap::lir_call_conv(s.call_conv)
+            .ok_or_else(|| self.err(format!("unsupported calling convention {}", s.call_conv)))?;
         let conv = |p: &ir::AbiParam| -> Result<lir::AbiParam, Error> {
             Ok(lir::AbiParam {
                 ty: self.ty(p.value_type)?,
@@ -81,7 +95,12 @@ impl<'a> Lifter<'a> {
         self.f.intern_memflags(lir_memflags(data)).as_u32()
     }
 
-    fn symbol(&mut self, name: &ir::ExternalName, kind: SymbolKind, colocated: bool) -> lir::Symbol {
+    fn symbol(
+        &mut self,
+        name: &ir::ExternalName,
+        kind: SymbolKind,
+        colocated: bool,
+    ) -> lir::Symbol {
         let n = symbol_name(self.src, name);
         let s = self.m.symbol(&n, kind);
         if colocated {
@@ -101,7 +120,15 @@ impl<'a> Lifter<'a> {
     }
 
     /// Append an instruction to `b`.
-    fn push(&mut self, b: lir::Block, op: L, ty: lir::Type, results: &[lir::Reg], operands: &[Operand], aux: u32) -> lir::Inst {
+    fn push(
+        &mut self,
+        b: lir::Block,
+        op: L,
+        ty: lir::Type,
+        results: &[lir::Reg],
+        operands: &[Operand],
+        aux: u32,
+    ) -> lir::Inst {
         let i = self.f.make_inst(op, ty, results, operands);
         self.f.insts[i].aux = aux;
         self.f.blocks[b].insts.push(i);
@@ -113,7 +140,10 @@ impl<'a> Lifter<'a> {
         let v = self.src.dfg.resolve_aliases(v);
         let i = self.src.dfg.value_def(v).inst()?;
         match self.src.dfg.insts[i] {
-            D::UnaryImm { opcode: C::Iconst, imm } => Some(imm.bits()),
+            D::UnaryImm {
+                opcode: C::Iconst,
+                imm,
+            } => Some(imm.bits()),
             _ => None,
         }
     }
@@ -125,13 +155,29 @@ impl<'a> Lifter<'a> {
         let def = dfg.value_def(addr).inst();
         if let Some(di) = def {
             match dfg.insts[di] {
-                D::StackAddr { stack_slot, offset: o, .. } => {
+                D::StackAddr {
+                    stack_slot,
+                    offset: o,
+                    ..
+                } => {
                     if let Some(off) = i32::from(o).checked_add(offset) {
-                        return Ok(Operand::Stack(lir::StackObj::from_u32(stack_slot.as_u32()), off));
+                        return Ok(Operand::Stack(
+                            lir::StackObj::from_u32(stack_slot.as_u32()),
+                            off,
+                        ));
                     }
                 }
-                D::UnaryGlobalValue { opcode: C::SymbolValue, global_value } => {
-                    if let ir::GlobalValueData::Symbol { ref name, offset: o, colocated, tls: false } = self.src.global_values[global_value] {
+                D::UnaryGlobalValue {
+                    opcode: C::SymbolValue,
+                    global_value,
+                } => {
+                    if let ir::GlobalValueData::Symbol {
+                        ref name,
+                        offset: o,
+                        colocated,
+                        tls: false,
+                    } = self.src.global_values[global_value]
+                    {
                         if let Some(off) = o.bits().checked_add(offset as i64) {
                             let name = name.clone();
                             let s = self.symbol(&name, SymbolKind::Data, colocated);
@@ -139,11 +185,16 @@ impl<'a> Lifter<'a> {
                         }
                     }
                 }
-                D::Binary { opcode: C::Iadd, args } if dfg.value_type(addr) == ir::types::I64 => {
+                D::Binary {
+                    opcode: C::Iadd,
+                    args,
+                } if dfg.value_type(addr) == ir::types::I64 => {
                     let (a, b) = (args[0], args[1]);
                     // base + constant
                     if let Some(k) = self.iconst_of(b) {
-                        if let Some(disp) = i32::try_from(k).ok().and_then(|k| k.checked_add(offset)) {
+                        if let Some(disp) =
+                            i32::try_from(k).ok().and_then(|k| k.checked_add(offset))
+                        {
                             let base = self.reg(a)?;
                             return Ok(Operand::Mem(MemRef::base(base, disp)));
                         }
@@ -152,7 +203,12 @@ impl<'a> Lifter<'a> {
                     let (index, scale) = self.scaled_index(b);
                     let base = self.reg(a)?;
                     let index = self.reg(index)?;
-                    return Ok(Operand::Mem(MemRef { base: base.into(), index: index.into(), scale, disp: offset }));
+                    return Ok(Operand::Mem(MemRef {
+                        base: base.into(),
+                        index: index.into(),
+                        scale,
+                        disp: offset,
+                    }));
                 }
                 _ => {}
             }
@@ -179,15 +235,27 @@ impl<'a> Lifter<'a> {
     }
 
     /// Record the arguments of a branch edge and return the block operand.
-    fn edge(&mut self, pred: lir::Block, term: lir::Inst, idx: usize, bc: ir::BlockCall, try_results: &[lir::Reg], nrets: usize) -> Result<(), Error> {
+    fn edge(
+        &mut self,
+        pred: lir::Block,
+        term: lir::Inst,
+        idx: usize,
+        bc: ir::BlockCall,
+        try_results: &[lir::Reg],
+        nrets: usize,
+    ) -> Result<(), Error> {
         let pool = &self.src.dfg.value_lists;
         let target = bc.block(pool);
         let mut args = SmallVec::new();
         for a in bc.args(pool) {
             args.push(match a {
                 ir::BlockArg::Value(v) => self.reg(v)?,
-                ir::BlockArg::TryCallRet(i) => *try_results.get(i as usize).ok_or_else(|| self.err("try_call return index out of range"))?,
-                ir::BlockArg::TryCallExn(i) => *try_results.get(nrets + i as usize).ok_or_else(|| self.err("try_call payload index out of range"))?,
+                ir::BlockArg::TryCallRet(i) => *try_results
+                    .get(i as usize)
+                    .ok_or_else(|| self.err("try_call return index out of range"))?,
+                ir::BlockArg::TryCallExn(i) => *try_results
+                    .get(nrets + i as usize)
+                    .ok_or_else(|| self.err("try_call payload index out of range"))?,
             });
         }
         self.edges.push((pred, term, idx, target, args));
@@ -195,7 +263,9 @@ impl<'a> Lifter<'a> {
     }
 
     fn block_op(&self, b: ir::Block) -> Result<Operand, Error> {
-        self.blocks[b].map(Operand::Block).ok_or_else(|| self.err(format!("branch to {b}, which is not in the layout")))
+        self.blocks[b]
+            .map(Operand::Block)
+            .ok_or_else(|| self.err(format!("branch to {b}, which is not in the layout")))
     }
 
     fn lift_inst(&mut self, b: lir::Block, inst: ir::Inst) -> Result<(), Error> {
@@ -204,18 +274,32 @@ impl<'a> Lifter<'a> {
         let data = dfg.insts[inst];
         let opcode = data.opcode();
         let ctrl = self.ty(dfg.ctrl_typevar(inst))?;
-        let results: SmallVec<[lir::Reg; 2]> = dfg.inst_results(inst).to_vec().into_iter().map(|v| self.reg(v)).collect::<Result<_, _>>()?;
+        let results: SmallVec<[lir::Reg; 2]> = dfg
+            .inst_results(inst)
+            .to_vec()
+            .into_iter()
+            .map(|v| self.reg(v))
+            .collect::<Result<_, _>>()?;
         let args: SmallVec<[ir::Value; 4]> = self.src.dfg.inst_args(inst).iter().copied().collect();
-        let vals = |me: &mut Self| -> Result<SmallVec<[Operand; 4]>, Error> { args.iter().map(|&v| me.reg(v).map(Operand::Reg)).collect() };
+        let vals = |me: &mut Self| -> Result<SmallVec<[Operand; 4]>, Error> {
+            args.iter().map(|&v| me.reg(v).map(Operand::Reg)).collect()
+        };
 
         if let Some(l) = opmap::opmap().lir(opcode) {
             match data {
-                D::Load { arg, flags, offset, .. } => {
+                D::Load {
+                    arg, flags, offset, ..
+                } => {
                     let aux = self.memflags(flags);
                     let mem = self.memory_operand(arg, offset.into())?;
                     self.push(b, l, ctrl, &results, &[mem], aux);
                 }
-                D::Store { args: [v, addr], flags, offset, .. } => {
+                D::Store {
+                    args: [v, addr],
+                    flags,
+                    offset,
+                    ..
+                } => {
                     let aux = self.memflags(flags);
                     let mem = self.memory_operand(addr, offset.into())?;
                     let v = Operand::Reg(self.reg(v)?);
@@ -231,51 +315,147 @@ impl<'a> Lifter<'a> {
         }
 
         match data {
-            D::UnaryImm { opcode: C::Iconst, imm } => {
-                self.push(b, L::Copy, ctrl, &results, &[Operand::Imm(Imm::Int(imm.bits()))], 0);
+            D::UnaryImm {
+                opcode: C::Iconst,
+                imm,
+            } => {
+                self.push(
+                    b,
+                    L::Copy,
+                    ctrl,
+                    &results,
+                    &[Operand::Imm(Imm::Int(imm.bits()))],
+                    0,
+                );
             }
-            D::UnaryIeee32 { opcode: C::F32const, imm } => {
-                self.push(b, L::Copy, ctrl, &results, &[Operand::Imm(Imm::F32(imm.bits()))], 0);
+            D::UnaryIeee32 {
+                opcode: C::F32const,
+                imm,
+            } => {
+                self.push(
+                    b,
+                    L::Copy,
+                    ctrl,
+                    &results,
+                    &[Operand::Imm(Imm::F32(imm.bits()))],
+                    0,
+                );
             }
-            D::UnaryIeee64 { opcode: C::F64const, imm } => {
-                self.push(b, L::Copy, ctrl, &results, &[Operand::Imm(Imm::F64(imm.bits()))], 0);
+            D::UnaryIeee64 {
+                opcode: C::F64const,
+                imm,
+            } => {
+                self.push(
+                    b,
+                    L::Copy,
+                    ctrl,
+                    &results,
+                    &[Operand::Imm(Imm::F64(imm.bits()))],
+                    0,
+                );
             }
             D::IntCompare { cond, args, .. } => {
                 let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
-                self.push(b, L::Icmp, ctrl, &results, &[Operand::Pred(int_cond(cond)), Operand::Reg(x), Operand::Reg(y)], 0);
+                self.push(
+                    b,
+                    L::Icmp,
+                    ctrl,
+                    &results,
+                    &[
+                        Operand::Pred(int_cond(cond)),
+                        Operand::Reg(x),
+                        Operand::Reg(y),
+                    ],
+                    0,
+                );
             }
             D::FloatCompare { cond, args, .. } => {
                 let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
-                self.push(b, L::Fcmp, ctrl, &results, &[Operand::Pred(float_cond(cond)), Operand::Reg(x), Operand::Reg(y)], 0);
+                self.push(
+                    b,
+                    L::Fcmp,
+                    ctrl,
+                    &results,
+                    &[
+                        Operand::Pred(float_cond(cond)),
+                        Operand::Reg(x),
+                        Operand::Reg(y),
+                    ],
+                    0,
+                );
             }
-            D::StackAddr { stack_slot, offset, .. } => {
-                let op = Operand::Stack(lir::StackObj::from_u32(stack_slot.as_u32()), offset.into());
+            D::StackAddr {
+                stack_slot, offset, ..
+            } => {
+                let op =
+                    Operand::Stack(lir::StackObj::from_u32(stack_slot.as_u32()), offset.into());
                 self.push(b, L::StackAddr, ctrl, &results, &[op], 0);
             }
-            D::UnaryGlobalValue { opcode: C::SymbolValue, global_value } => match self.src.global_values[global_value] {
-                ir::GlobalValueData::Symbol { ref name, offset, colocated, tls: false } => {
+            D::UnaryGlobalValue {
+                opcode: C::SymbolValue,
+                global_value,
+            } => match self.src.global_values[global_value] {
+                ir::GlobalValueData::Symbol {
+                    ref name,
+                    offset,
+                    colocated,
+                    tls: false,
+                } => {
                     let name = name.clone();
                     let s = self.symbol(&name, SymbolKind::Data, colocated);
-                    self.push(b, L::SymbolValue, ctrl, &results, &[Operand::Sym(s, offset.bits())], 0);
+                    self.push(
+                        b,
+                        L::SymbolValue,
+                        ctrl,
+                        &results,
+                        &[Operand::Sym(s, offset.bits())],
+                        0,
+                    );
                 }
                 _ => {
-                    self.push(b, L::GlobalValue, ctrl, &results, &[], global_value.as_u32());
+                    self.push(
+                        b,
+                        L::GlobalValue,
+                        ctrl,
+                        &results,
+                        &[],
+                        global_value.as_u32(),
+                    );
                 }
             },
             D::FuncAddr { func_ref, .. } => {
-                let (s, _) = self.func_symbol(func_ref)?;
-                self.push(b, L::FuncAddr, ctrl, &results, &[Operand::Sym(s, 0)], 0);
+                let (s, sig) = self.func_symbol(func_ref)?;
+                self.push(
+                    b,
+                    L::FuncAddr,
+                    ctrl,
+                    &results,
+                    &[Operand::Sym(s, 0)],
+                    sig.as_u32(),
+                );
             }
-            D::Call { opcode, func_ref, .. } => {
+            D::Call {
+                opcode, func_ref, ..
+            } => {
                 let (s, sig) = self.func_symbol(func_ref)?;
                 let mut ops: SmallVec<[Operand; 8]> = smallvec::smallvec![Operand::Sym(s, 0)];
                 ops.extend(vals(self)?);
-                let op = if opcode == C::ReturnCall { L::TailCall } else { L::Call };
+                let op = if opcode == C::ReturnCall {
+                    L::TailCall
+                } else {
+                    L::Call
+                };
                 self.push(b, op, lir::Type::VOID, &results, &ops, sig.as_u32());
             }
-            D::CallIndirect { opcode, sig_ref, .. } => {
+            D::CallIndirect {
+                opcode, sig_ref, ..
+            } => {
                 let ops = vals(self)?;
-                let op = if opcode == C::ReturnCallIndirect { L::TailCall } else { L::Call };
+                let op = if opcode == C::ReturnCallIndirect {
+                    L::TailCall
+                } else {
+                    L::Call
+                };
                 self.push(b, op, lir::Type::VOID, &results, &ops, sig_ref.as_u32());
             }
             D::TryCall { .. } | D::TryCallIndirect { .. } => self.lift_try_call(b, inst)?,
@@ -284,19 +464,30 @@ impl<'a> Lifter<'a> {
                 let t = self.push(b, L::Jump, lir::Type::VOID, &[], &[op], 0);
                 self.edge(b, t, 0, destination, &[], 0)?;
             }
-            D::Brif { arg, blocks: [bt, bf], .. } => {
+            D::Brif {
+                arg,
+                blocks: [bt, bf],
+                ..
+            } => {
                 let pool = &self.src.dfg.value_lists;
                 let (tb, fb) = (bt.block(pool), bf.block(pool));
                 let c = self.reg(arg)?;
                 let cty = self.f.reg_type(c);
-                let ops = [Operand::Pred(lir::Cond::Ne), Operand::Reg(c), self.block_op(tb)?, self.block_op(fb)?];
+                let ops = [
+                    Operand::Pred(lir::Cond::Ne),
+                    Operand::Reg(c),
+                    self.block_op(tb)?,
+                    self.block_op(fb)?,
+                ];
                 let t = self.push(b, L::Brif, cty, &[], &ops, 0);
                 self.edge(b, t, 2, bt, &[], 0)?;
                 self.edge(b, t, 3, bf, &[], 0)?;
             }
             D::BranchTable { arg, table, .. } => {
                 let jt = &self.src.dfg.jump_tables[table];
-                let calls: Vec<ir::BlockCall> = std::iter::once(jt.default_block()).chain(jt.as_slice().iter().copied()).collect();
+                let calls: Vec<ir::BlockCall> = std::iter::once(jt.default_block())
+                    .chain(jt.as_slice().iter().copied())
+                    .collect();
                 let idx = self.reg(arg)?;
                 let ity = self.f.reg_type(idx);
                 let mut ops = vec![Operand::Reg(idx)];
@@ -308,22 +499,49 @@ impl<'a> Lifter<'a> {
                     self.edge(b, t, k + 1, bc, &[], 0)?;
                 }
             }
-            D::MultiAry { opcode: C::Return, .. } => {
+            D::MultiAry {
+                opcode: C::Return, ..
+            } => {
                 let ops = vals(self)?;
                 self.push(b, L::Ret, lir::Type::VOID, &[], &ops, 0);
             }
             D::Trap { code, .. } => {
-                self.push(b, L::Trap, lir::Type::VOID, &[], &[], code.as_raw().get() as u32);
+                self.push(
+                    b,
+                    L::Trap,
+                    lir::Type::VOID,
+                    &[],
+                    &[],
+                    code.as_raw().get() as u32,
+                );
             }
             D::CondTrap { opcode, arg, code } => {
                 let c = self.reg(arg)?;
                 let cty = self.f.reg_type(c);
-                let op = if opcode == C::Trapz { L::Trapz } else { L::Trapnz };
-                self.push(b, op, cty, &[], &[Operand::Reg(c)], code.as_raw().get() as u32);
+                let op = if opcode == C::Trapz {
+                    L::Trapz
+                } else {
+                    L::Trapnz
+                };
+                self.push(
+                    b,
+                    op,
+                    cty,
+                    &[],
+                    &[Operand::Reg(c)],
+                    code.as_raw().get() as u32,
+                );
             }
             D::ExceptionHandlerAddress { block, imm, .. } => {
                 let bo = self.block_op(block)?;
-                self.push(b, L::ExnHandlerAddr, ctrl, &results, &[bo, Operand::Imm(Imm::Int(imm.bits()))], 0);
+                self.push(
+                    b,
+                    L::ExnHandlerAddr,
+                    ctrl,
+                    &results,
+                    &[bo, Operand::Imm(Imm::Int(imm.bits()))],
+                    0,
+                );
             }
             _ => self.lift_opaque(b, inst, ctrl, &results)?,
         }
@@ -333,7 +551,11 @@ impl<'a> Lifter<'a> {
     fn lift_try_call(&mut self, b: lir::Block, inst: ir::Inst) -> Result<(), Error> {
         let dfg = &self.src.dfg;
         let (callee, exception) = match dfg.insts[inst] {
-            D::TryCall { func_ref, exception, .. } => (Some(func_ref), exception),
+            D::TryCall {
+                func_ref,
+                exception,
+                ..
+            } => (Some(func_ref), exception),
             D::TryCallIndirect { exception, .. } => (None, exception),
             _ => unreachable!(),
         };
@@ -352,7 +574,12 @@ impl<'a> Lifter<'a> {
             let target = bc.block(pool);
             for (k, a) in bc.args(pool).enumerate() {
                 if let ir::BlockArg::TryCallExn(i) = a {
-                    let t = self.src.dfg.block_params(target).get(k).map(|&v| self.src.dfg.value_type(v));
+                    let t = self
+                        .src
+                        .dfg
+                        .block_params(target)
+                        .get(k)
+                        .map(|&v| self.src.dfg.value_type(v));
                     if exn_types.len() <= i as usize {
                         exn_types.resize(i as usize + 1, None);
                     }
@@ -403,7 +630,10 @@ impl<'a> Lifter<'a> {
             }
         }
         let table = self.f.exn_tables.push(items);
-        let normal_idx = ops.iter().position(|o| matches!(o, Operand::Block(_))).unwrap();
+        let normal_idx = ops
+            .iter()
+            .position(|o| matches!(o, Operand::Block(_)))
+            .unwrap();
         let t = self.push(b, L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
         self.f.insts[t].aux2 = table.as_u32();
         self.edge(b, t, normal_idx, normal, &results, nrets)?;
@@ -414,7 +644,13 @@ impl<'a> Lifter<'a> {
     }
 
     /// An instruction LIR does not model: keep its opcode and immediates.
-    fn lift_opaque(&mut self, b: lir::Block, inst: ir::Inst, ctrl: lir::Type, results: &[lir::Reg]) -> Result<(), Error> {
+    fn lift_opaque(
+        &mut self,
+        b: lir::Block,
+        inst: ir::Inst,
+        ctrl: lir::Type,
+        results: &[lir::Reg],
+    ) -> Result<(), Error> {
         let dfg = &self.src.dfg;
         let data = dfg.insts[inst];
         let opcode = data.opcode();
@@ -434,18 +670,35 @@ impl<'a> Lifter<'a> {
             D::UnaryIeee16 { imm, .. } => imms.push(imm.bits() as u64),
             D::UnaryIeee32 { imm, .. } => imms.push(imm.bits() as u64),
             D::UnaryIeee64 { imm, .. } => imms.push(imm.bits()),
-            D::UnaryConst { constant_handle, .. } => pack(&mut imms, dfg.constants.get(constant_handle).as_slice()),
+            D::UnaryConst {
+                constant_handle, ..
+            } => pack(&mut imms, dfg.constants.get(constant_handle).as_slice()),
             D::Shuffle { imm, .. } => {
-                let bytes = dfg.immediates.get(imm).ok_or_else(|| self.err("shuffle mask missing"))?;
+                let bytes = dfg
+                    .immediates
+                    .get(imm)
+                    .ok_or_else(|| self.err("shuffle mask missing"))?;
                 pack(&mut imms, bytes.as_slice());
             }
-            D::BinaryImm8 { imm, .. } | D::TernaryImm8 { imm, .. } => imms.push(u8::from(imm) as u64),
+            D::BinaryImm8 { imm, .. } | D::TernaryImm8 { imm, .. } => imms.push(imm as u64),
             D::AtomicRmw { op, flags: f, .. } => {
-                imms.push(ir::AtomicRmwOp::all().iter().position(|o| *o == op).unwrap() as u64);
+                imms.push(
+                    ir::AtomicRmwOp::all()
+                        .iter()
+                        .position(|o| *o == op)
+                        .unwrap() as u64,
+                );
                 flags = Some(f);
             }
-            D::AtomicCas { flags: f, .. } | D::LoadNoOffset { flags: f, .. } | D::StoreNoOffset { flags: f, .. } => flags = Some(f),
-            D::Load { flags: f, offset, .. } | D::Store { flags: f, offset, .. } => {
+            D::AtomicCas { flags: f, .. }
+            | D::LoadNoOffset { flags: f, .. }
+            | D::StoreNoOffset { flags: f, .. } => flags = Some(f),
+            D::Load {
+                flags: f, offset, ..
+            }
+            | D::Store {
+                flags: f, offset, ..
+            } => {
                 imms.push(i32::from(offset) as i64 as u64);
                 flags = Some(f);
             }
@@ -465,14 +718,30 @@ impl<'a> Lifter<'a> {
         if opcode.can_trap() {
             fx |= effects::TRAP;
         }
-        if opcode.other_side_effects() || opcode.is_call() || opcode.is_terminator() || opcode.is_branch() || matches!(data, D::NullAry { .. }) {
+        if opcode.other_side_effects()
+            || opcode.is_call()
+            || opcode.is_terminator()
+            || opcode.is_branch()
+            || matches!(data, D::NullAry { .. })
+        {
             fx |= effects::SIDE;
         }
         if opcode.is_terminator() || opcode.is_branch() {
             return Err(self.err(format!("unsupported control-flow instruction {opcode}")));
         }
-        let ops: Vec<Operand> = self.src.dfg.inst_args(inst).to_vec().into_iter().map(|v| self.reg(v).map(Operand::Reg)).collect::<Result<_, _>>()?;
-        let o = self.f.opaques.push(lir::OpaqueData { name: opcode.to_string(), imms, effects: fx });
+        let ops: Vec<Operand> = self
+            .src
+            .dfg
+            .inst_args(inst)
+            .to_vec()
+            .into_iter()
+            .map(|v| self.reg(v).map(Operand::Reg))
+            .collect::<Result<_, _>>()?;
+        let o = self.f.opaques.push(lir::OpaqueData {
+            name: opcode.to_string(),
+            imms,
+            effects: fx,
+        });
         let i = self.push(b, L::Opaque, ctrl, results, &ops, o.as_u32());
         if let Some(fl) = flags {
             self.f.insts[i].aux2 = self.memflags(fl) + 1;
@@ -480,11 +749,14 @@ impl<'a> Lifter<'a> {
         Ok(())
     }
 
-    fn run(mut self, linkage: lir::Linkage) -> Result<lir::FuncId, Error> {
+    fn run(mut self) -> Result<lir::FuncId, Error> {
         let src = self.src;
         // Side tables keep Cranelift's indices.
         for (_, ss) in src.sized_stack_slots.iter() {
-            self.f.stack_objs.push(lir::StackObjData { size: ss.size, align_shift: ss.align_shift });
+            self.f.stack_objs.push(lir::StackObjData {
+                size: ss.size,
+                align_shift: ss.align_shift,
+            });
         }
         if !src.dynamic_stack_slots.is_empty() {
             return Err(self.err("dynamic stack slots are not supported"));
@@ -494,34 +766,62 @@ impl<'a> Lifter<'a> {
             self.f.sigs.push(s);
         }
         for (_, r) in src.dfg.alias_regions.iter() {
-            self.f.regions.push(lir::RegionData { id: r.user_id, name: r.description.to_string() });
+            self.f.regions.push(lir::RegionData {
+                id: r.user_id,
+                name: r.description.to_string(),
+            });
         }
         for (_, gv) in src.global_values.iter() {
             let g = match *gv {
                 ir::GlobalValueData::VMContext => lir::GlobalData::VmCtx,
-                ir::GlobalValueData::Load { base, offset, global_type, flags } => lir::GlobalData::Load {
+                ir::GlobalValueData::Load {
+                    base,
+                    offset,
+                    global_type,
+                    flags,
+                } => lir::GlobalData::Load {
                     base: lir::GlobalRef::from_u32(base.as_u32()),
                     offset: offset.into(),
                     ty: self.ty(global_type)?,
                     flags: lir::MemFlagsRef::from_u32(self.memflags(flags)),
                 },
-                ir::GlobalValueData::IAddImm { base, offset, global_type } => lir::GlobalData::IAddImm {
+                ir::GlobalValueData::IAddImm {
+                    base,
+                    offset,
+                    global_type,
+                } => lir::GlobalData::IAddImm {
                     base: lir::GlobalRef::from_u32(base.as_u32()),
                     offset: offset.bits(),
                     ty: self.ty(global_type)?,
                 },
-                ir::GlobalValueData::Symbol { ref name, offset, colocated, tls } => {
+                ir::GlobalValueData::Symbol {
+                    ref name,
+                    offset,
+                    colocated,
+                    tls,
+                } => {
                     let name = name.clone();
                     let sym = self.symbol(&name, SymbolKind::Data, colocated);
-                    lir::GlobalData::Symbol { sym, offset: offset.bits(), colocated, tls }
+                    lir::GlobalData::Symbol {
+                        sym,
+                        offset: offset.bits(),
+                        colocated,
+                        tls,
+                    }
                 }
-                ir::GlobalValueData::DynScaleTargetConst { .. } => return Err(self.err("dynamic vector scale globals are not supported")),
+                ir::GlobalValueData::DynScaleTargetConst { .. } => {
+                    return Err(self.err("dynamic vector scale globals are not supported"))
+                }
             };
             self.f.globals.push(g);
         }
-        self.f.stack_limit = src.stack_limit.map(|g| lir::GlobalRef::from_u32(g.as_u32()));
+        self.f.stack_limit = src
+            .stack_limit
+            .map(|g| lir::GlobalRef::from_u32(g.as_u32()));
 
-        let Some(entry) = src.layout.entry_block() else { return Err(self.err("function has no body")) };
+        let Some(entry) = src.layout.entry_block() else {
+            return Err(self.err("function has no body"));
+        };
         for b in src.layout.blocks() {
             self.blocks[b] = Some(self.f.new_block());
         }
@@ -547,11 +847,11 @@ impl<'a> Lifter<'a> {
         }
         self.cur_inst = None;
         self.fill_phis(entry)?;
-        self.m.add_function(self.f).map_err(|msg| Error::Lift { function: opmap::func_name(&src.name), inst: None, msg })
-            .map(|id| {
-                let _ = linkage;
-                id
-            })
+        self.m.add_function(self.f).map_err(|msg| Error::Lift {
+            function: opmap::func_name(&src.name),
+            inst: None,
+            msg,
+        })
     }
 
     /// Turn recorded edges into phi sources, splitting edges where one predecessor reaches a
@@ -559,14 +859,19 @@ impl<'a> Lifter<'a> {
     fn fill_phis(&mut self, entry: ir::Block) -> Result<(), Error> {
         let edges = std::mem::take(&mut self.edges);
         // (target, pred) → args already recorded
-        let mut seen: rustc_hash::FxHashMap<(ir::Block, lir::Block), SmallVec<[lir::Reg; 4]>> = Default::default();
-        let mut sources: SecondaryMap<ir::Block, Vec<(lir::Block, SmallVec<[lir::Reg; 4]>)>> = SecondaryMap::new();
+        let mut seen: rustc_hash::FxHashMap<(ir::Block, lir::Block), SmallVec<[lir::Reg; 4]>> =
+            Default::default();
+        let mut sources: Sources = SecondaryMap::new();
         for (pred, term, idx, target, args) in edges {
             if target == entry {
                 return Err(self.err("branch to the entry block is not supported"));
             }
             if args.len() != self.phis[target].len() {
-                return Err(self.err(format!("branch to {target} passes {} arguments, the block has {} parameters", args.len(), self.phis[target].len())));
+                return Err(self.err(format!(
+                    "branch to {target} passes {} arguments, the block has {} parameters",
+                    args.len(),
+                    self.phis[target].len()
+                )));
             }
             if args.is_empty() {
                 continue;
@@ -592,7 +897,10 @@ impl<'a> Lifter<'a> {
         for b in blocks {
             let phis = self.phis[b].clone();
             for (k, phi) in phis.into_iter().enumerate() {
-                let ops: Vec<Operand> = sources[b].iter().flat_map(|(p, args)| [Operand::Reg(args[k]), Operand::Block(*p)]).collect();
+                let ops: Vec<Operand> = sources[b]
+                    .iter()
+                    .flat_map(|(p, args)| [Operand::Reg(args[k]), Operand::Block(*p)])
+                    .collect();
                 self.f.set_operands(phi, &ops);
             }
         }
@@ -601,7 +909,11 @@ impl<'a> Lifter<'a> {
 }
 
 /// Lift one function into `module` with the given linkage.
-pub fn lift_function(module: &mut lir::Module, func: &ir::Function, linkage: lir::Linkage) -> Result<lir::FuncId, Error> {
+pub fn lift_function(
+    module: &mut lir::Module,
+    func: &ir::Function,
+    linkage: lir::Linkage,
+) -> Result<lir::FuncId, Error> {
     let name = opmap::func_name(&func.name);
     let mut l = Lifter {
         src: func,
@@ -614,7 +926,7 @@ pub fn lift_function(module: &mut lir::Module, func: &ir::Function, linkage: lir
         cur_inst: None,
     };
     l.f.sig = l.sig(&func.signature)?;
-    l.run(linkage)
+    l.run()
 }
 
 /// Mark functions whose address is taken (`func_addr`, symbol globals) as address-significant.
@@ -629,9 +941,4 @@ pub fn mark_address_taken(module: &mut lir::Module) {
             }
         }
     }
-}
-
-#[allow(dead_code)]
-fn _assert_entity(_: lir::Reg) -> usize {
-    lir::Reg::new(0).index()
 }

@@ -8,9 +8,11 @@
 
 use crate::opmap::{self, clif_cond, clif_memflags, clif_type, ClifCond};
 use crate::Error;
-use cranelift_codegen::ir::{self, immediates, InstBuilder, InstBuilderBase, InstructionData as D, Opcode as C};
+use cranelift_codegen::ir::{
+    self, immediates, InstBuilder, InstBuilderBase, InstructionData as D, Opcode as C,
+};
 use cranelift_codegen::isa::TargetFrontendConfig;
-use cranelift_entity::{EntityRef, SecondaryMap};
+use cranelift_entity::SecondaryMap;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use midend::analysis::Cfg;
 use midend::lir::{self, Format, Imm, Opcode as L, Operand};
@@ -20,9 +22,20 @@ use std::str::FromStr;
 /// How LIR symbols become Cranelift external names.
 pub trait NameResolver {
     /// The external name of a function symbol.
-    fn function(&mut self, m: &lir::Module, func: &mut ir::Function, sym: lir::Symbol, sig: ir::SigRef) -> ir::ExternalName;
+    fn function(
+        &mut self,
+        m: &lir::Module,
+        func: &mut ir::Function,
+        sym: lir::Symbol,
+        sig: ir::SigRef,
+    ) -> ir::ExternalName;
     /// The external name of a data symbol.
-    fn data(&mut self, m: &lir::Module, func: &mut ir::Function, sym: lir::Symbol) -> ir::ExternalName;
+    fn data(
+        &mut self,
+        m: &lir::Module,
+        func: &mut ir::Function,
+        sym: lir::Symbol,
+    ) -> ir::ExternalName;
 }
 
 /// Names as the producer spelled them (`u0:12`, `%fib`, libcalls), for printing CLIF.
@@ -33,10 +46,16 @@ impl OriginalNames {
         if let Some(u) = opmap::parse_user_name(s) {
             return ir::ExternalName::user(func.declare_imported_user_function(u));
         }
-        if let Some(l) = s.strip_prefix("libcall.").and_then(|l| ir::LibCall::from_str(l).ok()) {
+        if let Some(l) = s
+            .strip_prefix("libcall.")
+            .and_then(|l| ir::LibCall::from_str(l).ok())
+        {
             return ir::ExternalName::LibCall(l);
         }
-        if let Some(k) = s.strip_prefix("known.").and_then(|k| ir::KnownSymbol::from_str(k).ok()) {
+        if let Some(k) = s
+            .strip_prefix("known.")
+            .and_then(|k| ir::KnownSymbol::from_str(k).ok())
+        {
             return ir::ExternalName::KnownSymbol(k);
         }
         ir::ExternalName::testcase(s)
@@ -44,10 +63,21 @@ impl OriginalNames {
 }
 
 impl NameResolver for OriginalNames {
-    fn function(&mut self, m: &lir::Module, func: &mut ir::Function, sym: lir::Symbol, _sig: ir::SigRef) -> ir::ExternalName {
+    fn function(
+        &mut self,
+        m: &lir::Module,
+        func: &mut ir::Function,
+        sym: lir::Symbol,
+        _sig: ir::SigRef,
+    ) -> ir::ExternalName {
         Self::name(func, &m.symbols[sym].name)
     }
-    fn data(&mut self, m: &lir::Module, func: &mut ir::Function, sym: lir::Symbol) -> ir::ExternalName {
+    fn data(
+        &mut self,
+        m: &lir::Module,
+        func: &mut ir::Function,
+        sym: lir::Symbol,
+    ) -> ir::ExternalName {
         Self::name(func, &m.symbols[sym].name)
     }
 }
@@ -99,27 +129,46 @@ impl Lowerer<'_, '_> {
             let _ = lir::write_inst(&mut s, self.m, self.f, i);
             s
         });
-        Error::Lower { function: self.f.name.clone(), inst, msg: msg.into() }
+        Error::Lower {
+            function: self.f.name.clone(),
+            inst,
+            msg: msg.into(),
+        }
     }
 
     fn mf(&mut self, r: lir::MemFlagsRef) -> ir::MemFlags {
         if let Some(h) = self.memflags[r] {
             return h;
         }
-        let h = self.b.func.dfg.mem_flags.insert_unchecked(clif_memflags(self.f.memflags[r]));
+        let h = self
+            .b
+            .func
+            .dfg
+            .mem_flags
+            .insert_unchecked(clif_memflags(self.f.memflags[r]));
         self.memflags[r] = Some(h);
         h
     }
 
     fn value(&mut self, op: Operand, ty: lir::Type) -> Result<ir::Value, Error> {
         match op {
-            Operand::Reg(r) => self.values[r].ok_or_else(|| self.err(format!("{r} is used before it is defined"))),
+            Operand::Reg(r) => {
+                self.values[r].ok_or_else(|| self.err(format!("{r} is used before it is defined")))
+            }
             Operand::Imm(Imm::Int(v)) => {
-                let t = if ty.is_scalar_int() { ty } else { lir::Type::I64 };
+                let t = if ty.is_scalar_int() {
+                    ty
+                } else {
+                    lir::Type::I64
+                };
                 Ok(self.b.ins().iconst(clif_type(t), v))
             }
-            Operand::Imm(Imm::F32(bits)) => Ok(self.b.ins().f32const(immediates::Ieee32::with_bits(bits))),
-            Operand::Imm(Imm::F64(bits)) => Ok(self.b.ins().f64const(immediates::Ieee64::with_bits(bits))),
+            Operand::Imm(Imm::F32(bits)) => {
+                Ok(self.b.ins().f32const(immediates::Ieee32::with_bits(bits)))
+            }
+            Operand::Imm(Imm::F64(bits)) => {
+                Ok(self.b.ins().f64const(immediates::Ieee64::with_bits(bits)))
+            }
             _ => Err(self.err("expected a register or constant")),
         }
     }
@@ -140,7 +189,11 @@ impl Lowerer<'_, '_> {
         let rs = self.f.results(inst);
         let vs = self.b.inst_results(ci).to_vec();
         if rs.len() != vs.len() {
-            return Err(self.err(format!("defines {} results, Cranelift's instruction has {}", rs.len(), vs.len())));
+            return Err(self.err(format!(
+                "defines {} results, Cranelift's instruction has {}",
+                rs.len(),
+                vs.len()
+            )));
         }
         for (&r, v) in rs.iter().zip(vs) {
             self.define(r, v);
@@ -152,7 +205,9 @@ impl Lowerer<'_, '_> {
         if let Some(&fr) = self.func_refs.get(&(sym, sig)) {
             return fr;
         }
-        let name = self.names.function(self.m, self.b.func, sym, ir::SigRef::from_u32(sig));
+        let name = self
+            .names
+            .function(self.m, self.b.func, sym, ir::SigRef::from_u32(sig));
         let fr = self.b.func.import_function(ir::ExtFuncData {
             name,
             signature: ir::SigRef::from_u32(sig),
@@ -206,7 +261,12 @@ impl Lowerer<'_, '_> {
                 };
                 Ok((addr, m.disp))
             }
-            Operand::Stack(s, off) => Ok((self.b.ins().stack_addr(i64t, ir::StackSlot::from_u32(s.as_u32()), off), 0)),
+            Operand::Stack(s, off) => Ok((
+                self.b
+                    .ins()
+                    .stack_addr(i64t, ir::StackSlot::from_u32(s.as_u32()), off),
+                0,
+            )),
             Operand::Sym(s, off) => {
                 let g = self.sym_gv(s);
                 let a = self.b.ins().symbol_value(i64t, g);
@@ -228,21 +288,32 @@ impl Lowerer<'_, '_> {
         for k in 0..self.phis[to].len() {
             let phi = self.phis[to][k];
             let ops = self.f.operands(phi);
-            let src = ops.chunks(2).find(|p| p[1] == Operand::Block(from)).map(|p| p[0]);
+            let src = ops
+                .chunks(2)
+                .find(|p| p[1] == Operand::Block(from))
+                .map(|p| p[0]);
             let Some(Operand::Reg(r)) = src else {
                 return Err(self.err(format!("phi in {to} has no source for {from}")));
             };
             if let Some(&a) = self.try_results.get(&r) {
                 args.push(a);
             } else {
-                args.push(ir::BlockArg::Value(self.value(Operand::Reg(r), self.f.reg_type(r))?));
+                args.push(ir::BlockArg::Value(
+                    self.value(Operand::Reg(r), self.f.reg_type(r))?,
+                ));
             }
         }
         Ok(args)
     }
 
-    fn target(&mut self, from: lir::Block, op: Operand) -> Result<(ir::Block, Vec<ir::BlockArg>), Error> {
-        let Operand::Block(t) = op else { return Err(self.err("expected a block")) };
+    fn target(
+        &mut self,
+        from: lir::Block,
+        op: Operand,
+    ) -> Result<(ir::Block, Vec<ir::BlockArg>), Error> {
+        let Operand::Block(t) = op else {
+            return Err(self.err("expected a block"));
+        };
         let cb = self.blocks[t].ok_or_else(|| self.err(format!("{t} is not reachable")))?;
         Ok((cb, self.block_args(from, t)?))
     }
@@ -273,32 +344,55 @@ impl Lowerer<'_, '_> {
                 self.define(r, v);
             }
             Format::Unary | Format::Binary | Format::Ternary => {
-                let c = opmap::opmap().clif(d.opcode).ok_or_else(|| self.err("no Cranelift opcode"))?;
+                let c = opmap::opmap()
+                    .clif(d.opcode)
+                    .ok_or_else(|| self.err("no Cranelift opcode"))?;
                 let shift = matches!(d.opcode, L::Shl | L::Ushr | L::Sshr | L::Rotl | L::Rotr);
                 let mut vals = Vec::with_capacity(3);
                 for (k, &op) in ops.iter().enumerate() {
                     let vty = match op {
                         Operand::Reg(r) => f.reg_type(r),
                         _ if shift && k == 1 => lir::Type::I64,
-                        _ if matches!(d.opcode, L::Select | L::SelectSpectreGuard) && k == 0 => lir::Type::I8,
+                        _ if matches!(d.opcode, L::Select | L::SelectSpectreGuard) && k == 0 => {
+                            lir::Type::I8
+                        }
                         _ => ty,
                     };
                     vals.push(self.value(op, vty)?);
                 }
                 let data = match vals.len() {
-                    1 => D::Unary { opcode: c, arg: vals[0] },
-                    2 => D::Binary { opcode: c, args: [vals[0], vals[1]] },
-                    _ => D::Ternary { opcode: c, args: [vals[0], vals[1], vals[2]] },
+                    1 => D::Unary {
+                        opcode: c,
+                        arg: vals[0],
+                    },
+                    2 => D::Binary {
+                        opcode: c,
+                        args: [vals[0], vals[1]],
+                    },
+                    _ => D::Ternary {
+                        opcode: c,
+                        args: [vals[0], vals[1], vals[2]],
+                    },
                 };
                 let (ci, _) = self.b.ins().build(data, cty);
                 self.define_results(inst, ci)?;
             }
             Format::Compare => {
-                let Operand::Pred(p) = ops[0] else { return Err(self.err("compare without predicate")) };
+                let Operand::Pred(p) = ops[0] else {
+                    return Err(self.err("compare without predicate"));
+                };
                 let (x, y) = (self.value(ops[1], ty)?, self.value(ops[2], ty)?);
                 let data = match clif_cond(p) {
-                    ClifCond::Int(cond) => D::IntCompare { opcode: C::Icmp, args: [x, y], cond },
-                    ClifCond::Float(cond) => D::FloatCompare { opcode: C::Fcmp, args: [x, y], cond },
+                    ClifCond::Int(cond) => D::IntCompare {
+                        opcode: C::Icmp,
+                        args: [x, y],
+                        cond,
+                    },
+                    ClifCond::Float(cond) => D::FloatCompare {
+                        opcode: C::Fcmp,
+                        args: [x, y],
+                        cond,
+                    },
                 };
                 let (ci, _) = self.b.ins().build(data, cty);
                 self.define_results(inst, ci)?;
@@ -307,7 +401,15 @@ impl Lowerer<'_, '_> {
                 let c = opmap::opmap().clif(d.opcode).unwrap();
                 let (addr, offset) = self.address(ops[0])?;
                 let flags = self.mf(lir::MemFlagsRef::from_u32(d.aux));
-                let (ci, _) = self.b.ins().build(D::Load { opcode: c, arg: addr, flags, offset: offset.into() }, cty);
+                let (ci, _) = self.b.ins().build(
+                    D::Load {
+                        opcode: c,
+                        arg: addr,
+                        flags,
+                        offset: offset.into(),
+                    },
+                    cty,
+                );
                 self.define_results(inst, ci)?;
             }
             Format::Store => {
@@ -315,11 +417,23 @@ impl Lowerer<'_, '_> {
                 let v = self.value(ops[1], ty)?;
                 let (addr, offset) = self.address(ops[0])?;
                 let flags = self.mf(lir::MemFlagsRef::from_u32(d.aux));
-                self.b.ins().build(D::Store { opcode: c, args: [v, addr], flags, offset: offset.into() }, cty);
+                self.b.ins().build(
+                    D::Store {
+                        opcode: c,
+                        args: [v, addr],
+                        flags,
+                        offset: offset.into(),
+                    },
+                    cty,
+                );
             }
             Format::Addr => {
                 let v = match (d.opcode, ops[0]) {
-                    (L::StackAddr, Operand::Stack(s, off)) => self.b.ins().stack_addr(cty, ir::StackSlot::from_u32(s.as_u32()), off),
+                    (L::StackAddr, Operand::Stack(s, off)) => {
+                        self.b
+                            .ins()
+                            .stack_addr(cty, ir::StackSlot::from_u32(s.as_u32()), off)
+                    }
                     (L::SymbolValue, Operand::Sym(s, off)) => {
                         let g = if off == 0 {
                             self.sym_gv(s)
@@ -343,7 +457,10 @@ impl Lowerer<'_, '_> {
                 self.define(f.results(inst)[0], v);
             }
             Format::GlobalValue => {
-                let v = self.b.ins().symbol_value(cty, ir::GlobalValue::from_u32(d.aux));
+                let v = self
+                    .b
+                    .ins()
+                    .symbol_value(cty, ir::GlobalValue::from_u32(d.aux));
                 self.define(f.results(inst)[0], v);
             }
             Format::Call => self.lower_call(lb, inst)?,
@@ -352,7 +469,9 @@ impl Lowerer<'_, '_> {
                 self.b.ins().jump(t, &args);
             }
             Format::Brif => {
-                let Operand::Pred(p) = ops[0] else { return Err(self.err("brif without predicate")) };
+                let Operand::Pred(p) = ops[0] else {
+                    return Err(self.err("brif without predicate"));
+                };
                 let nvals = ops.len() - 3;
                 let (bt, at) = self.target(lb, ops[ops.len() - 2])?;
                 let (bf, af) = self.target(lb, ops[ops.len() - 1])?;
@@ -362,7 +481,11 @@ impl Lowerer<'_, '_> {
                 } else if nvals == 1 && p == lir::Cond::Eq {
                     self.b.ins().brif(x, bf, &af, bt, &at);
                 } else {
-                    let y = if nvals == 2 { self.value(ops[2], ty)? } else { self.value(Operand::Imm(Imm::Int(0)), ty)? };
+                    let y = if nvals == 2 {
+                        self.value(ops[2], ty)?
+                    } else {
+                        self.value(Operand::Imm(Imm::Int(0)), ty)?
+                    };
                     let c = match clif_cond(p) {
                         ClifCond::Int(cc) => self.b.ins().icmp(cc, x, y),
                         ClifCond::Float(cc) => self.b.ins().fcmp(cc, x, y),
@@ -377,7 +500,9 @@ impl Lowerer<'_, '_> {
                 for &op in &ops[2..] {
                     table.push(self.block_call(lb, op)?);
                 }
-                let jt = self.b.create_jump_table(ir::JumpTableData::new(def, &table));
+                let jt = self
+                    .b
+                    .create_jump_table(ir::JumpTableData::new(def, &table));
                 self.b.ins().br_table(idx, jt);
             }
             Format::Return => {
@@ -401,9 +526,13 @@ impl Lowerer<'_, '_> {
                 }
             }
             Format::ExnHandlerAddr => {
-                let Operand::Block(t) = ops[0] else { return Err(self.err("expected a block")) };
+                let Operand::Block(t) = ops[0] else {
+                    return Err(self.err("expected a block"));
+                };
                 let cb = self.blocks[t].ok_or_else(|| self.err(format!("{t} is not reachable")))?;
-                let Operand::Imm(Imm::Int(k)) = ops[1] else { return Err(self.err("expected a constant")) };
+                let Operand::Imm(Imm::Int(k)) = ops[1] else {
+                    return Err(self.err("expected a constant"));
+                };
                 let v = self.b.ins().get_exception_handler_address(cty, cb, k);
                 self.define(f.results(inst)[0], v);
             }
@@ -418,7 +547,10 @@ impl Lowerer<'_, '_> {
         let ops = f.operands(inst);
         let sig = ir::SigRef::from_u32(d.aux);
         let lsig = &f.sigs[lir::SigRef::from_u32(d.aux)];
-        let nargs = ops[1..].iter().take_while(|o| !matches!(o, Operand::Block(_))).count();
+        let nargs = ops[1..]
+            .iter()
+            .take_while(|o| !matches!(o, Operand::Block(_)))
+            .count();
         let mut args = Vec::with_capacity(nargs);
         for (op, p) in ops[1..1 + nargs].iter().zip(&lsig.params) {
             args.push(self.value(*op, p.ty)?);
@@ -446,7 +578,11 @@ impl Lowerer<'_, '_> {
                 let results = f.results(inst);
                 let nrets = lsig.returns.len();
                 for (k, &r) in results.iter().enumerate() {
-                    let a = if k < nrets { ir::BlockArg::TryCallRet(k as u32) } else { ir::BlockArg::TryCallExn((k - nrets) as u32) };
+                    let a = if k < nrets {
+                        ir::BlockArg::TryCallRet(k as u32)
+                    } else {
+                        ir::BlockArg::TryCallExn((k - nrets) as u32)
+                    };
                     self.try_results.insert(r, a);
                 }
                 let rest = &ops[1 + nargs..];
@@ -455,12 +591,24 @@ impl Lowerer<'_, '_> {
                 let mut items = Vec::with_capacity(table.len());
                 for (item, &op) in table.iter().zip(&rest[1..]) {
                     items.push(match item {
-                        lir::ExnItem::Tag(t) => ir::ExceptionTableItem::Tag(ir::ExceptionTag::from_u32(*t), self.block_call(lb, op)?),
-                        lir::ExnItem::Default => ir::ExceptionTableItem::Default(self.block_call(lb, op)?),
-                        lir::ExnItem::Context => ir::ExceptionTableItem::Context(self.reg_value(op)?),
+                        lir::ExnItem::Tag(t) => ir::ExceptionTableItem::Tag(
+                            ir::ExceptionTag::from_u32(*t),
+                            self.block_call(lb, op)?,
+                        ),
+                        lir::ExnItem::Default => {
+                            ir::ExceptionTableItem::Default(self.block_call(lb, op)?)
+                        }
+                        lir::ExnItem::Context => {
+                            ir::ExceptionTableItem::Context(self.reg_value(op)?)
+                        }
                     });
                 }
-                let et = self.b.func.dfg.exception_tables.push(ir::ExceptionTableData::new(sig, normal, items));
+                let et = self
+                    .b
+                    .func
+                    .dfg
+                    .exception_tables
+                    .push(ir::ExceptionTableData::new(sig, normal, items));
                 let ci = match callee {
                     Operand::Sym(s, _) => {
                         let fr = self.func_ref(s, d.aux);
@@ -485,20 +633,38 @@ impl Lowerer<'_, '_> {
         let f = self.f;
         let d = f.insts[inst];
         let o = &f.opaques[lir::OpaqueRef::from_u32(d.aux)];
-        let opcode = C::from_str(&o.name).map_err(|_| self.err(format!("unknown Cranelift opcode '{}'", o.name)))?;
+        let opcode = C::from_str(&o.name)
+            .map_err(|_| self.err(format!("unknown Cranelift opcode '{}'", o.name)))?;
         let mut vals = Vec::new();
         for &op in f.operands(inst) {
             vals.push(self.reg_value(op)?);
         }
-        let flags = if d.aux2 != 0 { Some(self.mf(lir::MemFlagsRef::from_u32(d.aux2 - 1))) } else { None };
+        let flags = if d.aux2 != 0 {
+            Some(self.mf(lir::MemFlagsRef::from_u32(d.aux2 - 1)))
+        } else {
+            None
+        };
         let here = self.err(String::new());
         let fail = |msg: String| match &here {
-            Error::Lower { function, inst, .. } => Error::Lower { function: function.clone(), inst: inst.clone(), msg },
+            Error::Lower { function, inst, .. } => Error::Lower {
+                function: function.clone(),
+                inst: inst.clone(),
+                msg,
+            },
             _ => Error::Other(msg),
         };
-        let imm = |k: usize| o.imms.get(k).copied().ok_or_else(|| fail(format!("'{}' is missing immediate {k}", o.name)));
+        let imm = |k: usize| {
+            o.imms
+                .get(k)
+                .copied()
+                .ok_or_else(|| fail(format!("'{}' is missing immediate {k}", o.name)))
+        };
         let flags_or = || flags.ok_or_else(|| fail(format!("'{}' needs memory flags", o.name)));
-        let arg = |k: usize| vals.get(k).copied().ok_or_else(|| fail(format!("'{}' is missing operand {k}", o.name)));
+        let arg = |k: usize| {
+            vals.get(k)
+                .copied()
+                .ok_or_else(|| fail(format!("'{}' is missing operand {k}", o.name)))
+        };
         let unpack = || -> Result<Vec<u8>, Error> {
             let len = imm(0)? as usize;
             let mut bytes = Vec::with_capacity(len);
@@ -511,44 +677,142 @@ impl Lowerer<'_, '_> {
         use cranelift_codegen::ir::instructions::InstructionFormat as F;
         let data = match opcode.format() {
             F::NullAry => D::NullAry { opcode },
-            F::Unary => D::Unary { opcode, arg: arg(0)? },
-            F::Binary => D::Binary { opcode, args: [arg(0)?, arg(1)?] },
-            F::Ternary => D::Ternary { opcode, args: [arg(0)?, arg(1)?, arg(2)?] },
-            F::UnaryImm => D::UnaryImm { opcode, imm: immediates::Imm64::new(imm(0)? as i64) },
-            F::UnaryIeee16 => D::UnaryIeee16 { opcode, imm: immediates::Ieee16::with_bits(imm(0)? as u16) },
-            F::UnaryIeee32 => D::UnaryIeee32 { opcode, imm: immediates::Ieee32::with_bits(imm(0)? as u32) },
-            F::UnaryIeee64 => D::UnaryIeee64 { opcode, imm: immediates::Ieee64::with_bits(imm(0)?) },
+            F::Unary => D::Unary {
+                opcode,
+                arg: arg(0)?,
+            },
+            F::Binary => D::Binary {
+                opcode,
+                args: [arg(0)?, arg(1)?],
+            },
+            F::Ternary => D::Ternary {
+                opcode,
+                args: [arg(0)?, arg(1)?, arg(2)?],
+            },
+            F::UnaryImm => D::UnaryImm {
+                opcode,
+                imm: immediates::Imm64::new(imm(0)? as i64),
+            },
+            F::UnaryIeee16 => D::UnaryIeee16 {
+                opcode,
+                imm: immediates::Ieee16::with_bits(imm(0)? as u16),
+            },
+            F::UnaryIeee32 => D::UnaryIeee32 {
+                opcode,
+                imm: immediates::Ieee32::with_bits(imm(0)? as u32),
+            },
+            F::UnaryIeee64 => D::UnaryIeee64 {
+                opcode,
+                imm: immediates::Ieee64::with_bits(imm(0)?),
+            },
             F::UnaryConst => {
                 let bytes = unpack()?;
-                let h = self.b.func.dfg.constants.insert(ir::ConstantData::from(bytes));
-                D::UnaryConst { opcode, constant_handle: h }
+                let h = self
+                    .b
+                    .func
+                    .dfg
+                    .constants
+                    .insert(ir::ConstantData::from(bytes));
+                D::UnaryConst {
+                    opcode,
+                    constant_handle: h,
+                }
             }
             F::Shuffle => {
                 let bytes = unpack()?;
-                let h = self.b.func.dfg.immediates.push(ir::ConstantData::from(bytes));
-                D::Shuffle { opcode, args: [arg(0)?, arg(1)?], imm: h }
-            }
-            F::BinaryImm8 => D::BinaryImm8 { opcode, arg: arg(0)?, imm: immediates::Uimm8::from(imm(0)? as u8) },
-            F::TernaryImm8 => D::TernaryImm8 { opcode, args: [arg(0)?, arg(1)?], imm: immediates::Uimm8::from(imm(0)? as u8) },
-            F::AtomicRmw => {
-                let op = *ir::AtomicRmwOp::all().get(imm(0)? as usize).ok_or_else(|| fail("bad atomic op".into()))?;
-                D::AtomicRmw { opcode, args: [arg(0)?, arg(1)?], flags: flags_or()?, op }
-            }
-            F::AtomicCas => D::AtomicCas { opcode, args: [arg(0)?, arg(1)?, arg(2)?], flags: flags_or()? },
-            F::LoadNoOffset => D::LoadNoOffset { opcode, arg: arg(0)?, flags: flags_or()? },
-            F::StoreNoOffset => D::StoreNoOffset { opcode, args: [arg(0)?, arg(1)?], flags: flags_or()? },
-            F::Load => D::Load { opcode, arg: arg(0)?, flags: flags_or()?, offset: (imm(0)? as i64 as i32).into() },
-            F::Store => D::Store { opcode, args: [arg(0)?, arg(1)?], flags: flags_or()?, offset: (imm(0)? as i64 as i32).into() },
-            F::IntAddTrap => D::IntAddTrap { opcode, args: [arg(0)?, arg(1)?], code: trap_code(imm(0)? as u32).ok_or_else(|| fail("bad trap code".into()))? },
-            F::CondTrap => D::CondTrap { opcode, arg: arg(0)?, code: trap_code(imm(0)? as u32).ok_or_else(|| fail("bad trap code".into()))? },
-            F::IntCompare | F::FloatCompare => {
-                let c = *lir::Cond::all().get(imm(0)? as usize).ok_or_else(|| fail("bad condition".into()))?;
-                match clif_cond(c) {
-                    ClifCond::Int(cond) => D::IntCompare { opcode, args: [arg(0)?, arg(1)?], cond },
-                    ClifCond::Float(cond) => D::FloatCompare { opcode, args: [arg(0)?, arg(1)?], cond },
+                let h = self
+                    .b
+                    .func
+                    .dfg
+                    .immediates
+                    .push(ir::ConstantData::from(bytes));
+                D::Shuffle {
+                    opcode,
+                    args: [arg(0)?, arg(1)?],
+                    imm: h,
                 }
             }
-            other => return Err(fail(format!("cannot rebuild '{}' (format {other:?})", o.name))),
+            F::BinaryImm8 => D::BinaryImm8 {
+                opcode,
+                arg: arg(0)?,
+                imm: immediates::Uimm8::from(imm(0)? as u8),
+            },
+            F::TernaryImm8 => D::TernaryImm8 {
+                opcode,
+                args: [arg(0)?, arg(1)?],
+                imm: immediates::Uimm8::from(imm(0)? as u8),
+            },
+            F::AtomicRmw => {
+                let op = *ir::AtomicRmwOp::all()
+                    .get(imm(0)? as usize)
+                    .ok_or_else(|| fail("bad atomic op".into()))?;
+                D::AtomicRmw {
+                    opcode,
+                    args: [arg(0)?, arg(1)?],
+                    flags: flags_or()?,
+                    op,
+                }
+            }
+            F::AtomicCas => D::AtomicCas {
+                opcode,
+                args: [arg(0)?, arg(1)?, arg(2)?],
+                flags: flags_or()?,
+            },
+            F::LoadNoOffset => D::LoadNoOffset {
+                opcode,
+                arg: arg(0)?,
+                flags: flags_or()?,
+            },
+            F::StoreNoOffset => D::StoreNoOffset {
+                opcode,
+                args: [arg(0)?, arg(1)?],
+                flags: flags_or()?,
+            },
+            F::Load => D::Load {
+                opcode,
+                arg: arg(0)?,
+                flags: flags_or()?,
+                offset: (imm(0)? as i64 as i32).into(),
+            },
+            F::Store => D::Store {
+                opcode,
+                args: [arg(0)?, arg(1)?],
+                flags: flags_or()?,
+                offset: (imm(0)? as i64 as i32).into(),
+            },
+            F::IntAddTrap => D::IntAddTrap {
+                opcode,
+                args: [arg(0)?, arg(1)?],
+                code: trap_code(imm(0)? as u32).ok_or_else(|| fail("bad trap code".into()))?,
+            },
+            F::CondTrap => D::CondTrap {
+                opcode,
+                arg: arg(0)?,
+                code: trap_code(imm(0)? as u32).ok_or_else(|| fail("bad trap code".into()))?,
+            },
+            F::IntCompare | F::FloatCompare => {
+                let c = *lir::Cond::all()
+                    .get(imm(0)? as usize)
+                    .ok_or_else(|| fail("bad condition".into()))?;
+                match clif_cond(c) {
+                    ClifCond::Int(cond) => D::IntCompare {
+                        opcode,
+                        args: [arg(0)?, arg(1)?],
+                        cond,
+                    },
+                    ClifCond::Float(cond) => D::FloatCompare {
+                        opcode,
+                        args: [arg(0)?, arg(1)?],
+                        cond,
+                    },
+                }
+            }
+            other => {
+                return Err(fail(format!(
+                    "cannot rebuild '{}' (format {other:?})",
+                    o.name
+                )))
+            }
         };
         let (ci, _) = self.b.ins().build(data, clif_type(d.ty));
         self.define_results(inst, ci)
@@ -562,40 +826,78 @@ fn trap_code(raw: u32) -> Option<ir::TrapCode> {
 
 /// Lower one LIR function to Cranelift IR. `config` gives the pointer width and default
 /// calling convention of the target.
-pub fn lower_function(m: &lir::Module, f: &lir::Function, names: &mut dyn NameResolver, config: TargetFrontendConfig) -> Result<ir::Function, Error> {
-    let err = |msg: String| Error::Lower { function: f.name.clone(), inst: None, msg };
+pub fn lower_function(
+    m: &lir::Module,
+    f: &lir::Function,
+    names: &mut dyn NameResolver,
+    config: TargetFrontendConfig,
+) -> Result<ir::Function, Error> {
+    let err = |msg: String| Error::Lower {
+        function: f.name.clone(),
+        inst: None,
+        msg,
+    };
     if f.layout.is_empty() {
         return Err(err("function has no body".into()));
     }
-    let mut func = ir::Function::with_name_signature(opmap::clif_func_name(&f.name), clif_signature(&f.sig));
+    let mut func =
+        ir::Function::with_name_signature(opmap::clif_func_name(&f.name), clif_signature(&f.sig));
     for (_, s) in &f.stack_objs {
-        func.create_sized_stack_slot(ir::StackSlotData::new(ir::StackSlotKind::ExplicitSlot, s.size, s.align_shift));
+        func.create_sized_stack_slot(ir::StackSlotData::new(
+            ir::StackSlotKind::ExplicitSlot,
+            s.size,
+            s.align_shift,
+        ));
     }
     for (_, s) in &f.sigs {
         func.import_signature(clif_signature(s));
     }
     for (_, r) in &f.regions {
-        func.dfg.alias_regions.push(ir::AliasRegionData { user_id: r.id, description: r.name.clone().into() });
+        func.dfg.alias_regions.push(ir::AliasRegionData {
+            user_id: r.id,
+            description: r.name.clone().into(),
+        });
     }
-    let mut names_done: Vec<(lir::GlobalRef, ir::GlobalValueData)> = Vec::new();
-    for (g, d) in &f.globals {
+    for (_, d) in &f.globals {
         let data = match *d {
             lir::GlobalData::VmCtx => ir::GlobalValueData::VMContext,
-            lir::GlobalData::Load { base, offset, ty, flags } => {
-                let h = func.dfg.mem_flags.insert_unchecked(clif_memflags(f.memflags[flags]));
-                ir::GlobalValueData::Load { base: ir::GlobalValue::from_u32(base.as_u32()), offset: offset.into(), global_type: clif_type(ty), flags: h }
+            lir::GlobalData::Load {
+                base,
+                offset,
+                ty,
+                flags,
+            } => {
+                let h = func
+                    .dfg
+                    .mem_flags
+                    .insert_unchecked(clif_memflags(f.memflags[flags]));
+                ir::GlobalValueData::Load {
+                    base: ir::GlobalValue::from_u32(base.as_u32()),
+                    offset: offset.into(),
+                    global_type: clif_type(ty),
+                    flags: h,
+                }
             }
             lir::GlobalData::IAddImm { base, offset, ty } => ir::GlobalValueData::IAddImm {
                 base: ir::GlobalValue::from_u32(base.as_u32()),
                 offset: immediates::Imm64::new(offset),
                 global_type: clif_type(ty),
             },
-            lir::GlobalData::Symbol { sym, offset, colocated, tls } => {
+            lir::GlobalData::Symbol {
+                sym,
+                offset,
+                colocated,
+                tls,
+            } => {
                 let name = names.data(m, &mut func, sym);
-                ir::GlobalValueData::Symbol { name, offset: immediates::Imm64::new(offset), colocated, tls }
+                ir::GlobalValueData::Symbol {
+                    name,
+                    offset: immediates::Imm64::new(offset),
+                    colocated,
+                    tls,
+                }
             }
         };
-        names_done.push((g, data.clone()));
         func.create_global_value(data);
     }
     func.stack_limit = f.stack_limit.map(|g| ir::GlobalValue::from_u32(g.as_u32()));
@@ -641,7 +943,5 @@ pub fn lower_function(m: &lir::Module, f: &lir::Function, names: &mut dyn NameRe
     }
     l.b.seal_all_blocks();
     l.b.finalize(config);
-    let _ = names_done;
-    let _ = lir::Reg::new(0);
     Ok(func)
 }

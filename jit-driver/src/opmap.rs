@@ -233,7 +233,9 @@ pub fn lir_call_conv(cc: cranelift_codegen::isa::CallConv) -> Option<lir::CallCo
 }
 
 pub fn clif_call_conv(cc: lir::CallConv) -> cranelift_codegen::isa::CallConv {
-    cc.name().parse().unwrap_or(cranelift_codegen::isa::CallConv::SystemV)
+    cc.name()
+        .parse()
+        .unwrap_or(cranelift_codegen::isa::CallConv::SystemV)
 }
 
 /// Memory flags: Cranelift → LIR (regions keep their index).
@@ -304,7 +306,10 @@ pub fn func_name(name: &ir::UserFuncName) -> String {
 /// Parse `uN:M` back into a user name.
 pub fn parse_user_name(s: &str) -> Option<ir::UserExternalName> {
     let (ns, idx) = s.strip_prefix('u')?.split_once(':')?;
-    Some(ir::UserExternalName { namespace: ns.parse().ok()?, index: idx.parse().ok()? })
+    Some(ir::UserExternalName {
+        namespace: ns.parse().ok()?,
+        index: idx.parse().ok()?,
+    })
 }
 
 /// A Cranelift function name for a LIR name.

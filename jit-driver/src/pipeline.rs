@@ -57,12 +57,18 @@ pub struct PipelineOptions {
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions { passes: "merge,lvn".into(), opt_level: OptLevel::None }
+        PipelineOptions {
+            passes: "merge,lvn".into(),
+            opt_level: OptLevel::None,
+        }
     }
 }
 
 /// Lift Cranelift functions into one LIR module (exported, address-significant where taken).
-pub fn lift_functions<'a>(funcs: impl IntoIterator<Item = &'a ir::Function>, stats: &mut Stats) -> Result<lir::Module, Error> {
+pub fn lift_functions<'a>(
+    funcs: impl IntoIterator<Item = &'a ir::Function>,
+    stats: &mut Stats,
+) -> Result<lir::Module, Error> {
     let t = Instant::now();
     let mut m = lir::Module::new();
     for f in funcs {
@@ -113,7 +119,12 @@ impl JitModule {
 
 impl Pipeline {
     pub fn new(opts: PipelineOptions) -> Self {
-        Pipeline { opts, module: lir::Module::new(), host_symbols: Vec::new(), stats: Stats::default() }
+        Pipeline {
+            opts,
+            module: lir::Module::new(),
+            host_symbols: Vec::new(),
+            stats: Stats::default(),
+        }
     }
 
     /// Add a function under its own name with the given linkage.

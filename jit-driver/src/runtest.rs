@@ -10,7 +10,9 @@ use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_reader::{parse_run_command, parse_test, Comparison, IsaSpec, ParseOptions, RunCommand};
+use cranelift_reader::{
+    parse_run_command, parse_test, Comparison, IsaSpec, ParseOptions, RunCommand,
+};
 use midend::{PassManager, Stats};
 use std::path::Path;
 
@@ -52,13 +54,23 @@ impl RunReport {
 
 /// Bool ISA flags of the host.
 fn host_flags() -> Vec<(String, bool)> {
-    let Ok(b) = cranelift_native::builder() else { return Vec::new() };
-    let Ok(isa) = b.finish(settings::Flags::new(settings::builder())) else { return Vec::new() };
-    isa.isa_flags().iter().filter_map(|v| v.as_bool().map(|b| (v.name.to_string(), b))).collect()
+    let Ok(b) = cranelift_native::builder() else {
+        return Vec::new();
+    };
+    let Ok(isa) = b.finish(settings::Flags::new(settings::builder())) else {
+        return Vec::new();
+    };
+    isa.isa_flags()
+        .iter()
+        .filter_map(|v| v.as_bool().map(|b| (v.name.to_string(), b)))
+        .collect()
 }
 
 /// Rebuild a test-file ISA for the JIT: same shared and ISA flags, but not PIC.
-fn jit_isa(test: &dyn cranelift_codegen::isa::TargetIsa, opt: Option<OptLevel>) -> Result<OwnedTargetIsa, String> {
+fn jit_isa(
+    test: &dyn cranelift_codegen::isa::TargetIsa,
+    opt: Option<OptLevel>,
+) -> Result<OwnedTargetIsa, String> {
     let mut fb = settings::builder();
     for v in test.flags().iter() {
         let _ = fb.set(v.name, &v.value_string());
@@ -68,20 +80,29 @@ fn jit_isa(test: &dyn cranelift_codegen::isa::TargetIsa, opt: Option<OptLevel>) 
     if let Some(o) = opt {
         let _ = fb.set("opt_level", o.name());
     }
-    let mut ib = cranelift_codegen::isa::lookup(test.triple().clone()).map_err(|e| e.to_string())?;
+    let mut ib =
+        cranelift_codegen::isa::lookup(test.triple().clone()).map_err(|e| e.to_string())?;
     for v in test.isa_flags() {
         let _ = ib.set(v.name, &v.value_string());
     }
-    ib.finish(settings::Flags::new(fb)).map_err(|e| e.to_string())
+    ib.finish(settings::Flags::new(fb))
+        .map_err(|e| e.to_string())
 }
 
 fn line_of(text: &str, sub: &str) -> usize {
-    let off = (sub.as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len());
+    let off = (sub.as_ptr() as usize)
+        .saturating_sub(text.as_ptr() as usize)
+        .min(text.len());
     text[..off].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
 /// Run one call in a forked child; a signal (trap) becomes an error.
-fn call_isolated(module: &crate::jit::CompiledModule, name: &str, sig: &ir::Signature, args: &[DataValue]) -> Result<Vec<DataValue>, String> {
+fn call_isolated(
+    module: &crate::jit::CompiledModule,
+    name: &str,
+    sig: &ir::Signature,
+    args: &[DataValue],
+) -> Result<Vec<DataValue>, String> {
     let slots = sig.params.len().max(sig.returns.len()).max(1);
     let mut buf = vec![0u128; slots];
     for (i, a) in args.iter().enumerate() {
@@ -111,7 +132,11 @@ fn call_isolated(module: &crate::jit::CompiledModule, name: &str, sig: &ir::Sign
         let mut out = vec![0u8; std::mem::size_of_val(buf.as_slice())];
         let mut got = 0usize;
         while got < out.len() {
-            let n = libc::read(fds[0], out[got..].as_mut_ptr() as *mut libc::c_void, out.len() - got);
+            let n = libc::read(
+                fds[0],
+                out[got..].as_mut_ptr() as *mut libc::c_void,
+                out.len() - got,
+            );
             if n <= 0 {
                 break;
             }
@@ -126,7 +151,12 @@ fn call_isolated(module: &crate::jit::CompiledModule, name: &str, sig: &ir::Sign
         if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 || got != out.len() {
             return Err("the call did not complete".into());
         }
-        Ok(sig.returns.iter().enumerate().map(|(i, r)| DataValue::read_from_slice_ne(&out[i * 16..i * 16 + 16], r.value_type)).collect())
+        Ok(sig
+            .returns
+            .iter()
+            .enumerate()
+            .map(|(i, r)| DataValue::read_from_slice_ne(&out[i * 16..i * 16 + 16], r.value_type))
+            .collect())
     }
 }
 
@@ -153,12 +183,20 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     };
     let test = match parse_test(&text, ParseOptions::default()) {
         Ok(t) => t,
-        Err(e) => return report.fail(format!("{file}:{}: parse error: {}", e.location.line_number, e.message)),
+        Err(e) => {
+            return report.fail(format!(
+                "{file}:{}: parse error: {}",
+                e.location.line_number, e.message
+            ))
+        }
     };
     // `test interpret` alone runs only on Cranelift's interpreter: no native target.
     if !test.commands.iter().any(|c| c.command == "run") {
         report.skipped += 1;
-        report.skips.push((file, "interpret-only test (no `test run`): no x86_64 target".into()));
+        report.skips.push((
+            file,
+            "interpret-only test (no `test run`): no x86_64 target".into(),
+        ));
         return;
     }
     // The x86-64 ISAs of the file that this host can run.
@@ -166,13 +204,15 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     let mut isas: Vec<OwnedTargetIsa> = Vec::new();
     let mut reasons = Vec::new();
     match &test.isa_spec {
-        IsaSpec::None(flags) => match crate::jit::host_isa(opts.opt_level.unwrap_or(OptLevel::None)) {
-            Ok(h) => match jit_isa_from_flags(&*h, flags, opts.opt_level) {
-                Ok(i) => isas.push(i),
-                Err(e) => reasons.push(e),
-            },
-            Err(e) => reasons.push(e.to_string()),
-        },
+        IsaSpec::None(flags) => {
+            match crate::jit::host_isa(opts.opt_level.unwrap_or(OptLevel::None)) {
+                Ok(h) => match jit_isa_from_flags(&*h, flags, opts.opt_level) {
+                    Ok(i) => isas.push(i),
+                    Err(e) => reasons.push(e),
+                },
+                Err(e) => reasons.push(e.to_string()),
+            }
+        }
         IsaSpec::Some(list) => {
             for isa in list {
                 if isa.triple().architecture != target_lexicon::Architecture::X86_64 {
@@ -212,9 +252,18 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     for (func, details) in &test.functions {
         for c in &details.comments {
             match parse_run_command(c.text, &func.signature) {
-                Ok(Some(cmd)) => commands.push((line_of(&text, c.text), crate::opmap::func_name(&func.name), func.signature.clone(), cmd)),
+                Ok(Some(cmd)) => commands.push((
+                    line_of(&text, c.text),
+                    crate::opmap::func_name(&func.name),
+                    func.signature.clone(),
+                    cmd,
+                )),
                 Ok(None) => {}
-                Err(e) => report.fail(format!("{file}:{}: bad run command: {}", line_of(&text, c.text), e.message)),
+                Err(e) => report.fail(format!(
+                    "{file}:{}: bad run command: {}",
+                    line_of(&text, c.text),
+                    e.message
+                )),
             }
         }
     }
@@ -245,7 +294,15 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
                 RunCommand::Print(inv) => (inv, None),
                 RunCommand::Run(inv, cmp, vals) => (inv, Some((cmp, vals))),
             };
-            let call = format!("%{}({})", inv.func, inv.args.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "));
+            let call = format!(
+                "%{}({})",
+                inv.func,
+                inv.args
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             // As in Cranelift's filetests, a run line calls the function it follows; the name
             // it spells is informational.
             let (target, tsig) = (name.as_str(), sig.clone());
@@ -253,7 +310,11 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
             match (got, expect) {
                 (Ok(_), None) => report.passed += 1,
                 (Ok(actual), Some((cmp, expected))) => {
-                    let eq = actual.len() == expected.len() && actual.iter().zip(expected.iter()).all(|(a, b)| a.bitwise_eq(b));
+                    let eq = actual.len() == expected.len()
+                        && actual
+                            .iter()
+                            .zip(expected.iter())
+                            .all(|(a, b)| a.bitwise_eq(b));
                     let ok = match cmp {
                         Comparison::Equals => eq,
                         Comparison::NotEquals => !eq,
@@ -261,17 +322,28 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
                     if ok {
                         report.passed += 1;
                     } else {
-                        report.fail(format!("{file}:{line}: {call} {cmp} {}, got {}", show(expected), show(&actual)));
+                        report.fail(format!(
+                            "{file}:{line}: {call} {cmp} {}, got {}",
+                            show(expected),
+                            show(&actual)
+                        ));
                     }
                 }
-                (Err(e), Some((cmp, expected))) => report.fail(format!("{file}:{line}: {call} {cmp} {}, got {e}", show(expected))),
+                (Err(e), Some((cmp, expected))) => report.fail(format!(
+                    "{file}:{line}: {call} {cmp} {}, got {e}",
+                    show(expected)
+                )),
                 (Err(e), None) => report.fail(format!("{file}:{line}: {call}, got {e}")),
             }
         }
     }
 }
 
-fn jit_isa_from_flags(host: &dyn cranelift_codegen::isa::TargetIsa, flags: &settings::Flags, opt: Option<OptLevel>) -> Result<OwnedTargetIsa, String> {
+fn jit_isa_from_flags(
+    host: &dyn cranelift_codegen::isa::TargetIsa,
+    flags: &settings::Flags,
+    opt: Option<OptLevel>,
+) -> Result<OwnedTargetIsa, String> {
     let mut fb = settings::builder();
     for v in flags.iter() {
         let _ = fb.set(v.name, &v.value_string());
@@ -281,11 +353,13 @@ fn jit_isa_from_flags(host: &dyn cranelift_codegen::isa::TargetIsa, flags: &sett
     if let Some(o) = opt {
         let _ = fb.set("opt_level", o.name());
     }
-    let mut ib = cranelift_codegen::isa::lookup(host.triple().clone()).map_err(|e| e.to_string())?;
+    let mut ib =
+        cranelift_codegen::isa::lookup(host.triple().clone()).map_err(|e| e.to_string())?;
     for v in host.isa_flags() {
         let _ = ib.set(v.name, &v.value_string());
     }
-    ib.finish(settings::Flags::new(fb)).map_err(|e| e.to_string())
+    ib.finish(settings::Flags::new(fb))
+        .map_err(|e| e.to_string())
 }
 
 /// Collect `.clif` files from files and directories (recursively, sorted).
@@ -295,7 +369,8 @@ pub fn collect_files(inputs: &[std::path::PathBuf]) -> Result<Vec<std::path::Pat
         if p.is_dir() {
             let mut stack = vec![p.clone()];
             while let Some(d) = stack.pop() {
-                let rd = std::fs::read_dir(&d).map_err(|e| Error::Other(format!("{}: {e}", d.display())))?;
+                let rd = std::fs::read_dir(&d)
+                    .map_err(|e| Error::Other(format!("{}: {e}", d.display())))?;
                 for e in rd.flatten() {
                     let path = e.path();
                     if path.is_dir() {
@@ -308,7 +383,10 @@ pub fn collect_files(inputs: &[std::path::PathBuf]) -> Result<Vec<std::path::Pat
         } else if p.exists() {
             out.push(p.clone());
         } else {
-            return Err(Error::Other(format!("{}: no such file or directory", p.display())));
+            return Err(Error::Other(format!(
+                "{}: no such file or directory",
+                p.display()
+            )));
         }
     }
     out.sort();

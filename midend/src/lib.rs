@@ -15,7 +15,10 @@ pub enum Error {
     #[error("{0}")]
     Parse(#[from] lir::ParseError),
     #[error("verifier errors after {after}:\n{errors}")]
-    Verify { after: String, errors: lir::VerifierErrors },
+    Verify {
+        after: String,
+        errors: lir::VerifierErrors,
+    },
     #[error("unknown pass '{0}' (known: merge, lvn, gvn, dce, none)")]
     UnknownPass(String),
     #[error("{0}")]

@@ -37,7 +37,10 @@ impl Stats {
         r
     }
     pub fn time_ms(&self, phase: &str) -> f64 {
-        self.times.iter().find(|(n, _)| n == phase).map_or(0.0, |(_, d)| d.as_secs_f64() * 1e3)
+        self.times
+            .iter()
+            .find(|(n, _)| n == phase)
+            .map_or(0.0, |(_, d)| d.as_secs_f64() * 1e3)
     }
     pub fn merge_from(&mut self, other: &Stats) {
         for (k, v) in &other.counters {
@@ -74,7 +77,10 @@ impl Default for PassManager {
 
 impl PassManager {
     pub fn new() -> Self {
-        PassManager { passes: Vec::new(), verify: cfg!(debug_assertions) }
+        PassManager {
+            passes: Vec::new(),
+            verify: cfg!(debug_assertions),
+        }
     }
 
     pub fn add(&mut self, p: Box<dyn Pass>) {
@@ -104,7 +110,10 @@ impl PassManager {
             p.run(module, stats)?;
             stats.add_time(name, t.elapsed());
             if self.verify {
-                verify_module(module, true).map_err(|e| Error::Verify { after: name.to_string(), errors: e })?;
+                verify_module(module, true).map_err(|e| Error::Verify {
+                    after: name.to_string(),
+                    errors: e,
+                })?;
             }
         }
         Ok(())

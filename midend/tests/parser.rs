@@ -12,7 +12,11 @@ fn assert_parse_error(src: &str, line: u32, col: u32, msg: &str) {
     match parse_module(src) {
         Ok(m) => panic!("expected an error, parsed:\n{}", module_to_string(&m)),
         Err(e) => {
-            assert_eq!((e.line, e.col, e.msg.as_str()), (line, col, msg), "for input {src:?}");
+            assert_eq!(
+                (e.line, e.col, e.msg.as_str()),
+                (line, col, msg),
+                "for input {src:?}"
+            );
             assert_eq!(e.to_string(), format!("{line}:{col}: {msg}"));
         }
     }
@@ -25,44 +29,124 @@ fn func(body: &str) -> String {
 
 #[test]
 fn truncated_function() {
-    assert_parse_error(&format!("{HEADER}bb0:\n    ret %vr0\n"), 4, 1, "missing '}' at the end of function starting at 1:1");
+    assert_parse_error(
+        &format!("{HEADER}bb0:\n    ret %vr0\n"),
+        4,
+        1,
+        "missing '}' at the end of function starting at 1:1",
+    );
     // Cut in the middle of an instruction, of a signature, of a block label.
-    assert_parse_error(&format!("{HEADER}bb0:\n    %vr0 = add.i32 %vr1,"), 3, 25, "expected an operand, found end of file");
+    assert_parse_error(
+        &format!("{HEADER}bb0:\n    %vr0 = add.i32 %vr1,"),
+        3,
+        25,
+        "expected an operand, found end of file",
+    );
     assert_parse_error("function @f(i32", 1, 16, "expected ',', found end of file");
-    assert_parse_error(&format!("{HEADER}bb0"), 2, 1, "expected ':' after block label bb0");
-    assert_parse_error("function", 1, 9, "expected a symbol like @name, found end of file");
+    assert_parse_error(
+        &format!("{HEADER}bb0"),
+        2,
+        1,
+        "expected ':' after block label bb0",
+    );
+    assert_parse_error(
+        "function",
+        1,
+        9,
+        "expected a symbol like @name, found end of file",
+    );
 }
 
 #[test]
 fn unknown_opcode() {
-    assert_parse_error(&func("bb0:\n    %vr0 = frobnicate.i32 %vr1\n    ret %vr0\n"), 3, 5, "unknown opcode 'frobnicate.i32'");
-    assert_parse_error(&func("bb0:\n    frobnicate\n"), 3, 5, "unknown opcode 'frobnicate'");
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = frobnicate.i32 %vr1\n    ret %vr0\n"),
+        3,
+        5,
+        "unknown opcode 'frobnicate.i32'",
+    );
+    assert_parse_error(
+        &func("bb0:\n    frobnicate\n"),
+        3,
+        5,
+        "unknown opcode 'frobnicate'",
+    );
 }
 
 #[test]
 fn unknown_type() {
     // In an opcode suffix (reported at the instruction).
-    assert_parse_error(&func("bb0:\n    %vr0 = add.i33 %vr1, 1\n    ret %vr0\n"), 3, 5, "unknown type 'i33'");
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = add.i33 %vr1, 1\n    ret %vr0\n"),
+        3,
+        5,
+        "unknown type 'i33'",
+    );
     // In a signature, a result annotation and a vector of a bad lane count (at the type).
-    assert_parse_error("function @f(i64, i33) system_v export {\n}\n", 1, 18, "unknown type 'i33'");
-    assert_parse_error(&func("bb0:\n    %vr0: q7 = opaque \"x\" pure\n    ret %vr0\n"), 3, 11, "unknown type 'q7'");
-    assert_parse_error("function @f(i32x3) system_v export {\n}\n", 1, 13, "unknown type 'i32x3'");
+    assert_parse_error(
+        "function @f(i64, i33) system_v export {\n}\n",
+        1,
+        18,
+        "unknown type 'i33'",
+    );
+    assert_parse_error(
+        &func("bb0:\n    %vr0: q7 = opaque \"x\" pure\n    ret %vr0\n"),
+        3,
+        11,
+        "unknown type 'q7'",
+    );
+    assert_parse_error(
+        "function @f(i32x3) system_v export {\n}\n",
+        1,
+        13,
+        "unknown type 'i32x3'",
+    );
 }
 
 #[test]
 fn bad_register_token() {
-    assert_parse_error(&func("bb0:\n    %vr0 = add.i32 %vrx, 1\n    ret %vr0\n"), 3, 20, "expected a register like %vr3, found '%vrx'");
-    assert_parse_error(&func("bb0:\n    %v0 = add.i32 %vr1, 1\n    ret %v0\n"), 3, 5, "expected a register like %vr3, found '%v0'");
-    assert_parse_error(&func("bb0:\n    ret %\n"), 3, 9, "expected a register like %vr3, found '%'");
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = add.i32 %vrx, 1\n    ret %vr0\n"),
+        3,
+        20,
+        "expected a register like %vr3, found '%vrx'",
+    );
+    assert_parse_error(
+        &func("bb0:\n    %v0 = add.i32 %vr1, 1\n    ret %v0\n"),
+        3,
+        5,
+        "expected a register like %vr3, found '%v0'",
+    );
+    assert_parse_error(
+        &func("bb0:\n    ret %\n"),
+        3,
+        9,
+        "expected a register like %vr3, found '%'",
+    );
     // Too large to be a register number.
-    assert_parse_error(&func("bb0:\n    ret %vr4294967295\n"), 3, 9, "expected a register like %vr3, found '%vr4294967295'");
+    assert_parse_error(
+        &func("bb0:\n    ret %vr4294967295\n"),
+        3,
+        9,
+        "expected a register like %vr3, found '%vr4294967295'",
+    );
 }
 
 #[test]
 fn unterminated_string() {
-    assert_parse_error(&func("bb0:\n    opaque \"abc\n    ret %vr0\n"), 3, 12, "unterminated string");
+    assert_parse_error(
+        &func("bb0:\n    opaque \"abc\n    ret %vr0\n"),
+        3,
+        12,
+        "unterminated string",
+    );
     assert_parse_error("declare function @\"abc", 1, 18, "unterminated string");
-    assert_parse_error(&func("bb0:\n    opaque \"a\\qb\" pure\n    ret %vr0\n"), 3, 15, "bad escape in string");
+    assert_parse_error(
+        &func("bb0:\n    opaque \"a\\qb\" pure\n    ret %vr0\n"),
+        3,
+        15,
+        "bad escape in string",
+    );
 }
 
 #[test]
@@ -83,17 +167,48 @@ fn bad_scale() {
 
 #[test]
 fn undeclared_sig_stack_obj_global_region() {
-    assert_parse_error(&func("bb0:\n    %vr0 = call @g(%vr1), sig0\n    ret %vr0\n"), 3, 27, "sig0 is not declared");
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = func_addr.i64 @g, sig2\n    ret %vr0\n"),
+        3,
+        30,
+        "sig2 is not declared",
+    );
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = call @g(%vr1), sig0\n    ret %vr0\n"),
+        3,
+        27,
+        "sig0 is not declared",
+    );
     assert_parse_error(
         &format!("{HEADER}    sig0 = (i32) -> i32 system_v\nbb0:\n    %vr0 = call @g(%vr1), sig1\n    ret %vr0\n}}\n"),
         4,
         27,
         "sig1 is not declared",
     );
-    assert_parse_error(&func("bb0:\n    store.i32 [stack_obj.1 + 4], %vr1\n    ret %vr1\n"), 3, 16, "stack_obj.1 is not declared");
-    assert_parse_error(&func("bb0:\n    %vr0 = global_value.i64 gv0\n    ret %vr0\n"), 3, 29, "gv0 is not declared");
-    assert_parse_error("function @f() system_v export {\n    gv0 = vmctx\n    stack_limit = gv1\n}\n", 3, 19, "gv1 is not declared");
-    assert_parse_error(&func("bb0:\n    %vr0 = load.i32 region0 [%vr1]\n    ret %vr0\n"), 3, 21, "region0 is not declared");
+    assert_parse_error(
+        &func("bb0:\n    store.i32 [stack_obj.1 + 4], %vr1\n    ret %vr1\n"),
+        3,
+        16,
+        "stack_obj.1 is not declared",
+    );
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = global_value.i64 gv0\n    ret %vr0\n"),
+        3,
+        29,
+        "gv0 is not declared",
+    );
+    assert_parse_error(
+        "function @f() system_v export {\n    gv0 = vmctx\n    stack_limit = gv1\n}\n",
+        3,
+        19,
+        "gv1 is not declared",
+    );
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = load.i32 region0 [%vr1]\n    ret %vr0\n"),
+        3,
+        21,
+        "region0 is not declared",
+    );
     assert_parse_error(
         "function @f() system_v export {\n    gv0 = iadd_imm.i64 gv0, 8\n}\n",
         2,
@@ -110,48 +225,118 @@ fn undeclared_sig_stack_obj_global_region() {
 
 #[test]
 fn block_used_but_never_defined() {
-    assert_parse_error(&func("bb0:\n    jump bb3\n"), 3, 10, "bb3 is used but never defined");
-    assert_parse_error(&func("bb0:\n    %vr1 = phi.i32 [%vr0, bb7]\n    ret %vr1\n"), 3, 27, "bb7 is used but never defined");
+    assert_parse_error(
+        &func("bb0:\n    jump bb3\n"),
+        3,
+        10,
+        "bb3 is used but never defined",
+    );
+    assert_parse_error(
+        &func("bb0:\n    %vr1 = phi.i32 [%vr0, bb7]\n    ret %vr1\n"),
+        3,
+        27,
+        "bb7 is used but never defined",
+    );
 }
 
 #[test]
 fn duplicate_block_label() {
-    assert_parse_error(&func("bb0:\n    jump bb0\nbb0:\n    ret %vr0\n"), 4, 1, "bb0 defined twice");
+    assert_parse_error(
+        &func("bb0:\n    jump bb0\nbb0:\n    ret %vr0\n"),
+        4,
+        1,
+        "bb0 defined twice",
+    );
 }
 
 #[test]
 fn garbage_bytes() {
     assert_parse_error("\u{1}\u{2}garbage", 1, 1, "unexpected character '\u{1}'");
     assert_parse_error("#!/bin/sh", 1, 1, "unexpected character '#'");
-    assert_parse_error("function @f() system_v export {\nbb0:\n    ret ~\n}\n", 3, 9, "unexpected character '~'");
-    assert_parse_error("hello", 1, 1, "expected 'function' or 'declare', found 'hello'");
+    assert_parse_error(
+        "function @f() system_v export {\nbb0:\n    ret ~\n}\n",
+        3,
+        9,
+        "unexpected character '~'",
+    );
+    assert_parse_error(
+        "hello",
+        1,
+        1,
+        "expected 'function' or 'declare', found 'hello'",
+    );
     // Multi-byte characters are reported whole; columns count bytes.
     assert_parse_error("declare data @g\n  é", 2, 3, "unexpected character 'é'");
-    assert_parse_error(&func("bb0:\n    %vr0 = copy.i32 99999999999999999999999\n    ret %vr0\n"), 3, 21, "bad number '99999999999999999999999'");
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = copy.i32 99999999999999999999999\n    ret %vr0\n"),
+        3,
+        21,
+        "bad number '99999999999999999999999'",
+    );
 }
 
 #[test]
 fn bad_names_and_attributes() {
-    assert_parse_error("function @f() bogus_cc export {\n}\n", 1, 15, "unknown calling convention 'bogus_cc'");
-    assert_parse_error("function @f() system_v exported {\n}\n", 1, 24, "unknown linkage 'exported'");
-    assert_parse_error(&func("bb0:\n    trap nope\n"), 3, 10, "unknown trap code 'nope'");
-    assert_parse_error(&func("bb0:\n    trapz.i32 %vr0, user0\n    ret %vr0\n"), 3, 21, "unknown trap code 'user0'");
-    assert_parse_error(&func("bb0:\n    opaque \"x\" load+jump\n    ret %vr0\n"), 3, 21, "unknown effect 'jump'");
+    assert_parse_error(
+        "function @f() bogus_cc export {\n}\n",
+        1,
+        15,
+        "unknown calling convention 'bogus_cc'",
+    );
+    assert_parse_error(
+        "function @f() system_v exported {\n}\n",
+        1,
+        24,
+        "unknown linkage 'exported'",
+    );
+    assert_parse_error(
+        &func("bb0:\n    trap nope\n"),
+        3,
+        10,
+        "unknown trap code 'nope'",
+    );
+    assert_parse_error(
+        &func("bb0:\n    trapz.i32 %vr0, user0\n    ret %vr0\n"),
+        3,
+        21,
+        "unknown trap code 'user0'",
+    );
+    assert_parse_error(
+        &func("bb0:\n    opaque \"x\" load+jump\n    ret %vr0\n"),
+        3,
+        21,
+        "unknown effect 'jump'",
+    );
     assert_parse_error(
         "function @f() system_v export {\n    stack_obj.0 = size 8, align 3\n}\n",
         2,
         33,
         "alignment must be a power of two",
     );
-    assert_parse_error(&func("bb0:\n    %vr0 = copy.i32 arg0\n    %vr0 = copy.i64 1\n    ret %vr0\n"), 4, 5, "%vr0 redefined with another type");
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = copy.i32 arg0\n    %vr0 = copy.i64 1\n    ret %vr0\n"),
+        4,
+        5,
+        "%vr0 redefined with another type",
+    );
     assert_parse_error(
         &func("bb0:\n    %vr0 = opaque \"x\" pure\n    ret %vr0\n"),
         3,
         5,
         "result %vr0 needs a type annotation (%vr0: T)",
     );
-    assert_parse_error("function @f() system_v export {\n}\nfunction @f() system_v export {\n}\n", 3, 1, "function f is defined twice");
-    assert_parse_error(&func("    ret %vr0\n"), 2, 5, "expected a block label like bb0: before the first instruction");
+    assert_parse_error(
+        "function @f() system_v export {\n}\nfunction @f() system_v export {\n}\n",
+        3,
+        1,
+        "function f is defined twice",
+    );
+    assert_parse_error(
+        &func("    ret %vr0\n"),
+        2,
+        5,
+        "expected a block label like bb0: before the first instruction",
+    );
 }
 
 #[test]
@@ -201,7 +386,13 @@ fn seed_add() {
     let i = inst_at(f, 0, 2);
     assert_eq!(f.insts[i].opcode, Opcode::Add);
     assert_eq!(f.insts[i].ty, Type::I32);
-    assert_eq!(f.operands(i), &[Operand::Reg(Reg::from_u32(1)), Operand::Reg(Reg::from_u32(2))]);
+    assert_eq!(
+        f.operands(i),
+        &[
+            Operand::Reg(Reg::from_u32(1)),
+            Operand::Reg(Reg::from_u32(2))
+        ]
+    );
     assert_eq!(f.results(i), &[Reg::from_u32(3)]);
     assert_eq!(f.reg_type(Reg::from_u32(3)), Type::I32);
     verify_module(&m, true).unwrap();
@@ -214,12 +405,17 @@ fn seed_load() {
     let f = &m.functions[FuncId::from_u32(0)];
     let i = inst_at(f, 0, 2);
     assert_eq!(f.insts[i].opcode, Opcode::Load);
-    let Operand::Mem(mr) = f.operands(i)[0] else { panic!("not a memory reference") };
+    let Operand::Mem(mr) = f.operands(i)[0] else {
+        panic!("not a memory reference")
+    };
     assert_eq!(mr.base.expand(), Some(Reg::from_u32(0)));
     assert_eq!(mr.index.expand(), Some(Reg::from_u32(1)));
     assert_eq!((mr.scale, mr.disp), (8, 16));
     // No flags written: may trap with heap_oob.
-    assert_eq!(f.memflags[MemFlagsRef::from_u32(f.insts[i].aux)], MemFlags::new());
+    assert_eq!(
+        f.memflags[MemFlagsRef::from_u32(f.insts[i].aux)],
+        MemFlags::new()
+    );
     verify_module(&m, true).unwrap();
 }
 
@@ -230,8 +426,20 @@ fn seed_store() {
     let f = &m.functions[FuncId::from_u32(0)];
     let i = inst_at(f, 0, 1);
     assert_eq!(f.insts[i].opcode, Opcode::Store);
-    assert_eq!(f.operands(i), &[Operand::Stack(StackObj::from_u32(1), 4), Operand::Reg(Reg::from_u32(1))]);
-    assert_eq!(f.stack_objs[StackObj::from_u32(1)], StackObjData { size: 16, align_shift: 2 });
+    assert_eq!(
+        f.operands(i),
+        &[
+            Operand::Stack(StackObj::from_u32(1), 4),
+            Operand::Reg(Reg::from_u32(1))
+        ]
+    );
+    assert_eq!(
+        f.stack_objs[StackObj::from_u32(1)],
+        StackObjData {
+            size: 16,
+            align_shift: 2
+        }
+    );
     verify_module(&m, true).unwrap();
 }
 
@@ -243,7 +451,10 @@ fn seed_call() {
     let i = inst_at(f, 0, 1);
     let fib = m.lookup_symbol("fib").unwrap();
     assert_eq!(f.insts[i].opcode, Opcode::Call);
-    assert_eq!(f.operands(i), &[Operand::Sym(fib, 0), Operand::Reg(Reg::from_u32(8))]);
+    assert_eq!(
+        f.operands(i),
+        &[Operand::Sym(fib, 0), Operand::Reg(Reg::from_u32(8))]
+    );
     assert_eq!(f.insts[i].aux, 0, "sig0");
     // The result's type comes from the signature.
     assert_eq!(f.reg_type(Reg::from_u32(9)), Type::I32);
@@ -305,7 +516,7 @@ bb0:
     %vr13 = load.i32x4 [%vr3*4]
     istore8.i64 readonly [-16], %vr12
     %vr14 = stack_addr.i64 stack_obj.0 + 4
-    %vr15 = func_addr.i64 @"u0:12"
+    %vr15 = func_addr.i64 @"u0:12", sig1
     %vr16 = symbol_value.i64 @g + 9223372036854775807
     %vr17 = global_value.i64 gv3
     %vr18, %vr19 = call @"u0:12"(%vr0), sig0
@@ -352,20 +563,86 @@ fn void_return_and_operandless_opaque_before_a_definition() {
 // Robustness.
 
 const TOKENS: &[&str] = &[
-    "function", "declare", "data", "@f", "@\"u0:1\"", "(", ")", "i32", "i64", "f64", "i32x4", "->", "system_v", "export",
-    "{", "}", "bb0", "bb1", ":", "%vr0", "%vr1", "=", "add.i32", "copy.i32", "arg0", "ret", "jump", "brif.i32", "ne",
-    "icmp.i32", "slt", ",", "[", "]", "+", "-", "*", "8", "-16", "sig0", "stack_obj.0", "size", "align", "call", "phi.i32",
-    "load.i32", "store.i32", "notrap", "region0", "\"s\"", "opaque", "pure", "mem", "try_call", "tag1", "default",
-    "context", "br_table.i32", "trap", "user3", "gv0", "vmctx", "f32:0x1", "\n", " ", "\n    ", "\"", ";",
+    "function",
+    "declare",
+    "data",
+    "@f",
+    "@\"u0:1\"",
+    "(",
+    ")",
+    "i32",
+    "i64",
+    "f64",
+    "i32x4",
+    "->",
+    "system_v",
+    "export",
+    "{",
+    "}",
+    "bb0",
+    "bb1",
+    ":",
+    "%vr0",
+    "%vr1",
+    "=",
+    "add.i32",
+    "copy.i32",
+    "arg0",
+    "ret",
+    "jump",
+    "brif.i32",
+    "ne",
+    "icmp.i32",
+    "slt",
+    ",",
+    "[",
+    "]",
+    "+",
+    "-",
+    "*",
+    "8",
+    "-16",
+    "sig0",
+    "stack_obj.0",
+    "size",
+    "align",
+    "call",
+    "phi.i32",
+    "load.i32",
+    "store.i32",
+    "notrap",
+    "region0",
+    "\"s\"",
+    "opaque",
+    "pure",
+    "mem",
+    "try_call",
+    "tag1",
+    "default",
+    "context",
+    "br_table.i32",
+    "trap",
+    "user3",
+    "gv0",
+    "vmctx",
+    "f32:0x1",
+    "\n",
+    " ",
+    "\n    ",
+    "\"",
+    ";",
 ];
 
 const VALID: &str = "declare data @g\ndeclare function @fib\n\nfunction @fib(i32) -> i32 system_v export {\n    stack_obj.0 = size 8, align 8\n    sig0 = (i32) -> i32 system_v\n    gv0 = symbol @g + 8\nbb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = icmp.i32 slt %vr0, 2\n    brif.i8 ne %vr1, bb1, bb2\nbb1:\n    ret %vr0\nbb2:\n    %vr2 = sub.i32 %vr0, 1\n    %vr3 = call @fib(%vr2), sig0\n    store.i32 notrap [stack_obj.0 + 4], %vr3\n    %vr4 = load.i32 [@g - 8]\n    ret %vr4\n}\n";
 
 /// Whatever the parser accepts prints back in a form that parses to the same text.
 fn check_accepted(src: &str) -> Result<(), TestCaseError> {
-    let Ok(m) = parse_module(src) else { return Ok(()) };
+    let Ok(m) = parse_module(src) else {
+        return Ok(());
+    };
     let text = module_to_string(&m);
-    let m2 = parse_module(&text).map_err(|e| TestCaseError::fail(format!("{e} reparsing:\n{text}\nfrom:\n{src}")))?;
+    let m2 = parse_module(&text)
+        .map_err(|e| TestCaseError::fail(format!("{e} reparsing:\n{text}\nfrom:\n{src}")))?;
     prop_assert_eq!(module_to_string(&m2), text);
     // The verifier never panics either, whatever it decides.
     let _ = verify_module(&m2, true);
@@ -376,8 +653,18 @@ fn check_accepted(src: &str) -> Result<(), TestCaseError> {
 fn check_position(src: &str) -> Result<(), TestCaseError> {
     if let Err(e) = parse_module(src) {
         let lines: Vec<&str> = src.split('\n').collect();
-        prop_assert!(e.line >= 1 && (e.line as usize) <= lines.len(), "line {} of {}", e.line, lines.len());
-        prop_assert!(e.col >= 1 && (e.col as usize) <= lines[e.line as usize - 1].len() + 1, "col {} in {:?}", e.col, src);
+        prop_assert!(
+            e.line >= 1 && (e.line as usize) <= lines.len(),
+            "line {} of {}",
+            e.line,
+            lines.len()
+        );
+        prop_assert!(
+            e.col >= 1 && (e.col as usize) <= lines[e.line as usize - 1].len() + 1,
+            "col {} in {:?}",
+            e.col,
+            src
+        );
     }
     Ok(())
 }

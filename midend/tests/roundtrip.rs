@@ -69,15 +69,32 @@ impl Tape {
     }
     fn f32_bits(&mut self) -> u32 {
         let r = self.next();
-        self.pick(&[0, 0x8000_0000, 0x7fc0_0000, 0x7f80_0001, 0x3f80_0000, 0xff80_0000, r])
+        self.pick(&[
+            0,
+            0x8000_0000,
+            0x7fc0_0000,
+            0x7f80_0001,
+            0x3f80_0000,
+            0xff80_0000,
+            r,
+        ])
     }
     fn f64_bits(&mut self) -> u64 {
         let r = self.u64();
-        self.pick(&[0, 1 << 63, 0x7ff8_0000_0000_0000, 0x7ff0_0000_0000_0001, 0x3ff0_0000_0000_0000, r])
+        self.pick(&[
+            0,
+            1 << 63,
+            0x7ff8_0000_0000_0000,
+            0x7ff0_0000_0000_0001,
+            0x3ff0_0000_0000_0000,
+            r,
+        ])
     }
     /// A string exercising the printer's quoting: quotes, backslashes, newlines, non-ASCII.
     fn string(&mut self) -> String {
-        const CHARS: [char; 16] = ['a', 'Z', '0', ' ', ':', '"', '\\', '\n', '\t', '\r', 'é', '_', '.', '$', '-', '🙂'];
+        const CHARS: [char; 16] = [
+            'a', 'Z', '0', ' ', ':', '"', '\\', '\n', '\t', '\r', 'é', '_', '.', '$', '-', '🙂',
+        ];
         let n = self.below(7);
         (0..n).map(|_| self.pick(&CHARS)).collect()
     }
@@ -89,10 +106,22 @@ impl Tape {
 const INTS: [Type; 5] = [Type::I8, Type::I16, Type::I32, Type::I64, Type::I128];
 const FLOATS: [Type; 2] = [Type::F32, Type::F64];
 /// Types a constant can be materialised in.
-const SCALARS: [Type; 7] = [Type::I8, Type::I16, Type::I32, Type::I64, Type::I128, Type::F32, Type::F64];
+const SCALARS: [Type; 7] = [
+    Type::I8,
+    Type::I16,
+    Type::I32,
+    Type::I64,
+    Type::I128,
+    Type::F32,
+    Type::F64,
+];
 
 fn vector_types() -> [Type; 3] {
-    [Type::I32.by(4).unwrap(), Type::F64.by(2).unwrap(), Type::I8.by(16).unwrap()]
+    [
+        Type::I32.by(4).unwrap(),
+        Type::F64.by(2).unwrap(),
+        Type::I8.by(16).unwrap(),
+    ]
 }
 
 const INT_UNARY: [Opcode; 9] = [
@@ -124,11 +153,31 @@ const INT_BINARY: [Opcode; 16] = [
     Opcode::Or,
     Opcode::Xor,
 ];
-const SHIFTS: [Opcode; 5] = [Opcode::Shl, Opcode::Ushr, Opcode::Sshr, Opcode::Rotl, Opcode::Rotr];
-const FLOAT_UNARY: [Opcode; 7] =
-    [Opcode::Fneg, Opcode::Fabs, Opcode::Sqrt, Opcode::Ceil, Opcode::Floor, Opcode::Trunc, Opcode::Nearest];
-const FLOAT_BINARY: [Opcode; 7] =
-    [Opcode::Fadd, Opcode::Fsub, Opcode::Fmul, Opcode::Fdiv, Opcode::Fmin, Opcode::Fmax, Opcode::Fcopysign];
+const SHIFTS: [Opcode; 5] = [
+    Opcode::Shl,
+    Opcode::Ushr,
+    Opcode::Sshr,
+    Opcode::Rotl,
+    Opcode::Rotr,
+];
+const FLOAT_UNARY: [Opcode; 7] = [
+    Opcode::Fneg,
+    Opcode::Fabs,
+    Opcode::Sqrt,
+    Opcode::Ceil,
+    Opcode::Floor,
+    Opcode::Trunc,
+    Opcode::Nearest,
+];
+const FLOAT_BINARY: [Opcode; 7] = [
+    Opcode::Fadd,
+    Opcode::Fsub,
+    Opcode::Fmul,
+    Opcode::Fdiv,
+    Opcode::Fmin,
+    Opcode::Fmax,
+    Opcode::Fcopysign,
+];
 const LOADS: [Opcode; 7] = [
     Opcode::Load,
     Opcode::Uload8,
@@ -138,7 +187,12 @@ const LOADS: [Opcode; 7] = [
     Opcode::Uload32,
     Opcode::Sload32,
 ];
-const STORES: [Opcode; 4] = [Opcode::Store, Opcode::Istore8, Opcode::Istore16, Opcode::Istore32];
+const STORES: [Opcode; 4] = [
+    Opcode::Store,
+    Opcode::Istore8,
+    Opcode::Istore16,
+    Opcode::Istore32,
+];
 const CALL_CONVS: [CallConv; 8] = [
     CallConv::Fast,
     CallConv::Tail,
@@ -151,17 +205,34 @@ const CALL_CONVS: [CallConv; 8] = [
 ];
 
 /// Names of functions defined in the generated module (some need quoting).
-const DEFINED_NAMES: [&str; 8] = ["fib", "u0:12", "main", "with space", "q\"uote", "", "a.b$c", "9lives"];
+const DEFINED_NAMES: [&str; 8] = [
+    "fib",
+    "u0:12",
+    "main",
+    "with space",
+    "q\"uote",
+    "",
+    "a.b$c",
+    "9lives",
+];
 /// Imported functions.
 const IMPORTED_NAMES: [&str; 3] = ["memcpy", "u0:7", "ext\\fn"];
 /// Global data.
 const DATA_NAMES: [&str; 3] = ["gdata", "u1:0", "nl\nname"];
 
 fn int_preds() -> Vec<Cond> {
-    Cond::all().iter().copied().filter(|c| !c.is_float()).collect()
+    Cond::all()
+        .iter()
+        .copied()
+        .filter(|c| !c.is_float())
+        .collect()
 }
 fn float_preds() -> Vec<Cond> {
-    Cond::all().iter().copied().filter(|c| c.is_float()).collect()
+    Cond::all()
+        .iter()
+        .copied()
+        .filter(|c| c.is_float())
+        .collect()
 }
 
 fn gen_abi_param(t: &mut Tape, ty: Type) -> AbiParam {
@@ -184,7 +255,11 @@ fn gen_abi_param(t: &mut Tape, ty: Type) -> AbiParam {
 fn gen_sig(t: &mut Tape, vectors: bool) -> Signature {
     let mut sig = Signature::new(t.pick(&CALL_CONVS));
     for _ in 0..t.below(4) {
-        let ty = if vectors && t.chance(15) { t.pick(&vector_types()) } else { t.pick(&SCALARS) };
+        let ty = if vectors && t.chance(15) {
+            t.pick(&vector_types())
+        } else {
+            t.pick(&SCALARS)
+        };
         sig.params.push(gen_abi_param(t, ty));
     }
     for _ in 0..t.below(3) {
@@ -210,9 +285,20 @@ enum TermPlan {
     Trap(u8),
     TailCall,
     Jump(usize),
-    Brif { two: bool, float: bool, then_: usize, else_: usize },
-    BrTable { default: usize, table: Vec<usize> },
-    TryCall { normal: usize, items: Vec<ExnPlan> },
+    Brif {
+        two: bool,
+        float: bool,
+        then_: usize,
+        else_: usize,
+    },
+    BrTable {
+        default: usize,
+        table: Vec<usize>,
+    },
+    TryCall {
+        normal: usize,
+        items: Vec<ExnPlan>,
+    },
 }
 
 impl TermPlan {
@@ -221,7 +307,9 @@ impl TermPlan {
             TermPlan::Ret | TermPlan::Trap(_) | TermPlan::TailCall => vec![],
             TermPlan::Jump(b) => vec![*b],
             TermPlan::Brif { then_, else_, .. } => vec![*then_, *else_],
-            TermPlan::BrTable { default, table } => std::iter::once(*default).chain(table.iter().copied()).collect(),
+            TermPlan::BrTable { default, table } => std::iter::once(*default)
+                .chain(table.iter().copied())
+                .collect(),
             TermPlan::TryCall { normal, items } => std::iter::once(*normal)
                 .chain(items.iter().filter_map(|i| match i {
                     ExnPlan::Tag(_, b) | ExnPlan::Default(b) => Some(*b),
@@ -255,8 +343,16 @@ fn plan_terminator(t: &mut Tape, n: usize) -> TermPlan {
         1 => TermPlan::Trap(trap_code(t)),
         2 => TermPlan::TailCall,
         3 | 4 => TermPlan::Jump(target(t)),
-        5 | 6 => TermPlan::Brif { two: t.chance(50), float: t.chance(30), then_: target(t), else_: target(t) },
-        7 => TermPlan::BrTable { default: target(t), table: (0..t.below(4)).map(|_| target(t)).collect() },
+        5 | 6 => TermPlan::Brif {
+            two: t.chance(50),
+            float: t.chance(30),
+            then_: target(t),
+            else_: target(t),
+        },
+        7 => TermPlan::BrTable {
+            default: target(t),
+            table: (0..t.below(4)).map(|_| target(t)).collect(),
+        },
         _ => {
             let normal = target(t);
             let items = (0..t.below(4))
@@ -313,6 +409,8 @@ struct Gen<'t, 'm> {
     values: Vec<Vec<(Reg, Type)>>,
     dom: Vec<u64>,
     cur: usize,
+    /// Signature of the last `func_addr`.
+    addr_sig: u32,
 }
 
 impl Gen<'_, '_> {
@@ -354,7 +452,12 @@ impl Gen<'_, '_> {
 
     /// A register of type `ty`, materialising a constant when none is available.
     fn reg(&mut self, ty: Type) -> Option<Reg> {
-        let cands: Vec<Reg> = self.avail().into_iter().filter(|v| v.1 == ty).map(|v| v.0).collect();
+        let cands: Vec<Reg> = self
+            .avail()
+            .into_iter()
+            .filter(|v| v.1 == ty)
+            .map(|v| v.0)
+            .collect();
         if !cands.is_empty() && !self.t.chance(10) {
             return Some(self.t.pick(&cands));
         }
@@ -388,16 +491,30 @@ impl Gen<'_, '_> {
         };
         let bits = t.below(32) as u8;
         let nregions = self.b.func.regions.len();
-        let region = (nregions > 0 && t.chance(40)).then(|| Region::from_u32(t.below(nregions) as u32));
+        let region =
+            (nregions > 0 && t.chance(40)).then(|| Region::from_u32(t.below(nregions) as u32));
         self.b.func.intern_memflags(MemFlags { bits, trap, region })
     }
 
     fn data_sym(&mut self) -> Symbol {
-        let name = self.t.pick(&self.env.data.iter().map(String::as_str).collect::<Vec<_>>()).to_string();
+        let name = self
+            .t
+            .pick(&self.env.data.iter().map(String::as_str).collect::<Vec<_>>())
+            .to_string();
         self.b.module.symbol(&name, SymbolKind::Data)
     }
     fn func_sym(&mut self) -> Symbol {
-        let name = self.t.pick(&self.env.callees.iter().map(String::as_str).collect::<Vec<_>>()).to_string();
+        let name = self
+            .t
+            .pick(
+                &self
+                    .env
+                    .callees
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            )
+            .to_string();
         self.b.module.symbol(&name, SymbolKind::Function)
     }
 
@@ -405,8 +522,18 @@ impl Gen<'_, '_> {
     fn mem_operand(&mut self) -> Operand {
         match self.t.below(3) {
             0 => {
-                let ints: Vec<Reg> = self.avail().into_iter().filter(|v| v.1.is_scalar_int()).map(|v| v.0).collect();
-                let mut m = MemRef { base: None.into(), index: None.into(), scale: 1, disp: self.t.i32() };
+                let ints: Vec<Reg> = self
+                    .avail()
+                    .into_iter()
+                    .filter(|v| v.1.is_scalar_int())
+                    .map(|v| v.0)
+                    .collect();
+                let mut m = MemRef {
+                    base: None.into(),
+                    index: None.into(),
+                    scale: 1,
+                    disp: self.t.i32(),
+                };
                 if !ints.is_empty() && self.t.chance(85) {
                     m.base = self.t.pick(&ints).into();
                 }
@@ -422,7 +549,11 @@ impl Gen<'_, '_> {
                 Operand::Stack(StackObj::from_u32(self.t.below(n) as u32), off)
             }
             _ => {
-                let s = if self.t.chance(70) { self.data_sym() } else { self.func_sym() };
+                let s = if self.t.chance(70) {
+                    self.data_sym()
+                } else {
+                    self.func_sym()
+                };
                 Operand::Sym(s, self.t.i64())
             }
         }
@@ -440,7 +571,10 @@ impl Gen<'_, '_> {
 
     /// Register arguments for `sig` (materialised as needed).
     fn call_args(&mut self, sig: &Signature) -> Option<Vec<Operand>> {
-        sig.params.iter().map(|p| self.reg(p.ty).map(Operand::Reg)).collect()
+        sig.params
+            .iter()
+            .map(|p| self.reg(p.ty).map(Operand::Reg))
+            .collect()
     }
 
     fn import_sig(&mut self, sig: Signature) -> SigRef {
@@ -467,11 +601,20 @@ impl Gen<'_, '_> {
                         if self.reg(vt).is_none() {
                             return;
                         }
-                        (if vt.lane().is_float() { Opcode::Fadd } else { Opcode::Add }, vt)
+                        (
+                            if vt.lane().is_float() {
+                                Opcode::Fadd
+                            } else {
+                                Opcode::Add
+                            },
+                            vt,
+                        )
                     }
                     _ => (self.t.pick(&INT_BINARY), t_int),
                 };
-                let (Some(a), Some(b)) = (self.value(ty), self.value(ty)) else { return };
+                let (Some(a), Some(b)) = (self.value(ty), self.value(ty)) else {
+                    return;
+                };
                 let r = self.new_value(ty);
                 self.b.ins(op, ty, &[r], &[a, b]);
             }
@@ -516,10 +659,20 @@ impl Gen<'_, '_> {
             6 => {
                 let float = self.t.chance(40);
                 let ty = if float { t_float } else { t_int };
-                let pred = if float { self.t.pick(&float_preds()) } else { self.t.pick(&int_preds()) };
-                let (Some(a), Some(b)) = (self.value(ty), self.value(ty)) else { return };
+                let pred = if float {
+                    self.t.pick(&float_preds())
+                } else {
+                    self.t.pick(&int_preds())
+                };
+                let (Some(a), Some(b)) = (self.value(ty), self.value(ty)) else {
+                    return;
+                };
                 // Usually the natural i8 result; sometimes an annotated other type.
-                let rty = if self.t.chance(15) { Type::I32 } else { Type::I8 };
+                let rty = if self.t.chance(15) {
+                    Type::I32
+                } else {
+                    Type::I8
+                };
                 let r = self.new_value(rty);
                 let op = if float { Opcode::Fcmp } else { Opcode::Icmp };
                 self.b.ins(op, ty, &[r], &[Operand::Pred(pred), a, b]);
@@ -527,7 +680,11 @@ impl Gen<'_, '_> {
             7 => {
                 let ty = self.t.pick(&SCALARS);
                 let op = self.t.pick(&[Opcode::Select, Opcode::SelectSpectreGuard]);
-                let (Some(c), Some(a), Some(b)) = (self.reg(Type::I8), self.value(ty), self.value(ty)) else { return };
+                let (Some(c), Some(a), Some(b)) =
+                    (self.reg(Type::I8), self.value(ty), self.value(ty))
+                else {
+                    return;
+                };
                 let r = self.new_value(ty);
                 self.b.ins(op, ty, &[r], &[Operand::Reg(c), a, b]);
             }
@@ -555,7 +712,11 @@ impl Gen<'_, '_> {
             }
             10 => {
                 let op = self.t.pick(&STORES);
-                let ty = if op == Opcode::Store { self.t.pick(&SCALARS) } else { Type::I64 };
+                let ty = if op == Opcode::Store {
+                    self.t.pick(&SCALARS)
+                } else {
+                    Type::I64
+                };
                 let Some(v) = self.value(ty) else { return };
                 let mem = self.mem_operand();
                 let mf = self.memflags();
@@ -569,14 +730,22 @@ impl Gen<'_, '_> {
                         let s = StackObj::from_u32(self.t.below(n) as u32);
                         (Opcode::StackAddr, Operand::Stack(s, self.t.i32()))
                     }
-                    1 => (Opcode::FuncAddr, Operand::Sym(self.func_sym(), 0)),
+                    1 => {
+                        // The signature of the function whose address is taken.
+                        let sig = gen_sig(self.t, false);
+                        self.addr_sig = self.import_sig(sig).as_u32();
+                        (Opcode::FuncAddr, Operand::Sym(self.func_sym(), 0))
+                    }
                     _ => {
                         let s = self.data_sym();
                         (Opcode::SymbolValue, Operand::Sym(s, self.t.i64()))
                     }
                 };
                 let r = self.new_value(Type::I64);
-                self.b.ins(op, Type::I64, &[r], &[operand]);
+                let i = self.b.ins(op, Type::I64, &[r], &[operand]);
+                if op == Opcode::FuncAddr {
+                    self.b.func.insts[i].aux = self.addr_sig;
+                }
             }
             12 => {
                 let n = self.b.func.globals.len();
@@ -591,7 +760,9 @@ impl Gen<'_, '_> {
             13 => {
                 let sig = gen_sig(self.t, false);
                 let Some(callee) = self.callee() else { return };
-                let Some(mut ops) = self.call_args(&sig) else { return };
+                let Some(mut ops) = self.call_args(&sig) else {
+                    return;
+                };
                 ops.insert(0, callee);
                 let results: Vec<Reg> = sig.returns.iter().map(|p| self.new_value(p.ty)).collect();
                 let sr = self.import_sig(sig);
@@ -610,7 +781,12 @@ impl Gen<'_, '_> {
                 let target = self.blocks[self.t.below(self.blocks.len())];
                 let imm = Operand::Imm(Imm::Int(self.t.i64()));
                 let r = self.new_value(Type::I64);
-                self.b.ins(Opcode::ExnHandlerAddr, Type::I64, &[r], &[Operand::Block(target), imm]);
+                self.b.ins(
+                    Opcode::ExnHandlerAddr,
+                    Type::I64,
+                    &[r],
+                    &[Operand::Block(target), imm],
+                );
             }
         }
     }
@@ -618,22 +794,48 @@ impl Gen<'_, '_> {
     /// `%a: T, %b: U = opaque.T "name" [imms] effects mem(flags) operands`.
     fn opaque(&mut self) {
         let name = if self.t.chance(50) {
-            self.t.pick(&["iadd_pairwise", "fence", "atomic_rmw", "debugtrap", "get_pinned_reg"]).to_string()
+            self.t
+                .pick(&[
+                    "iadd_pairwise",
+                    "fence",
+                    "atomic_rmw",
+                    "debugtrap",
+                    "get_pinned_reg",
+                ])
+                .to_string()
         } else {
             self.t.string()
         };
         let imms: SmallVec<[u64; 2]> = (0..self.t.below(4)).map(|_| self.t.u64()).collect();
         let effects = self.t.below(16) as u8; // LOAD | STORE | TRAP | SIDE
-        let ops: Vec<Operand> = (0..self.t.below(4)).map(|_| Operand::Reg(self.any_reg())).collect();
-        let ty = if self.t.chance(50) { Type::VOID } else { self.t.pick(&SCALARS) };
+        let ops: Vec<Operand> = (0..self.t.below(4))
+            .map(|_| Operand::Reg(self.any_reg()))
+            .collect();
+        let ty = if self.t.chance(50) {
+            Type::VOID
+        } else {
+            self.t.pick(&SCALARS)
+        };
         let nres = self.t.below(4);
         let mut results = Vec::new();
         for _ in 0..nres {
-            let rty = if self.t.chance(15) { self.t.pick(&vector_types()) } else { self.t.pick(&SCALARS) };
+            let rty = if self.t.chance(15) {
+                self.t.pick(&vector_types())
+            } else {
+                self.t.pick(&SCALARS)
+            };
             results.push(self.new_value(rty));
         }
-        let aux2 = if self.t.chance(40) { self.memflags().as_u32() + 1 } else { 0 };
-        let o = self.b.func.opaques.push(OpaqueData { name, imms, effects });
+        let aux2 = if self.t.chance(40) {
+            self.memflags().as_u32() + 1
+        } else {
+            0
+        };
+        let o = self.b.func.opaques.push(OpaqueData {
+            name,
+            imms,
+            effects,
+        });
         let i = self.b.ins(Opcode::Opaque, ty, &results, &ops);
         self.b.func.insts[i].aux = o.as_u32();
         self.b.func.insts[i].aux2 = aux2;
@@ -659,7 +861,12 @@ impl Gen<'_, '_> {
                 self.b.func.insts[i].aux = sr.as_u32();
             }
             TermPlan::Jump(tb) => self.b.jump(self.blocks[*tb]),
-            TermPlan::Brif { two, float, then_, else_ } => {
+            TermPlan::Brif {
+                two,
+                float,
+                then_,
+                else_,
+            } => {
                 let (ty, pred) = if *float {
                     (self.t.pick(&FLOATS), self.t.pick(&float_preds()))
                 } else {
@@ -702,7 +909,8 @@ impl Gen<'_, '_> {
                         }
                     }
                 }
-                let mut results: Vec<Reg> = sig.returns.iter().map(|p| self.new_value(p.ty)).collect();
+                let mut results: Vec<Reg> =
+                    sig.returns.iter().map(|p| self.new_value(p.ty)).collect();
                 if self.t.chance(20) {
                     // An extra (annotated) result beyond the signature's returns.
                     let ty = self.t.pick(&SCALARS);
@@ -742,17 +950,39 @@ fn gen_function(t: &mut Tape, m: &mut Module, name: &str, env: &Env) {
                 let base = GlobalRef::from_u32(t.below(gi) as u32);
                 let bits = t.below(32) as u8;
                 let trap = t.pick(&[0, MemFlags::HEAP_OOB, 7]);
-                let flags = b.func.intern_memflags(MemFlags { bits, trap, region: None });
-                GlobalData::Load { base, offset: t.i32(), ty: t.pick(&[Type::I64, Type::I32]), flags }
+                let flags = b.func.intern_memflags(MemFlags {
+                    bits,
+                    trap,
+                    region: None,
+                });
+                GlobalData::Load {
+                    base,
+                    offset: t.i32(),
+                    ty: t.pick(&[Type::I64, Type::I32]),
+                    flags,
+                }
             }
-            2 => GlobalData::IAddImm { base: GlobalRef::from_u32(t.below(gi) as u32), offset: t.i64(), ty: Type::I64 },
+            2 => GlobalData::IAddImm {
+                base: GlobalRef::from_u32(t.below(gi) as u32),
+                offset: t.i64(),
+                ty: Type::I64,
+            },
             _ => {
                 let sym = if t.chance(30) {
-                    b.module.symbol(&env.callees[t.below(env.callees.len())], SymbolKind::Function)
+                    b.module.symbol(
+                        &env.callees[t.below(env.callees.len())],
+                        SymbolKind::Function,
+                    )
                 } else {
-                    b.module.symbol(&env.data[t.below(env.data.len())], SymbolKind::Data)
+                    b.module
+                        .symbol(&env.data[t.below(env.data.len())], SymbolKind::Data)
                 };
-                GlobalData::Symbol { sym, offset: t.i64(), colocated: t.chance(50), tls: t.chance(30) }
+                GlobalData::Symbol {
+                    sym,
+                    offset: t.i64(),
+                    colocated: t.chance(50),
+                    tls: t.chance(30),
+                }
             }
         };
         b.func.globals.push(g);
@@ -774,7 +1004,16 @@ fn gen_function(t: &mut Tape, m: &mut Module, name: &str, env: &Env) {
         }
     }
     let dom = dominators(&preds);
-    let mut g = Gen { t, b, env, blocks: blocks.clone(), values: vec![Vec::new(); n], dom, cur: 0 };
+    let mut g = Gen {
+        t,
+        b,
+        env,
+        blocks: blocks.clone(),
+        values: vec![Vec::new(); n],
+        dom,
+        cur: 0,
+        addr_sig: 0,
+    };
     let mut phis: Vec<(Inst, usize, Type)> = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
         g.cur = i;
@@ -856,7 +1095,11 @@ fn gen_module(tape: Vec<u32>) -> Module {
     let nf = 1 + t.below(3);
     let defined: Vec<String> = names[..nf].iter().map(|s| s.to_string()).collect();
     let env = Env {
-        callees: defined.iter().cloned().chain(IMPORTED_NAMES.iter().map(|s| s.to_string())).collect(),
+        callees: defined
+            .iter()
+            .cloned()
+            .chain(IMPORTED_NAMES.iter().map(|s| s.to_string()))
+            .collect(),
         data: DATA_NAMES.iter().map(|s| s.to_string()).collect(),
     };
     for name in &defined {
@@ -978,12 +1221,50 @@ fn generator_coverage() {
         "sarg(",
         ": i32 = icmp",
         "= global_value.i64 gv",
-        "func_addr.i64",
+        "func_addr.i64 @",
         "stack_addr.i64",
         "symbol_value.i64",
         "copy.i32 arg0",
         "i32x4",
     ] {
-        assert!(text.contains(needle), "generated modules never contain {needle:?}");
+        assert!(
+            text.contains(needle),
+            "generated modules never contain {needle:?}"
+        );
     }
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let some_line = |what: &str, p: &dyn Fn(&str) -> bool| {
+        assert!(lines.iter().any(|l| p(l)), "no generated line has {what}");
+    };
+    some_line("a call with several results", &|l| {
+        l.split_once(" = call")
+            .is_some_and(|(r, _)| r.contains(", "))
+    });
+    some_line("an opaque with several annotated results", &|l| {
+        l.split_once(" = opaque")
+            .is_some_and(|(r, _)| r.matches(": ").count() >= 2)
+    });
+    some_line("a brif on one value", &|l| {
+        l.starts_with("brif.") && l.matches(',').count() == 2
+    });
+    some_line("a brif on two values", &|l| {
+        l.starts_with("brif.") && l.matches(',').count() == 3
+    });
+    some_line("a negative displacement", &|l| {
+        l.contains("[%vr") && l.contains(" - ")
+    });
+    some_line("a base + index*scale + displacement", &|l| {
+        l.split_once('[')
+            .and_then(|(_, rest)| rest.split_once(']'))
+            .is_some_and(|(mem, _)| {
+                mem.starts_with("%vr")
+                    && mem.contains(" + %vr")
+                    && mem.contains('*')
+                    && mem.matches(['+', '-']).count() == 2
+            })
+    });
+    some_line("a quoted function name", &|l| l.starts_with("function @\""));
+    some_line("a negative integer constant", &|l| {
+        l.contains("copy.i") && l.contains(" -")
+    });
 }

@@ -24,7 +24,11 @@ fn assert_reports(src: &str, block: Option<&str>, inst: Option<&str>, message: &
             && e.inst.as_deref() == inst
             && e.message == message
     });
-    assert!(found, "no error ({block:?}, {inst:?}, {message:?}) among:\n{}", VerifierErrors(errs.clone()));
+    assert!(
+        found,
+        "no error ({block:?}, {inst:?}, {message:?}) among:\n{}",
+        VerifierErrors(errs.clone())
+    );
     let mut rendered = "function f".to_string();
     if let Some(b) = block {
         rendered += &format!(", {b}");
@@ -34,7 +38,10 @@ fn assert_reports(src: &str, block: Option<&str>, inst: Option<&str>, message: &
     }
     rendered += &format!(": {message}");
     assert!(
-        VerifierErrors(errs.clone()).to_string().lines().any(|l| l == rendered),
+        VerifierErrors(errs.clone())
+            .to_string()
+            .lines()
+            .any(|l| l == rendered),
         "`{rendered}` not in:\n{}",
         VerifierErrors(errs)
     );
@@ -68,7 +75,10 @@ fn recursive_fib_verifies() {
     let m = parse_module(FIB).unwrap();
     verify_module(&m, true).unwrap();
     verify_module(&m, false).unwrap();
-    assert_eq!(module_to_string(&m), format!("declare function @fib\n\n{FIB}"));
+    assert_eq!(
+        module_to_string(&m),
+        format!("declare function @fib\n\n{FIB}")
+    );
 }
 
 /// The same fib, built with the builder, verifies and prints as the text does.
@@ -95,7 +105,10 @@ fn built_fib_matches_parsed_fib() {
     b.ret(&[sum]);
     let id = b.finish().unwrap();
     verify_function(&m, &m.functions[id], true).unwrap();
-    assert_eq!(module_to_string(&m), module_to_string(&parse_module(FIB).unwrap()));
+    assert_eq!(
+        module_to_string(&m),
+        module_to_string(&parse_module(FIB).unwrap())
+    );
 }
 
 #[test]
@@ -126,20 +139,38 @@ bb3:
 
 #[test]
 fn block_without_terminator() {
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 %vr0, 1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = add.i32 %vr0, 1"), "block does not end in a terminator");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 %vr0, 1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = add.i32 %vr0, 1"),
+        "block does not end in a terminator",
+    );
 }
 
 #[test]
 fn terminator_in_the_middle_of_a_block() {
     let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\n    %vr1 = copy.i32 1\n    ret %vr1\nbb1:\n    ret %vr0\n");
-    assert_reports(&src, Some("bb0"), Some("jump bb1"), "terminator in the middle of a block");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("jump bb1"),
+        "terminator in the middle of a block",
+    );
 }
 
 #[test]
 fn empty_block() {
     let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n");
-    assert_reports(&src, Some("bb1"), None, "block is empty (it needs a terminator)");
+    assert_reports(
+        &src,
+        Some("bb1"),
+        None,
+        "block is empty (it needs a terminator)",
+    );
 }
 
 #[test]
@@ -149,16 +180,27 @@ fn function_without_blocks() {
 
 #[test]
 fn block_twice_in_layout_and_target_outside_layout() {
-    let mut m = parse_module(&func("", "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    ret %vr0\n")).unwrap();
+    let mut m = parse_module(&func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    ret %vr0\n",
+    ))
+    .unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     f.layout.push(Block::from_u32(0));
     let e = verify_module(&m, true).unwrap_err().0;
-    assert!(e.iter().any(|e| e.message == "bb0 appears twice in the layout"), "{e:?}");
+    assert!(
+        e.iter()
+            .any(|e| e.message == "bb0 appears twice in the layout"),
+        "{e:?}"
+    );
 
     let f = &mut m.functions[FuncId::from_u32(0)];
     f.layout = vec![Block::from_u32(0)];
     let e = verify_module(&m, true).unwrap_err();
-    assert_eq!(e.to_string(), "function f, bb0, `jump bb1`: bb1 is not a block of the function");
+    assert_eq!(
+        e.to_string(),
+        "function f, bb0, `jump bb1`: bb1 is not a block of the function"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,15 +208,26 @@ fn block_twice_in_layout_and_target_outside_layout() {
 
 #[test]
 fn memory_operand_on_add() {
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 [%vr0 + 8], 1\n    ret %vr1\n");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 [%vr0 + 8], 1\n    ret %vr1\n",
+    );
     assert_reports(
         &src,
         Some("bb0"),
         Some("%vr1 = add.i32 [%vr0 + 8], 1"),
         "first operand must be a register or constant, not a memory reference",
     );
-    let src = func("    stack_obj.0 = size 4, align 4\n", "bb0:\n    %vr1 = neg.i32 stack_obj.0\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = neg.i32 stack_obj.0"), "operand must be a register or constant, not a stack object");
+    let src = func(
+        "    stack_obj.0 = size 4, align 4\n",
+        "bb0:\n    %vr1 = neg.i32 stack_obj.0\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = neg.i32 stack_obj.0"),
+        "operand must be a register or constant, not a stack object",
+    );
 }
 
 #[test]
@@ -190,51 +243,115 @@ fn arg_outside_copy() {
 
 #[test]
 fn block_operand_in_add() {
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 %vr0, bb0\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = add.i32 %vr0, bb0"), "second operand must be a register or constant, not a block");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 %vr0, bb0\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = add.i32 %vr0, bb0"),
+        "second operand must be a register or constant, not a block",
+    );
 }
 
 #[test]
 fn memory_operand_required_by_load() {
     // Built directly: the parser only reads memory operands here.
-    let mut m = parse_module(&func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = load.i32 [%vr0]\n    ret %vr1\n")).unwrap();
+    let mut m = parse_module(&func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = load.i32 [%vr0]\n    ret %vr1\n",
+    ))
+    .unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let load = f.blocks[Block::from_u32(0)].insts[1];
     f.operands_mut(load)[0] = Operand::Reg(Reg::from_u32(0));
     let e = verify_module(&m, true).unwrap_err();
-    assert_eq!(e.to_string(), "function f, bb0, `%vr1 = load.i32 %vr0`: expected a memory operand, not a register");
+    assert_eq!(
+        e.to_string(),
+        "function f, bb0, `%vr1 = load.i32 %vr0`: expected a memory operand, not a register"
+    );
 }
 
 #[test]
 fn wrong_operand_count() {
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 %vr0\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = add.i32 %vr0"), "expected 2 operand(s), found 1");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 %vr0\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = add.i32 %vr0"),
+        "expected 2 operand(s), found 1",
+    );
     // Operands missing altogether: the verifier reports (and prints) it without panicking.
     let src = func("", "bb0:\n    %vr1 = icmp.i32\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = icmp.i32"), "expected 3 operand(s), found 0");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = icmp.i32"),
+        "expected 3 operand(s), found 0",
+    );
     let src = func("", "bb0:\n    %vr1 = stack_addr.i64\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = stack_addr.i64"), "expected 1 operand(s), found 0");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = stack_addr.i64"),
+        "expected 1 operand(s), found 0",
+    );
     let src = func("", "bb0:\n    brif.i8\n");
-    assert_reports(&src, Some("bb0"), Some("brif.i8"), "brif takes a predicate, one or two values and two blocks");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("brif.i8"),
+        "brif takes a predicate, one or two values and two blocks",
+    );
 }
 
 #[test]
 fn wrong_result_count() {
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1, %vr2: i32 = add.i32 %vr0, 1\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1, %vr2: i32 = add.i32 %vr0, 1"), "expected 1 result(s), found 2");
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = store.i32 [%vr0], %vr0\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = store.i32 [%vr0], %vr0"), "expected 0 result(s), found 1");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1, %vr2: i32 = add.i32 %vr0, 1\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1, %vr2: i32 = add.i32 %vr0, 1"),
+        "expected 1 result(s), found 2",
+    );
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = store.i32 [%vr0], %vr0\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = store.i32 [%vr0], %vr0"),
+        "expected 0 result(s), found 1",
+    );
     let src = func(
         "    sig0 = (i32) -> i32, i64 system_v\n",
         "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = call @g(%vr0), sig0\n    ret %vr1\n",
     );
-    assert_reports(&src, Some("bb0"), Some("%vr1 = call @g(%vr0), sig0"), "expected 2 result(s), found 1");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = call @g(%vr0), sig0"),
+        "expected 2 result(s), found 1",
+    );
 }
 
 #[test]
 fn copy_of_missing_argument() {
     let src = func("", "bb0:\n    %vr0 = copy.i32 arg1\n    ret %vr0\n");
-    assert_reports(&src, Some("bb0"), Some("%vr0 = copy.i32 arg1"), "arg1 does not exist (the function has 1 parameters)");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr0 = copy.i32 arg1"),
+        "arg1 does not exist (the function has 1 parameters)",
+    );
 }
 
 #[test]
@@ -243,9 +360,22 @@ fn wrong_arg_count_to_call() {
         "    sig0 = (i32) -> i32 system_v\n",
         "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = call @g(%vr0, %vr0), sig0\n    ret %vr1\n",
     );
-    assert_reports(&src, Some("bb0"), Some("%vr1 = call @g(%vr0, %vr0), sig0"), "passes 2 argument(s), the signature has 1");
-    let src = func("    sig0 = (i32) -> i32 system_v\n", "bb0:\n    %vr1 = call @g(), sig0\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = call @g(), sig0"), "passes 0 argument(s), the signature has 1");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = call @g(%vr0, %vr0), sig0"),
+        "passes 2 argument(s), the signature has 1",
+    );
+    let src = func(
+        "    sig0 = (i32) -> i32 system_v\n",
+        "bb0:\n    %vr1 = call @g(), sig0\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = call @g(), sig0"),
+        "passes 0 argument(s), the signature has 1",
+    );
 }
 
 #[test]
@@ -254,26 +384,57 @@ fn call_argument_type_and_callee_kind() {
         "    sig0 = (i64) -> i32 system_v\n",
         "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = call @g(%vr0), sig0\n    ret %vr1\n",
     );
-    assert_reports(&src, Some("bb0"), Some("%vr1 = call @g(%vr0), sig0"), "argument %vr0 has type i32, expected i64");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = call @g(%vr0), sig0"),
+        "argument %vr0 has type i32, expected i64",
+    );
     let src = format!(
         "declare data @d\n{}",
-        func("    sig0 = (i32) -> i32 system_v\n", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = call @d(%vr0), sig0\n    ret %vr1\n")
+        func(
+            "    sig0 = (i32) -> i32 system_v\n",
+            "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = call @d(%vr0), sig0\n    ret %vr1\n"
+        )
     );
-    assert_reports(&src, Some("bb0"), Some("%vr1 = call @d(%vr0), sig0"), "callee @d is data, not a function");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = call @d(%vr0), sig0"),
+        "callee @d is data, not a function",
+    );
 }
 
 #[test]
 fn return_count_mismatch() {
     let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    ret\n");
-    assert_reports(&src, Some("bb0"), Some("ret"), "returns 0 value(s), the signature has 1");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("ret"),
+        "returns 0 value(s), the signature has 1",
+    );
     let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    ret %vr0, %vr0\n");
-    assert_reports(&src, Some("bb0"), Some("ret %vr0, %vr0"), "returns 2 value(s), the signature has 1");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("ret %vr0, %vr0"),
+        "returns 2 value(s), the signature has 1",
+    );
 }
 
 #[test]
 fn tail_call_with_other_returns() {
-    let src = func("    sig0 = (i32) -> i64 tail\n", "bb0:\n    %vr0 = copy.i32 arg0\n    tail_call @g(%vr0), sig0\n");
-    assert_reports(&src, Some("bb0"), Some("tail_call @g(%vr0), sig0"), "tail call's returns differ from the caller's");
+    let src = func(
+        "    sig0 = (i32) -> i64 tail\n",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    tail_call @g(%vr0), sig0\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("tail_call @g(%vr0), sig0"),
+        "tail call's returns differ from the caller's",
+    );
 }
 
 #[test]
@@ -289,7 +450,10 @@ fn try_call_handlers_must_match_table() {
     let e = verify_module(&m, true).unwrap_err().0;
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].block, Some(Block::from_u32(0)));
-    assert_eq!(e[0].message, "try_call's handlers do not match its exception table");
+    assert_eq!(
+        e[0].message,
+        "try_call's handlers do not match its exception table"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -297,31 +461,76 @@ fn try_call_handlers_must_match_table() {
 
 #[test]
 fn operand_type_mismatch() {
-    let src = func("", "bb0:\n    %vr0 = copy.i64 1\n    %vr1 = add.i32 %vr0, 1\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = add.i32 %vr0, 1"), "first operand %vr0 has type i64, expected i32");
-    let src = func("", "bb0:\n    %vr0 = copy.f32 f32:0x0\n    %vr1 = fadd.f32 %vr0, 1\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = fadd.f32 %vr0, 1"), "second operand constant does not fit type f32");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i64 1\n    %vr1 = add.i32 %vr0, 1\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = add.i32 %vr0, 1"),
+        "first operand %vr0 has type i64, expected i32",
+    );
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.f32 f32:0x0\n    %vr1 = fadd.f32 %vr0, 1\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = fadd.f32 %vr0, 1"),
+        "second operand constant does not fit type f32",
+    );
     let src = func("", "bb0:\n    %vr0 = copy.i64 arg0\n    ret %vr0\n");
-    assert_reports(&src, Some("bb0"), Some("%vr0 = copy.i64 arg0"), "arg0 has type i32, copied as i64");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr0 = copy.i64 arg0"),
+        "arg0 has type i32, copied as i64",
+    );
 }
 
 #[test]
 fn return_type_mismatch() {
     let src = func("", "bb0:\n    %vr0 = copy.i64 1\n    ret %vr0\n");
-    assert_reports(&src, Some("bb0"), Some("ret %vr0"), "returned value %vr0 has type i64, expected i32");
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("ret %vr0"),
+        "returned value %vr0 has type i64, expected i32",
+    );
 }
 
 #[test]
 fn compare_predicate_family() {
-    let src = func("", "bb0:\n    %vr0 = copy.f64 f64:0x0\n    %vr1 = fcmp.f64 slt %vr0, %vr0\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = fcmp.f64 slt %vr0, %vr0"), "predicate slt does not belong to fcmp");
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = icmp.i32 flt %vr0, %vr0\n    ret %vr0\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = icmp.i32 flt %vr0, %vr0"), "predicate flt does not belong to icmp");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.f64 f64:0x0\n    %vr1 = fcmp.f64 slt %vr0, %vr0\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = fcmp.f64 slt %vr0, %vr0"),
+        "predicate slt does not belong to fcmp",
+    );
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = icmp.i32 flt %vr0, %vr0\n    ret %vr0\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = icmp.i32 flt %vr0, %vr0"),
+        "predicate flt does not belong to icmp",
+    );
 }
 
 #[test]
 fn memory_reference_register_must_be_integer() {
-    let src = func("", "bb0:\n    %vr0 = copy.f64 f64:0x0\n    %vr1 = load.i32 [%vr0 + 8]\n    ret %vr1\n");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.f64 f64:0x0\n    %vr1 = load.i32 [%vr0 + 8]\n    ret %vr1\n",
+    );
     assert_reports(
         &src,
         Some("bb0"),
@@ -343,27 +552,43 @@ fn memory_reference_register_must_be_integer() {
 
 #[test]
 fn bad_scale_built_directly() {
-    let mut m = parse_module(&func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = load.i32 [%vr0 + %vr0*2]\n    ret %vr1\n")).unwrap();
+    let mut m = parse_module(&func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = load.i32 [%vr0 + %vr0*2]\n    ret %vr1\n",
+    ))
+    .unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let load = f.blocks[Block::from_u32(0)].insts[1];
-    let Operand::Mem(mut mr) = f.operands(load)[0] else { unreachable!() };
+    let Operand::Mem(mut mr) = f.operands(load)[0] else {
+        unreachable!()
+    };
     mr.scale = 3;
     f.operands_mut(load)[0] = Operand::Mem(mr);
     let e = verify_module(&m, true).unwrap_err();
-    assert_eq!(e.to_string(), "function f, bb0, `%vr1 = load.i32 [%vr0 + %vr0*3]`: scale 3 is not 1, 2, 4 or 8");
+    assert_eq!(
+        e.to_string(),
+        "function f, bb0, `%vr1 = load.i32 [%vr0 + %vr0*3]`: scale 3 is not 1, 2, 4 or 8"
+    );
 }
 
 #[test]
 fn conditional_trap_code() {
     // Code 0 (`notrap`) is not a trap code: it would print as an unparsable `user0`.
-    let mut m = parse_module(&func("", "bb0:\n    %vr0 = copy.i32 arg0\n    trapz.i32 %vr0, user1\n    ret %vr0\n")).unwrap();
+    let mut m = parse_module(&func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    trapz.i32 %vr0, user1\n    ret %vr0\n",
+    ))
+    .unwrap();
     verify_module(&m, true).unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let trap = f.blocks[Block::from_u32(0)].insts[1];
     f.insts[trap].aux = 0;
     let e = verify_module(&m, true).unwrap_err().0;
     assert_eq!(e.len(), 1, "{e:?}");
-    assert_eq!((e[0].block, e[0].message.as_str()), (Some(Block::from_u32(0)), "bad trap code"));
+    assert_eq!(
+        (e[0].block, e[0].message.as_str()),
+        (Some(Block::from_u32(0)), "bad trap code")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,7 +600,12 @@ fn phi_after_non_phi() {
         "",
         "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    %vr1 = copy.i32 2\n    %vr2 = phi.i32 [%vr0, bb0]\n    ret %vr2\n",
     );
-    assert_reports(&src, Some("bb1"), Some("%vr2 = phi.i32 [%vr0, bb0]"), "phi after a non-phi instruction");
+    assert_reports(
+        &src,
+        Some("bb1"),
+        Some("%vr2 = phi.i32 [%vr0, bb0]"),
+        "phi after a non-phi instruction",
+    );
 }
 
 #[test]
@@ -410,13 +640,23 @@ fn phi_names_a_predecessor_twice() {
         "",
         "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    %vr1 = phi.i32 [%vr0, bb0], [%vr0, bb0]\n    ret %vr1\n",
     );
-    assert_reports(&src, Some("bb1"), Some("%vr1 = phi.i32 [%vr0, bb0], [%vr0, bb0]"), "phi names a predecessor twice");
+    assert_reports(
+        &src,
+        Some("bb1"),
+        Some("%vr1 = phi.i32 [%vr0, bb0], [%vr0, bb0]"),
+        "phi names a predecessor twice",
+    );
 }
 
 #[test]
 fn phi_operands_are_register_block_pairs() {
     let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    %vr1 = phi.i32 [5, bb0]\n    ret %vr1\n");
-    assert_reports(&src, Some("bb1"), Some("%vr1 = phi.i32 [5, bb0]"), "phi values must be registers");
+    assert_reports(
+        &src,
+        Some("bb1"),
+        Some("%vr1 = phi.i32 [5, bb0]"),
+        "phi values must be registers",
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -424,9 +664,18 @@ fn phi_operands_are_register_block_pairs() {
 
 #[test]
 fn register_defined_twice() {
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr0 = copy.i32 1\n    ret %vr0\n");
-    // The SSA check names the register (it concerns two instructions, so neither is named).
-    assert_reports(&src, None, None, "%vr0 is defined 2 times (not SSA)");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    %vr0 = copy.i32 1\n    %vr0 = copy.i32 2\n    ret %vr0\n",
+    );
+    // Reported once, at the second definition.
+    assert_reports(
+        &src,
+        Some("bb1"),
+        Some("%vr0 = copy.i32 1"),
+        "%vr0 is defined 3 times (not SSA)",
+    );
+    assert_eq!(errors_of(&src, true).len(), 1);
     // Without SSA checking the function is fine.
     verify_module(&parse_module(&src).unwrap(), false).unwrap();
 }
@@ -437,11 +686,24 @@ fn use_not_dominated_by_definition() {
         "",
         "bb0:\n    %vr0 = copy.i32 arg0\n    brif.i32 ne %vr0, bb1, bb2\nbb1:\n    %vr1 = copy.i32 1\n    jump bb3\nbb2:\n    jump bb3\nbb3:\n    ret %vr1\n",
     );
-    assert_reports(&src, Some("bb3"), Some("ret %vr1"), "use of %vr1 is not dominated by its definition");
+    assert_reports(
+        &src,
+        Some("bb3"),
+        Some("ret %vr1"),
+        "use of %vr1 is not dominated by its definition",
+    );
     verify_module(&parse_module(&src).unwrap(), false).unwrap();
     // Used before defined in the same block.
-    let src = func("", "bb0:\n    %vr1 = add.i32 %vr2, 1\n    %vr2 = copy.i32 arg0\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = add.i32 %vr2, 1"), "use of %vr2 is not dominated by its definition");
+    let src = func(
+        "",
+        "bb0:\n    %vr1 = add.i32 %vr2, 1\n    %vr2 = copy.i32 arg0\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = add.i32 %vr2, 1"),
+        "use of %vr2 is not dominated by its definition",
+    );
     // A phi source must be available at the end of its predecessor.
     let src = func(
         "",
@@ -464,19 +726,33 @@ fn unreachable_blocks_are_not_checked_for_dominance() {
 #[test]
 fn use_of_undefined_register() {
     // From text: the register never gets a type.
-    let src = func("", "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 %vr0, %vr7\n    ret %vr1\n");
-    assert_reports(&src, Some("bb0"), Some("%vr1 = add.i32 %vr0, %vr7"), "%vr7 is used but never defined");
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    %vr1 = add.i32 %vr0, %vr7\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = add.i32 %vr0, %vr7"),
+        "%vr7 is used but never defined",
+    );
     // Built: the register has a type but no definition.
     let mut m = parse_module(&func("", "bb0:\n    %vr0 = copy.i32 arg0\n    ret %vr0\n")).unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let r = f.new_reg(Type::I32);
     let ret = f.blocks[Block::from_u32(0)].insts[1];
     f.operands_mut(ret)[0] = Operand::Reg(r);
-    assert_eq!(verify_module(&m, true).unwrap_err().to_string(), "function f, bb0, `ret %vr1`: %vr1 is used but never defined");
+    assert_eq!(
+        verify_module(&m, true).unwrap_err().to_string(),
+        "function f, bb0, `ret %vr1`: %vr1 is used but never defined"
+    );
     // A register number past the function's registers.
     let f = &mut m.functions[FuncId::from_u32(0)];
     f.operands_mut(ret)[0] = Operand::Reg(Reg::from_u32(99));
-    assert_eq!(verify_module(&m, false).unwrap_err().to_string(), "function f, bb0, `ret %vr99`: %vr99 does not exist");
+    assert_eq!(
+        verify_module(&m, false).unwrap_err().to_string(),
+        "function f, bb0, `ret %vr99`: %vr99 does not exist"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -495,27 +771,54 @@ fn with_inst(make: impl FnOnce(&mut Function) -> Inst) -> (Module, String) {
 #[test]
 fn undeclared_stack_object() {
     let (_, e) = with_inst(|f| {
-        let i = f.make_inst(Opcode::Store, Type::I32, &[], &[Operand::Stack(StackObj::from_u32(3), 0), Operand::Reg(Reg::from_u32(0))]);
+        let i = f.make_inst(
+            Opcode::Store,
+            Type::I32,
+            &[],
+            &[
+                Operand::Stack(StackObj::from_u32(3), 0),
+                Operand::Reg(Reg::from_u32(0)),
+            ],
+        );
         f.insts[i].aux = f.intern_memflags(MemFlags::new()).as_u32();
         i
     });
-    assert_eq!(e, "function f, bb0, `store.i32 [stack_obj.3], %vr0`: stack_obj.3 does not exist");
+    assert_eq!(
+        e,
+        "function f, bb0, `store.i32 [stack_obj.3], %vr0`: stack_obj.3 does not exist"
+    );
     let (_, e) = with_inst(|f| {
         let r = f.new_reg(Type::I64);
-        f.make_inst(Opcode::StackAddr, Type::I64, &[r], &[Operand::Stack(StackObj::from_u32(0), 8)])
+        f.make_inst(
+            Opcode::StackAddr,
+            Type::I64,
+            &[r],
+            &[Operand::Stack(StackObj::from_u32(0), 8)],
+        )
     });
-    assert_eq!(e, "function f, bb0, `%vr1 = stack_addr.i64 stack_obj.0 + 8`: stack_addr takes a stack object");
+    assert_eq!(
+        e,
+        "function f, bb0, `%vr1 = stack_addr.i64 stack_obj.0 + 8`: stack_addr takes a stack object"
+    );
 }
 
 #[test]
 fn undeclared_signature() {
     let (_, e) = with_inst(|f| {
         let r = f.new_reg(Type::I32);
-        let i = f.make_inst(Opcode::Call, Type::VOID, &[r], &[Operand::Reg(Reg::from_u32(0))]);
+        let i = f.make_inst(
+            Opcode::Call,
+            Type::VOID,
+            &[r],
+            &[Operand::Reg(Reg::from_u32(0))],
+        );
         f.insts[i].aux = 5;
         i
     });
-    assert_eq!(e, "function f, bb0, `%vr1: i32 = call %vr0(), sig5`: call signature does not exist");
+    assert_eq!(
+        e,
+        "function f, bb0, `%vr1: i32 = call %vr0(), sig5`: call signature does not exist"
+    );
 }
 
 #[test]
@@ -526,7 +829,10 @@ fn undeclared_global_value() {
         f.insts[i].aux = 2;
         i
     });
-    assert_eq!(e, "function f, bb0, `%vr1 = global_value.i64 gv2`: global value does not exist");
+    assert_eq!(
+        e,
+        "function f, bb0, `%vr1 = global_value.i64 gv2`: global value does not exist"
+    );
 }
 
 /// Malformed instructions whose side-table references dangle are reported, not a panic in
@@ -535,26 +841,55 @@ fn undeclared_global_value() {
 fn dangling_references_do_not_panic() {
     let (_, e) = with_inst(|f| {
         let r = f.new_reg(Type::I32);
-        let i = f.make_inst(Opcode::Load, Type::I32, &[r], &[Operand::Mem(MemRef::base(Reg::from_u32(0), 0))]);
+        let i = f.make_inst(
+            Opcode::Load,
+            Type::I32,
+            &[r],
+            &[Operand::Mem(MemRef::base(Reg::from_u32(0), 0))],
+        );
         f.insts[i].aux = 9;
         i
     });
-    assert_eq!(e, "function f, bb0, `%vr1 = load.i32 [%vr0]`: memory flags do not exist");
+    assert_eq!(
+        e,
+        "function f, bb0, `%vr1 = load.i32 [%vr0]`: memory flags do not exist"
+    );
     let (_, e) = with_inst(|f| {
         let i = f.make_inst(Opcode::Opaque, Type::VOID, &[], &[]);
         f.insts[i].aux = 4;
         i
     });
     assert_eq!(e, "function f, bb0, `opaque`: opaque record does not exist");
-    let (_, e) = with_inst(|f| f.make_inst(Opcode::Copy, Type::I32, &[Reg::from_u32(50)], &[Operand::Imm(Imm::Int(1))]));
-    assert!(e.starts_with("function f, bb0, `%vr50 = copy.i32 1`: result %vr50 does not exist"), "{e}");
+    let (_, e) = with_inst(|f| {
+        f.make_inst(
+            Opcode::Copy,
+            Type::I32,
+            &[Reg::from_u32(50)],
+            &[Operand::Imm(Imm::Int(1))],
+        )
+    });
+    assert!(
+        e.starts_with("function f, bb0, `%vr50 = copy.i32 1`: result %vr50 does not exist"),
+        "{e}"
+    );
     let (_, e) = with_inst(|f| {
         let r = f.new_reg(Type::I64);
-        f.make_inst(Opcode::FuncAddr, Type::I64, &[r], &[Operand::Sym(Symbol::from_u32(40), 0)])
+        f.make_inst(
+            Opcode::FuncAddr,
+            Type::I64,
+            &[r],
+            &[Operand::Sym(Symbol::from_u32(40), 0)],
+        )
     });
-    assert_eq!(e, "function f, bb0, `%vr1 = func_addr.i64 @sym40`: func_addr takes a symbol");
+    assert_eq!(
+        e,
+        "function f, bb0, `%vr1 = func_addr.i64 @sym40, sig0`: func_addr takes a symbol"
+    );
     let (_, e) = with_inst(|f| f.make_inst(Opcode::Brif, Type::I8, &[], &[]));
-    assert!(e.contains("`brif.i8`: brif takes a predicate, one or two values and two blocks"), "{e}");
+    assert!(
+        e.contains("`brif.i8`: brif takes a predicate, one or two values and two blocks"),
+        "{e}"
+    );
 }
 
 #[test]

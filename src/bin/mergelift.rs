@@ -12,11 +12,15 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "mergelift", version, about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
+#[command(
+    name = "mergelift",
+    version,
+    about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
     long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
 (LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
 JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, lvn, gvn, dce; `none` means \
-lift and lower only. Default: merge,lvn.")]
+lift and lower only. Default: merge,lvn."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -53,12 +57,19 @@ enum Cmd {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Measure code bytes and phase times without and with the mid-end (not built yet).
+    /// Compile all functions of all inputs (one module) without and with the mid-end, and
+    /// report functions, instructions, machine-code bytes and phase times.
     Size {
         #[arg(long, default_value = "merge,lvn")]
         passes: String,
+        /// Cranelift opt level of both compiles.
+        #[arg(long, default_value = "none", value_parser = ["none", "speed"])]
+        opt_level: String,
+        /// Print one JSON object on stdout.
         #[arg(long)]
         json: bool,
+        /// `.clif` files or directories.
+        #[arg(required = true)]
         files: Vec<PathBuf>,
     },
     /// Generate a template-heavy CLIF module (not built yet).
@@ -86,9 +97,24 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Opt { passes, emit, stats, files } => cmd_opt(&passes, &emit, stats, &files),
-        Cmd::Run { passes, opt_level, verbose, files } => cmd_run(&passes, opt_level.as_deref(), verbose, &files),
-        Cmd::Size { .. } => Err(anyhow!("`mergelift size` is not built yet")),
+        Cmd::Opt {
+            passes,
+            emit,
+            stats,
+            files,
+        } => cmd_opt(&passes, &emit, stats, &files),
+        Cmd::Run {
+            passes,
+            opt_level,
+            verbose,
+            files,
+        } => cmd_run(&passes, opt_level.as_deref(), verbose, &files),
+        Cmd::Size {
+            passes,
+            opt_level,
+            json,
+            files,
+        } => cmd_size(&passes, &opt_level, json, &files),
         Cmd::Gen { .. } => Err(anyhow!("`mergelift gen` is not built yet")),
         Cmd::Fuzz { .. } => Err(anyhow!("`mergelift fuzz` is not built yet")),
     };
@@ -102,7 +128,11 @@ fn main() -> ExitCode {
 }
 
 fn frontend_config() -> TargetFrontendConfig {
-    TargetFrontendConfig { default_call_conv: CallConv::SystemV, pointer_width: target_lexicon::PointerWidth::U64, page_size_align_log2: 12 }
+    TargetFrontendConfig {
+        default_call_conv: CallConv::SystemV,
+        pointer_width: target_lexicon::PointerWidth::U64,
+        page_size_align_log2: 12,
+    }
 }
 
 /// Parse `.lir` and `.clif` inputs into one LIR module.
@@ -110,7 +140,8 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
     let mut module = lir::Module::new();
     let mut clif_funcs = Vec::new();
     for path in files {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
         let t = Instant::now();
         if path.extension().is_some_and(|e| e == "lir") {
             let m = lir::parse_module(&text).map_err(|e| anyhow!("{}:{e}", path.display()))?;
@@ -121,16 +152,28 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
             lir::verify_module(&m, true).map_err(|e| anyhow!("{}: {e}", path.display()))?;
             module = m;
         } else {
-            let test = cranelift_reader::parse_test(&text, cranelift_reader::ParseOptions::default())
-                .map_err(|e| anyhow!("{}:{}: {}", path.display(), e.location.line_number, e.message))?;
+            let test =
+                cranelift_reader::parse_test(&text, cranelift_reader::ParseOptions::default())
+                    .map_err(|e| {
+                        anyhow!(
+                            "{}:{}: {}",
+                            path.display(),
+                            e.location.line_number,
+                            e.message
+                        )
+                    })?;
             stats.add_time("parse", t.elapsed());
             clif_funcs.extend(test.functions.into_iter().map(|(f, _)| (path.clone(), f)));
         }
     }
     if !clif_funcs.is_empty() {
-        let funcs: Vec<&cranelift_codegen::ir::Function> = clif_funcs.iter().map(|(_, f)| f).collect();
+        let funcs: Vec<&cranelift_codegen::ir::Function> =
+            clif_funcs.iter().map(|(_, f)| f).collect();
         module = lift_functions(funcs, stats).map_err(|e| {
-            let file = clif_funcs.first().map(|(p, _)| p.display().to_string()).unwrap_or_default();
+            let file = clif_funcs
+                .first()
+                .map(|(p, _)| p.display().to_string())
+                .unwrap_or_default();
             anyhow!("{file}: {e}")
         })?;
     }
@@ -166,7 +209,8 @@ fn cmd_opt(passes: &str, emit: &str, want_stats: bool, files: &[PathBuf]) -> Res
             time.insert(phase.clone(), serde_json::json!(d.as_secs_f64() * 1e3));
         }
         for phase in ["parse", "lift", "lower"] {
-            time.entry(phase.to_string()).or_insert(serde_json::json!(0.0));
+            time.entry(phase.to_string())
+                .or_insert(serde_json::json!(0.0));
         }
         let mut obj = serde_json::json!({
             "functions_in": functions_in,
@@ -187,9 +231,17 @@ fn cmd_opt(passes: &str, emit: &str, want_stats: bool, files: &[PathBuf]) -> Res
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_run(passes: &str, opt_level: Option<&str>, verbose: bool, files: &[PathBuf]) -> Result<ExitCode> {
+fn cmd_run(
+    passes: &str,
+    opt_level: Option<&str>,
+    verbose: bool,
+    files: &[PathBuf],
+) -> Result<ExitCode> {
     PassManager::from_names(passes)?;
-    let opts = RunOptions { passes: passes.to_string(), opt_level: opt_level.and_then(OptLevel::parse) };
+    let opts = RunOptions {
+        passes: passes.to_string(),
+        opt_level: opt_level.and_then(OptLevel::parse),
+    };
     let paths = collect_files(files)?;
     let mut report = RunReport::default();
     for p in &paths {
@@ -204,5 +256,61 @@ fn cmd_run(passes: &str, opt_level: Option<&str>, verbose: bool, files: &[PathBu
         }
     }
     println!("{}", report.summary());
-    Ok(if report.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if report.failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn cmd_size(passes: &str, opt_level: &str, json: bool, files: &[PathBuf]) -> Result<ExitCode> {
+    PassManager::from_names(passes)?;
+    let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
+    let paths = collect_files(files)?;
+    let t = Instant::now();
+    let mut funcs = Vec::new();
+    for p in &paths {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+        let test = cranelift_reader::parse_test(&text, cranelift_reader::ParseOptions::default())
+            .map_err(|e| {
+            anyhow!("{}:{}: {}", p.display(), e.location.line_number, e.message)
+        })?;
+        funcs.extend(test.functions.into_iter().map(|(f, _)| f));
+    }
+    let parse_ms = t.elapsed().as_secs_f64() * 1e3;
+    let r = jit_driver::size::measure(&funcs, passes, opt, parse_ms, |_, _, _| {})
+        .map_err(|e| anyhow!("{e}"))?;
+    for (phase, e) in &r.errors {
+        eprintln!("error ({phase}): {e}");
+    }
+    if json {
+        println!("{}", r.to_json());
+    } else {
+        println!(
+            "functions       {:>10} -> {:>10}  (merged {}: replaced {}, aliased {}, thunked {})",
+            r.functions_in, r.functions_out, r.merged, r.replaced, r.aliased, r.thunked
+        );
+        println!(
+            "LIR insts       {:>10} -> {:>10}",
+            r.lir_insts_before, r.lir_insts_after
+        );
+        let pct = if r.code_bytes_before > 0 {
+            100.0 * (r.code_bytes_after as f64 / r.code_bytes_before as f64 - 1.0)
+        } else {
+            0.0
+        };
+        println!(
+            "code bytes      {:>10} -> {:>10}  ({pct:+.2}%)",
+            r.code_bytes_before, r.code_bytes_after
+        );
+        for (phase, ms) in &r.time_ms {
+            println!("time {phase:<14} {ms:>10.1} ms");
+        }
+    }
+    Ok(if r.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -19,7 +19,9 @@ pub struct DomTree {
 impl DomTree {
     pub fn compute(cfg: &Cfg) -> DomTree {
         let mut dt = DomTree::default();
-        let Some(&entry) = cfg.rpo.first() else { return dt };
+        let Some(&entry) = cfg.rpo.first() else {
+            return dt;
+        };
         let n = cfg.rpo.len();
         // idom by RPO index; u32::MAX = undefined.
         let mut idom = vec![u32::MAX; n];
@@ -35,7 +37,11 @@ impl DomTree {
                     if pi == u32::MAX || idom[pi as usize] == u32::MAX {
                         continue;
                     }
-                    new = if new == u32::MAX { pi } else { intersect(&idom, pi, new) };
+                    new = if new == u32::MAX {
+                        pi
+                    } else {
+                        intersect(&idom, pi, new)
+                    };
                 }
                 if new != idom[i] {
                     idom[i] = new;
@@ -43,8 +49,7 @@ impl DomTree {
                 }
             }
         }
-        for i in 1..n {
-            let b = cfg.rpo[i];
+        for (i, &b) in cfg.rpo.iter().enumerate().skip(1) {
             let d = cfg.rpo[idom[i] as usize];
             dt.idom[b] = d.into();
             dt.children[d].push(b);

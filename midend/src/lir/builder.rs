@@ -31,7 +31,11 @@ pub struct Builder<'m> {
 
 impl<'m> Builder<'m> {
     pub fn new(module: &'m mut Module, name: &str, sig: Signature, linkage: Linkage) -> Self {
-        Builder { module, func: Function::new(name, sig, linkage), current: None }
+        Builder {
+            module,
+            func: Function::new(name, sig, linkage),
+            current: None,
+        }
     }
 
     pub fn create_block(&mut self) -> Block {
@@ -47,7 +51,9 @@ impl<'m> Builder<'m> {
     /// Append an instruction to the current block.
     pub fn ins(&mut self, opcode: Opcode, ty: Type, results: &[Reg], operands: &[Operand]) -> Inst {
         let i = self.func.make_inst(opcode, ty, results, operands);
-        let b = self.current.expect("Builder: no current block (call switch_to_block first)");
+        let b = self
+            .current
+            .expect("Builder: no current block (call switch_to_block first)");
         self.func.blocks[b].insts.push(i);
         i
     }
@@ -85,15 +91,32 @@ impl<'m> Builder<'m> {
         Operand::Reg(r)
     }
     pub fn binary(&mut self, op: Opcode, a: Operand, b: Operand) -> Operand {
-        let ty = if matches!(a, Operand::Reg(_)) { self.type_of(a) } else { self.type_of(b) };
+        let ty = if matches!(a, Operand::Reg(_)) {
+            self.type_of(a)
+        } else {
+            self.type_of(b)
+        };
         let r = self.func.new_reg(ty);
         self.ins(op, ty, &[r], &[a, b]);
         Operand::Reg(r)
     }
     pub fn icmp(&mut self, cond: Cond, a: Operand, b: Operand) -> Operand {
-        let ty = if matches!(a, Operand::Reg(_)) { self.type_of(a) } else { self.type_of(b) };
+        let ty = if matches!(a, Operand::Reg(_)) {
+            self.type_of(a)
+        } else {
+            self.type_of(b)
+        };
         let r = self.func.new_reg(Type::I8);
-        self.ins(if cond.is_float() { Opcode::Fcmp } else { Opcode::Icmp }, ty, &[r], &[Operand::Pred(cond), a, b]);
+        self.ins(
+            if cond.is_float() {
+                Opcode::Fcmp
+            } else {
+                Opcode::Icmp
+            },
+            ty,
+            &[r],
+            &[Operand::Pred(cond), a, b],
+        );
         Operand::Reg(r)
     }
     pub fn select(&mut self, c: Operand, a: Operand, b: Operand) -> Operand {
@@ -116,10 +139,15 @@ impl<'m> Builder<'m> {
     }
     /// `[base + disp]`.
     pub fn mem(base: Operand, disp: i32) -> Operand {
-        Operand::Mem(MemRef::base(base.as_reg().expect("memory base must be a register"), disp))
+        Operand::Mem(MemRef::base(
+            base.as_reg().expect("memory base must be a register"),
+            disp,
+        ))
     }
     pub fn stack_obj(&mut self, size: u32, align_shift: u8) -> StackObj {
-        self.func.stack_objs.push(StackObjData { size, align_shift })
+        self.func
+            .stack_objs
+            .push(StackObjData { size, align_shift })
     }
     pub fn import_signature(&mut self, sig: Signature) -> SigRef {
         if let Some((r, _)) = self.func.sigs.iter().find(|(_, s)| **s == sig) {
@@ -138,7 +166,11 @@ impl<'m> Builder<'m> {
     }
     /// Call through a symbol or register callee.
     pub fn call_op(&mut self, callee: Operand, sig: Signature, args: &[Operand]) -> Vec<Reg> {
-        let results: Vec<Reg> = sig.returns.iter().map(|p| self.func.new_reg(p.ty)).collect();
+        let results: Vec<Reg> = sig
+            .returns
+            .iter()
+            .map(|p| self.func.new_reg(p.ty))
+            .collect();
         let sr = self.import_signature(sig);
         let mut ops = vec![callee];
         ops.extend_from_slice(args);
@@ -150,12 +182,18 @@ impl<'m> Builder<'m> {
     /// completed with `set_phi_sources`.
     pub fn phi(&mut self, ty: Type, sources: &[(Operand, Block)]) -> (Inst, Operand) {
         let r = self.func.new_reg(ty);
-        let ops: Vec<Operand> = sources.iter().flat_map(|&(v, b)| [v, Operand::Block(b)]).collect();
+        let ops: Vec<Operand> = sources
+            .iter()
+            .flat_map(|&(v, b)| [v, Operand::Block(b)])
+            .collect();
         let i = self.ins(Opcode::Phi, ty, &[r], &ops);
         (i, Operand::Reg(r))
     }
     pub fn set_phi_sources(&mut self, phi: Inst, sources: &[(Operand, Block)]) {
-        let ops: Vec<Operand> = sources.iter().flat_map(|&(v, b)| [v, Operand::Block(b)]).collect();
+        let ops: Vec<Operand> = sources
+            .iter()
+            .flat_map(|&(v, b)| [v, Operand::Block(b)])
+            .collect();
         self.func.set_operands(phi, &ops);
     }
     pub fn jump(&mut self, target: Block) {

@@ -72,7 +72,11 @@ pub struct AbiParam {
 
 impl AbiParam {
     pub fn new(ty: Type) -> Self {
-        AbiParam { ty, ext: Ext::None, purpose: Purpose::Normal }
+        AbiParam {
+            ty,
+            ext: Ext::None,
+            purpose: Purpose::Normal,
+        }
     }
 }
 
@@ -86,7 +90,11 @@ pub struct Signature {
 
 impl Signature {
     pub fn new(call_conv: CallConv) -> Self {
-        Signature { params: Vec::new(), returns: Vec::new(), call_conv }
+        Signature {
+            params: Vec::new(),
+            returns: Vec::new(),
+            call_conv,
+        }
     }
 }
 
@@ -158,11 +166,19 @@ impl MemFlags {
 
     /// Plain flags: may trap with `heap_oob`, no other property.
     pub fn new() -> Self {
-        MemFlags { bits: 0, trap: Self::HEAP_OOB, region: None }
+        MemFlags {
+            bits: 0,
+            trap: Self::HEAP_OOB,
+            region: None,
+        }
     }
     /// `notrap aligned`.
     pub fn trusted() -> Self {
-        MemFlags { bits: Self::ALIGNED, trap: 0, region: None }
+        MemFlags {
+            bits: Self::ALIGNED,
+            trap: 0,
+            region: None,
+        }
     }
     pub fn readonly(self) -> bool {
         self.bits & Self::READONLY != 0
@@ -212,9 +228,23 @@ pub fn parse_trap_code(s: &str) -> Option<u8> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GlobalData {
     VmCtx,
-    Load { base: GlobalRef, offset: i32, ty: Type, flags: MemFlagsRef },
-    IAddImm { base: GlobalRef, offset: i64, ty: Type },
-    Symbol { sym: Symbol, offset: i64, colocated: bool, tls: bool },
+    Load {
+        base: GlobalRef,
+        offset: i32,
+        ty: Type,
+        flags: MemFlagsRef,
+    },
+    IAddImm {
+        base: GlobalRef,
+        offset: i64,
+        ty: Type,
+    },
+    Symbol {
+        sym: Symbol,
+        offset: i64,
+        colocated: bool,
+        tls: bool,
+    },
 }
 
 /// What an opaque instruction is: a Cranelift opcode LIR does not model, with its immediates
@@ -334,10 +364,23 @@ impl Function {
     }
 
     /// Create instruction data (not yet placed in a block).
-    pub fn make_inst(&mut self, opcode: Opcode, ty: Type, results: &[Reg], operands: &[Operand]) -> Inst {
+    pub fn make_inst(
+        &mut self,
+        opcode: Opcode,
+        ty: Type,
+        results: &[Reg],
+        operands: &[Operand],
+    ) -> Inst {
         let results = push_range(&mut self.result_pool, results);
         let operands = push_range(&mut self.operand_pool, operands);
-        self.insts.push(InstData { opcode, ty, aux: 0, aux2: 0, results, operands })
+        self.insts.push(InstData {
+            opcode,
+            ty,
+            aux: 0,
+            aux2: 0,
+            results,
+            operands,
+        })
     }
 
     pub fn results(&self, inst: Inst) -> &[Reg] {
@@ -400,7 +443,10 @@ impl Function {
 
     /// Number of instructions placed in blocks.
     pub fn inst_count(&self) -> usize {
-        self.layout.iter().map(|&b| self.blocks[b].insts.len()).sum()
+        self.layout
+            .iter()
+            .map(|&b| self.blocks[b].insts.len())
+            .sum()
     }
 
     /// Per-register defining instruction (unset for registers never defined).
@@ -420,6 +466,8 @@ impl Function {
 fn push_range<T: Copy>(pool: &mut Vec<T>, items: &[T]) -> PoolRange {
     let start = pool.len() as u32;
     pool.extend_from_slice(items);
-    PoolRange { start, len: items.len() as u32 }
+    PoolRange {
+        start,
+        len: items.len() as u32,
+    }
 }
-

@@ -220,7 +220,10 @@ impl Opcode {
         }
     }
     pub fn parse(s: &str) -> Option<Opcode> {
-        OPCODE_INFO.iter().position(|i| i.0 == s).map(|i| ALL_OPCODES[i])
+        OPCODE_INFO
+            .iter()
+            .position(|i| i.0 == s)
+            .map(|i| ALL_OPCODES[i])
     }
     pub fn all() -> &'static [Opcode] {
         ALL_OPCODES

@@ -101,7 +101,9 @@ impl Module {
 
     /// Live (not removed) functions.
     pub fn live_functions(&self) -> impl Iterator<Item = (FuncId, &Function)> {
-        self.functions.iter().filter(move |(id, _)| !self.removed[*id])
+        self.functions
+            .iter()
+            .filter(move |(id, _)| !self.removed[*id])
     }
 
     /// The function a symbol is defined by.

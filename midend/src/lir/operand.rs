@@ -25,7 +25,12 @@ pub struct MemRef {
 
 impl MemRef {
     pub fn base(base: Reg, disp: i32) -> Self {
-        MemRef { base: base.into(), index: None.into(), scale: 1, disp }
+        MemRef {
+            base: base.into(),
+            index: None.into(),
+            scale: 1,
+            disp,
+        }
     }
 }
 
@@ -64,9 +69,30 @@ const COND_NAMES: [&str; 24] = [
     "fne", "fone", "fueq", "flt", "fle", "fgt", "fge", "fult", "fule", "fugt", "fuge",
 ];
 const ALL_CONDS: [Cond; 24] = [
-    Cond::Eq, Cond::Ne, Cond::Slt, Cond::Sge, Cond::Sgt, Cond::Sle, Cond::Ult, Cond::Uge,
-    Cond::Ugt, Cond::Ule, Cond::FOrd, Cond::FUno, Cond::FEq, Cond::FNe, Cond::FOne, Cond::FUeq,
-    Cond::FLt, Cond::FLe, Cond::FGt, Cond::FGe, Cond::FUlt, Cond::FUle, Cond::FUgt, Cond::FUge,
+    Cond::Eq,
+    Cond::Ne,
+    Cond::Slt,
+    Cond::Sge,
+    Cond::Sgt,
+    Cond::Sle,
+    Cond::Ult,
+    Cond::Uge,
+    Cond::Ugt,
+    Cond::Ule,
+    Cond::FOrd,
+    Cond::FUno,
+    Cond::FEq,
+    Cond::FNe,
+    Cond::FOne,
+    Cond::FUeq,
+    Cond::FLt,
+    Cond::FLe,
+    Cond::FGt,
+    Cond::FGe,
+    Cond::FUlt,
+    Cond::FUle,
+    Cond::FUgt,
+    Cond::FUge,
 ];
 
 impl Cond {
@@ -74,7 +100,10 @@ impl Cond {
         COND_NAMES[self as usize]
     }
     pub fn parse(s: &str) -> Option<Cond> {
-        COND_NAMES.iter().position(|n| *n == s).map(|i| ALL_CONDS[i])
+        COND_NAMES
+            .iter()
+            .position(|n| *n == s)
+            .map(|i| ALL_CONDS[i])
     }
     pub fn all() -> &'static [Cond] {
         &ALL_CONDS
@@ -152,7 +181,10 @@ impl Operand {
     }
     /// Is this a memory operand (generic reference, stack object or symbol)?
     pub fn is_memory(self) -> bool {
-        matches!(self, Operand::Mem(_) | Operand::Stack(..) | Operand::Sym(..))
+        matches!(
+            self,
+            Operand::Mem(_) | Operand::Stack(..) | Operand::Sym(..)
+        )
     }
     /// Registers read by this operand (a memory reference reads its base and index).
     pub fn regs(&self) -> impl Iterator<Item = Reg> {

@@ -44,7 +44,11 @@ type PResult<T> = Result<T, ParseError>;
 
 impl<'a> Lexer<'a> {
     fn err<T>(&self, line: u32, col: u32, msg: impl Into<String>) -> PResult<T> {
-        Err(ParseError { line, col, msg: msg.into() })
+        Err(ParseError {
+            line,
+            col,
+            msg: msg.into(),
+        })
     }
     fn bump(&mut self) -> u8 {
         let c = self.src[self.pos];
@@ -82,7 +86,9 @@ impl<'a> Lexer<'a> {
             }
         }
         let (line, col) = (self.line, self.col);
-        let Some(c) = self.peek() else { return Ok((Tok::Eof, line, col)) };
+        let Some(c) = self.peek() else {
+            return Ok((Tok::Eof, line, col));
+        };
         let tok = if c == b'%' {
             self.bump();
             let start = self.pos;
@@ -91,8 +97,14 @@ impl<'a> Lexer<'a> {
             }
             let word = std::str::from_utf8(&self.src[start..self.pos]).unwrap_or("");
             match word.strip_prefix("vr").and_then(|n| n.parse::<u32>().ok()) {
-                Some(n) if n < u32::MAX / 2 => Tok::Reg(n),
-                _ => return self.err(line, col, format!("expected a register like %vr3, found '%{word}'")),
+                Some(n) if n < 1 << 24 => Tok::Reg(n),
+                _ => {
+                    return self.err(
+                        line,
+                        col,
+                        format!("expected a register like %vr3, found '%{word}'"),
+                    )
+                }
             }
         } else if c == b'@' {
             self.bump();
@@ -110,18 +122,29 @@ impl<'a> Lexer<'a> {
             }
         } else if c == b'"' {
             Tok::Str(self.string(line, col)?)
-        } else if c.is_ascii_digit() || (c == b'-' && self.src.get(self.pos + 1).is_some_and(|d| d.is_ascii_digit())) {
+        } else if c.is_ascii_digit()
+            || (c == b'-'
+                && self
+                    .src
+                    .get(self.pos + 1)
+                    .is_some_and(|d| d.is_ascii_digit()))
+        {
             let neg = c == b'-';
             if neg {
                 self.bump();
             }
             let start = self.pos;
-            while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
+            while self
+                .peek()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+            {
                 self.bump();
             }
             let text = std::str::from_utf8(&self.src[start..self.pos]).unwrap_or("");
             let v = if let Some(hex) = text.strip_prefix("0x") {
-                u128::from_str_radix(hex, 16).ok().and_then(|v| i128::try_from(v).ok())
+                u128::from_str_radix(hex, 16)
+                    .ok()
+                    .and_then(|v| i128::try_from(v).ok())
             } else {
                 text.parse::<i128>().ok()
             };
@@ -143,7 +166,10 @@ impl<'a> Lexer<'a> {
             self.bump();
             Tok::Punct(c as char)
         } else {
-            let ch = std::str::from_utf8(&self.src[self.pos..]).ok().and_then(|s| s.chars().next()).unwrap_or('?');
+            let ch = std::str::from_utf8(&self.src[self.pos..])
+                .ok()
+                .and_then(|s| s.chars().next())
+                .unwrap_or('?');
             return self.err(line, col, format!("unexpected character '{ch}'"));
         };
         Ok((tok, line, col))
@@ -202,11 +228,19 @@ impl<'a> Parser<'a> {
         Ok(())
     }
     fn err<T>(&self, msg: impl Into<String>) -> PResult<T> {
-        Err(ParseError { line: self.line, col: self.col, msg: msg.into() })
+        Err(ParseError {
+            line: self.line,
+            col: self.col,
+            msg: msg.into(),
+        })
     }
     /// An error at the token just consumed (for checks made after reading it).
     fn err_prev<T>(&self, msg: impl Into<String>) -> PResult<T> {
-        Err(ParseError { line: self.prev_line, col: self.prev_col, msg: msg.into() })
+        Err(ParseError {
+            line: self.prev_line,
+            col: self.prev_col,
+            msg: msg.into(),
+        })
     }
     fn describe(&self) -> String {
         match &self.tok {
@@ -286,7 +320,10 @@ impl<'a> Parser<'a> {
             self.advance()?;
             Ok(s)
         } else {
-            self.err(format!("expected a symbol like @name, found {}", self.describe()))
+            self.err(format!(
+                "expected a symbol like @name, found {}",
+                self.describe()
+            ))
         }
     }
     /// An entity index written as `<prefix><n>` (`sig3`, `bb0`).
@@ -304,7 +341,10 @@ impl<'a> Parser<'a> {
                 return Ok(n);
             }
         }
-        self.err(format!("expected {what} like {prefix}0, found {}", self.describe()))
+        self.err(format!(
+            "expected {what} like {prefix}0, found {}",
+            self.describe()
+        ))
     }
 
     fn parse_type(&mut self) -> PResult<Type> {
@@ -357,8 +397,15 @@ impl<'a> Parser<'a> {
             }
         }
         let cc = self.expect_ident("a calling convention")?;
-        let call_conv = CallConv::parse(&cc).map_or_else(|| self.err_prev(format!("unknown calling convention '{cc}'")), Ok)?;
-        Ok(Signature { params, returns, call_conv })
+        let call_conv = CallConv::parse(&cc).map_or_else(
+            || self.err_prev(format!("unknown calling convention '{cc}'")),
+            Ok,
+        )?;
+        Ok(Signature {
+            params,
+            returns,
+            call_conv,
+        })
     }
 
     /// Optional `+ n` / `- n` offset.
@@ -376,7 +423,9 @@ impl<'a> Parser<'a> {
     fn parse_memflags(&mut self, f: &Function) -> PResult<MemFlags> {
         let mut mf = MemFlags::new();
         loop {
-            let Tok::Ident(w) = &self.tok else { return Ok(mf) };
+            let Tok::Ident(w) = &self.tok else {
+                return Ok(mf);
+            };
             let w = w.clone();
             match w.as_str() {
                 "notrap" => mf.trap = 0,
@@ -433,7 +482,9 @@ impl<'a> Parser<'a> {
             }
             Tok::Int(v) => {
                 self.advance()?;
-                let v = i64::try_from(v).or_else(|_| u64::try_from(v).map(|u| u as i64)).or_else(|_| self.err_prev("constant out of range"))?;
+                let v = i64::try_from(v)
+                    .or_else(|_| u64::try_from(v).map(|u| u as i64))
+                    .or_else(|_| self.err_prev("constant out of range"))?;
                 Ok(Operand::Imm(Imm::Int(v)))
             }
             Tok::Ident(w) if w == "f32" || w == "f64" => {
@@ -461,7 +512,8 @@ impl<'a> Parser<'a> {
                     }
                     self.advance()?;
                     let off = self.parse_offset()?;
-                    let off = i32::try_from(off).or_else(|_| self.err_prev("stack offset out of range"))?;
+                    let off = i32::try_from(off)
+                        .or_else(|_| self.err_prev("stack offset out of range"))?;
                     Ok(Operand::Stack(StackObj::from_u32(n), off))
                 } else if let Some(c) = Cond::parse(&w) {
                     self.advance()?;
@@ -487,12 +539,19 @@ impl<'a> Parser<'a> {
             Tok::Ident(_) | Tok::Sym(_) => {
                 let op = self.parse_operand(f, st)?;
                 if !matches!(op, Operand::Stack(..) | Operand::Sym(..)) {
-                    return self.err_prev("expected a stack object, symbol or register in a memory reference");
+                    return self.err_prev(
+                        "expected a stack object, symbol or register in a memory reference",
+                    );
                 }
                 op
             }
             _ => {
-                let mut m = MemRef { base: None.into(), index: None.into(), scale: 1, disp: 0 };
+                let mut m = MemRef {
+                    base: None.into(),
+                    index: None.into(),
+                    scale: 1,
+                    disp: 0,
+                };
                 let mut neg = false;
                 let mut disp_seen = false;
                 loop {
@@ -504,26 +563,41 @@ impl<'a> Parser<'a> {
                             if self.eat_punct('*')? {
                                 let s: u8 = self.int_in("scale")?;
                                 if ![1, 2, 4, 8].contains(&s) {
-                                    return self.err_prev(format!("scale must be 1, 2, 4 or 8, not {s}"));
+                                    return self
+                                        .err_prev(format!("scale must be 1, 2, 4 or 8, not {s}"));
                                 }
                                 if m.index.is_some() {
-                                    return Err(ParseError { line: rl, col: rc, msg: "memory reference has two index registers".into() });
+                                    return Err(ParseError {
+                                        line: rl,
+                                        col: rc,
+                                        msg: "memory reference has two index registers".into(),
+                                    });
                                 }
                                 m.index = r.into();
                                 m.scale = s;
                             } else if m.base.is_none() && m.index.is_none() {
                                 m.base = r.into();
                             } else {
-                                return Err(ParseError { line: rl, col: rc, msg: "memory reference has two base registers".into() });
+                                return Err(ParseError {
+                                    line: rl,
+                                    col: rc,
+                                    msg: "memory reference has two base registers".into(),
+                                });
                             }
                         }
                         Tok::Int(v) if !disp_seen => {
                             self.advance()?;
                             let v = if neg { -v } else { v };
-                            m.disp = i32::try_from(v).or_else(|_| self.err_prev("displacement out of range"))?;
+                            m.disp = i32::try_from(v)
+                                .or_else(|_| self.err_prev("displacement out of range"))?;
                             disp_seen = true;
                         }
-                        _ => return self.err(format!("expected a register or displacement, found {}", self.describe())),
+                        _ => {
+                            return self.err(format!(
+                                "expected a register or displacement, found {}",
+                                self.describe()
+                            ))
+                        }
                     }
                     if self.eat_punct('+')? {
                         neg = false;
@@ -540,7 +614,12 @@ impl<'a> Parser<'a> {
         Ok(op)
     }
 
-    fn parse_operand_list(&mut self, f: &mut Function, st: &mut FnState, close: Option<char>) -> PResult<Vec<Operand>> {
+    fn parse_operand_list(
+        &mut self,
+        f: &mut Function,
+        st: &mut FnState,
+        close: Option<char>,
+    ) -> PResult<Vec<Operand>> {
         let mut ops = Vec::new();
         if let Some(c) = close {
             if self.eat_punct(c)? {
@@ -565,8 +644,13 @@ impl<'a> Parser<'a> {
             Tok::Reg(_) => !self.at_results(),
             Tok::Int(_) | Tok::Sym(_) | Tok::Punct('[') => true,
             Tok::Ident(w) => {
-                w == "f32" || w == "f64" || w.starts_with("arg") || w.starts_with("stack_obj.") || Cond::parse(w).is_some()
-                    || (w.starts_with("bb") && !matches!(self.lex.clone().next(), Ok((Tok::Punct(':'), ..))))
+                w == "f32"
+                    || w == "f64"
+                    || w.starts_with("arg")
+                    || w.starts_with("stack_obj.")
+                    || Cond::parse(w).is_some()
+                    || (w.starts_with("bb")
+                        && !matches!(self.lex.clone().next(), Ok((Tok::Punct(':'), ..))))
             }
             _ => false,
         }
@@ -591,10 +675,16 @@ impl<'a> Parser<'a> {
         let mut results: Vec<(Reg, Option<Type>)> = Vec::new();
         if let Tok::Reg(_) = self.tok {
             loop {
-                let Tok::Reg(n) = self.tok else { return self.err("expected a result register") };
+                let Tok::Reg(n) = self.tok else {
+                    return self.err("expected a result register");
+                };
                 self.advance()?;
                 let r = self.reg(f, n);
-                let ty = if self.eat_punct(':')? { Some(self.parse_type()?) } else { None };
+                let ty = if self.eat_punct(':')? {
+                    Some(self.parse_type()?)
+                } else {
+                    None
+                };
                 if results.iter().any(|(x, _)| *x == r) {
                     return self.err(format!("{r} defined twice in one instruction"));
                 }
@@ -607,19 +697,51 @@ impl<'a> Parser<'a> {
         }
         let word = self.expect_ident("an opcode")?;
         let (name, ty) = match word.split_once('.') {
-            Some((n, t)) if Opcode::parse(n).is_some() => {
-                (n.to_string(), Type::parse(t).map_or_else(|| Err(ParseError { line, col, msg: format!("unknown type '{t}'") }), Ok)?)
-            }
+            Some((n, t)) if Opcode::parse(n).is_some() => (
+                n.to_string(),
+                Type::parse(t).map_or_else(
+                    || {
+                        Err(ParseError {
+                            line,
+                            col,
+                            msg: format!("unknown type '{t}'"),
+                        })
+                    },
+                    Ok,
+                )?,
+            ),
             _ => (word.clone(), Type::VOID),
         };
         let Some(opcode) = Opcode::parse(&name) else {
-            return Err(ParseError { line, col, msg: format!("unknown opcode '{name}'") });
+            return Err(ParseError {
+                line,
+                col,
+                msg: format!("unknown opcode '{name}'"),
+            });
         };
         let mut aux = 0u32;
         let mut aux2 = 0u32;
         let ops: Vec<Operand> = match opcode.format() {
-            Format::Unary | Format::Binary | Format::Ternary | Format::Copy | Format::Return | Format::Jump
-            | Format::Compare | Format::Brif | Format::ExnHandlerAddr | Format::Addr => {
+            Format::Addr if opcode == Opcode::FuncAddr => {
+                let op = self.parse_operand(f, st)?;
+                self.expect_punct(',')?;
+                let n = self.expect_entity("sig", "a signature")?;
+                if n as usize >= f.sigs.len() {
+                    return self.err_prev(format!("sig{n} is not declared"));
+                }
+                aux = n;
+                vec![op]
+            }
+            Format::Unary
+            | Format::Binary
+            | Format::Ternary
+            | Format::Copy
+            | Format::Return
+            | Format::Jump
+            | Format::Compare
+            | Format::Brif
+            | Format::ExnHandlerAddr
+            | Format::Addr => {
                 if self.at_operand() {
                     let mut ops = vec![self.parse_operand(f, st)?];
                     if matches!(opcode.format(), Format::Compare | Format::Brif) {
@@ -682,7 +804,8 @@ impl<'a> Parser<'a> {
                                 items.push(ExnItem::Context);
                                 ops.push(self.parse_operand(f, st)?);
                             } else {
-                                let t = self.expect_entity("tag", "a handler (tagN:, default:, context)")?;
+                                let t = self
+                                    .expect_entity("tag", "a handler (tagN:, default:, context)")?;
                                 self.expect_punct(':')?;
                                 items.push(ExnItem::Tag(t));
                                 let n = self.expect_entity("bb", "a handler block")?;
@@ -722,24 +845,31 @@ impl<'a> Parser<'a> {
             }
             Format::Trap => {
                 let w = self.expect_ident("a trap code")?;
-                aux = parse_trap_code(&w).map_or_else(|| self.err_prev(format!("unknown trap code '{w}'")), Ok)? as u32;
+                aux = parse_trap_code(&w)
+                    .map_or_else(|| self.err_prev(format!("unknown trap code '{w}'")), Ok)?
+                    as u32;
                 Vec::new()
             }
             Format::CondTrap => {
                 let op = self.parse_operand(f, st)?;
                 self.expect_punct(',')?;
                 let w = self.expect_ident("a trap code")?;
-                aux = parse_trap_code(&w).map_or_else(|| self.err_prev(format!("unknown trap code '{w}'")), Ok)? as u32;
+                aux = parse_trap_code(&w)
+                    .map_or_else(|| self.err_prev(format!("unknown trap code '{w}'")), Ok)?
+                    as u32;
                 vec![op]
             }
             Format::Opaque => {
                 let name = self.expect_str()?;
                 let mut imms = SmallVec::new();
-                if self.eat_punct('[')? {
-                    if !self.eat_punct(']')? {
+                if self.eat_punct('[')? && !self.eat_punct(']')? {
+                    {
                         loop {
                             let v = self.expect_int("an immediate")?;
-                            imms.push(u64::try_from(v).or_else(|_| self.err_prev("immediate out of range"))?);
+                            imms.push(
+                                u64::try_from(v)
+                                    .or_else(|_| self.err_prev("immediate out of range"))?,
+                            );
                             if self.eat_punct(']')? {
                                 break;
                             }
@@ -771,7 +901,14 @@ impl<'a> Parser<'a> {
                     self.expect_punct(')')?;
                     aux2 = f.intern_memflags(mf).as_u32() + 1;
                 }
-                aux = f.opaques.push(OpaqueData { name, imms, effects: e }).as_u32();
+                aux = f
+                    .opaques
+                    .push(OpaqueData {
+                        name,
+                        imms,
+                        effects: e,
+                    })
+                    .as_u32();
                 if self.at_operand() {
                     self.parse_operand_list(f, st, None)?
                 } else {
@@ -789,11 +926,19 @@ impl<'a> Parser<'a> {
                 (Some(t), _) => *t,
                 (None, Some(t)) => t,
                 (None, None) => {
-                    return Err(ParseError { line, col, msg: format!("result {r} needs a type annotation ({r}: T)") });
+                    return Err(ParseError {
+                        line,
+                        col,
+                        msg: format!("result {r} needs a type annotation ({r}: T)"),
+                    });
                 }
             };
             if f.regs[*r].ty != Type::VOID && f.regs[*r].ty != t {
-                return Err(ParseError { line, col, msg: format!("{r} redefined with another type") });
+                return Err(ParseError {
+                    line,
+                    col,
+                    msg: format!("{r} redefined with another type"),
+                });
             }
             f.regs[*r].ty = t;
         }
@@ -807,16 +952,19 @@ impl<'a> Parser<'a> {
         let name = self.expect_sym()?;
         let sig = self.parse_signature()?;
         let lk = self.expect_ident("a linkage (export, local, preemptible)")?;
-        let linkage = Linkage::parse(&lk).map_or_else(|| self.err_prev(format!("unknown linkage '{lk}'")), Ok)?;
+        let linkage = Linkage::parse(&lk)
+            .map_or_else(|| self.err_prev(format!("unknown linkage '{lk}'")), Ok)?;
         let mut f = Function::new(name, sig, linkage);
         if self.eat_ident("address_significant")? {
             f.address_significant = true;
         }
         self.expect_punct('{')?;
-        let mut st = FnState { defined_blocks: Vec::new(), block_refs: Vec::new() };
+        let mut st = FnState {
+            defined_blocks: Vec::new(),
+            block_refs: Vec::new(),
+        };
         // Preamble declarations.
-        loop {
-            let Tok::Ident(w) = &self.tok else { break };
+        while let Tok::Ident(w) = &self.tok {
             let w = w.clone();
             if let Some(n) = self.entity_index(&w, "stack_obj.") {
                 self.expect_sequential(n, f.stack_objs.len(), &w)?;
@@ -830,7 +978,10 @@ impl<'a> Parser<'a> {
                 if !align.is_power_of_two() {
                     return self.err_prev("alignment must be a power of two");
                 }
-                f.stack_objs.push(StackObjData { size, align_shift: align.trailing_zeros() as u8 });
+                f.stack_objs.push(StackObjData {
+                    size,
+                    align_shift: align.trailing_zeros() as u8,
+                });
             } else if let Some(n) = self.entity_index(&w, "sig") {
                 self.expect_sequential(n, f.sigs.len(), &w)?;
                 self.advance()?;
@@ -876,36 +1027,56 @@ impl<'a> Parser<'a> {
                         let b = self.block(&mut f, &mut st, n);
                         st.block_refs.pop();
                         if st.defined_blocks[b.index()] {
-                            return Err(ParseError { line: l, col: c, msg: format!("{b} defined twice") });
+                            return Err(ParseError {
+                                line: l,
+                                col: c,
+                                msg: format!("{b} defined twice"),
+                            });
                         }
                         st.defined_blocks[b.index()] = true;
                         f.layout.push(b);
                         current = Some(b);
                         continue;
                     }
-                    return Err(ParseError { line: l, col: c, msg: format!("expected ':' after block label bb{n}") });
+                    return Err(ParseError {
+                        line: l,
+                        col: c,
+                        msg: format!("expected ':' after block label bb{n}"),
+                    });
                 }
             }
             if self.tok == Tok::Eof {
-                return self.err(format!("missing '}}' at the end of function starting at {fline}:{fcol}"));
+                return self.err(format!(
+                    "missing '}}' at the end of function starting at {fline}:{fcol}"
+                ));
             }
-            let Some(b) = current else { return self.err("expected a block label like bb0: before the first instruction") };
+            let Some(b) = current else {
+                return self.err("expected a block label like bb0: before the first instruction");
+            };
             self.parse_inst(&mut f, &mut st, b)?;
         }
         for &(b, l, c) in &st.block_refs {
             if !st.defined_blocks[b.index()] {
-                return Err(ParseError { line: l, col: c, msg: format!("{b} is used but never defined") });
+                return Err(ParseError {
+                    line: l,
+                    col: c,
+                    msg: format!("{b} is used but never defined"),
+                });
             }
         }
-        self.module
-            .add_function(f)
-            .map_err(|msg| ParseError { line: fline, col: fcol, msg })?;
+        self.module.add_function(f).map_err(|msg| ParseError {
+            line: fline,
+            col: fcol,
+            msg,
+        })?;
         Ok(())
     }
 
     fn expect_sequential(&self, n: u32, len: usize, w: &str) -> PResult<()> {
         if n as usize != len {
-            return self.err(format!("'{w}' declared out of order (expected index {len})"));
+            return self.err(format!(
+                "'{w}' declared out of order (expected index {len})"
+            ));
         }
         Ok(())
     }
@@ -913,7 +1084,9 @@ impl<'a> Parser<'a> {
     fn parse_global(&mut self, f: &mut Function, n: u32) -> PResult<GlobalData> {
         let base_ok = |p: &Self, b: u32| -> PResult<GlobalRef> {
             if b >= n {
-                return p.err_prev(format!("gv{n} refers to gv{b}, which is not declared before it"));
+                return p.err_prev(format!(
+                    "gv{n} refers to gv{b}, which is not declared before it"
+                ));
             }
             Ok(GlobalRef::from_u32(b))
         };
@@ -926,9 +1099,16 @@ impl<'a> Parser<'a> {
             let tls = self.eat_ident("tls")?;
             let sym = self.parse_symbol_ref(SymbolKind::Data)?;
             let offset = self.parse_offset()?;
-            return Ok(GlobalData::Symbol { sym, offset, colocated, tls });
+            return Ok(GlobalData::Symbol {
+                sym,
+                offset,
+                colocated,
+                tls,
+            });
         }
-        let Some((op, t)) = w.split_once('.') else { return self.err_prev(format!("unknown global value kind '{w}'")) };
+        let Some((op, t)) = w.split_once('.') else {
+            return self.err_prev(format!("unknown global value kind '{w}'"));
+        };
         let ty = Type::parse(t).map_or_else(|| self.err_prev(format!("unknown type '{t}'")), Ok)?;
         match op {
             "load" => {
@@ -937,8 +1117,14 @@ impl<'a> Parser<'a> {
                 let b = self.expect_entity("gv", "a global value")?;
                 let base = base_ok(self, b)?;
                 let off = self.parse_offset()?;
-                let offset = i32::try_from(off).or_else(|_| self.err_prev("offset out of range"))?;
-                Ok(GlobalData::Load { base, offset, ty, flags })
+                let offset =
+                    i32::try_from(off).or_else(|_| self.err_prev("offset out of range"))?;
+                Ok(GlobalData::Load {
+                    base,
+                    offset,
+                    ty,
+                    flags,
+                })
             }
             "iadd_imm" => {
                 let b = self.expect_entity("gv", "a global value")?;
@@ -963,7 +1149,10 @@ impl<'a> Parser<'a> {
                     } else if self.eat_ident("data")? {
                         SymbolKind::Data
                     } else {
-                        return self.err(format!("expected 'function' or 'data', found {}", self.describe()));
+                        return self.err(format!(
+                            "expected 'function' or 'data', found {}",
+                            self.describe()
+                        ));
                     };
                     let s = self.parse_symbol_ref(kind)?;
                     self.module.symbols[s].kind = kind;
@@ -972,7 +1161,12 @@ impl<'a> Parser<'a> {
                     }
                 }
                 Tok::Ident(w) if w == "function" => self.parse_function()?,
-                _ => return self.err(format!("expected 'function' or 'declare', found {}", self.describe())),
+                _ => {
+                    return self.err(format!(
+                        "expected 'function' or 'declare', found {}",
+                        self.describe()
+                    ))
+                }
             }
         }
         Ok(self.module)
@@ -982,7 +1176,12 @@ impl<'a> Parser<'a> {
 /// Parse a module from `.lir` text.
 pub fn parse_module(text: &str) -> Result<Module, ParseError> {
     let p = Parser {
-        lex: Lexer { src: text.as_bytes(), pos: 0, line: 1, col: 1 },
+        lex: Lexer {
+            src: text.as_bytes(),
+            pos: 0,
+            line: 1,
+            col: 1,
+        },
         tok: Tok::Eof,
         line: 1,
         col: 1,

@@ -12,7 +12,8 @@ use core::fmt::{self, Write};
 fn is_bare_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '$')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '$')
 }
 
 /// Write `@name`, quoting names that are not identifiers (`@"u0:12"`).
@@ -194,7 +195,13 @@ fn write_list(w: &mut dyn Write, m: &Module, ops: &[Operand]) -> fmt::Result {
 }
 
 /// The type a result register has unless annotated (`None`: always annotated).
-pub fn natural_result_type(f: &Function, opcode: Opcode, ty: Type, aux: u32, idx: usize) -> Option<Type> {
+pub fn natural_result_type(
+    f: &Function,
+    opcode: Opcode,
+    ty: Type,
+    aux: u32,
+    idx: usize,
+) -> Option<Type> {
     match opcode.format() {
         Format::Compare => Some(if ty.is_vector() {
             Type::int(ty.lane_bits()).and_then(|t| t.by(ty.lanes()))?
@@ -233,16 +240,21 @@ fn effects_text(e: u8) -> String {
 fn printable(f: &Function, opcode: Opcode, aux: u32, aux2: u32, ops: &[Operand]) -> bool {
     let memflags = |r: u32| f.memflags.get(MemFlagsRef::from_u32(r)).is_some();
     let shape_ok = match opcode.format() {
-        Format::Compare | Format::Brif | Format::Addr | Format::CondTrap | Format::Call => !ops.is_empty(),
+        Format::Compare | Format::Brif | Format::Addr | Format::CondTrap | Format::Call => {
+            !ops.is_empty()
+        }
         Format::Load => !ops.is_empty() && memflags(aux),
         Format::Store => ops.len() >= 2 && memflags(aux),
         Format::BrTable => ops.len() >= 2,
-        Format::Opaque => f.opaques.get(OpaqueRef::from_u32(aux)).is_some() && (aux2 == 0 || memflags(aux2 - 1)),
+        Format::Opaque => {
+            f.opaques.get(OpaqueRef::from_u32(aux)).is_some() && (aux2 == 0 || memflags(aux2 - 1))
+        }
         _ => true,
     };
     shape_ok
         && (opcode != Opcode::TryCall
-            || (f.exn_tables.get(ExnTable::from_u32(aux2)).is_some() && ops[1..].iter().any(|o| matches!(o, Operand::Block(_)))))
+            || (f.exn_tables.get(ExnTable::from_u32(aux2)).is_some()
+                && ops[1..].iter().any(|o| matches!(o, Operand::Block(_)))))
 }
 
 /// Print one instruction (no indentation, no newline).
@@ -256,7 +268,9 @@ pub fn write_inst(w: &mut dyn Write, m: &Module, f: &Function, inst: Inst) -> fm
         }
         write!(w, "{r}")?;
         match f.regs.get(r) {
-            Some(rd) if natural_result_type(f, d.opcode, d.ty, d.aux, i) != Some(rd.ty) => write!(w, ": {}", rd.ty)?,
+            Some(rd) if natural_result_type(f, d.opcode, d.ty, d.aux, i) != Some(rd.ty) => {
+                write!(w, ": {}", rd.ty)?
+            }
             _ => {}
         }
     }
@@ -276,7 +290,12 @@ pub fn write_inst(w: &mut dyn Write, m: &Module, f: &Function, inst: Inst) -> fm
         return Ok(());
     }
     match d.opcode.format() {
-        Format::Unary | Format::Binary | Format::Ternary | Format::Copy | Format::Return | Format::Jump => {
+        Format::Unary
+        | Format::Binary
+        | Format::Ternary
+        | Format::Copy
+        | Format::Return
+        | Format::Jump => {
             if !ops.is_empty() {
                 w.write_char(' ')?;
                 write_list(w, m, ops)?;
@@ -303,12 +322,18 @@ pub fn write_inst(w: &mut dyn Write, m: &Module, f: &Function, inst: Inst) -> fm
         Format::Addr => {
             w.write_char(' ')?;
             write_operand(w, m, &ops[0])?;
+            if d.opcode == Opcode::FuncAddr {
+                write!(w, ", {}", SigRef::from_u32(d.aux))?;
+            }
         }
         Format::GlobalValue => write!(w, " {}", GlobalRef::from_u32(d.aux))?,
         Format::Call => {
             w.write_char(' ')?;
             write_operand(w, m, &ops[0])?;
-            let nargs = ops[1..].iter().take_while(|o| !matches!(o, Operand::Block(_))).count();
+            let nargs = ops[1..]
+                .iter()
+                .take_while(|o| !matches!(o, Operand::Block(_)))
+                .count();
             w.write_char('(')?;
             write_list(w, m, &ops[1..1 + nargs])?;
             write!(w, "), {}", SigRef::from_u32(d.aux))?;
@@ -388,14 +413,24 @@ pub fn write_inst(w: &mut dyn Write, m: &Module, f: &Function, inst: Inst) -> fm
 fn write_global(w: &mut dyn Write, m: &Module, f: &Function, g: &GlobalData) -> fmt::Result {
     match *g {
         GlobalData::VmCtx => w.write_str("vmctx"),
-        GlobalData::Load { base, offset, ty, flags } => {
+        GlobalData::Load {
+            base,
+            offset,
+            ty,
+            flags,
+        } => {
             write!(w, "load.{ty}")?;
             write_memflags(w, &f.memflags[flags])?;
             write!(w, " {base}")?;
             write_offset(w, offset as i64)
         }
         GlobalData::IAddImm { base, offset, ty } => write!(w, "iadd_imm.{ty} {base}, {offset}"),
-        GlobalData::Symbol { sym, offset, colocated, tls } => {
+        GlobalData::Symbol {
+            sym,
+            offset,
+            colocated,
+            tls,
+        } => {
             w.write_str("symbol")?;
             if colocated {
                 w.write_str(" colocated")?;
@@ -422,7 +457,12 @@ pub fn write_function(w: &mut dyn Write, m: &Module, f: &Function) -> fmt::Resul
     }
     w.write_str(" {\n")?;
     for (s, d) in &f.stack_objs {
-        writeln!(w, "    {s} = size {}, align {}", d.size, 1u64 << d.align_shift)?;
+        writeln!(
+            w,
+            "    {s} = size {}, align {}",
+            d.size,
+            1u64 << d.align_shift
+        )?;
     }
     for (s, d) in &f.sigs {
         write!(w, "    {s} = ")?;

@@ -20,7 +20,9 @@ pub enum RegClass {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Type(u16);
 
-const LANE_NAMES: [&str; 10] = ["void", "i8", "i16", "i32", "i64", "i128", "f16", "f32", "f64", "f128"];
+const LANE_NAMES: [&str; 10] = [
+    "void", "i8", "i16", "i32", "i64", "i128", "f16", "f32", "f64", "f128",
+];
 const LANE_BITS: [u32; 10] = [0, 8, 16, 32, 64, 128, 16, 32, 64, 128];
 
 impl Type {
@@ -153,7 +155,10 @@ mod tests {
 
     #[test]
     fn parse_and_print() {
-        for s in ["i8", "i16", "i32", "i64", "i128", "f16", "f32", "f64", "f128", "i8x16", "f32x4", "i64x2"] {
+        for s in [
+            "i8", "i16", "i32", "i64", "i128", "f16", "f32", "f64", "f128", "i8x16", "f32x4",
+            "i64x2",
+        ] {
             assert_eq!(Type::parse(s).unwrap().to_string(), s);
         }
         assert!(Type::parse("i7").is_none());

@@ -24,8 +24,8 @@ use super::operand::Operand;
 use super::print::write_inst;
 use super::types::Type;
 use crate::analysis::{Cfg, DomTree};
-use cranelift_entity::{EntityRef, SecondaryMap};
 use core::fmt;
+use cranelift_entity::{EntityRef, SecondaryMap};
 
 /// One verifier finding: the function, block and instruction it concerns, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +81,12 @@ impl Ctx<'_> {
             let _ = write_inst(&mut s, self.m, self.f, i);
             s
         });
-        self.errors.push(VerifierError { function: self.f.name.clone(), block: self.block, inst, message: msg.into() });
+        self.errors.push(VerifierError {
+            function: self.f.name.clone(),
+            block: self.block,
+            inst,
+            message: msg.into(),
+        });
     }
     fn reg_ok(&mut self, r: Reg) -> bool {
         if r.index() >= self.f.regs.len() {
@@ -96,7 +101,10 @@ impl Ctx<'_> {
     }
     fn reg_type(&mut self, r: Reg, want: Type, what: &str) {
         if self.reg_ok(r) && self.f.regs[r].ty != want {
-            self.report(format!("{what} {r} has type {}, expected {want}", self.f.regs[r].ty));
+            self.report(format!(
+                "{what} {r} has type {}, expected {want}",
+                self.f.regs[r].ty
+            ));
         }
     }
     /// A register or constant operand of type `ty` (constants must fit the type class).
@@ -121,7 +129,10 @@ impl Ctx<'_> {
                     }
                 }
             }
-            other => self.report(format!("{what} must be a register or constant, not {}", kind_name(&other))),
+            other => self.report(format!(
+                "{what} must be a register or constant, not {}",
+                kind_name(&other)
+            )),
         }
     }
     fn int_value(&mut self, op: &Operand, what: &str) {
@@ -132,7 +143,10 @@ impl Ctx<'_> {
                 }
             }
             Operand::Imm(super::operand::Imm::Int(_)) => {}
-            other => self.report(format!("{what} must be an integer register or constant, not {}", kind_name(&other))),
+            other => self.report(format!(
+                "{what} must be an integer register or constant, not {}",
+                kind_name(&other)
+            )),
         }
     }
     fn memory(&mut self, op: &Operand) {
@@ -140,7 +154,9 @@ impl Ctx<'_> {
             Operand::Mem(m) => {
                 for r in [m.base.expand(), m.index.expand()].into_iter().flatten() {
                     if self.reg_ok(r) && self.f.regs[r].ty.class() != super::types::RegClass::Int {
-                        self.report(format!("memory reference register {r} must be an integer register"));
+                        self.report(format!(
+                            "memory reference register {r} must be an integer register"
+                        ));
                     }
                 }
                 if ![1, 2, 4, 8].contains(&m.scale) {
@@ -157,7 +173,10 @@ impl Ctx<'_> {
                     self.report("symbol does not exist");
                 }
             }
-            other => self.report(format!("expected a memory operand, not {}", kind_name(&other))),
+            other => self.report(format!(
+                "expected a memory operand, not {}",
+                kind_name(&other)
+            )),
         }
     }
     fn block_op(&mut self, op: &Operand, in_layout: &SecondaryMap<Block, bool>) -> Option<Block> {
@@ -207,7 +226,13 @@ fn expect_count(c: &mut Ctx, ops: &[Operand], n: usize) -> bool {
 
 /// Verify one function of `m`. `ssa` enables the single-definition and dominance checks.
 pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), VerifierErrors> {
-    let mut c = Ctx { m, f, errors: Vec::new(), block: None, inst: None };
+    let mut c = Ctx {
+        m,
+        f,
+        errors: Vec::new(),
+        block: None,
+        inst: None,
+    };
     let mut in_layout: SecondaryMap<Block, bool> = SecondaryMap::with_capacity(f.blocks.len());
     for &b in &f.layout {
         if b.index() >= f.blocks.len() {
@@ -285,12 +310,24 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
     let d = f.insts[i];
     let ops = f.operands(i);
     let ty = d.ty;
-    let shiftlike = matches!(d.opcode, Opcode::Shl | Opcode::Ushr | Opcode::Sshr | Opcode::Rotl | Opcode::Rotr);
+    let shiftlike = matches!(
+        d.opcode,
+        Opcode::Shl | Opcode::Ushr | Opcode::Sshr | Opcode::Rotl | Opcode::Rotr
+    );
     let conversion = matches!(
         d.opcode,
-        Opcode::Uextend | Opcode::Sextend | Opcode::Ireduce | Opcode::Fpromote | Opcode::Fdemote
-            | Opcode::FcvtToSint | Opcode::FcvtToUint | Opcode::FcvtToSintSat | Opcode::FcvtToUintSat
-            | Opcode::FcvtFromSint | Opcode::FcvtFromUint | Opcode::Bmask
+        Opcode::Uextend
+            | Opcode::Sextend
+            | Opcode::Ireduce
+            | Opcode::Fpromote
+            | Opcode::Fdemote
+            | Opcode::FcvtToSint
+            | Opcode::FcvtToUint
+            | Opcode::FcvtToSintSat
+            | Opcode::FcvtToUintSat
+            | Opcode::FcvtFromSint
+            | Opcode::FcvtFromUint
+            | Opcode::Bmask
     );
     match d.opcode.format() {
         Format::Unary => {
@@ -304,7 +341,11 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
             if expect_count(c, ops, 2) {
                 c.value(&ops[0], Some(ty), "first operand");
                 if shiftlike {
-                    if ty.is_vector() { c.int_value(&ops[1], "shift amount") } else { c.value(&ops[1], None, "shift amount") }
+                    if ty.is_vector() {
+                        c.int_value(&ops[1], "shift amount")
+                    } else {
+                        c.value(&ops[1], None, "shift amount")
+                    }
                 } else {
                     c.value(&ops[1], Some(ty), "second operand");
                 }
@@ -328,11 +369,14 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
             expect_results(c, 1);
             if expect_count(c, ops, 3) {
                 match ops[0] {
-                    Operand::Pred(p) if p.is_float() != (d.opcode == Opcode::Fcmp) => {
-                        c.report(format!("predicate {p} does not belong to {}", d.opcode.name()))
-                    }
+                    Operand::Pred(p) if p.is_float() != (d.opcode == Opcode::Fcmp) => c.report(
+                        format!("predicate {p} does not belong to {}", d.opcode.name()),
+                    ),
                     Operand::Pred(_) => {}
-                    other => c.report(format!("first operand must be a predicate, not {}", kind_name(&other))),
+                    other => c.report(format!(
+                        "first operand must be a predicate, not {}",
+                        kind_name(&other)
+                    )),
                 }
                 c.value(&ops[1], Some(ty), "first compared operand");
                 c.value(&ops[2], Some(ty), "second compared operand");
@@ -343,8 +387,13 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
             if expect_count(c, ops, 1) {
                 match ops[0] {
                     Operand::Arg(n) => match f.sig.params.get(n as usize) {
-                        None => c.report(format!("arg{n} does not exist (the function has {} parameters)", f.sig.params.len())),
-                        Some(p) if p.ty != ty => c.report(format!("arg{n} has type {}, copied as {ty}", p.ty)),
+                        None => c.report(format!(
+                            "arg{n} does not exist (the function has {} parameters)",
+                            f.sig.params.len()
+                        )),
+                        Some(p) if p.ty != ty => {
+                            c.report(format!("arg{n} has type {}, copied as {ty}", p.ty))
+                        }
                         _ => {}
                     },
                     ref o => c.value(o, Some(ty), "copied value"),
@@ -375,11 +424,22 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
             if expect_count(c, ops, 1) {
                 let ok = match (d.opcode, ops[0]) {
                     (Opcode::StackAddr, Operand::Stack(s, _)) => s.index() < f.stack_objs.len(),
-                    (Opcode::SymbolValue | Opcode::FuncAddr, Operand::Sym(s, _)) => s.index() < c.m.symbols.len(),
+                    (Opcode::SymbolValue, Operand::Sym(s, _)) => s.index() < c.m.symbols.len(),
+                    (Opcode::FuncAddr, Operand::Sym(s, _)) => {
+                        s.index() < c.m.symbols.len() && (d.aux as usize) < f.sigs.len()
+                    }
                     _ => false,
                 };
                 if !ok {
-                    c.report(format!("{} takes {}", d.opcode.name(), if d.opcode == Opcode::StackAddr { "a stack object" } else { "a symbol" }));
+                    c.report(format!(
+                        "{} takes {}",
+                        d.opcode.name(),
+                        if d.opcode == Opcode::StackAddr {
+                            "a stack object"
+                        } else {
+                            "a symbol"
+                        }
+                    ));
                 }
             }
         }
@@ -393,7 +453,7 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
         Format::Call => check_call(c, i, in_layout),
         Format::Phi => {
             expect_results(c, 1);
-            if ops.len() % 2 != 0 {
+            if !ops.len().is_multiple_of(2) {
                 c.report("phi operands must be (register, block) pairs");
                 return;
             }
@@ -443,7 +503,11 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
         Format::Return => {
             expect_results(c, 0);
             if ops.len() != f.sig.returns.len() {
-                c.report(format!("returns {} value(s), the signature has {}", ops.len(), f.sig.returns.len()));
+                c.report(format!(
+                    "returns {} value(s), the signature has {}",
+                    ops.len(),
+                    f.sig.returns.len()
+                ));
             } else {
                 for (o, p) in ops.iter().zip(&f.sig.returns) {
                     c.value(o, Some(p.ty), "returned value");
@@ -504,16 +568,29 @@ fn check_call(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
     match ops[0] {
         Operand::Sym(s, 0) if s.index() < c.m.symbols.len() => {
             if c.m.symbols[s].kind == SymbolKind::Data {
-                c.report(format!("callee @{} is data, not a function", c.m.symbols[s].name));
+                c.report(format!(
+                    "callee @{} is data, not a function",
+                    c.m.symbols[s].name
+                ));
             }
         }
         Operand::Reg(r) => c.int_value(&Operand::Reg(r), "indirect callee"),
-        other => c.report(format!("callee must be a symbol or a register, not {}", kind_name(&other))),
+        other => c.report(format!(
+            "callee must be a symbol or a register, not {}",
+            kind_name(&other)
+        )),
     }
-    let nargs = ops[1..].iter().take_while(|o| !matches!(o, Operand::Block(_))).count();
+    let nargs = ops[1..]
+        .iter()
+        .take_while(|o| !matches!(o, Operand::Block(_)))
+        .count();
     let args = &ops[1..1 + nargs];
     if args.len() != sig.params.len() {
-        c.report(format!("passes {} argument(s), the signature has {}", args.len(), sig.params.len()));
+        c.report(format!(
+            "passes {} argument(s), the signature has {}",
+            args.len(),
+            sig.params.len()
+        ));
     } else {
         for (a, p) in args.iter().zip(&sig.params) {
             if !matches!(a, Operand::Reg(_)) {
@@ -562,7 +639,10 @@ fn check_call(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
     }
     for (r, p) in results.iter().zip(&sig.returns) {
         if r.index() < f.regs.len() && f.regs[*r].ty != p.ty {
-            c.report(format!("result {r} has type {}, the signature returns {}", f.regs[*r].ty, p.ty));
+            c.report(format!(
+                "result {r} has type {}, the signature returns {}",
+                f.regs[*r].ty, p.ty
+            ));
         }
     }
 }
@@ -589,8 +669,17 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
             let mut preds: Vec<Block> = cfg.preds[b].to_vec();
             preds.sort();
             if blocks != preds {
-                let names = |v: &[Block]| v.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", ");
-                c.report(format!("phi sources [{}] do not match the predecessors [{}]", names(&blocks), names(&preds)));
+                let names = |v: &[Block]| {
+                    v.iter()
+                        .map(|b| b.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                c.report(format!(
+                    "phi sources [{}] do not match the predecessors [{}]",
+                    names(&blocks),
+                    names(&preds)
+                ));
             }
         }
     }
@@ -599,11 +688,20 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
     if !ssa || !c.errors.is_empty() {
         return;
     }
-    for (r, &n) in def_count.iter() {
-        if n > 1 {
-            c.report(format!("{r} is defined {n} times (not SSA)"));
+    // Reported once per register, at its second definition.
+    let mut seen: SecondaryMap<Reg, u32> = SecondaryMap::with_capacity(f.regs.len());
+    for &b in &f.layout {
+        for &i in &f.blocks[b].insts {
+            for &r in f.results(i) {
+                seen[r] += 1;
+                if seen[r] == 2 {
+                    (c.block, c.inst) = (Some(b), Some(i));
+                    c.report(format!("{r} is defined {} times (not SSA)", def_count[r]));
+                }
+            }
         }
     }
+    (c.block, c.inst) = (None, None);
     if !c.errors.is_empty() {
         return;
     }
@@ -625,7 +723,9 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
             let ops = f.operands(i);
             if d.opcode == Opcode::Phi {
                 for pair in ops.chunks(2) {
-                    let (Some(r), Some(p)) = (pair[0].as_reg(), pair[1].as_block()) else { continue };
+                    let (Some(r), Some(p)) = (pair[0].as_reg(), pair[1].as_block()) else {
+                        continue;
+                    };
                     let (db, _) = def_site[r];
                     if db == u32::MAX {
                         c.report(format!("{r} is never defined"));
@@ -643,7 +743,11 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
                         continue;
                     }
                     let db = Block::from_u32(db);
-                    let ok = if db == b { dpos < pos as u32 } else { cfg.is_reachable(db) && dt.dominates(db, b) };
+                    let ok = if db == b {
+                        dpos < pos as u32
+                    } else {
+                        cfg.is_reachable(db) && dt.dominates(db, b)
+                    };
                     if !ok {
                         c.report(format!("use of {r} is not dominated by its definition"));
                     }

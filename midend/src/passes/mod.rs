@@ -10,7 +10,9 @@ use crate::Error;
 pub fn create(name: &str) -> Result<Box<dyn Pass>, Error> {
     Ok(match name {
         "dce" => Box::new(dce::Dce),
-        "merge" | "lvn" | "gvn" => return Err(Error::Other(format!("pass '{name}' is not built yet"))),
+        "merge" | "lvn" | "gvn" => {
+            return Err(Error::Other(format!("pass '{name}' is not built yet")))
+        }
         _ => return Err(Error::UnknownPass(name.to_string())),
     })
 }
