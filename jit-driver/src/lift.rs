@@ -273,13 +273,18 @@ impl<'a> Lifter<'a> {
         let dfg = &self.src.dfg;
         let data = dfg.insts[inst];
         let opcode = data.opcode();
-        let ctrl = self.ty(dfg.ctrl_typevar(inst))?;
+        let mut ctrl = self.ty(dfg.ctrl_typevar(inst))?;
         let results: SmallVec<[lir::Reg; 2]> = dfg
             .inst_results(inst)
             .to_vec()
             .into_iter()
             .map(|v| self.reg(v))
             .collect::<Result<_, _>>()?;
+        if ctrl.is_void() && !results.is_empty() && !opcode.is_call() {
+            // Non-polymorphic opcodes (f64const, get_frame_pointer..) have no controlling
+            // type: LIR uses the result type.
+            ctrl = self.f.reg_type(results[0]);
+        }
         let args: SmallVec<[ir::Value; 4]> = self.src.dfg.inst_args(inst).iter().copied().collect();
         let vals = |me: &mut Self| -> Result<SmallVec<[Operand; 4]>, Error> {
             args.iter().map(|&v| me.reg(v).map(Operand::Reg)).collect()

@@ -261,7 +261,7 @@ pub struct OpaqueData {
 
 /// One entry of a `try_call` exception table; the entries pair up, in order, with the
 /// handler block operands (tags and default) and context register operands (context).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ExnItem {
     Tag(u32),
     Default,

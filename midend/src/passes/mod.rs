@@ -2,6 +2,8 @@
 //! value numbering), `dce` (dead-code removal).
 
 pub mod dce;
+pub mod lvn;
+pub mod merge;
 
 use crate::pass::Pass;
 use crate::Error;
@@ -10,9 +12,9 @@ use crate::Error;
 pub fn create(name: &str) -> Result<Box<dyn Pass>, Error> {
     Ok(match name {
         "dce" => Box::new(dce::Dce),
-        "merge" | "lvn" | "gvn" => {
-            return Err(Error::Other(format!("pass '{name}' is not built yet")))
-        }
+        "lvn" => Box::new(lvn::Lvn),
+        "merge" => Box::new(merge::Merge),
+        "gvn" => return Err(Error::Other(format!("pass '{name}' is not built yet"))),
         _ => return Err(Error::UnknownPass(name.to_string())),
     })
 }

@@ -1,0 +1,717 @@
+//! MergeFunctions over LIR (seeds 000 and 001, LLVM's design), and two steps beyond it.
+//!
+//! 1. **Hash filter**: a cheap hash (signature, block count, opcode sequence in CFG order).
+//!    Functions with a unique hash are never compared; the hash is the first key of the order.
+//! 2. **FunctionComparator**: a total order broken into small comparisons (`cmp_signature`,
+//!    `cmp_types`, `cmp_values` by serial number of first appearance, `cmp_constants`,
+//!    `cmp_blocks` in CFG order from the entry, `cmp_operations`, `cmp_memory`, `cmp_callee`).
+//! 3. **Beyond LLVM**: callees are compared by *equivalence class*, found by partition
+//!    refinement over the call graph (as GCC's IPA-ICF and lld's ICF do). Self-recursive
+//!    functions (fact0/fact1) and mutually recursive groups (ping/pong) merge. Taken addresses
+//!    (`func_addr`, data symbols) compare by identity, so observable pointers never change.
+//! 4. **FnTree and Deferred**: a sorted set of unique functions with O(log N) lookup, and a
+//!    worklist; strong functions first, then preemptible ones; when G merges into F, G's
+//!    callers leave FnTree and return to Deferred.
+//! 5. **Merging**: G local with an insignificant address: every use is replaced by F and G is
+//!    deleted. G exported with an insignificant address: G becomes an alias (its name resolves
+//!    to F's code; no code of its own). G's address significant, or G preemptible: G becomes a
+//!    thunk (a tail call to F when the calling convention allows, else call and return), and
+//!    its direct callers (unless G is preemptible) call F. A class whose best survivor is
+//!    preemptible is left alone (LLVM would need a private copy; we stay conservative).
+
+use crate::analysis::Cfg;
+use crate::lir::*;
+use crate::pass::{Pass, Stats};
+use crate::Error;
+use core::cmp::Ordering;
+use core::hash::{Hash, Hasher};
+use cranelift_entity::{EntityRef, SecondaryMap};
+use rustc_hash::{FxHashMap, FxHasher};
+
+pub struct Merge;
+
+impl Pass for Merge {
+    fn name(&self) -> &'static str {
+        "merge"
+    }
+    fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
+        let r = merge_functions(module);
+        stats.add("merged", r.merged as u64);
+        stats.add("merge.replaced", r.replaced as u64);
+        stats.add("merge.aliased", r.aliased as u64);
+        stats.add("merge.thunked", r.thunked as u64);
+        stats.add("merge.compared", r.comparisons);
+        stats.add("merge.classes_rounds", r.rounds as u64);
+        Ok(())
+    }
+}
+
+/// What one run of the pass did.
+#[derive(Default, Debug, Clone)]
+pub struct MergeReport {
+    pub merged: usize,
+    pub replaced: usize,
+    pub aliased: usize,
+    pub thunked: usize,
+    pub comparisons: u64,
+    pub rounds: usize,
+    /// (merged, survivor) pairs, for validation.
+    pub pairs: Vec<(FuncId, FuncId)>,
+}
+
+/// The cheap function hash: signature, block count and the opcode sequence in CFG order.
+pub fn function_hash(f: &Function) -> u64 {
+    let mut h = FxHasher::default();
+    f.sig.hash(&mut h);
+    let cfg = Cfg::compute(f);
+    cfg.rpo.len().hash(&mut h);
+    for &b in &cfg.rpo {
+        for &i in &f.blocks[b].insts {
+            (f.insts[i].opcode as u8).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// The total order of functions: `compare(f, g)` walks both bodies in CFG order.
+pub struct FunctionComparator<'m> {
+    pub module: &'m Module,
+    /// Equivalence class of each defined function (callees compare by class).
+    pub class: &'m SecondaryMap<FuncId, u32>,
+    sn_l: SecondaryMap<Reg, u32>,
+    sn_r: SecondaryMap<Reg, u32>,
+    bn_l: SecondaryMap<Block, u32>,
+    bn_r: SecondaryMap<Block, u32>,
+    next_sn: u32,
+    next_bn: u32,
+    /// Block pairs in the order they were first associated (the walk order).
+    pub block_pairs: Vec<(Block, Block)>,
+    /// Register pairs associated (for the merge validator).
+    pub reg_pairs: Vec<(Reg, Reg)>,
+}
+
+fn cmp<T: Ord>(a: T, b: T) -> Ordering {
+    a.cmp(&b)
+}
+
+impl<'m> FunctionComparator<'m> {
+    pub fn new(module: &'m Module, class: &'m SecondaryMap<FuncId, u32>) -> Self {
+        FunctionComparator {
+            module,
+            class,
+            sn_l: SecondaryMap::new(),
+            sn_r: SecondaryMap::new(),
+            bn_l: SecondaryMap::new(),
+            bn_r: SecondaryMap::new(),
+            next_sn: 0,
+            next_bn: 0,
+            block_pairs: Vec::new(),
+            reg_pairs: Vec::new(),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.sn_l.clear();
+        self.sn_r.clear();
+        self.bn_l.clear();
+        self.bn_r.clear();
+        self.next_sn = 0;
+        self.next_bn = 0;
+        self.block_pairs.clear();
+        self.reg_pairs.clear();
+    }
+
+    /// Compare two functions: Less, Equal or Greater, a total order.
+    pub fn compare(&mut self, l: &Function, r: &Function) -> Ordering {
+        self.reset();
+        self.cmp_signature(l, r).then_with(|| self.cmp_bodies(l, r))
+    }
+
+    /// Signature and attributes: calling convention, parameter and return types, extensions
+    /// and purposes, the stack-limit chain.
+    fn cmp_signature(&self, l: &Function, r: &Function) -> Ordering {
+        cmp(&l.sig, &r.sig).then_with(|| match (l.stack_limit, r.stack_limit) {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => Ordering::Less,
+            (Some(_), None) => Ordering::Greater,
+            (Some(a), Some(b)) => self.cmp_global(l, a, r, b),
+        })
+    }
+
+    fn cmp_types(a: Type, b: Type) -> Ordering {
+        cmp(a.raw(), b.raw())
+    }
+
+    /// Values by serial number of first appearance (LLVM's `cmpValues`).
+    fn cmp_values(&mut self, a: Reg, b: Reg) -> Ordering {
+        let (sa, sb) = (self.sn_l[a], self.sn_r[b]);
+        match (sa, sb) {
+            (0, 0) => {
+                self.next_sn += 1;
+                self.sn_l[a] = self.next_sn;
+                self.sn_r[b] = self.next_sn;
+                self.reg_pairs.push((a, b));
+                Ordering::Equal
+            }
+            (0, _) => Ordering::Greater,
+            (_, 0) => Ordering::Less,
+            _ => cmp(sa, sb),
+        }
+    }
+
+    fn cmp_block_refs(&mut self, a: Block, b: Block) -> Ordering {
+        let (sa, sb) = (self.bn_l[a], self.bn_r[b]);
+        match (sa, sb) {
+            (0, 0) => {
+                self.next_bn += 1;
+                self.bn_l[a] = self.next_bn;
+                self.bn_r[b] = self.next_bn;
+                self.block_pairs.push((a, b));
+                Ordering::Equal
+            }
+            (0, _) => Ordering::Greater,
+            (_, 0) => Ordering::Less,
+            _ => cmp(sa, sb),
+        }
+    }
+
+    /// A callee: defined functions by class, others by identity.
+    fn callee_key(&self, s: Symbol) -> (u32, u32) {
+        let s = *self.module.aliases.get(&s).unwrap_or(&s);
+        match self.module.defined(s) {
+            Some(f) if !self.module.removed[f] => (0, self.class[f]),
+            _ => (1, s.as_u32()),
+        }
+    }
+
+    fn cmp_memflags(&self, l: &Function, a: MemFlagsRef, r: &Function, b: MemFlagsRef) -> Ordering {
+        let (x, y) = (l.memflags[a], r.memflags[b]);
+        cmp(x.bits, y.bits).then(cmp(x.trap, y.trap)).then_with(|| {
+            let rx = x.region.map(|g| l.regions[g].id);
+            let ry = y.region.map(|g| r.regions[g].id);
+            cmp(rx, ry)
+        })
+    }
+
+    fn cmp_global(&self, l: &Function, a: GlobalRef, r: &Function, b: GlobalRef) -> Ordering {
+        match (l.globals[a], r.globals[b]) {
+            (GlobalData::VmCtx, GlobalData::VmCtx) => Ordering::Equal,
+            (
+                GlobalData::Load {
+                    base: b1,
+                    offset: o1,
+                    ty: t1,
+                    flags: f1,
+                },
+                GlobalData::Load {
+                    base: b2,
+                    offset: o2,
+                    ty: t2,
+                    flags: f2,
+                },
+            ) => cmp(o1, o2)
+                .then(Self::cmp_types(t1, t2))
+                .then_with(|| self.cmp_memflags(l, f1, r, f2))
+                .then_with(|| self.cmp_global(l, b1, r, b2)),
+            (
+                GlobalData::IAddImm {
+                    base: b1,
+                    offset: o1,
+                    ty: t1,
+                },
+                GlobalData::IAddImm {
+                    base: b2,
+                    offset: o2,
+                    ty: t2,
+                },
+            ) => cmp(o1, o2)
+                .then(Self::cmp_types(t1, t2))
+                .then_with(|| self.cmp_global(l, b1, r, b2)),
+            (
+                GlobalData::Symbol {
+                    sym: s1,
+                    offset: o1,
+                    colocated: c1,
+                    tls: t1,
+                },
+                GlobalData::Symbol {
+                    sym: s2,
+                    offset: o2,
+                    colocated: c2,
+                    tls: t2,
+                },
+            ) => cmp((s1, o1, c1, t1), (s2, o2, c2, t2)),
+            (x, y) => cmp(global_kind(&x), global_kind(&y)),
+        }
+    }
+
+    /// Memory operands and other operands.
+    fn cmp_operand(
+        &mut self,
+        l: &Function,
+        a: &Operand,
+        r: &Function,
+        b: &Operand,
+        callee: bool,
+    ) -> Ordering {
+        match (a, b) {
+            (Operand::Reg(x), Operand::Reg(y)) => self.cmp_values(*x, *y),
+            (Operand::Imm(x), Operand::Imm(y)) => cmp(x, y),
+            (Operand::Block(x), Operand::Block(y)) => self.cmp_block_refs(*x, *y),
+            (Operand::Mem(x), Operand::Mem(y)) => cmp(
+                (x.scale, x.disp, x.base.is_some(), x.index.is_some()),
+                (y.scale, y.disp, y.base.is_some(), y.index.is_some()),
+            )
+            .then_with(|| match (x.base.expand(), y.base.expand()) {
+                (Some(p), Some(q)) => self.cmp_values(p, q),
+                _ => Ordering::Equal,
+            })
+            .then_with(|| match (x.index.expand(), y.index.expand()) {
+                (Some(p), Some(q)) => self.cmp_values(p, q),
+                _ => Ordering::Equal,
+            }),
+            (Operand::Sym(x, o1), Operand::Sym(y, o2)) => {
+                if callee {
+                    cmp(self.callee_key(*x), self.callee_key(*y)).then(cmp(o1, o2))
+                } else {
+                    cmp((x, o1), (y, o2))
+                }
+            }
+            (Operand::Stack(x, o1), Operand::Stack(y, o2)) => {
+                let (dx, dy) = (l.stack_objs[*x], r.stack_objs[*y]);
+                cmp(
+                    (x.index(), dx.size, dx.align_shift, o1),
+                    (y.index(), dy.size, dy.align_shift, o2),
+                )
+            }
+            (Operand::Pred(x), Operand::Pred(y)) => cmp(x, y),
+            (Operand::Arg(x), Operand::Arg(y)) => cmp(x, y),
+            (x, y) => cmp(operand_kind(x), operand_kind(y)),
+        }
+    }
+
+    /// Opcode, type, counts, flags and per-format side data, then operands.
+    fn cmp_operations(&mut self, l: &Function, i: Inst, r: &Function, j: Inst) -> Ordering {
+        let (a, b) = (l.insts[i], r.insts[j]);
+        let o = cmp(a.opcode, b.opcode)
+            .then(Self::cmp_types(a.ty, b.ty))
+            .then(cmp(a.results.len, b.results.len))
+            .then(cmp(a.operands.len, b.operands.len));
+        if o != Ordering::Equal {
+            return o;
+        }
+        let o = match a.opcode.format() {
+            Format::Load | Format::Store => self.cmp_memflags(
+                l,
+                MemFlagsRef::from_u32(a.aux),
+                r,
+                MemFlagsRef::from_u32(b.aux),
+            ),
+            Format::Call => cmp(
+                &l.sigs[SigRef::from_u32(a.aux)],
+                &r.sigs[SigRef::from_u32(b.aux)],
+            )
+            .then_with(|| match a.opcode {
+                Opcode::TryCall => cmp(
+                    &l.exn_tables[ExnTable::from_u32(a.aux2)],
+                    &r.exn_tables[ExnTable::from_u32(b.aux2)],
+                ),
+                _ => Ordering::Equal,
+            }),
+            Format::Addr if a.opcode == Opcode::FuncAddr => cmp(
+                &l.sigs[SigRef::from_u32(a.aux)],
+                &r.sigs[SigRef::from_u32(b.aux)],
+            ),
+            Format::Trap | Format::CondTrap => cmp(a.aux, b.aux),
+            Format::GlobalValue => {
+                self.cmp_global(l, GlobalRef::from_u32(a.aux), r, GlobalRef::from_u32(b.aux))
+            }
+            Format::Opaque => {
+                let (x, y) = (
+                    &l.opaques[OpaqueRef::from_u32(a.aux)],
+                    &r.opaques[OpaqueRef::from_u32(b.aux)],
+                );
+                cmp((&x.name, &x.imms, x.effects), (&y.name, &y.imms, y.effects)).then_with(|| {
+                    match (a.aux2, b.aux2) {
+                        (0, 0) => Ordering::Equal,
+                        (0, _) => Ordering::Less,
+                        (_, 0) => Ordering::Greater,
+                        (p, q) => self.cmp_memflags(
+                            l,
+                            MemFlagsRef::from_u32(p - 1),
+                            r,
+                            MemFlagsRef::from_u32(q - 1),
+                        ),
+                    }
+                })
+            }
+            _ => Ordering::Equal,
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+        for (x, y) in l.results(i).iter().zip(r.results(j)) {
+            let o = Self::cmp_types(l.reg_type(*x), r.reg_type(*y))
+                .then_with(|| self.cmp_values(*x, *y));
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        let callee_pos = matches!(a.opcode.format(), Format::Call);
+        for (k, (x, y)) in l.operands(i).iter().zip(r.operands(j)).enumerate() {
+            let o = self.cmp_operand(l, x, r, y, callee_pos && k == 0);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        Ordering::Equal
+    }
+
+    /// Walk both CFGs from the entry in the same order, comparing paired blocks.
+    fn cmp_bodies(&mut self, l: &Function, r: &Function) -> Ordering {
+        let (Some(el), Some(er)) = (l.entry(), r.entry()) else {
+            return cmp(l.entry().is_some(), r.entry().is_some());
+        };
+        self.cmp_block_refs(el, er);
+        let mut k = 0;
+        while k < self.block_pairs.len() {
+            let (bl, br) = self.block_pairs[k];
+            k += 1;
+            let (il, ir) = (&l.blocks[bl].insts, &r.blocks[br].insts);
+            let o = cmp(il.len(), ir.len());
+            if o != Ordering::Equal {
+                return o;
+            }
+            for (&i, &j) in il.iter().zip(ir) {
+                let o = self.cmp_operations(l, i, r, j);
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+        }
+        Ordering::Equal
+    }
+}
+
+fn global_kind(g: &GlobalData) -> u8 {
+    match g {
+        GlobalData::VmCtx => 0,
+        GlobalData::Load { .. } => 1,
+        GlobalData::IAddImm { .. } => 2,
+        GlobalData::Symbol { .. } => 3,
+    }
+}
+
+fn operand_kind(o: &Operand) -> u8 {
+    match o {
+        Operand::Reg(_) => 0,
+        Operand::Imm(_) => 1,
+        Operand::Block(_) => 2,
+        Operand::Mem(_) => 3,
+        Operand::Sym(..) => 4,
+        Operand::Stack(..) => 5,
+        Operand::Pred(_) => 6,
+        Operand::Arg(_) => 7,
+    }
+}
+
+/// Survivor priority: exported strong first, then local, then preemptible; then by id.
+fn priority(f: &Function) -> u8 {
+    match f.linkage {
+        Linkage::Export => 0,
+        Linkage::Local => 1,
+        Linkage::Preemptible => 2,
+        Linkage::Import => 3,
+    }
+}
+
+/// Partition refinement: classes of functions equal up to the classes of their callees.
+fn refine_classes(
+    m: &Module,
+    ids: &[FuncId],
+    hashes: &SecondaryMap<FuncId, u64>,
+    report: &mut MergeReport,
+) -> SecondaryMap<FuncId, u32> {
+    let mut class: SecondaryMap<FuncId, u32> = SecondaryMap::with_capacity(m.functions.len());
+    // Start from the hash (which ignores callees): functions with different hashes differ.
+    let mut order: Vec<FuncId> = ids.to_vec();
+    order.sort_by_key(|&f| (hashes[f], f));
+    let mut n = 0u32;
+    for (k, &f) in order.iter().enumerate() {
+        if k > 0 && hashes[order[k - 1]] != hashes[f] {
+            n += 1;
+        }
+        class[f] = n;
+    }
+    let mut count = n + 1;
+    loop {
+        report.rounds += 1;
+        let snapshot = class.clone();
+        let mut cmpr = FunctionComparator::new(m, &snapshot);
+        let mut comparisons = 0u64;
+        order.sort_by(|&a, &b| {
+            snapshot[a].cmp(&snapshot[b]).then_with(|| {
+                comparisons += 1;
+                cmpr.compare(&m.functions[a], &m.functions[b])
+            })
+        });
+        let mut next = 0u32;
+        for k in 0..order.len() {
+            if k > 0 {
+                let (a, b) = (order[k - 1], order[k]);
+                let same = snapshot[a] == snapshot[b] && {
+                    comparisons += 1;
+                    cmpr.compare(&m.functions[a], &m.functions[b]) == Ordering::Equal
+                };
+                if !same {
+                    next += 1;
+                }
+            }
+            class[order[k]] = next;
+        }
+        report.comparisons += comparisons;
+        if next + 1 == count {
+            break;
+        }
+        count = next + 1;
+    }
+    class
+}
+
+/// Run MergeFunctions on a module.
+pub fn merge_functions(m: &mut Module) -> MergeReport {
+    let mut report = MergeReport::default();
+    let ids: Vec<FuncId> = m
+        .live_functions()
+        .filter(|(_, f)| f.entry().is_some())
+        .map(|(id, _)| id)
+        .collect();
+    let mut hashes: SecondaryMap<FuncId, u64> = SecondaryMap::with_capacity(m.functions.len());
+    let mut seen: FxHashMap<u64, u32> = FxHashMap::default();
+    for &id in &ids {
+        let h = function_hash(&m.functions[id]);
+        hashes[id] = h;
+        *seen.entry(h).or_insert(0) += 1;
+    }
+    // The hash filter: only functions sharing a hash with another are candidates.
+    let candidates: Vec<FuncId> = ids
+        .iter()
+        .copied()
+        .filter(|&f| seen[&hashes[f]] > 1)
+        .collect();
+    if candidates.is_empty() {
+        return report;
+    }
+    let class = refine_classes(m, &candidates, &hashes, &mut report);
+    let mut class_all: SecondaryMap<FuncId, u32> = SecondaryMap::with_capacity(m.functions.len());
+    // Non-candidates get classes of their own (they are unique).
+    let base = candidates.len() as u32 + 1;
+    for (k, &id) in ids.iter().enumerate() {
+        class_all[id] = if seen[&hashes[id]] > 1 {
+            class[id]
+        } else {
+            base + k as u32
+        };
+    }
+
+    // Deferred: strong functions first, then preemptible ones.
+    let mut deferred: Vec<FuncId> = candidates.clone();
+    deferred.sort_by_key(|&f| {
+        (
+            m.functions[f].linkage == Linkage::Preemptible,
+            priority(&m.functions[f]),
+            f,
+        )
+    });
+    deferred.reverse(); // pop from the end
+    let mut fn_tree: Vec<FuncId> = Vec::new();
+    let mut in_tree: SecondaryMap<FuncId, bool> = SecondaryMap::with_capacity(m.functions.len());
+    let mut merged_into: SecondaryMap<FuncId, Option<FuncId>> =
+        SecondaryMap::with_capacity(m.functions.len());
+    while let Some(g) = deferred.pop() {
+        if m.removed[g] || merged_into[g].is_some() {
+            continue;
+        }
+        let mut cmpr = FunctionComparator::new(m, &class_all);
+        let pos = fn_tree.binary_search_by(|&x| {
+            report.comparisons += 1;
+            hashes[x]
+                .cmp(&hashes[g])
+                .then_with(|| cmpr.compare(&m.functions[x], &m.functions[g]))
+        });
+        match pos {
+            Err(p) => {
+                fn_tree.insert(p, g);
+                in_tree[g] = true;
+            }
+            Ok(p) => {
+                let mut f = fn_tree[p];
+                let mut g = g;
+                // The better survivor stays in the tree.
+                if priority(&m.functions[g]) < priority(&m.functions[f]) {
+                    fn_tree[p] = g;
+                    in_tree[g] = true;
+                    in_tree[f] = false;
+                    core::mem::swap(&mut f, &mut g);
+                }
+                if m.functions[f].linkage == Linkage::Preemptible {
+                    continue; // no safe survivor (see the module comment)
+                }
+                let callers = merge_two(m, f, g, &mut report);
+                merged_into[g] = Some(f);
+                report.pairs.push((g, f));
+                for c in callers {
+                    if in_tree[c] && c != f {
+                        if let Some(k) = fn_tree.iter().position(|&x| x == c) {
+                            fn_tree.remove(k);
+                        }
+                        in_tree[c] = false;
+                        deferred.push(c);
+                    }
+                }
+            }
+        }
+    }
+    report
+}
+
+/// Fold G into F; returns the functions whose bodies changed (G's rewritten callers).
+fn merge_two(m: &mut Module, f: FuncId, g: FuncId, report: &mut MergeReport) -> Vec<FuncId> {
+    let fs = m
+        .lookup_symbol(&m.functions[f].name)
+        .expect("function symbol");
+    let gs = m
+        .lookup_symbol(&m.functions[g].name)
+        .expect("function symbol");
+    let gf = &m.functions[g];
+    let significant = gf.address_significant;
+    let preemptible = gf.linkage == Linkage::Preemptible;
+    let cg = m.call_graph();
+    let callers: Vec<FuncId> = cg.callers[gs].clone();
+    let kind = if significant || preemptible {
+        MergeKind::Thunked
+    } else if gf.linkage == Linkage::Local {
+        MergeKind::Replaced
+    } else {
+        MergeKind::Aliased
+    };
+    // Redirect direct calls to G (a preemptible G may be replaced at link time: keep them).
+    let mut changed = Vec::new();
+    if !preemptible {
+        for &c in &callers {
+            if c == g {
+                continue;
+            }
+            let func = &mut m.functions[c];
+            let mut any = false;
+            for b in func.layout.clone() {
+                for i in func.blocks[b].insts.clone() {
+                    if func.insts[i].opcode.is_call() {
+                        if let Some(Operand::Sym(s, 0)) = func.operands(i).first().copied() {
+                            if s == gs {
+                                func.operands_mut(i)[0] = Operand::Sym(fs, 0);
+                                any = true;
+                            }
+                        }
+                    }
+                }
+            }
+            if any {
+                changed.push(c);
+            }
+        }
+    }
+    match kind {
+        MergeKind::Replaced | MergeKind::Aliased => {
+            m.removed[g] = true;
+            m.symbols[gs].def = None.into();
+            m.aliases.insert(gs, fs);
+            if kind == MergeKind::Aliased {
+                report.aliased += 1;
+            } else {
+                report.replaced += 1;
+            }
+        }
+        MergeKind::Thunked => {
+            make_thunk(m, g, fs);
+            report.thunked += 1;
+        }
+    }
+    report.merged += 1;
+    m.merges.push(MergeRecord {
+        merged: m.functions[g].name.clone(),
+        survivor: m.functions[f].name.clone(),
+        kind,
+    });
+    changed
+}
+
+/// Replace G's body with a call to `target`: a tail call where the calling convention is
+/// `tail`, else call and return.
+fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
+    let old = &m.functions[g];
+    let mut t = Function::new(old.name.clone(), old.sig.clone(), old.linkage);
+    t.address_significant = old.address_significant;
+    t.stack_limit = None;
+    let sig = t.sigs.push(old.sig.clone());
+    let b = t.new_block();
+    let mut args = Vec::new();
+    for (k, p) in old.sig.params.iter().enumerate() {
+        let r = t.new_reg(p.ty);
+        let i = t.make_inst(Opcode::Copy, p.ty, &[r], &[Operand::Arg(k as u32)]);
+        t.blocks[b].insts.push(i);
+        args.push(Operand::Reg(r));
+    }
+    let mut ops = vec![Operand::Sym(target, 0)];
+    ops.extend(args);
+    if old.sig.call_conv == CallConv::Tail {
+        let i = t.make_inst(Opcode::TailCall, Type::VOID, &[], &ops);
+        t.insts[i].aux = sig.as_u32();
+        t.blocks[b].insts.push(i);
+    } else {
+        let rets: Vec<Reg> = old.sig.returns.iter().map(|p| t.new_reg(p.ty)).collect();
+        let i = t.make_inst(Opcode::Call, Type::VOID, &rets, &ops);
+        t.insts[i].aux = sig.as_u32();
+        t.blocks[b].insts.push(i);
+        let rv: Vec<Operand> = rets.into_iter().map(Operand::Reg).collect();
+        let i = t.make_inst(Opcode::Ret, Type::VOID, &[], &rv);
+        t.blocks[b].insts.push(i);
+    }
+    m.functions[g] = t;
+}
+
+/// The merge validator: re-check that the comparator maps G onto F, and that the value and
+/// block correspondences it found are bijections.
+pub fn validate_merge(
+    m: &Module,
+    class: &SecondaryMap<FuncId, u32>,
+    f: FuncId,
+    g: FuncId,
+) -> Result<(), String> {
+    let mut c = FunctionComparator::new(m, class);
+    if c.compare(&m.functions[f], &m.functions[g]) != Ordering::Equal {
+        return Err(format!(
+            "{} and {} are not equal",
+            m.functions[f].name, m.functions[g].name
+        ));
+    }
+    let mut seen_l = FxHashMap::default();
+    let mut seen_r = FxHashMap::default();
+    for &(a, b) in &c.reg_pairs {
+        if seen_l.insert(a, b).is_some_and(|x| x != b)
+            || seen_r.insert(b, a).is_some_and(|x| x != a)
+        {
+            return Err(format!(
+                "register correspondence {a} ↔ {b} is not a bijection"
+            ));
+        }
+    }
+    let mut bl = FxHashMap::default();
+    let mut br = FxHashMap::default();
+    for &(a, b) in &c.block_pairs {
+        if bl.insert(a, b).is_some_and(|x| x != b) || br.insert(b, a).is_some_and(|x| x != a) {
+            return Err(format!("block correspondence {a} ↔ {b} is not a bijection"));
+        }
+    }
+    Ok(())
+}
