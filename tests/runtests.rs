@@ -65,3 +65,33 @@ fn runtests_round_trip() {
         bad.join("\n")
     );
 }
+
+#[test]
+fn runtests_merge_lvn() {
+    let Some((passed, _failed, _skipped, out)) = run("merge,lvn") else {
+        return;
+    };
+    assert!(passed > 10_000, "only {passed} run lines passed");
+    let bad = unexpected(&out);
+    assert!(
+        bad.is_empty(),
+        "{} failures:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn runtests_lvn_dce() {
+    let Some((passed, _failed, _skipped, out)) = run("lvn,dce") else {
+        return;
+    };
+    assert!(passed > 10_000, "only {passed} run lines passed");
+    let bad = unexpected(&out);
+    assert!(
+        bad.is_empty(),
+        "{} failures:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}

@@ -63,7 +63,7 @@ fn unknown_opcode() {
         &func("bb0:\n    %vr0 = frobnicate.i32 %vr1\n    ret %vr0\n"),
         3,
         5,
-        "unknown opcode 'frobnicate.i32'",
+        "unknown opcode 'frobnicate'",
     );
     assert_parse_error(
         &func("bb0:\n    frobnicate\n"),
@@ -263,7 +263,7 @@ fn garbage_bytes() {
         "hello",
         1,
         1,
-        "expected 'function' or 'declare', found 'hello'",
+        "expected 'function', 'declare' or 'alias', found 'hello'",
     );
     // Multi-byte characters are reported whole; columns count bytes.
     assert_parse_error("declare data @g\n  é", 2, 3, "unexpected character 'é'");

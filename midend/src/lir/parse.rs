@@ -710,6 +710,7 @@ impl<'a> Parser<'a> {
                     Ok,
                 )?,
             ),
+            Some((n, _)) => (n.to_string(), Type::VOID),
             _ => (word.clone(), Type::VOID),
         };
         let Some(opcode) = Opcode::parse(&name) else {
@@ -1160,13 +1161,29 @@ impl<'a> Parser<'a> {
                         self.module.symbols[s].colocated = true;
                     }
                 }
+                Tok::Ident(w) if w == "alias" => {
+                    self.advance()?;
+                    let a = self.parse_symbol_ref(SymbolKind::Function)?;
+                    self.expect_punct('=')?;
+                    let b = self.parse_symbol_ref(SymbolKind::Function)?;
+                    if a == b {
+                        return self.err("a symbol cannot alias itself");
+                    }
+                    self.module.aliases.insert(a, b);
+                }
                 Tok::Ident(w) if w == "function" => self.parse_function()?,
                 _ => {
                     return self.err(format!(
-                        "expected 'function' or 'declare', found {}",
+                        "expected 'function', 'declare' or 'alias', found {}",
                         self.describe()
                     ))
                 }
+            }
+        }
+        for a in self.module.aliases.keys() {
+            if self.module.symbols[*a].def.is_some() {
+                let name = self.module.symbols[*a].name.clone();
+                return self.err(format!("@{name} is both an alias and a defined function"));
             }
         }
         Ok(self.module)

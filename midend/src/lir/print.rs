@@ -507,6 +507,16 @@ pub fn write_module(w: &mut dyn Write, m: &Module) -> fmt::Result {
         }
         w.write_char('\n')?;
     }
+    // Names merged into another function resolve to the survivor.
+    let mut aliases: Vec<(Symbol, Symbol)> = m.aliases.iter().map(|(a, b)| (*a, *b)).collect();
+    aliases.sort();
+    for (a, b) in aliases {
+        w.write_str("alias ")?;
+        write_symbol_name(w, &m.symbols[a].name)?;
+        w.write_str(" = ")?;
+        write_symbol_name(w, &m.symbols[b].name)?;
+        w.write_char('\n')?;
+    }
     for (_, f) in m.live_functions() {
         w.write_char('\n')?;
         write_function(w, m, f)?;

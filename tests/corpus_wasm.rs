@@ -1,0 +1,88 @@
+//! The wasm corpus (`../shared/corpus/wasm`): every function of every module lifts, lowers,
+//! passes Cranelift's verifier and compiles, through `mergelift size`. A pure round trip
+//! (`--passes none`) must not grow code by more than 1%; with `merge,lvn` the numbers must add
+//! up. Without the corpus the test says so and passes, except under CI=true.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn corpus() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/wasm");
+    if p.is_dir() {
+        return Some(p);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true but the wasm corpus is missing at {}", p.display());
+    }
+    eprintln!("skipping: no corpus at {}", p.display());
+    None
+}
+
+fn size(passes: &str, file: &Path) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
+        .args(["size", "--json", "--passes", passes])
+        .arg(file)
+        .output()
+        .expect("run mergelift size");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+fn modules() -> Vec<PathBuf> {
+    let Some(dir) = corpus() else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "clif"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn wasm_round_trip_compiles_and_keeps_size() {
+    for m in modules() {
+        let r = size("none", &m);
+        assert_eq!(r["errors"], 0, "{}", m.display());
+        assert_eq!(r["functions_in"], r["functions_out"]);
+        let (before, after) = (
+            r["code_bytes_before"].as_f64().unwrap(),
+            r["code_bytes_after"].as_f64().unwrap(),
+        );
+        assert!(
+            after <= before * 1.01,
+            "{}: round trip grew code from {before} to {after} bytes",
+            m.display()
+        );
+    }
+}
+
+#[test]
+fn wasm_merge_lvn_compiles_and_adds_up() {
+    for m in modules() {
+        let r = size("merge,lvn", &m);
+        assert_eq!(r["errors"], 0, "{}", m.display());
+        let (fin, fout, merged) = (
+            r["functions_in"].as_u64().unwrap(),
+            r["functions_out"].as_u64().unwrap(),
+            r["merged"].as_u64().unwrap(),
+        );
+        let (rep, ali, thu) = (
+            r["replaced"].as_u64().unwrap(),
+            r["aliased"].as_u64().unwrap(),
+            r["thunked"].as_u64().unwrap(),
+        );
+        assert_eq!(merged, rep + ali + thu, "{}", m.display());
+        // Thunks keep a body; replaced and aliased functions are gone.
+        assert_eq!(fout, fin - rep - ali, "{}", m.display());
+        assert!(r["lir_insts_after"].as_u64().unwrap() <= r["lir_insts_before"].as_u64().unwrap());
+    }
+}
