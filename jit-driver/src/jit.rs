@@ -2,7 +2,7 @@
 //! each, resolve calls between them and to host symbols, finalize, and hand back function
 //! pointers by name. Merged functions cost no code: their names resolve to the survivor.
 
-use crate::lower::{lower_function, NameResolver};
+use crate::lower::{lower_function_with, NameResolver};
 use crate::opmap::clif_type;
 use crate::Error;
 use cranelift_codegen::ir::{self, InstBuilder};
@@ -314,13 +314,14 @@ pub fn compile_module(
         error: None,
     };
     let mut ctx = Context::new();
+    let mut fctx = FunctionBuilderContext::new();
     let mut code_bytes = Vec::with_capacity(order.len());
     let mut lower_time = Duration::ZERO;
     let mut compile_time = Duration::ZERO;
     for &(id, fid) in &order {
         let f = &m.functions[id];
         let t = Instant::now();
-        let func = lower_function(m, f, &mut names, config)?;
+        let func = lower_function_with(m, f, &mut names, config, &mut fctx)?;
         lower_time += t.elapsed();
         if let Some(e) = names.error.take() {
             return Err(Error::Other(format!("function {}: {e}", f.name)));

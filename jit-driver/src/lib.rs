@@ -7,7 +7,7 @@ pub mod lower;
 pub mod opmap;
 
 pub use lift::{lift_function, mark_address_taken};
-pub use lower::{clif_signature, lower_function, NameResolver, OriginalNames};
+pub use lower::{clif_signature, lower_function, lower_function_with, NameResolver, OriginalNames};
 
 /// The bridge's one error type. Every variant names the function, and the instruction when
 /// there is one.

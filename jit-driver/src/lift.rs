@@ -931,6 +931,12 @@ pub fn lift_function(
         cur_inst: None,
     };
     l.f.sig = l.sig(&func.signature)?;
+    let n = func.dfg.num_insts();
+    l.f.insts.reserve(n + func.dfg.num_blocks());
+    l.f.regs.reserve(func.dfg.num_values());
+    l.f.operand_pool.reserve(2 * n);
+    l.f.result_pool.reserve(n);
+
     l.run()
 }
 

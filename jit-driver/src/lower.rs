@@ -832,6 +832,17 @@ pub fn lower_function(
     names: &mut dyn NameResolver,
     config: TargetFrontendConfig,
 ) -> Result<ir::Function, Error> {
+    lower_function_with(m, f, names, config, &mut FunctionBuilderContext::new())
+}
+
+/// `lower_function` reusing a builder context (its allocations) across functions.
+pub fn lower_function_with(
+    m: &lir::Module,
+    f: &lir::Function,
+    names: &mut dyn NameResolver,
+    config: TargetFrontendConfig,
+    fctx: &mut FunctionBuilderContext,
+) -> Result<ir::Function, Error> {
     let err = |msg: String| Error::Lower {
         function: f.name.clone(),
         inst: None,
@@ -903,8 +914,8 @@ pub fn lower_function(
     func.stack_limit = f.stack_limit.map(|g| ir::GlobalValue::from_u32(g.as_u32()));
 
     let cfg = Cfg::compute(f);
-    let mut fctx = FunctionBuilderContext::new();
-    let b = FunctionBuilder::new(&mut func, &mut fctx);
+    let b = FunctionBuilder::new(&mut func, fctx);
+
     let mut l = Lowerer {
         m,
         f,

@@ -3,11 +3,12 @@
 //! compiled without linking, so unresolved imports are fine.
 
 use crate::jit::{code_size, host_isa, OptLevel};
-use crate::lower::{lower_function, OriginalNames};
+use crate::lower::{lower_function_with, OriginalNames};
 use crate::pipeline::lift_functions;
 use crate::Error;
 use cranelift_codegen::ir;
 use cranelift_codegen::Context;
+use cranelift_frontend::FunctionBuilderContext;
 use midend::lir::MergeKind;
 use midend::{PassManager, Stats};
 use std::time::Instant;
@@ -114,9 +115,10 @@ pub fn measure(
 
     let config = isa.frontend_config();
     let mut lowered = Vec::with_capacity(r.functions_out);
+    let mut fctx = FunctionBuilderContext::new();
     let t = Instant::now();
     for (_, f) in module.live_functions() {
-        match lower_function(&module, f, &mut OriginalNames, config) {
+        match lower_function_with(&module, f, &mut OriginalNames, config, &mut fctx) {
             Ok(func) => lowered.push(func),
             Err(e) => r.errors.push(("lower".into(), e.to_string())),
         }

@@ -140,6 +140,18 @@ pub struct LocalValueNumbering {
     opaque_ids: FxHashMap<(String, SmallVec<[u64; 2]>, u8), u32>,
 }
 
+/// Does computing this global value load from memory that is not `readonly`? (Such a
+/// `global_value` is a load: a store may change it, so it is not keyed like a pure value.)
+fn global_reads_memory(f: &Function, g: crate::lir::GlobalRef) -> bool {
+    match f.globals[g] {
+        crate::lir::GlobalData::Load { base, flags, .. } => {
+            !f.memflags[flags].readonly() || global_reads_memory(f, base)
+        }
+        crate::lir::GlobalData::IAddImm { base, .. } => global_reads_memory(f, base),
+        _ => false,
+    }
+}
+
 impl LocalValueNumbering {
     fn fresh(&mut self) -> u32 {
         self.next_vn += 1;
@@ -323,8 +335,10 @@ impl LocalValueNumbering {
             return false;
         }
         // Calls, atomics, fences, traps and opaque instructions with effects.
-        let pure =
-            fx & (effects::STORE | effects::SIDE | effects::LOAD) == 0 && !d.opcode.is_call();
+        let pure = fx & (effects::STORE | effects::SIDE | effects::LOAD) == 0
+            && !d.opcode.is_call()
+            && !(d.opcode == Opcode::GlobalValue
+                && global_reads_memory(f, crate::lir::GlobalRef::from_u32(d.aux)));
         if !pure || results.len() != 1 {
             if fx & (effects::STORE | effects::SIDE) != 0 || d.opcode.is_call() {
                 self.clobber_all();

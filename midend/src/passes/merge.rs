@@ -90,11 +90,53 @@ pub struct FunctionComparator<'m> {
     pub reg_pairs: Vec<(Reg, Reg)>,
 }
 
+/// The reusable tables of a comparator.
+pub struct ComparatorState {
+    sn_l: SecondaryMap<Reg, u32>,
+    sn_r: SecondaryMap<Reg, u32>,
+    bn_l: SecondaryMap<Block, u32>,
+    bn_r: SecondaryMap<Block, u32>,
+    block_pairs: Vec<(Block, Block)>,
+    reg_pairs: Vec<(Reg, Reg)>,
+}
+
 fn cmp<T: Ord>(a: T, b: T) -> Ordering {
     a.cmp(&b)
 }
 
 impl<'m> FunctionComparator<'m> {
+    /// Keep the comparator's tables (their capacity) for reuse with another borrow.
+    pub fn into_state(self) -> ComparatorState {
+        ComparatorState {
+            sn_l: self.sn_l,
+            sn_r: self.sn_r,
+            bn_l: self.bn_l,
+            bn_r: self.bn_r,
+            block_pairs: self.block_pairs,
+            reg_pairs: self.reg_pairs,
+        }
+    }
+
+    /// A comparator reusing tables from `into_state`.
+    pub fn from_state(
+        module: &'m Module,
+        class: &'m SecondaryMap<FuncId, u32>,
+        s: ComparatorState,
+    ) -> Self {
+        FunctionComparator {
+            module,
+            class,
+            sn_l: s.sn_l,
+            sn_r: s.sn_r,
+            bn_l: s.bn_l,
+            bn_r: s.bn_r,
+            next_sn: 0,
+            next_bn: 0,
+            block_pairs: s.block_pairs,
+            reg_pairs: s.reg_pairs,
+        }
+    }
+
     pub fn new(module: &'m Module, class: &'m SecondaryMap<FuncId, u32>) -> Self {
         FunctionComparator {
             module,
@@ -433,6 +475,12 @@ fn refine_classes(
     report: &mut MergeReport,
 ) -> SecondaryMap<FuncId, u32> {
     let mut class: SecondaryMap<FuncId, u32> = SecondaryMap::with_capacity(m.functions.len());
+    // Functions that are not candidates (unique hash, no body) are callees too: each keeps a
+    // class of its own, never shared with a candidate class (the default 0 would make calls
+    // to two different unique functions, or to one and a class-0 candidate, compare equal).
+    for (f, _) in m.functions.iter() {
+        class[f] = u32::MAX - f.as_u32();
+    }
     // Start from the hash (which ignores callees): functions with different hashes differ.
     let mut order: Vec<FuncId> = ids.to_vec();
     order.sort_by_key(|&f| (hashes[f], f));
@@ -503,16 +551,8 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         return report;
     }
     let class = refine_classes(m, &candidates, &hashes, &mut report);
-    let mut class_all: SecondaryMap<FuncId, u32> = SecondaryMap::with_capacity(m.functions.len());
-    // Non-candidates get classes of their own (they are unique).
-    let base = candidates.len() as u32 + 1;
-    for (k, &id) in ids.iter().enumerate() {
-        class_all[id] = if seen[&hashes[id]] > 1 {
-            class[id]
-        } else {
-            base + k as u32
-        };
-    }
+    // Non-candidates kept classes of their own in `refine_classes`.
+    let class_all = class;
 
     // Deferred: strong functions first, then preemptible ones.
     let mut deferred: Vec<FuncId> = candidates.clone();
@@ -524,6 +564,8 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         )
     });
     deferred.reverse(); // pop from the end
+    let mut cg = m.call_graph();
+    let mut cmpr_state = Some(FunctionComparator::new(m, &class_all).into_state());
     let mut fn_tree: Vec<FuncId> = Vec::new();
     let mut in_tree: SecondaryMap<FuncId, bool> = SecondaryMap::with_capacity(m.functions.len());
     let mut merged_into: SecondaryMap<FuncId, Option<FuncId>> =
@@ -532,13 +574,14 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         if m.removed[g] || merged_into[g].is_some() {
             continue;
         }
-        let mut cmpr = FunctionComparator::new(m, &class_all);
+        let mut cmpr = FunctionComparator::from_state(m, &class_all, cmpr_state.take().unwrap());
         let pos = fn_tree.binary_search_by(|&x| {
             report.comparisons += 1;
             hashes[x]
                 .cmp(&hashes[g])
                 .then_with(|| cmpr.compare(&m.functions[x], &m.functions[g]))
         });
+        cmpr_state = Some(cmpr.into_state());
         match pos {
             Err(p) => {
                 fn_tree.insert(p, g);
@@ -557,12 +600,29 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
                 if m.functions[f].linkage == Linkage::Preemptible {
                     continue; // no safe survivor (see the module comment)
                 }
-                let callers = merge_two(m, f, g, &mut report);
+                let callers = merge_two(m, &mut cg, f, g, &mut report);
                 merged_into[g] = Some(f);
                 report.pairs.push((g, f));
                 for c in callers {
                     if in_tree[c] && c != f {
-                        if let Some(k) = fn_tree.iter().position(|&x| x == c) {
+                        // Callees compare by class, so a caller's key did not change: find it
+                        // by binary search.
+                        let mut cmpr = FunctionComparator::from_state(
+                            m,
+                            &class_all,
+                            cmpr_state.take().unwrap(),
+                        );
+                        let k = fn_tree.binary_search_by(|&x| {
+                            hashes[x]
+                                .cmp(&hashes[c])
+                                .then_with(|| cmpr.compare(&m.functions[x], &m.functions[c]))
+                        });
+                        cmpr_state = Some(cmpr.into_state());
+                        let k = match k {
+                            Ok(k) if fn_tree[k] == c => Some(k),
+                            _ => fn_tree.iter().position(|&x| x == c),
+                        };
+                        if let Some(k) = k {
                             fn_tree.remove(k);
                         }
                         in_tree[c] = false;
@@ -576,7 +636,13 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
 }
 
 /// Fold G into F; returns the functions whose bodies changed (G's rewritten callers).
-fn merge_two(m: &mut Module, f: FuncId, g: FuncId, report: &mut MergeReport) -> Vec<FuncId> {
+fn merge_two(
+    m: &mut Module,
+    cg: &mut CallGraph,
+    f: FuncId,
+    g: FuncId,
+    report: &mut MergeReport,
+) -> Vec<FuncId> {
     let fs = m
         .lookup_symbol(&m.functions[f].name)
         .expect("function symbol");
@@ -584,9 +650,10 @@ fn merge_two(m: &mut Module, f: FuncId, g: FuncId, report: &mut MergeReport) -> 
         .lookup_symbol(&m.functions[g].name)
         .expect("function symbol");
     let gf = &m.functions[g];
-    let significant = gf.address_significant;
+    // A taken address is significant even when the producer did not mark it (`.lir` input).
+    let significant = gf.address_significant || !cg.address_takers[gs].is_empty();
     let preemptible = gf.linkage == Linkage::Preemptible;
-    let cg = m.call_graph();
+
     let callers: Vec<FuncId> = cg.callers[gs].clone();
     let kind = if significant || preemptible {
         MergeKind::Thunked
@@ -618,8 +685,12 @@ fn merge_two(m: &mut Module, f: FuncId, g: FuncId, report: &mut MergeReport) -> 
             }
             if any {
                 changed.push(c);
+                if !cg.callers[fs].contains(&c) {
+                    cg.callers[fs].push(c);
+                }
             }
         }
+        cg.callers[gs].retain(|&c| c == g);
     }
     match kind {
         MergeKind::Replaced | MergeKind::Aliased => {
