@@ -82,8 +82,23 @@ fn runtests_merge_lvn() {
 }
 
 #[test]
-fn runtests_lvn_dce() {
-    let Some((passed, _failed, _skipped, out)) = run("lvn,dce") else {
+fn runtests_lvn() {
+    let Some((passed, _failed, _skipped, out)) = run("lvn") else {
+        return;
+    };
+    assert!(passed > 10_000, "only {passed} run lines passed");
+    let bad = unexpected(&out);
+    assert!(
+        bad.is_empty(),
+        "{} failures:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn runtests_gvn_dce() {
+    let Some((passed, _failed, _skipped, out)) = run("gvn,dce") else {
         return;
     };
     assert!(passed > 10_000, "only {passed} run lines passed");

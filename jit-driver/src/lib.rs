@@ -37,4 +37,6 @@ pub mod runtest;
 
 pub use jit::{compile_module, host_isa, CompiledModule, OptLevel};
 pub use pipeline::{lift_functions, JitModule, Pipeline, PipelineOptions};
+pub mod fuzz;
+pub mod gen;
 pub mod size;

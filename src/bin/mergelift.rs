@@ -72,25 +72,32 @@ enum Cmd {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Generate a template-heavy CLIF module (not built yet).
+    /// Generate a deterministic template-heavy CLIF module on stdout; counts on stderr.
     Gen {
-        #[arg(long)]
-        functions: Option<usize>,
-        #[arg(long)]
-        dup_ratio: Option<f64>,
-        #[arg(long)]
-        near_ratio: Option<f64>,
-        #[arg(long)]
-        seed: Option<u64>,
+        /// Number of functions.
+        #[arg(long, default_value_t = 1000)]
+        functions: usize,
+        /// Fraction of identical duplicates (including those equal only after their callees merge).
+        #[arg(long, default_value_t = 0.5)]
+        dup_ratio: f64,
+        /// Fraction of near-duplicates (one constant apart).
+        #[arg(long, default_value_t = 0.1)]
+        near_ratio: f64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
-    /// Differential fuzzing against cranelift-interpreter (not built yet).
+    /// Differential fuzzing: random CLIF modules run by cranelift-interpreter (the oracle) and
+    /// through the pipeline + JIT; mismatches write minimized reproducers.
     Fuzz {
-        #[arg(long)]
-        iterations: Option<usize>,
-        #[arg(long)]
-        seed: Option<u64>,
+        #[arg(long, default_value_t = 1000)]
+        iterations: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
         #[arg(long, default_value = "merge,lvn")]
         passes: String,
+        /// Where reproducers of failures are written.
+        #[arg(long, default_value = "fuzz-failures")]
+        out_dir: PathBuf,
     },
 }
 
@@ -115,8 +122,18 @@ fn main() -> ExitCode {
             json,
             files,
         } => cmd_size(&passes, &opt_level, json, &files),
-        Cmd::Gen { .. } => Err(anyhow!("`mergelift gen` is not built yet")),
-        Cmd::Fuzz { .. } => Err(anyhow!("`mergelift fuzz` is not built yet")),
+        Cmd::Gen {
+            functions,
+            dup_ratio,
+            near_ratio,
+            seed,
+        } => cmd_gen(functions, dup_ratio, near_ratio, seed),
+        Cmd::Fuzz {
+            iterations,
+            seed,
+            passes,
+            out_dir,
+        } => cmd_fuzz(iterations, seed, &passes, out_dir),
     };
     match r {
         Ok(code) => code,
@@ -312,5 +329,45 @@ fn cmd_size(passes: &str, opt_level: &str, json: bool, files: &[PathBuf]) -> Res
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+fn cmd_gen(functions: usize, dup_ratio: f64, near_ratio: f64, seed: u64) -> Result<ExitCode> {
+    if !(0.0..=1.0).contains(&dup_ratio)
+        || !(0.0..=1.0).contains(&near_ratio)
+        || dup_ratio + near_ratio > 1.0
+    {
+        bail!("--dup-ratio and --near-ratio must be in [0, 1] and add up to at most 1");
+    }
+    let out = jit_driver::gen::generate(&jit_driver::gen::GenOptions {
+        functions,
+        dup_ratio,
+        near_ratio,
+        seed,
+    });
+    print!("{}", out.text);
+    eprintln!(
+        "generated {} functions ({} CLIF instructions, {} blocks, {} calls): {} identical duplicates (counting transitive ones), {} near-duplicates",
+        out.functions, out.clif_insts, out.blocks, out.calls, out.duplicates, out.near_duplicates
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_fuzz(iterations: usize, seed: u64, passes: &str, out_dir: PathBuf) -> Result<ExitCode> {
+    PassManager::from_names(passes)?;
+    let r = jit_driver::fuzz::fuzz(&jit_driver::fuzz::FuzzOptions {
+        iterations,
+        seed,
+        passes: passes.to_string(),
+        out_dir,
+    });
+    for f in &r.failures {
+        println!("{f}");
+    }
+    println!("{}", r.summary());
+    Ok(if r.failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     })
 }

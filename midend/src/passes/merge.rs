@@ -19,7 +19,6 @@
 //!    its direct callers (unless G is preemptible) call F. A class whose best survivor is
 //!    preemptible is left alone (LLVM would need a private copy; we stay conservative).
 
-use crate::analysis::Cfg;
 use crate::lir::*;
 use crate::pass::{Pass, Stats};
 use crate::Error;
@@ -27,6 +26,8 @@ use core::cmp::Ordering;
 use core::hash::{Hash, Hasher};
 use cranelift_entity::{EntityRef, SecondaryMap};
 use rustc_hash::{FxHashMap, FxHasher};
+use smallvec::SmallVec;
+use std::collections::BTreeMap;
 
 pub struct Merge;
 
@@ -59,18 +60,184 @@ pub struct MergeReport {
     pub pairs: Vec<(FuncId, FuncId)>,
 }
 
-/// The cheap function hash: signature, block count and the opcode sequence in CFG order.
-pub fn function_hash(f: &Function) -> u64 {
-    let mut h = FxHasher::default();
-    f.sig.hash(&mut h);
-    let cfg = Cfg::compute(f);
-    cfg.rpo.len().hash(&mut h);
-    for &b in &cfg.rpo {
-        for &i in &f.blocks[b].insts {
-            (f.insts[i].opcode as u8).hash(&mut h);
+/// Scratch tables of the hashing walk, reused across functions.
+#[derive(Default)]
+pub struct HashScratch {
+    reg_sn: SecondaryMap<Reg, u32>,
+    block_sn: SecondaryMap<Block, u32>,
+    order: Vec<Block>,
+}
+
+fn serial(map: &mut SecondaryMap<Reg, u32>, next: &mut u32, r: Reg) -> u32 {
+    if map[r] == 0 {
+        map[r] = *next;
+        *next += 1;
+    }
+    map[r]
+}
+
+/// A callee: defined functions by class, others by identity (as `FunctionComparator`).
+fn callee_key(m: &Module, class: &SecondaryMap<FuncId, u32>, s: Symbol) -> (u32, u32) {
+    let s = *m.aliases.get(&s).unwrap_or(&s);
+    match m.symbols.get(s).and_then(|d| d.def.expand()) {
+
+        Some(f) if !m.removed[f] => (0, class[f]),
+        _ => (1, s.as_u32()),
+    }
+}
+
+fn hash_memflags(f: &Function, r: MemFlagsRef, h: &mut FxHasher) {
+    let x = f.memflags[r];
+    (x.bits, x.trap, x.region.map(|g| f.regions[g].id)).hash(h);
+}
+
+fn hash_global(f: &Function, g: GlobalRef, h: &mut FxHasher) {
+    match f.globals[g] {
+        GlobalData::VmCtx => 0u8.hash(h),
+        GlobalData::Load {
+            base,
+            offset,
+            ty,
+            flags,
+        } => {
+            (1u8, offset, ty.raw()).hash(h);
+            hash_memflags(f, flags, h);
+            hash_global(f, base, h);
+        }
+        GlobalData::IAddImm { base, offset, ty } => {
+            (2u8, offset, ty.raw()).hash(h);
+            hash_global(f, base, h);
+        }
+        GlobalData::Symbol {
+            sym,
+            offset,
+            colocated,
+            tls,
+        } => (3u8, sym, offset, colocated, tls).hash(h),
+    }
+}
+
+/// The two hashes of a function, computed in one walk that visits blocks and values in the
+/// order `FunctionComparator` does (blocks by first reference from the entry, which is a CFG
+/// order; registers by first appearance, results before operands):
+/// - `weak`: signature, reachable block count and opcode sequence: the cheap filter of seed
+///   001. Functions with a unique weak hash are never compared.
+/// - `strong`: everything the comparator looks at, registers and blocks by serial number and
+///   callees by class. `compare(f, g) == Equal` implies equal strong (and weak) hashes, so the
+///   strong hash can key FnTree ahead of the comparator, as LLVM's `FunctionNodeCmp` does.
+pub fn function_hashes(
+    m: &Module,
+    f: &Function,
+    class: &SecondaryMap<FuncId, u32>,
+    s: &mut HashScratch,
+) -> (u64, u64) {
+    s.reg_sn.clear();
+    s.block_sn.clear();
+    s.order.clear();
+    let mut weak = FxHasher::default();
+    let mut strong = FxHasher::default();
+    f.sig.hash(&mut weak);
+    f.sig.hash(&mut strong);
+    if let Some(g) = f.stack_limit {
+        hash_global(f, g, &mut strong);
+    }
+    let Some(entry) = f.entry() else {
+        return (weak.finish(), strong.finish());
+    };
+    let (mut next_b, mut next_r) = (2u32, 1u32);
+    s.block_sn[entry] = 1;
+    s.order.push(entry);
+    let mut k = 0;
+    while k < s.order.len() {
+        let b = s.order[k];
+        k += 1;
+        let insts = &f.blocks[b].insts;
+        insts.len().hash(&mut strong);
+        for &i in insts {
+            let d = f.insts[i];
+            (d.opcode as u8).hash(&mut weak);
+            (d.opcode as u8, d.ty.raw(), d.results.len, d.operands.len).hash(&mut strong);
+            match d.opcode.format() {
+                Format::Load | Format::Store => {
+                    hash_memflags(f, MemFlagsRef::from_u32(d.aux), &mut strong)
+                }
+                Format::Call => {
+                    f.sigs[SigRef::from_u32(d.aux)].hash(&mut strong);
+                    if d.opcode == Opcode::TryCall {
+                        f.exn_tables[ExnTable::from_u32(d.aux2)].hash(&mut strong);
+                    }
+                }
+                Format::Addr if d.opcode == Opcode::FuncAddr => {
+                    f.sigs[SigRef::from_u32(d.aux)].hash(&mut strong)
+                }
+                Format::Trap | Format::CondTrap => d.aux.hash(&mut strong),
+                Format::GlobalValue => hash_global(f, GlobalRef::from_u32(d.aux), &mut strong),
+                Format::Opaque => {
+                    let o = &f.opaques[OpaqueRef::from_u32(d.aux)];
+                    (&o.name, &o.imms, o.effects).hash(&mut strong);
+                    if d.aux2 != 0 {
+                        hash_memflags(f, MemFlagsRef::from_u32(d.aux2 - 1), &mut strong);
+                    }
+                }
+                _ => {}
+            }
+            for &r in f.results(i) {
+                f.reg_type(r).raw().hash(&mut strong);
+                serial(&mut s.reg_sn, &mut next_r, r).hash(&mut strong);
+            }
+            let call = d.opcode.format() == Format::Call;
+            for (idx, op) in f.operands(i).iter().enumerate() {
+                operand_kind(op).hash(&mut strong);
+                match *op {
+                    Operand::Reg(r) => serial(&mut s.reg_sn, &mut next_r, r).hash(&mut strong),
+                    Operand::Imm(x) => x.hash(&mut strong),
+                    Operand::Block(bb) => {
+                        if s.block_sn[bb] == 0 {
+                            s.block_sn[bb] = next_b;
+                            next_b += 1;
+                            s.order.push(bb);
+                        }
+                        s.block_sn[bb].hash(&mut strong);
+                    }
+                    Operand::Mem(mr) => {
+                        (mr.scale, mr.disp, mr.base.is_some(), mr.index.is_some())
+                            .hash(&mut strong);
+                        if let Some(x) = mr.base.expand() {
+                            serial(&mut s.reg_sn, &mut next_r, x).hash(&mut strong);
+                        }
+                        if let Some(x) = mr.index.expand() {
+                            serial(&mut s.reg_sn, &mut next_r, x).hash(&mut strong);
+                        }
+                    }
+                    Operand::Sym(sym, off) => {
+                        if call && idx == 0 {
+                            callee_key(m, class, sym).hash(&mut strong);
+                        } else {
+                            sym.hash(&mut strong);
+                        }
+                        off.hash(&mut strong);
+                    }
+                    Operand::Stack(so, off) => {
+                        let sd = f.stack_objs[so];
+                        (so.index(), sd.size, sd.align_shift, off).hash(&mut strong);
+                    }
+                    Operand::Pred(c) => c.hash(&mut strong),
+                    Operand::Arg(n) => n.hash(&mut strong),
+                }
+            }
         }
     }
-    h.finish()
+    s.order.len().hash(&mut weak);
+    (weak.finish(), strong.finish())
+}
+
+/// The cheap function hash (seed 001): signature, block count and the opcode sequence in CFG
+/// order.
+pub fn function_hash(f: &Function) -> u64 {
+    let m = Module::new();
+    let class = SecondaryMap::new();
+    // The weak hash reads neither the module nor classes.
+    function_hashes(&m, f, &class, &mut HashScratch::default()).0
 }
 
 /// The total order of functions: `compare(f, g)` walks both bodies in CFG order.
@@ -467,63 +634,117 @@ fn priority(f: &Function) -> u8 {
     }
 }
 
-/// Partition refinement: classes of functions equal up to the classes of their callees.
+/// Partition refinement: classes of functions equal up to the classes of their callees (the
+/// greatest fixpoint, so recursive groups that call each other alike stay together). Each
+/// round hashes every candidate under the current classes, groups by (class, strong hash),
+/// and splits each group by comparing its members with a leader: O(N) body walks per round.
+/// Returns the classes and the strong hashes under them.
 fn refine_classes(
     m: &Module,
-    ids: &[FuncId],
-    hashes: &SecondaryMap<FuncId, u64>,
+    candidates: &[FuncId],
+    weak: &SecondaryMap<FuncId, u64>,
     report: &mut MergeReport,
-) -> SecondaryMap<FuncId, u32> {
+) -> (SecondaryMap<FuncId, u32>, SecondaryMap<FuncId, u64>) {
     let mut class: SecondaryMap<FuncId, u32> = SecondaryMap::with_capacity(m.functions.len());
-    // Functions that are not candidates (unique hash, no body) are callees too: each keeps a
-    // class of its own, never shared with a candidate class (the default 0 would make calls
-    // to two different unique functions, or to one and a class-0 candidate, compare equal).
+    // Functions that are not candidates (unique weak hash, no body) are callees too: each has
+    // a class of its own, never shared with a candidate class.
     for (f, _) in m.functions.iter() {
         class[f] = u32::MAX - f.as_u32();
     }
-    // Start from the hash (which ignores callees): functions with different hashes differ.
-    let mut order: Vec<FuncId> = ids.to_vec();
-    order.sort_by_key(|&f| (hashes[f], f));
-    let mut n = 0u32;
+    let mut order: Vec<FuncId> = candidates.to_vec();
+    order.sort_unstable_by_key(|&f| (weak[f], f));
+    let mut count = 0u32;
     for (k, &f) in order.iter().enumerate() {
-        if k > 0 && hashes[order[k - 1]] != hashes[f] {
-            n += 1;
+        if k > 0 && weak[order[k - 1]] != weak[f] {
+            count += 1;
         }
-        class[f] = n;
+        class[f] = count;
     }
-    let mut count = n + 1;
+    count += 1;
+    let mut strong: SecondaryMap<FuncId, u64> = SecondaryMap::with_capacity(m.functions.len());
+    let mut scratch = HashScratch::default();
+    let mut state = None;
+    let mut rest: Vec<FuncId> = Vec::new();
+    let mut remaining: Vec<FuncId> = Vec::new();
+    // Only functions with direct calls read classes: the others are hashed once.
+    let has_calls: Vec<FuncId> = candidates
+        .iter()
+        .copied()
+        .filter(|&f| {
+            let func = &m.functions[f];
+            func.layout.iter().any(|&b| {
+                func.blocks[b]
+                    .insts
+                    .iter()
+                    .any(|&i| func.insts[i].opcode.is_call())
+            })
+        })
+        .collect();
+    let mut first = true;
     loop {
         report.rounds += 1;
         let snapshot = class.clone();
-        let mut cmpr = FunctionComparator::new(m, &snapshot);
-        let mut comparisons = 0u64;
-        order.sort_by(|&a, &b| {
-            snapshot[a].cmp(&snapshot[b]).then_with(|| {
-                comparisons += 1;
-                cmpr.compare(&m.functions[a], &m.functions[b])
-            })
-        });
-        let mut next = 0u32;
-        for k in 0..order.len() {
-            if k > 0 {
-                let (a, b) = (order[k - 1], order[k]);
-                let same = snapshot[a] == snapshot[b] && {
-                    comparisons += 1;
-                    cmpr.compare(&m.functions[a], &m.functions[b]) == Ordering::Equal
-                };
-                if !same {
-                    next += 1;
-                }
-            }
-            class[order[k]] = next;
+        for &f in if first { candidates } else { &has_calls[..] } {
+            strong[f] = function_hashes(m, &m.functions[f], &snapshot, &mut scratch).1;
         }
-        report.comparisons += comparisons;
-        if next + 1 == count {
+        first = false;
+        order.sort_unstable_by_key(|&f| (snapshot[f], strong[f], f));
+        let mut cmpr = match state.take() {
+            Some(s) => FunctionComparator::from_state(m, &snapshot, s),
+            None => FunctionComparator::new(m, &snapshot),
+        };
+        let mut next = count;
+        let mut i = 0;
+        // The old class whose number was already kept by an earlier subgroup.
+        let mut kept: Option<u32> = None;
+        while i < order.len() {
+            let key = (snapshot[order[i]], strong[order[i]]);
+            let mut j = i + 1;
+            while j < order.len() && (snapshot[order[j]], strong[order[j]]) == key {
+                j += 1;
+            }
+            rest.clear();
+            rest.extend_from_slice(&order[i..j]);
+            // Stable numbering: the first subgroup of an old class keeps its number, split-off
+            // subgroups get new ones, so an unchanged partition keeps unchanged classes.
+            let mut old = if kept == Some(key.0) {
+                None
+            } else {
+                Some(key.0)
+            };
+            kept = Some(key.0);
+
+            while let Some((&leader, others)) = rest.split_first() {
+                let id = match old.take() {
+                    Some(o) if o < count => o,
+                    _ => {
+                        let n = next;
+                        next += 1;
+                        n
+                    }
+                };
+                class[leader] = id;
+                remaining.clear();
+                for &x in others {
+                    report.comparisons += 1;
+                    if cmpr.compare(&m.functions[leader], &m.functions[x]) == Ordering::Equal {
+                        class[x] = id;
+                    } else {
+                        remaining.push(x);
+                    }
+                }
+                core::mem::swap(&mut rest, &mut remaining);
+            }
+            i = j;
+        }
+        state = Some(cmpr.into_state());
+        if next == count {
+            // No class split: the hashes of this round were computed under these classes.
             break;
         }
-        count = next + 1;
+        count = next;
     }
-    class
+    (class, strong)
 }
 
 /// Run MergeFunctions on a module.
@@ -534,25 +755,27 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         .filter(|(_, f)| f.entry().is_some())
         .map(|(id, _)| id)
         .collect();
-    let mut hashes: SecondaryMap<FuncId, u64> = SecondaryMap::with_capacity(m.functions.len());
+    // The hash filter: only functions sharing a weak hash with another are candidates.
+    let mut weak: SecondaryMap<FuncId, u64> = SecondaryMap::with_capacity(m.functions.len());
     let mut seen: FxHashMap<u64, u32> = FxHashMap::default();
-    for &id in &ids {
-        let h = function_hash(&m.functions[id]);
-        hashes[id] = h;
-        *seen.entry(h).or_insert(0) += 1;
+    {
+        let no_classes = SecondaryMap::new();
+        let mut scratch = HashScratch::default();
+        for &id in &ids {
+            let h = function_hashes(m, &m.functions[id], &no_classes, &mut scratch).0;
+            weak[id] = h;
+            *seen.entry(h).or_insert(0) += 1;
+        }
     }
-    // The hash filter: only functions sharing a hash with another are candidates.
     let candidates: Vec<FuncId> = ids
         .iter()
         .copied()
-        .filter(|&f| seen[&hashes[f]] > 1)
+        .filter(|&f| seen[&weak[f]] > 1)
         .collect();
     if candidates.is_empty() {
         return report;
     }
-    let class = refine_classes(m, &candidates, &hashes, &mut report);
-    // Non-candidates kept classes of their own in `refine_classes`.
-    let class_all = class;
+    let (class, strong) = refine_classes(m, &candidates, &weak, &mut report);
 
     // Deferred: strong functions first, then preemptible ones.
     let mut deferred: Vec<FuncId> = candidates.clone();
@@ -565,8 +788,10 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
     });
     deferred.reverse(); // pop from the end
     let mut cg = m.call_graph();
-    let mut cmpr_state = Some(FunctionComparator::new(m, &class_all).into_state());
-    let mut fn_tree: Vec<FuncId> = Vec::new();
+    let mut state = Some(FunctionComparator::new(m, &class).into_state());
+    // FnTree: ordered by (strong hash, FunctionComparator); each entry is the short list of
+    // unique functions sharing a strong hash, kept in comparator order.
+    let mut fn_tree: BTreeMap<u64, SmallVec<[FuncId; 1]>> = BTreeMap::new();
     let mut in_tree: SecondaryMap<FuncId, bool> = SecondaryMap::with_capacity(m.functions.len());
     let mut merged_into: SecondaryMap<FuncId, Option<FuncId>> =
         SecondaryMap::with_capacity(m.functions.len());
@@ -574,61 +799,49 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         if m.removed[g] || merged_into[g].is_some() {
             continue;
         }
-        let mut cmpr = FunctionComparator::from_state(m, &class_all, cmpr_state.take().unwrap());
-        let pos = fn_tree.binary_search_by(|&x| {
-            report.comparisons += 1;
-            hashes[x]
-                .cmp(&hashes[g])
-                .then_with(|| cmpr.compare(&m.functions[x], &m.functions[g]))
-        });
-        cmpr_state = Some(cmpr.into_state());
-        match pos {
-            Err(p) => {
-                fn_tree.insert(p, g);
-                in_tree[g] = true;
-            }
-            Ok(p) => {
-                let mut f = fn_tree[p];
-                let mut g = g;
-                // The better survivor stays in the tree.
-                if priority(&m.functions[g]) < priority(&m.functions[f]) {
-                    fn_tree[p] = g;
+        let found = {
+            let mut cmpr = FunctionComparator::from_state(m, &class, state.take().unwrap());
+            let bucket = fn_tree.entry(strong[g]).or_default();
+            let pos = bucket.binary_search_by(|&x| {
+                report.comparisons += 1;
+                cmpr.compare(&m.functions[x], &m.functions[g])
+            });
+            state = Some(cmpr.into_state());
+            match pos {
+                Err(p) => {
+                    bucket.insert(p, g);
                     in_tree[g] = true;
-                    in_tree[f] = false;
-                    core::mem::swap(&mut f, &mut g);
+                    None
                 }
-                if m.functions[f].linkage == Linkage::Preemptible {
-                    continue; // no safe survivor (see the module comment)
-                }
-                let callers = merge_two(m, &mut cg, f, g, &mut report);
-                merged_into[g] = Some(f);
-                report.pairs.push((g, f));
-                for c in callers {
-                    if in_tree[c] && c != f {
-                        // Callees compare by class, so a caller's key did not change: find it
-                        // by binary search.
-                        let mut cmpr = FunctionComparator::from_state(
-                            m,
-                            &class_all,
-                            cmpr_state.take().unwrap(),
-                        );
-                        let k = fn_tree.binary_search_by(|&x| {
-                            hashes[x]
-                                .cmp(&hashes[c])
-                                .then_with(|| cmpr.compare(&m.functions[x], &m.functions[c]))
-                        });
-                        cmpr_state = Some(cmpr.into_state());
-                        let k = match k {
-                            Ok(k) if fn_tree[k] == c => Some(k),
-                            _ => fn_tree.iter().position(|&x| x == c),
-                        };
-                        if let Some(k) = k {
-                            fn_tree.remove(k);
-                        }
-                        in_tree[c] = false;
-                        deferred.push(c);
+                Ok(p) => {
+                    let f = bucket[p];
+                    // The better survivor stays in the tree.
+                    if priority(&m.functions[g]) < priority(&m.functions[f]) {
+                        bucket[p] = g;
+                        in_tree[g] = true;
+                        in_tree[f] = false;
+                        Some((g, f))
+                    } else {
+                        Some((f, g))
                     }
                 }
+            }
+        };
+        let Some((f, g)) = found else { continue };
+        if m.functions[f].linkage == Linkage::Preemptible {
+            continue; // no safe survivor (see the module comment)
+        }
+        let callers = merge_two(m, &mut cg, f, g, &mut report);
+        merged_into[g] = Some(f);
+        report.pairs.push((g, f));
+        // G's callers changed: they leave FnTree and return to Deferred.
+        for c in callers {
+            if in_tree[c] && c != f {
+                if let Some(bucket) = fn_tree.get_mut(&strong[c]) {
+                    bucket.retain(|x| *x != c);
+                }
+                in_tree[c] = false;
+                deferred.push(c);
             }
         }
     }

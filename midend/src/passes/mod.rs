@@ -2,6 +2,7 @@
 //! value numbering), `dce` (dead-code removal).
 
 pub mod dce;
+pub mod gvn;
 pub mod lvn;
 pub mod merge;
 
@@ -14,7 +15,7 @@ pub fn create(name: &str) -> Result<Box<dyn Pass>, Error> {
         "dce" => Box::new(dce::Dce),
         "lvn" => Box::new(lvn::Lvn),
         "merge" => Box::new(merge::Merge),
-        "gvn" => return Err(Error::Other(format!("pass '{name}' is not built yet"))),
+        "gvn" => Box::new(gvn::Gvn),
         _ => return Err(Error::UnknownPass(name.to_string())),
     })
 }

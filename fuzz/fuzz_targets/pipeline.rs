@@ -1,0 +1,45 @@
+//! Parse arbitrary text as CLIF, lift, run `merge,lvn` and lower every function back: passes
+//! must keep the module valid and every surviving function must lower to valid CLIF.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|text: &str| {
+    let Ok(funcs) = cranelift_reader::parse_functions(text) else {
+        return;
+    };
+    let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
+    if funcs
+        .iter()
+        .any(|f| cranelift_codegen::verifier::verify_function(f, &flags).is_err())
+    {
+        return;
+    }
+    let mut stats = midend::Stats::default();
+    let Ok(mut m) = jit_driver::lift_functions(funcs.iter(), &mut stats) else {
+        return;
+    };
+    midend::lir::verify_module(&m, true).expect("lifted module verifies");
+    let mut pm = midend::PassManager::from_names("merge,lvn").unwrap();
+    pm.verify = true;
+    if let Err(e) = pm.run(&mut m, &mut stats) {
+        panic!("passes failed on a verified module: {e}\n{m}");
+    }
+    let config = cranelift_codegen::isa::TargetFrontendConfig {
+        default_call_conv: cranelift_codegen::isa::CallConv::SystemV,
+        pointer_width: target_lexicon::PointerWidth::U64,
+        page_size_align_log2: 12,
+    };
+    let ids: Vec<_> = m.live_functions().map(|(id, _)| id).collect();
+    for id in ids {
+        let f = &m.functions[id];
+        let lowered = jit_driver::lower_function(&m, f, &mut jit_driver::OriginalNames, config)
+            .unwrap_or_else(|e| panic!("lowering {} failed: {e}", f.name));
+        if let Err(e) = cranelift_codegen::verifier::verify_function(&lowered, &flags) {
+            panic!(
+                "lowered {} fails Cranelift's verifier: {e}\n{}",
+                f.name,
+                lowered.display()
+            );
+        }
+    }
+});

@@ -1,0 +1,217 @@
+//! Global value numbering scoped along the dominator tree (as Cranelift's GVN): a value
+//! computed in a block is reused by every block it dominates. The table is a scoped hash
+//! table: entries made in a block are undone when the walk leaves the block's subtree, so a
+//! reuse always refers to a dominating definition.
+//!
+//! Memory: `readonly` loads are numbered across the whole tree. Other loads are numbered across
+//! blocks only when no instruction of the function can write memory (no store, call or other
+//! side effect: then no path can write it); otherwise they get a memory epoch that is fresh at
+//! every block entry and after every write, which confines them to straight-line stretches
+//! with no write in between (what LVN does, without its object segments).
+
+use crate::analysis::{Cfg, DomTree};
+use crate::lir::{
+    effects, Block, Function, Imm, Inst, MemFlagsRef, Module, Opcode, Operand, Reg, Type,
+};
+use crate::pass::{Pass, Stats};
+use crate::Error;
+use cranelift_entity::SecondaryMap;
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+
+pub struct Gvn;
+
+impl Pass for Gvn {
+    fn name(&self) -> &'static str {
+        "gvn"
+    }
+    fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
+        let mut removed = 0;
+        for (id, f) in module.functions.iter_mut() {
+            if !module.removed[id] {
+                removed += gvn_function(f);
+            }
+        }
+        stats.add("gvn.removed", removed as u64);
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum K {
+    Reg(Reg),
+    Imm(Imm),
+    Other(u64),
+    Mem(Option<Reg>, Option<Reg>, u8, i32),
+    Epoch(u32),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct GKey {
+    opcode: Opcode,
+    ty: Type,
+    aux: u32,
+    aux2: u32,
+    ops: SmallVec<[K; 4]>,
+}
+
+fn canon(rename: &SecondaryMap<Reg, Option<Reg>>, r: Reg) -> Reg {
+    let mut r = r;
+    while let Some(n) = rename[r] {
+        r = n;
+    }
+    r
+}
+
+fn key_op(rename: &SecondaryMap<Reg, Option<Reg>>, op: &Operand) -> K {
+    use core::hash::{Hash, Hasher};
+    match *op {
+        Operand::Reg(r) => K::Reg(canon(rename, r)),
+        Operand::Imm(i) => K::Imm(i),
+        Operand::Mem(m) => K::Mem(
+            m.base.expand().map(|r| canon(rename, r)),
+            m.index.expand().map(|r| canon(rename, r)),
+            m.scale,
+            m.disp,
+        ),
+        other => {
+            let mut h = rustc_hash::FxHasher::default();
+            other.hash(&mut h);
+            K::Other(h.finish())
+        }
+    }
+}
+
+/// Number one function; returns the number of instructions removed.
+pub fn gvn_function(f: &mut Function) -> usize {
+    let Some(entry) = f.entry() else { return 0 };
+    let cfg = Cfg::compute(f);
+    let dt = DomTree::compute(&cfg);
+    let mem_free = cfg.rpo.iter().all(|&b| {
+        f.blocks[b].insts.iter().all(|&i| {
+            f.inst_effects(i) & (effects::STORE | effects::SIDE) == 0
+                && !f.insts[i].opcode.is_call()
+        })
+    });
+    // Opaque records are compared by content.
+    let mut opaque_ids: FxHashMap<(String, SmallVec<[u64; 2]>, u8), u32> = FxHashMap::default();
+    let mut rename: SecondaryMap<Reg, Option<Reg>> = SecondaryMap::with_capacity(f.regs.len());
+    let mut dead: SecondaryMap<Inst, bool> = SecondaryMap::with_capacity(f.insts.len());
+    let mut table: FxHashMap<GKey, Reg> = FxHashMap::default();
+    let mut undo: Vec<(GKey, Option<Reg>)> = Vec::new();
+    let mut removed = 0;
+    let mut epoch = 0u32;
+    // Iterative DFS over the dominator tree: (block, child index, undo mark).
+    let mut stack: Vec<(Block, usize, usize)> = vec![(entry, 0, 0)];
+    let mut entered = true;
+    while let Some(&mut (b, ref mut child, mark)) = stack.last_mut() {
+        if entered {
+            entered = false;
+            epoch += 1;
+            for &inst in &f.blocks[b].insts {
+                let d = f.insts[inst];
+                let fx = f.inst_effects(inst);
+                if fx & (effects::STORE | effects::SIDE) != 0 || d.opcode.is_call() {
+                    epoch += 1;
+                    continue;
+                }
+                let results = f.results(inst);
+                if d.opcode == Opcode::Phi || d.opcode.is_terminator() || results.len() != 1 {
+                    continue;
+                }
+                let is_load = d.opcode.is_load();
+                if fx & effects::TRAP != 0 && !is_load {
+                    // Trapping arithmetic (division): keep it local to be safe about order.
+                    continue;
+                }
+                if d.opcode == Opcode::GlobalValue || (fx & effects::LOAD != 0 && !is_load) {
+                    continue;
+                }
+                let mut key = GKey {
+                    opcode: d.opcode,
+                    ty: d.ty,
+                    aux: d.aux,
+                    aux2: d.aux2,
+                    ops: SmallVec::new(),
+                };
+                if d.opcode == Opcode::Opaque {
+                    let o = &f.opaques[crate::lir::OpaqueRef::from_u32(d.aux)];
+                    let n = opaque_ids.len() as u32;
+                    key.aux = *opaque_ids
+                        .entry((o.name.clone(), o.imms.clone(), o.effects))
+                        .or_insert(n);
+                }
+                for op in f.operands(inst) {
+                    key.ops.push(key_op(&rename, op));
+                }
+                if is_load {
+                    let readonly = f.memflags[MemFlagsRef::from_u32(d.aux)].readonly();
+                    key.ops
+                        .push(K::Epoch(if readonly || mem_free { 0 } else { epoch }));
+                }
+                if d.opcode == Opcode::Copy && matches!(key.ops[0], K::Imm(_)) {
+                    // Constants are cheaper to rematerialise than to keep live across blocks.
+                    key.ops.push(K::Epoch(epoch));
+                }
+                if d.opcode == Opcode::Copy {
+                    if let K::Reg(src) = key.ops[0] {
+                        rename[results[0]] = Some(src);
+                        dead[inst] = true;
+                        removed += 1;
+                        continue;
+                    }
+                }
+                if d.opcode.is_commutative() && key.ops.len() == 2 && key.ops[0] > key.ops[1] {
+                    key.ops.swap(0, 1);
+                }
+                if matches!(d.opcode, Opcode::Icmp | Opcode::Fcmp) && key.ops[1] > key.ops[2] {
+                    key.ops.swap(1, 2);
+                    if let Some(Operand::Pred(c)) = f.operands(inst).first() {
+                        key.ops[0] = key_op(&rename, &Operand::Pred(c.swapped()));
+                    }
+                }
+                let dst = results[0];
+                match table.get(&key) {
+                    Some(&lead) => {
+                        rename[dst] = Some(lead);
+                        dead[inst] = true;
+                        removed += 1;
+                    }
+                    None => {
+                        undo.push((key.clone(), None));
+                        table.insert(key, dst);
+                    }
+                }
+            }
+        }
+        if let Some(&c) = dt.children[b].get(*child) {
+            *child += 1;
+            stack.push((c, 0, undo.len()));
+            entered = true;
+        } else {
+            // Leave the subtree: undo its table entries.
+            while undo.len() > mark {
+                let (k, prev) = undo.pop().unwrap();
+                match prev {
+                    Some(r) => {
+                        table.insert(k, r);
+                    }
+                    None => {
+                        table.remove(&k);
+                    }
+                }
+            }
+            stack.pop();
+        }
+    }
+    if removed == 0 {
+        return 0;
+    }
+    for op in f.operand_pool.iter_mut() {
+        op.map_regs(|r| canon(&rename, r));
+    }
+    for &b in &f.layout {
+        f.blocks[b].insts.retain(|&i| !dead[i]);
+    }
+    removed
+}
