@@ -1040,8 +1040,9 @@ pub fn verify_all(funcs: &[Function]) -> Result<(), String> {
     let fl = settings::Flags::new(settings::builder());
     for f in funcs {
         if let Err(e) = cranelift_codegen::verifier::verify_function(f, &fl) {
-                        return Err(cranelift_codegen::print_errors::pretty_verifier_error(f, None, e));
-
+            return Err(cranelift_codegen::print_errors::pretty_verifier_error(
+                f, None, e,
+            ));
         }
     }
     Ok(())

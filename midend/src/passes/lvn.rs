@@ -96,13 +96,20 @@ struct Segment {
     end: i64,
     mem_vn: u32,
     /// VN of the last value stored to exactly this segment, with the store's type.
-    last_stored: Option<(u32, Type)>,
+    /// (value VN, stored type, byte-order bits of the store's flags).
+    last_stored: Option<(u32, Type, u8)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum ObjKey {
     Stack(StackObj),
     Sym(Symbol),
+}
+
+/// The explicit byte order of an access (little, big or native): a stored value forwards only
+/// to a load that reads the bytes in the same order.
+fn byte_order(f: crate::lir::MemFlags) -> u8 {
+    f.bits & (crate::lir::MemFlags::LITTLE | crate::lir::MemFlags::BIG)
 }
 
 const SEG_MIN: i64 = -(1 << 40);
@@ -114,6 +121,8 @@ struct GenericStore {
     addr: KeyOp,
     value: u32,
     ty: Type,
+    /// Byte-order bits of the store's flags: forwarding needs the load's to match.
+    order: u8,
     epoch: u32,
 }
 
@@ -424,8 +433,8 @@ impl LocalValueNumbering {
             let (a, b) = self.split(obj, off, end);
             let segs = &self.objects[&obj];
             if b - a == 1 && d.opcode == Opcode::Load {
-                if let Some((v, ty)) = segs[a].last_stored {
-                    if ty == d.ty {
+                if let Some((v, ty, order)) = segs[a].last_stored {
+                    if ty == d.ty && order == byte_order(flags) {
                         if let Some(&lead) = self.leader.get(&v) {
                             self.rename[dst] = Some(lead);
                             self.vn[dst] = v;
@@ -442,7 +451,11 @@ impl LocalValueNumbering {
             }
         } else {
             if let (Some(g), Opcode::Load) = (self.last_generic, d.opcode) {
-                if g.addr == key.ops[0] && g.ty == d.ty && g.epoch == self.epoch_any {
+                if g.addr == key.ops[0]
+                    && g.ty == d.ty
+                    && g.order == byte_order(flags)
+                    && g.epoch == self.epoch_any
+                {
                     if let Some(&lead) = self.leader.get(&g.value) {
                         self.rename[dst] = Some(lead);
                         self.vn[dst] = g.value;
@@ -502,7 +515,7 @@ impl LocalValueNumbering {
                 s.last_stored = None;
             }
             if exact {
-                segs[a].last_stored = value_vn.map(|v| (v, d.ty));
+                segs[a].last_stored = value_vn.map(|v| (v, d.ty, byte_order(flags)));
             }
             self.last_generic = None;
         } else {
@@ -514,6 +527,7 @@ impl LocalValueNumbering {
                     addr,
                     value: v,
                     ty: d.ty,
+                    order: byte_order(flags),
                     epoch: self.epoch_any,
                 }),
                 _ => None,

@@ -80,7 +80,6 @@ fn serial(map: &mut SecondaryMap<Reg, u32>, next: &mut u32, r: Reg) -> u32 {
 fn callee_key(m: &Module, class: &SecondaryMap<FuncId, u32>, s: Symbol) -> (u32, u32) {
     let s = *m.aliases.get(&s).unwrap_or(&s);
     match m.symbols.get(s).and_then(|d| d.def.expand()) {
-
         Some(f) if !m.removed[f] => (0, class[f]),
         _ => (1, s.as_u32()),
     }

@@ -1,0 +1,58 @@
+//! Lift (CLIF -> LIR) and lower (LIR -> CLIF with FunctionBuilder) throughput, in CLIF
+//! instructions per second, on a generated module and the wasm corpus (when present).
+//!
+//! `cargo bench --bench lift_lower`
+
+mod common;
+
+use cranelift_codegen::ir;
+use cranelift_frontend::FunctionBuilderContext;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use mergelift::jit_driver::{lift_functions, lower_function_with, OriginalNames};
+
+fn config() -> cranelift_codegen::isa::TargetFrontendConfig {
+    cranelift_codegen::isa::TargetFrontendConfig {
+        default_call_conv: cranelift_codegen::isa::CallConv::SystemV,
+        pointer_width: target_lexicon::PointerWidth::U64,
+        page_size_align_log2: 12,
+    }
+}
+
+fn lift_lower(c: &mut Criterion) {
+    let mut g = c.benchmark_group("lift_lower");
+    g.sample_size(10);
+    let mut inputs: Vec<(String, Vec<ir::Function>)> = vec![(
+        "generated_10k".into(),
+        common::generated_functions(10_000, 0.5),
+    )];
+    inputs.extend(
+        common::wasm_corpus()
+            .into_iter()
+            .filter(|(n, _)| n == "rust-json" || n == "gcc-loops"),
+    );
+    for (name, funcs) in inputs {
+        let insts: usize = funcs.iter().map(|f| f.dfg.num_insts()).sum();
+        g.throughput(Throughput::Elements(insts as u64));
+        g.bench_function(format!("lift/{name}"), |b| {
+            b.iter(|| lift_functions(funcs.iter(), &mut Default::default()).unwrap())
+        });
+        let m = lift_functions(funcs.iter(), &mut Default::default()).unwrap();
+        g.bench_function(format!("lower/{name}"), |b| {
+            let mut fctx = FunctionBuilderContext::new();
+            b.iter(|| {
+                let mut n = 0;
+                for (_, f) in m.live_functions() {
+                    n += lower_function_with(&m, f, &mut OriginalNames, config(), &mut fctx)
+                        .unwrap()
+                        .dfg
+                        .num_insts();
+                }
+                n
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, lift_lower);
+criterion_main!(benches);
