@@ -2,7 +2,7 @@
 //! each, resolve calls between them and to host symbols, finalize, and hand back function
 //! pointers by name. Merged functions cost no code: their names resolve to the survivor.
 
-use crate::lower::{lower_function_with, NameResolver};
+use crate::lower::{lower_function_with, special_name, NameResolver};
 use crate::opmap::clif_type;
 use crate::Error;
 use cranelift_codegen::ir::{self, InstBuilder};
@@ -147,24 +147,6 @@ impl NameResolver for JitNames<'_> {
         });
         ir::ExternalName::user(r)
     }
-}
-
-/// Libcalls and known symbols keep their Cranelift names; the JIT resolves them itself.
-fn special_name(name: &str) -> Option<ir::ExternalName> {
-    use std::str::FromStr;
-    if let Some(l) = name
-        .strip_prefix("libcall.")
-        .and_then(|l| ir::LibCall::from_str(l).ok())
-    {
-        return Some(ir::ExternalName::LibCall(l));
-    }
-    if let Some(k) = name
-        .strip_prefix("known.")
-        .and_then(|k| ir::KnownSymbol::from_str(k).ok())
-    {
-        return Some(ir::ExternalName::KnownSymbol(k));
-    }
-    None
 }
 
 /// Can the process resolve `name` (registered host symbols, then the dynamic linker)?

@@ -359,35 +359,15 @@ impl<'a> Lifter<'a> {
                     0,
                 );
             }
-            D::IntCompare { cond, args, .. } => {
+            D::IntCompare { args, .. } | D::FloatCompare { args, .. } => {
+                let (op, pred) = match data {
+                    D::IntCompare { cond, .. } => (L::Icmp, int_cond(cond)),
+                    D::FloatCompare { cond, .. } => (L::Fcmp, float_cond(cond)),
+                    _ => unreachable!(),
+                };
                 let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
-                self.push(
-                    b,
-                    L::Icmp,
-                    ctrl,
-                    &results,
-                    &[
-                        Operand::Pred(int_cond(cond)),
-                        Operand::Reg(x),
-                        Operand::Reg(y),
-                    ],
-                    0,
-                );
-            }
-            D::FloatCompare { cond, args, .. } => {
-                let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
-                self.push(
-                    b,
-                    L::Fcmp,
-                    ctrl,
-                    &results,
-                    &[
-                        Operand::Pred(float_cond(cond)),
-                        Operand::Reg(x),
-                        Operand::Reg(y),
-                    ],
-                    0,
-                );
+                let ops = [Operand::Pred(pred), Operand::Reg(x), Operand::Reg(y)];
+                self.push(b, op, ctrl, &results, &ops, 0);
             }
             D::StackAddr {
                 stack_slot, offset, ..

@@ -41,24 +41,29 @@ pub trait NameResolver {
 /// Names as the producer spelled them (`u0:12`, `%fib`, libcalls), for printing CLIF.
 pub struct OriginalNames;
 
+/// Libcalls and known symbols keep their Cranelift names (`libcall.CeilF32`).
+pub fn special_name(s: &str) -> Option<ir::ExternalName> {
+    if let Some(l) = s
+        .strip_prefix("libcall.")
+        .and_then(|l| ir::LibCall::from_str(l).ok())
+    {
+        return Some(ir::ExternalName::LibCall(l));
+    }
+    if let Some(k) = s
+        .strip_prefix("known.")
+        .and_then(|k| ir::KnownSymbol::from_str(k).ok())
+    {
+        return Some(ir::ExternalName::KnownSymbol(k));
+    }
+    None
+}
+
 impl OriginalNames {
     fn name(func: &mut ir::Function, s: &str) -> ir::ExternalName {
         if let Some(u) = opmap::parse_user_name(s) {
             return ir::ExternalName::user(func.declare_imported_user_function(u));
         }
-        if let Some(l) = s
-            .strip_prefix("libcall.")
-            .and_then(|l| ir::LibCall::from_str(l).ok())
-        {
-            return ir::ExternalName::LibCall(l);
-        }
-        if let Some(k) = s
-            .strip_prefix("known.")
-            .and_then(|k| ir::KnownSymbol::from_str(k).ok())
-        {
-            return ir::ExternalName::KnownSymbol(k);
-        }
-        ir::ExternalName::testcase(s)
+        special_name(s).unwrap_or_else(|| ir::ExternalName::testcase(s))
     }
 }
 

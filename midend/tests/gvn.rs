@@ -21,10 +21,10 @@ fn reuses_value_from_dominating_block() {
 bb0:
     %vr0 = copy.i64 arg0
     %vr1 = copy.i64 arg1
-    %vr2 = add.i64 %vr0, %vr1
+    %vr2 = mul.i64 %vr0, %vr1
     brif.i64 ne %vr0, bb1, bb2
 bb1:
-    %vr3 = add.i64 %vr1, %vr0
+    %vr3 = mul.i64 %vr1, %vr0
     ret %vr3
 bb2:
     ret %vr2
@@ -32,6 +32,28 @@ bb2:
 ");
     assert_eq!(n, 1, "{out}");
     assert!(out.contains("bb1:\n    ret %vr2"), "{out}");
+}
+
+#[test]
+fn cheap_operations_stay_block_local() {
+    let (n, out) = run("function @f(i64, i64) -> i64 system_v export {
+bb0:
+    %vr0 = copy.i64 arg0
+    %vr1 = copy.i64 arg1
+    %vr2 = add.i64 %vr0, %vr1
+    brif.i64 ne %vr0, bb1, bb2
+bb1:
+    %vr3 = add.i64 %vr1, %vr0
+    %vr4 = add.i64 %vr0, %vr1
+    %vr5 = add.i64 %vr3, %vr4
+    ret %vr5
+bb2:
+    ret %vr2
+}
+");
+    // Recomputed in bb1 rather than kept live from bb0, but numbered within bb1.
+    assert_eq!(n, 1, "{out}");
+    assert!(out.contains("%vr5 = add.i64 %vr3, %vr3"), "{out}");
 }
 
 #[test]

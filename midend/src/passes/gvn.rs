@@ -19,6 +19,11 @@ use cranelift_entity::SecondaryMap;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+/// How far down the dominator tree a value is reused. Reuse extends a live range; across long
+/// stretches of a large function that costs spills at opt level none (measured: unbounded
+/// reuse grew the wasm `hashset` module by 37%).
+pub const MAX_REUSE_DEPTH: usize = 3;
+
 pub struct Gvn;
 
 impl Pass for Gvn {
@@ -82,6 +87,28 @@ fn key_op(rename: &SecondaryMap<Reg, Option<Reg>>, op: &Operand) -> K {
     }
 }
 
+/// Cheap, rematerialisable operations.
+fn is_cheap(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::Add
+            | Opcode::Sub
+            | Opcode::And
+            | Opcode::Or
+            | Opcode::Xor
+            | Opcode::Not
+            | Opcode::Neg
+            | Opcode::Shl
+            | Opcode::Ushr
+            | Opcode::Sshr
+            | Opcode::Uextend
+            | Opcode::Sextend
+            | Opcode::Ireduce
+            | Opcode::Icmp
+            | Opcode::Select
+    )
+}
+
 /// Number one function; returns the number of instructions removed.
 pub fn gvn_function(f: &mut Function) -> usize {
     let Some(entry) = f.entry() else { return 0 };
@@ -97,14 +124,20 @@ pub fn gvn_function(f: &mut Function) -> usize {
     let mut opaque_ids: FxHashMap<(String, SmallVec<[u64; 2]>, u8), u32> = FxHashMap::default();
     let mut rename: SecondaryMap<Reg, Option<Reg>> = SecondaryMap::with_capacity(f.regs.len());
     let mut dead: SecondaryMap<Inst, bool> = SecondaryMap::with_capacity(f.insts.len());
-    let mut table: FxHashMap<GKey, Reg> = FxHashMap::default();
-    let mut undo: Vec<(GKey, Option<Reg>)> = Vec::new();
+    // Key → (register, dominator-tree depth of its block).
+    let mut table: FxHashMap<GKey, (Reg, usize)> = FxHashMap::default();
+    let mut undo: Vec<(GKey, Option<(Reg, usize)>)> = Vec::new();
     let mut removed = 0;
     let mut epoch = 0u32;
     // Iterative DFS over the dominator tree: (block, child index, undo mark).
     let mut stack: Vec<(Block, usize, usize)> = vec![(entry, 0, 0)];
     let mut entered = true;
-    while let Some(&mut (b, ref mut child, mark)) = stack.last_mut() {
+    while !stack.is_empty() {
+        let depth_here = stack.len();
+        let (b, mark) = {
+            let top = stack.last().unwrap();
+            (top.0, top.2)
+        };
         if entered {
             entered = false;
             epoch += 1;
@@ -149,10 +182,6 @@ pub fn gvn_function(f: &mut Function) -> usize {
                     key.ops
                         .push(K::Epoch(if readonly || mem_free { 0 } else { epoch }));
                 }
-                if d.opcode == Opcode::Copy && matches!(key.ops[0], K::Imm(_)) {
-                    // Constants are cheaper to rematerialise than to keep live across blocks.
-                    key.ops.push(K::Epoch(epoch));
-                }
                 if d.opcode == Opcode::Copy {
                     if let K::Reg(src) = key.ops[0] {
                         rename[results[0]] = Some(src);
@@ -170,20 +199,31 @@ pub fn gvn_function(f: &mut Function) -> usize {
                         key.ops[0] = key_op(&rename, &Operand::Pred(c.swapped()));
                     }
                 }
+                if (d.opcode == Opcode::Copy && matches!(key.ops[0], K::Imm(_)))
+                    || is_cheap(d.opcode)
+                {
+                    // Constants and one-cycle ALU operations are cheaper to recompute than to
+                    // keep live across blocks (x64 also folds address arithmetic into
+                    // addressing modes): they are reused only within a block.
+                    key.ops.push(K::Epoch(epoch));
+                }
                 let dst = results[0];
                 match table.get(&key) {
-                    Some(&lead) => {
+                    Some(&(lead, depth)) if depth_here - depth <= MAX_REUSE_DEPTH => {
                         rename[dst] = Some(lead);
                         dead[inst] = true;
                         removed += 1;
                     }
-                    None => {
-                        undo.push((key.clone(), None));
-                        table.insert(key, dst);
+                    prev => {
+                        // New, or too far up the tree: this definition leads its subtree.
+                        let prev = prev.copied();
+                        undo.push((key.clone(), prev));
+                        table.insert(key, (dst, depth_here));
                     }
                 }
             }
         }
+        let child = &mut stack.last_mut().unwrap().1;
         if let Some(&c) = dt.children[b].get(*child) {
             *child += 1;
             stack.push((c, 0, undo.len()));

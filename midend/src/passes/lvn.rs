@@ -29,6 +29,7 @@ use crate::lir::{
 };
 use crate::pass::{Pass, Stats};
 use crate::Error;
+use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, SecondaryMap};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -130,17 +131,28 @@ struct GenericStore {
 #[derive(Default)]
 pub struct LocalValueNumbering {
     next_vn: u32,
-    vn: SecondaryMap<Reg, u32>,
-    /// VN → register holding it (first definition in the block).
-    leader: FxHashMap<u32, Reg>,
-    table: FxHashMap<Key, u32>,
+    /// Block generation: register VNs and region epochs of older blocks are stale.
+    gen: u32,
+    /// (generation, VN) of each register.
+    vn: SecondaryMap<Reg, (u32, u32)>,
+    /// First VN of the current block; only VNs from here on have leaders.
+    block_base: u32,
+    /// VN - block_base → register holding it (first definition in the block).
+    leader: Vec<PackedOption<Reg>>,
+    /// The block's table: an open-addressing hash table sized to the block (cleared in
+    /// O(block), not O(capacity)); `slots` index `keys`/`key_vns` plus one.
+    keys: Vec<Key>,
+    key_vns: Vec<u32>,
+    slots: Vec<u32>,
+    mask: usize,
     objects: FxHashMap<ObjKey, Vec<Segment>>,
     /// Bumped by every store or side effect: the memory VN of region-less generic loads.
     epoch_any: u32,
     /// Bumped by stores without a region and by side effects.
     epoch_unregioned: u32,
-    /// Per-region epochs.
-    epoch_region: FxHashMap<Region, u32>,
+    /// Per-region epochs, stamped with `region_gen` (older stamps read as 0).
+    epoch_region: SecondaryMap<Region, (u32, u32)>,
+    region_gen: u32,
     last_generic: Option<GenericStore>,
     /// Register renaming: redundant result → earlier register.
     rename: SecondaryMap<Reg, Option<Reg>>,
@@ -164,16 +176,67 @@ fn global_reads_memory(f: &Function, g: crate::lir::GlobalRef) -> bool {
 impl LocalValueNumbering {
     fn fresh(&mut self) -> u32 {
         self.next_vn += 1;
+        if self.next_vn >= self.block_base {
+            self.leader.push(None.into());
+        }
         self.next_vn
     }
 
+    fn leader_of(&self, vn: u32) -> Option<Reg> {
+        if vn < self.block_base {
+            return None;
+        }
+        self.leader
+            .get((vn - self.block_base) as usize)
+            .and_then(|r| r.expand())
+    }
+
+    fn set_leader(&mut self, vn: u32, r: Reg) {
+        if vn >= self.block_base {
+            if let Some(slot) = self.leader.get_mut((vn - self.block_base) as usize) {
+                *slot = r.into();
+            }
+        }
+    }
+
+    fn set_vn(&mut self, r: Reg, vn: u32) {
+        self.vn[r] = (self.gen, vn);
+    }
+
+    /// The VN of a register. A register defined in another block gets a fresh VN of this
+    /// block, and holds it (its definition dominates this use).
     fn vn_of(&mut self, r: Reg) -> u32 {
         let r = self.rename[r].unwrap_or(r);
-        if self.vn[r] == 0 {
-            let v = self.fresh();
-            self.vn[r] = v;
+        let (g, v) = self.vn[r];
+        if g == self.gen && v != 0 {
+            return v;
         }
-        self.vn[r]
+        let v = self.fresh();
+        self.set_leader(v, r);
+        self.set_vn(r, v);
+        v
+    }
+
+    /// Find `key` in the block's table, or insert it with a fresh VN: (VN, found).
+    fn lookup(&mut self, key: Key) -> (u32, bool) {
+        use core::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        key.hash(&mut h);
+        let mut i = (h.finish() as usize) & self.mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == 0 {
+                let v = self.fresh();
+                self.keys.push(key);
+                self.key_vns.push(v);
+                self.slots[i] = self.keys.len() as u32;
+                return (v, false);
+            }
+            if self.keys[slot as usize - 1] == key {
+                return (self.key_vns[slot as usize - 1], true);
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 
     fn key_op(&mut self, op: &Operand) -> KeyOp {
@@ -195,21 +258,29 @@ impl LocalValueNumbering {
 
     /// Memory changed in a way LVN cannot track: forget every object and bump every epoch.
     fn clobber_all(&mut self) {
-        self.objects.clear();
+        if !self.objects.is_empty() {
+            self.objects.clear();
+        }
         self.epoch_any += 1;
         self.epoch_unregioned += 1;
-        self.epoch_region.clear();
+        self.region_gen += 1;
         self.last_generic = None;
     }
 
-    fn begin_block(&mut self) {
-        self.table.clear();
+    /// Start a block of `len` instructions: empty table, no leaders, no memory knowledge.
+    fn begin_block(&mut self, len: usize) {
+        self.gen += 1;
+        self.block_base = self.next_vn + 1;
         self.leader.clear();
-        self.objects.clear();
-        self.epoch_any += 1;
-        self.epoch_unregioned += 1;
-        self.epoch_region.clear();
-        self.last_generic = None;
+        self.keys.clear();
+        self.key_vns.clear();
+        let cap = (2 * len + 2).next_power_of_two().max(16);
+        if self.slots.len() < cap {
+            self.slots.resize(cap, 0);
+        }
+        self.slots[..cap].fill(0);
+        self.mask = cap - 1;
+        self.clobber_all();
     }
 
     /// Split the segments of `obj` so `[off, end)` starts and ends on boundaries; return the
@@ -257,26 +328,34 @@ impl LocalValueNumbering {
         (first, last + 1)
     }
 
+    fn region_value(&self, r: Region) -> u32 {
+        let (g, v) = self.epoch_region[r];
+        if g == self.region_gen {
+            v
+        } else {
+            0
+        }
+    }
+
     fn region_epoch(&mut self, region: Option<Region>) -> (u32, u32) {
         match region {
             None => (self.epoch_any, 0),
-            Some(r) => (
-                *self.epoch_region.entry(r).or_insert(0),
-                self.epoch_unregioned,
-            ),
+            Some(r) => (self.region_value(r), self.epoch_unregioned),
         }
     }
 
     /// Number one function.
     pub fn run(&mut self, f: &mut Function, st: &mut LvnStats) {
-        self.rename = SecondaryMap::with_capacity(f.regs.len());
-        self.dead = SecondaryMap::with_capacity(f.insts.len());
-        self.vn = SecondaryMap::with_capacity(f.regs.len());
-        self.opaque_ids.clear();
+        // Register VNs and region epochs are stamped with generations and need no reset.
+        self.rename.clear();
+        self.dead.clear();
+        if !self.opaque_ids.is_empty() {
+            self.opaque_ids.clear();
+        }
         let mut any = false;
         for bi in 0..f.layout.len() {
             let b = f.layout[bi];
-            self.begin_block();
+            self.begin_block(f.blocks[b].insts.len());
             for ii in 0..f.blocks[b].insts.len() {
                 let inst = f.blocks[b].insts[ii];
                 any |= self.visit(f, inst, st);
@@ -302,17 +381,17 @@ impl LocalValueNumbering {
     }
 
     fn redundant(&mut self, inst: Inst, dst: Reg, vn: u32, st: &mut LvnStats) -> bool {
-        match self.leader.get(&vn) {
-            Some(&lead) if lead != dst => {
+        match self.leader_of(vn) {
+            Some(lead) if lead != dst => {
                 self.rename[dst] = Some(lead);
-                self.vn[dst] = vn;
+                self.set_vn(dst, vn);
                 self.dead[inst] = true;
                 st.removed += 1;
                 true
             }
             _ => {
-                self.vn[dst] = vn;
-                self.leader.insert(vn, dst);
+                self.set_vn(dst, vn);
+                self.set_leader(vn, dst);
                 false
             }
         }
@@ -328,8 +407,8 @@ impl LocalValueNumbering {
             Opcode::Phi => {
                 for &r in results {
                     let v = self.fresh();
-                    self.vn[r] = v;
-                    self.leader.insert(v, r);
+                    self.set_vn(r, v);
+                    self.set_leader(v, r);
                 }
                 return false;
             }
@@ -354,8 +433,8 @@ impl LocalValueNumbering {
             }
             for &r in results {
                 let v = self.fresh();
-                self.vn[r] = v;
-                self.leader.insert(v, r);
+                self.set_vn(r, v);
+                self.set_leader(v, r);
             }
             return false;
         }
@@ -393,14 +472,8 @@ impl LocalValueNumbering {
             }
         }
         let dst = results[0];
-        match self.table.get(&key) {
-            Some(&vn) => self.redundant(inst, dst, vn, st),
-            None => {
-                let vn = self.fresh();
-                self.table.insert(key, vn);
-                self.redundant(inst, dst, vn, st)
-            }
-        }
+        let (vn, _) = self.lookup(key);
+        self.redundant(inst, dst, vn, st)
     }
 
     fn mem_target(&mut self, op: &Operand, bytes: u32) -> Option<(ObjKey, i64, i64)> {
@@ -435,9 +508,9 @@ impl LocalValueNumbering {
             if b - a == 1 && d.opcode == Opcode::Load {
                 if let Some((v, ty, order)) = segs[a].last_stored {
                     if ty == d.ty && order == byte_order(flags) {
-                        if let Some(&lead) = self.leader.get(&v) {
+                        if let Some(lead) = self.leader_of(v) {
                             self.rename[dst] = Some(lead);
-                            self.vn[dst] = v;
+                            self.set_vn(dst, v);
                             self.dead[inst] = true;
                             st.removed += 1;
                             st.forwarded += 1;
@@ -456,9 +529,9 @@ impl LocalValueNumbering {
                     && g.order == byte_order(flags)
                     && g.epoch == self.epoch_any
                 {
-                    if let Some(&lead) = self.leader.get(&g.value) {
+                    if let Some(lead) = self.leader_of(g.value) {
                         self.rename[dst] = Some(lead);
-                        self.vn[dst] = g.value;
+                        self.set_vn(dst, g.value);
                         self.dead[inst] = true;
                         st.removed += 1;
                         st.forwarded += 1;
@@ -470,20 +543,12 @@ impl LocalValueNumbering {
             key.ops.push(KeyOp::MemVn(e1));
             key.ops.push(KeyOp::MemVn(e2));
         }
-        match self.table.get(&key) {
-            Some(&vn) => {
-                let removed = self.redundant(inst, dst, vn, st);
-                if removed {
-                    st.loads_removed += 1;
-                }
-                removed
-            }
-            None => {
-                let vn = self.fresh();
-                self.table.insert(key, vn);
-                self.redundant(inst, dst, vn, st)
-            }
+        let (vn, found) = self.lookup(key);
+        let removed = self.redundant(inst, dst, vn, st);
+        if removed && found {
+            st.loads_removed += 1;
         }
+        removed
     }
 
     fn visit_store(&mut self, f: &Function, inst: Inst) {
@@ -499,7 +564,10 @@ impl LocalValueNumbering {
         // Any store may be seen by generic loads.
         self.epoch_any += 1;
         match flags.region {
-            Some(r) => *self.epoch_region.entry(r).or_insert(0) += 1,
+            Some(r) => {
+                let v = self.region_value(r) + 1;
+                self.epoch_region[r] = (self.region_gen, v);
+            }
             None => self.epoch_unregioned += 1,
         }
         if let Some((obj, off, end)) = self.mem_target(&mem, bytes) {
