@@ -296,8 +296,32 @@ fn cmd_size(passes: &str, opt_level: &str, json: bool, files: &[PathBuf]) -> Res
         funcs.extend(test.functions.into_iter().map(|(f, _)| f));
     }
     let parse_ms = t.elapsed().as_secs_f64() * 1e3;
-    let r = jit_driver::size::measure(&funcs, passes, opt, parse_ms, |_, _, _| {})
-        .map_err(|e| anyhow!("{e}"))?;
+    // A progress bar on stderr once the run takes more than a second; never when stderr is
+    // not a terminal.
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>15} [{bar:40}] {pos}/{len}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = Instant::now();
+    let mut shown = false;
+    let r = jit_driver::size::measure(&funcs, passes, opt, parse_ms, |phase, k, n| {
+        if tty && !shown && started.elapsed().as_secs_f64() > 1.0 {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            shown = true;
+        }
+        if k == 0 {
+            bar.set_length(n as u64);
+            bar.set_message(phase.to_string());
+        }
+        bar.set_position(k as u64 + 1);
+    })
+    .map_err(|e| anyhow!("{e}"))?;
+    bar.finish_and_clear();
+
     for (phase, e) in &r.errors {
         eprintln!("error ({phase}): {e}");
     }
