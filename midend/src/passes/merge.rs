@@ -830,7 +830,13 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         if m.functions[f].linkage == Linkage::Preemptible {
             continue; // no safe survivor (see the module comment)
         }
+        // The merge validator re-checks every pair in debug builds (and in tests).
+        #[cfg(debug_assertions)]
+        if let Err(e) = validate_merge(m, &class, f, g) {
+            panic!("merge validator: {e}");
+        }
         let callers = merge_two(m, &mut cg, f, g, &mut report);
+
         merged_into[g] = Some(f);
         report.pairs.push((g, f));
         // G's callers changed: they leave FnTree and return to Deferred.
