@@ -66,13 +66,15 @@ fn host_flags() -> Vec<(String, bool)> {
         .collect()
 }
 
-/// Rebuild a test-file ISA for the JIT: same shared and ISA flags, but not PIC.
+/// Rebuild a test-file ISA for the JIT: the file's shared flags and `isa`'s triple and ISA
+/// flags, but not PIC (and `opt` overriding the opt level).
 fn jit_isa(
-    test: &dyn cranelift_codegen::isa::TargetIsa,
+    isa: &dyn cranelift_codegen::isa::TargetIsa,
+    flags: &settings::Flags,
     opt: Option<OptLevel>,
 ) -> Result<OwnedTargetIsa, String> {
     let mut fb = settings::builder();
-    for v in test.flags().iter() {
+    for v in flags.iter() {
         let _ = fb.set(v.name, &v.value_string());
     }
     let _ = fb.set("is_pic", "false");
@@ -80,9 +82,8 @@ fn jit_isa(
     if let Some(o) = opt {
         let _ = fb.set("opt_level", o.name());
     }
-    let mut ib =
-        cranelift_codegen::isa::lookup(test.triple().clone()).map_err(|e| e.to_string())?;
-    for v in test.isa_flags() {
+    let mut ib = cranelift_codegen::isa::lookup(isa.triple().clone()).map_err(|e| e.to_string())?;
+    for v in isa.isa_flags() {
         let _ = ib.set(v.name, &v.value_string());
     }
     ib.finish(settings::Flags::new(fb))
@@ -206,7 +207,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     match &test.isa_spec {
         IsaSpec::None(flags) => {
             match crate::jit::host_isa(opts.opt_level.unwrap_or(OptLevel::None)) {
-                Ok(h) => match jit_isa_from_flags(&*h, flags, opts.opt_level) {
+                Ok(h) => match jit_isa(&*h, flags, opts.opt_level) {
                     Ok(i) => isas.push(i),
                     Err(e) => reasons.push(e),
                 },
@@ -229,7 +230,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
                     reasons.push(format!("host lacks {}", missing.join(", ")));
                     continue;
                 }
-                match jit_isa(&**isa, opts.opt_level) {
+                match jit_isa(&**isa, isa.flags(), opts.opt_level) {
                     Ok(i) => isas.push(i),
                     Err(e) => reasons.push(e),
                 }
@@ -337,29 +338,6 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
             }
         }
     }
-}
-
-fn jit_isa_from_flags(
-    host: &dyn cranelift_codegen::isa::TargetIsa,
-    flags: &settings::Flags,
-    opt: Option<OptLevel>,
-) -> Result<OwnedTargetIsa, String> {
-    let mut fb = settings::builder();
-    for v in flags.iter() {
-        let _ = fb.set(v.name, &v.value_string());
-    }
-    let _ = fb.set("is_pic", "false");
-    let _ = fb.set("use_colocated_libcalls", "false");
-    if let Some(o) = opt {
-        let _ = fb.set("opt_level", o.name());
-    }
-    let mut ib =
-        cranelift_codegen::isa::lookup(host.triple().clone()).map_err(|e| e.to_string())?;
-    for v in host.isa_flags() {
-        let _ = ib.set(v.name, &v.value_string());
-    }
-    ib.finish(settings::Flags::new(fb))
-        .map_err(|e| e.to_string())
 }
 
 /// Collect `.clif` files from files and directories (recursively, sorted).
