@@ -2,7 +2,7 @@
 //! whose address.
 
 use super::entities::*;
-use super::function::{Function, Linkage, Signature};
+use super::function::Function;
 use super::inst::Opcode;
 use super::operand::Operand;
 use cranelift_entity::packed_option::PackedOption;
@@ -26,8 +26,6 @@ pub struct SymbolData {
     pub def: PackedOption<FuncId>,
     /// References are `colocated` (near, direct) in Cranelift's sense.
     pub colocated: bool,
-    /// Signature of an imported function, when known.
-    pub sig: Option<Signature>,
 }
 
 /// How a merged function was folded into its survivor.
@@ -77,7 +75,6 @@ impl Module {
             kind,
             def: None.into(),
             colocated: false,
-            sig: None,
         });
         self.symbol_index.insert(name.to_string(), s);
         s
@@ -119,12 +116,6 @@ impl Module {
     /// Total instructions of live functions.
     pub fn inst_count(&self) -> usize {
         self.live_functions().map(|(_, f)| f.inst_count()).sum()
-    }
-
-    /// Does any live function take the address of `sym` (`func_addr`), or is it exported with
-    /// a significant address?
-    pub fn linkage_of(&self, sym: Symbol) -> Option<Linkage> {
-        self.defined(sym).map(|f| self.functions[f].linkage)
     }
 }
 
