@@ -5,7 +5,10 @@
 use cranelift_entity::SecondaryMap;
 use midend::lir::*;
 use midend::passes::lvn::{LocalValueNumbering, LvnStats};
-use midend::passes::merge::{function_hash, merge_functions, validate_merge, FunctionComparator};
+use midend::passes::merge::{
+    function_hash, function_hashes, merge_functions, validate_merge, FunctionComparator,
+    HashScratch, WalkOut,
+};
 use midend::{PassManager, Stats};
 use proptest::prelude::*;
 use std::cmp::Ordering;
@@ -605,8 +608,42 @@ fn check_laws(m: &Module, classes: &SecondaryMap<FuncId, u32>) -> Result<(), Tes
     Ok(())
 }
 
+/// The token streams of `function_hashes` are equal exactly when the comparator, with callees
+/// compared by position only, finds the functions equal; and then the hashes are equal too.
+fn check_tokens(m: &Module) -> Result<(), TestCaseError> {
+    let ids: Vec<FuncId> = m.functions.keys().collect();
+    let mut scratch = HashScratch::default();
+    let walked: Vec<(u64, u64, Vec<u32>)> = ids
+        .iter()
+        .map(|&f| {
+            let mut out = WalkOut::default();
+            let (w, l) = function_hashes(&m.functions[f], &mut scratch, &mut out);
+            (w, l, out.tokens)
+        })
+        .collect();
+    let none = SecondaryMap::new();
+    let mut c = FunctionComparator::new(m, &none);
+    c.set_modulo_callees(true);
+    for (i, &a) in ids.iter().enumerate() {
+        for (j, &b) in ids.iter().enumerate() {
+            let eq = c.compare(&m.functions[a], &m.functions[b]) == Ordering::Equal;
+            prop_assert_eq!(eq, walked[i].2 == walked[j].2, "tokens vs comparator {} {}", a, b);
+            if eq {
+                prop_assert_eq!(walked[i].0, walked[j].0);
+                prop_assert_eq!(walked[i].1, walked[j].1);
+            }
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn token_streams_match_the_comparator((descs, copies) in module_strategy()) {
+        check_tokens(&build_module(&descs, &copies))?;
+    }
 
     #[test]
     fn comparator_order_laws((descs, copies) in module_strategy()) {

@@ -63,34 +63,134 @@ pub struct MergeReport {
 /// Scratch tables of the hashing walk, reused across functions.
 #[derive(Default)]
 pub struct HashScratch {
-    reg_sn: SecondaryMap<Reg, u32>,
-    block_sn: SecondaryMap<Block, u32>,
+    reg_sn: Vec<u32>,
+    block_sn: Vec<u32>,
     order: Vec<Block>,
 }
 
-fn serial(map: &mut SecondaryMap<Reg, u32>, next: &mut u32, r: Reg) -> u32 {
-    if map[r] == 0 {
-        map[r] = *next;
+/// What the hashing walk collects besides the hashes.
+#[derive(Default)]
+pub struct WalkOut {
+    /// Direct calls: callee symbol and call instruction, in the comparator's walk order.
+    pub callees: Vec<(Symbol, Inst)>,
+    /// Symbols used other than as a direct callee (taken addresses, data references).
+    pub taken: Vec<Symbol>,
+    /// The token streams of the functions walked, one after another.
+    pub tokens: Vec<u32>,
+}
+
+#[inline]
+fn serial(map: &mut [u32], next: &mut u32, r: Reg) -> u32 {
+    let x = &mut map[r.index()];
+    if *x == 0 {
+        *x = *next;
         *next += 1;
     }
-    map[r]
+    *x
 }
 
-/// A callee: defined functions by class, others by identity (as `FunctionComparator`).
-fn callee_key(m: &Module, class: &SecondaryMap<FuncId, u32>, s: Symbol) -> (u32, u32) {
-    let s = *m.aliases.get(&s).unwrap_or(&s);
-    match m.symbols.get(s).and_then(|d| d.def.expand()) {
-        Some(f) if !m.removed[f] => (0, class[f]),
-        _ => (1, s.as_u32()),
+/// A `Hasher` that records what is hashed instead of mixing it: every `write_*` appends
+/// whole words to a token stream. Derived `Hash` writes prefix-free streams (lengths before
+/// contents, discriminants before fields), so two values of one type give equal token
+/// streams exactly when they are equal.
+struct Tokens<'a>(&'a mut Vec<u32>);
+
+impl Hasher for Tokens<'_> {
+    fn finish(&self) -> u64 {
+        0 // never used: the stream itself is the result
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.push(bytes.len() as u32);
+        for c in bytes.chunks(4) {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            self.0.push(u32::from_le_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, x: u8) {
+        self.0.push(x as u32)
+    }
+    #[inline]
+    fn write_u16(&mut self, x: u16) {
+        self.0.push(x as u32)
+    }
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.0.push(x)
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0.extend_from_slice(&[x as u32, (x >> 32) as u32])
+    }
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64)
     }
 }
 
-fn hash_memflags(f: &Function, r: MemFlagsRef, h: &mut FxHasher) {
-    let x = f.memflags[r];
-    (x.bits, x.trap, x.region.map(|g| f.regions[g].id)).hash(h);
+/// Token kinds: the top four bits of an operand's first token (a register operand is its
+/// serial number alone, kind 0).
+const TK_BIG_REG: u32 = 0xF << 28;
+const TK_IMM: u32 = 1 << 28;
+const TK_BLOCK: u32 = 2 << 28;
+const TK_MEM: u32 = 3 << 28;
+const TK_CALLEE: u32 = 4 << 28;
+const TK_SYM: u32 = 5 << 28;
+const TK_STACK: u32 = 6 << 28;
+const TK_PRED: u32 = 7 << 28;
+const TK_ARG: u32 = 8 << 28;
+
+#[inline]
+fn push_reg(t: &mut Vec<u32>, sn: u32) {
+    if sn < 1 << 28 {
+        t.push(sn)
+    } else {
+        t.extend_from_slice(&[TK_BIG_REG, sn])
+    }
 }
 
-fn hash_global(f: &Function, g: GlobalRef, h: &mut FxHasher) {
+fn hash_memflags(f: &Function, r: MemFlagsRef, h: &mut Tokens) {
+    let x = f.memflags[r];
+    match x.region {
+        None => h.0.push(x.bits as u32 | (x.trap as u32) << 8),
+        Some(g) => h
+            .0
+            .extend_from_slice(&[x.bits as u32 | (x.trap as u32) << 8 | 1 << 16, f.regions[g].id]),
+    }
+}
+
+/// A signature: one token for the convention and the counts, one per parameter.
+fn push_sig(sig: &Signature, t: &mut Vec<u32>) {
+    let (np, nr) = (sig.params.len(), sig.returns.len());
+    if np < 0xFFF && nr < 0xFFF {
+        t.push(sig.call_conv as u32 | (np as u32) << 8 | (nr as u32) << 20);
+    } else {
+        t.extend_from_slice(&[sig.call_conv as u32 | 0xFFF << 8, np as u32, nr as u32]);
+    }
+    for p in sig.params.iter().chain(&sig.returns) {
+        let (tag, extra) = match p.purpose {
+            Purpose::Normal => (0, None),
+            Purpose::VmCtx => (1, None),
+            Purpose::StructReturn => (2, None),
+            Purpose::StructArgument(n) => (3, Some(n)),
+        };
+        t.push(p.ty.raw() as u32 | (p.ext as u32) << 16 | tag << 18);
+        if let Some(n) = extra {
+            t.push(n);
+        }
+    }
+}
+
+fn push_i64(t: &mut Vec<u32>, kind: u32, x: i64) {
+    if x == x as i32 as i64 {
+        t.extend_from_slice(&[kind, x as u32]);
+    } else {
+        t.extend_from_slice(&[kind | 1, x as u32, (x >> 32) as u32]);
+    }
+}
+
+fn hash_global(f: &Function, g: GlobalRef, h: &mut Tokens) {
     match f.globals[g] {
         GlobalData::VmCtx => 0u8.hash(h),
         GlobalData::Load {
@@ -116,127 +216,184 @@ fn hash_global(f: &Function, g: GlobalRef, h: &mut FxHasher) {
     }
 }
 
-/// The two hashes of a function, computed in one walk that visits blocks and values in the
-/// order `FunctionComparator` does (blocks by first reference from the entry, which is a CFG
-/// order; registers by first appearance, results before operands):
+/// One walk over a function that visits blocks and values in the order `FunctionComparator`
+/// does (blocks by first reference from the entry, which is a CFG order; registers by first
+/// appearance, results before operands). It appends to `out`:
+/// - `tokens`: everything the comparator looks at except *which* function a direct call
+///   calls, registers and blocks by serial number, as a decodable token stream: two functions
+///   have equal streams exactly when the comparator finds them equal up to their callees;
+/// - `callees`: the direct calls in walk order (the comparator's order), so the classes of
+///   callees can be compared without a second walk of the body;
+/// - `taken`: symbols used other than as a direct callee.
+///
+/// It returns two hashes:
 /// - `weak`: signature, reachable block count and opcode sequence: the cheap filter of seed
 ///   001. Functions with a unique weak hash are never compared.
-/// - `strong`: everything the comparator looks at, registers and blocks by serial number and
-///   callees by class. `compare(f, g) == Equal` implies equal strong (and weak) hashes, so the
-///   strong hash can key FnTree ahead of the comparator, as LLVM's `FunctionNodeCmp` does.
-pub fn function_hashes(
-    m: &Module,
-    f: &Function,
-    class: &SecondaryMap<FuncId, u32>,
-    s: &mut HashScratch,
-) -> (u64, u64) {
-    s.reg_sn.clear();
-    s.block_sn.clear();
-    s.order.clear();
+/// - `local`: the hash of the token stream.
+pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64) {
     let mut weak = FxHasher::default();
-    let mut strong = FxHasher::default();
     f.sig.hash(&mut weak);
-    f.sig.hash(&mut strong);
-    if let Some(g) = f.stack_limit {
-        hash_global(f, g, &mut strong);
+    let start = out.tokens.len();
+    let t = &mut out.tokens;
+    push_sig(&f.sig, t);
+    match f.stack_limit {
+        Some(g) => {
+            t.push(1);
+            hash_global(f, g, &mut Tokens(t));
+        }
+        None => t.push(0),
     }
-    let Some(entry) = f.entry() else {
-        return (weak.finish(), strong.finish());
-    };
-    let (mut next_b, mut next_r) = (2u32, 1u32);
-    s.block_sn[entry] = 1;
-    s.order.push(entry);
-    let mut k = 0;
-    while k < s.order.len() {
-        let b = s.order[k];
-        k += 1;
-        let insts = &f.blocks[b].insts;
-        insts.len().hash(&mut strong);
-        for &i in insts {
-            let d = f.insts[i];
-            (d.opcode as u8).hash(&mut weak);
-            (d.opcode as u8, d.ty.raw(), d.results.len, d.operands.len).hash(&mut strong);
-            match d.opcode.format() {
-                Format::Load | Format::Store => {
-                    hash_memflags(f, MemFlagsRef::from_u32(d.aux), &mut strong)
+    if let Some(entry) = f.entry() {
+        t.push(1);
+        s.reg_sn.clear();
+        s.reg_sn.resize(f.regs.len(), 0);
+        s.block_sn.clear();
+        s.block_sn.resize(f.blocks.len(), 0);
+        s.order.clear();
+        let (mut next_b, mut next_r) = (2u32, 1u32);
+        s.block_sn[entry.index()] = 1;
+        s.order.push(entry);
+        let mut k = 0;
+        while k < s.order.len() {
+            let b = s.order[k];
+            k += 1;
+            let insts = &f.blocks[b].insts;
+            t.push(insts.len() as u32);
+            for &i in insts {
+                let d = f.insts[i];
+                weak.write_u8(d.opcode as u8);
+                let head = d.opcode as u32 | (d.ty.raw() as u32) << 8;
+                if d.results.len < 1 << 16 && d.operands.len < 1 << 16 {
+                    t.extend_from_slice(&[head, d.results.len | d.operands.len << 16]);
+                } else {
+                    t.extend_from_slice(&[head | 1 << 24, d.results.len, d.operands.len]);
                 }
-                Format::Call => {
-                    f.sigs[SigRef::from_u32(d.aux)].hash(&mut strong);
-                    if d.opcode == Opcode::TryCall {
-                        f.exn_tables[ExnTable::from_u32(d.aux2)].hash(&mut strong);
+                let format = d.opcode.format();
+                match format {
+                    Format::Load | Format::Store => {
+                        hash_memflags(f, MemFlagsRef::from_u32(d.aux), &mut Tokens(t))
                     }
-                }
-                Format::Addr if d.opcode == Opcode::FuncAddr => {
-                    f.sigs[SigRef::from_u32(d.aux)].hash(&mut strong)
-                }
-                Format::Trap | Format::CondTrap => d.aux.hash(&mut strong),
-                Format::GlobalValue => hash_global(f, GlobalRef::from_u32(d.aux), &mut strong),
-                Format::Opaque => {
-                    let o = &f.opaques[OpaqueRef::from_u32(d.aux)];
-                    (&o.name, &o.imms, o.effects).hash(&mut strong);
-                    if d.aux2 != 0 {
-                        hash_memflags(f, MemFlagsRef::from_u32(d.aux2 - 1), &mut strong);
-                    }
-                }
-                _ => {}
-            }
-            for &r in f.results(i) {
-                f.reg_type(r).raw().hash(&mut strong);
-                serial(&mut s.reg_sn, &mut next_r, r).hash(&mut strong);
-            }
-            let call = d.opcode.format() == Format::Call;
-            for (idx, op) in f.operands(i).iter().enumerate() {
-                operand_kind(op).hash(&mut strong);
-                match *op {
-                    Operand::Reg(r) => serial(&mut s.reg_sn, &mut next_r, r).hash(&mut strong),
-                    Operand::Imm(x) => x.hash(&mut strong),
-                    Operand::Block(bb) => {
-                        if s.block_sn[bb] == 0 {
-                            s.block_sn[bb] = next_b;
-                            next_b += 1;
-                            s.order.push(bb);
-                        }
-                        s.block_sn[bb].hash(&mut strong);
-                    }
-                    Operand::Mem(mr) => {
-                        (mr.scale, mr.disp, mr.base.is_some(), mr.index.is_some())
-                            .hash(&mut strong);
-                        if let Some(x) = mr.base.expand() {
-                            serial(&mut s.reg_sn, &mut next_r, x).hash(&mut strong);
-                        }
-                        if let Some(x) = mr.index.expand() {
-                            serial(&mut s.reg_sn, &mut next_r, x).hash(&mut strong);
+                    Format::Call => {
+                        push_sig(&f.sigs[SigRef::from_u32(d.aux)], t);
+                        if d.opcode == Opcode::TryCall {
+                            f.exn_tables[ExnTable::from_u32(d.aux2)].hash(&mut Tokens(t));
                         }
                     }
-                    Operand::Sym(sym, off) => {
-                        if call && idx == 0 {
-                            callee_key(m, class, sym).hash(&mut strong);
-                        } else {
-                            sym.hash(&mut strong);
+                    Format::Addr if d.opcode == Opcode::FuncAddr => {
+                        push_sig(&f.sigs[SigRef::from_u32(d.aux)], t)
+                    }
+                    Format::Trap | Format::CondTrap => t.push(d.aux),
+                    Format::GlobalValue => {
+                        hash_global(f, GlobalRef::from_u32(d.aux), &mut Tokens(t))
+                    }
+                    Format::Opaque => {
+                        let o = &f.opaques[OpaqueRef::from_u32(d.aux)];
+                        (&o.name, &o.imms, o.effects).hash(&mut Tokens(t));
+                        t.push(d.aux2.min(1));
+                        if d.aux2 != 0 {
+                            hash_memflags(f, MemFlagsRef::from_u32(d.aux2 - 1), &mut Tokens(t));
                         }
-                        off.hash(&mut strong);
                     }
-                    Operand::Stack(so, off) => {
-                        let sd = f.stack_objs[so];
-                        (so.index(), sd.size, sd.align_shift, off).hash(&mut strong);
+                    _ => {}
+                }
+                for &r in f.results(i) {
+                    let sn = serial(&mut s.reg_sn, &mut next_r, r);
+                    let ty = f.reg_type(r).raw() as u32;
+                    if sn < 1 << 16 {
+                        t.push(ty | sn << 16);
+                    } else {
+                        t.extend_from_slice(&[ty, sn]);
                     }
-                    Operand::Pred(c) => c.hash(&mut strong),
-                    Operand::Arg(n) => n.hash(&mut strong),
+                }
+                let ops = f.operands(i);
+                let mut ops_iter = ops.iter();
+                if format == Format::Call {
+                    if let Some(Operand::Sym(sym, off)) = ops.first() {
+                        // The callee: compared by class, so only its position and offset here.
+                        out.callees.push((*sym, i));
+                        push_i64(t, TK_CALLEE, *off);
+                        ops_iter.next();
+                    }
+                }
+                for op in ops_iter {
+                    match *op {
+                        Operand::Reg(r) => {
+                            let sn = serial(&mut s.reg_sn, &mut next_r, r);
+                            push_reg(t, sn)
+                        }
+                        Operand::Imm(Imm::Int(x)) => push_i64(t, TK_IMM, x),
+                        Operand::Imm(Imm::F32(x)) => t.extend_from_slice(&[TK_IMM | 2, x]),
+                        Operand::Imm(Imm::F64(x)) => {
+                            t.extend_from_slice(&[TK_IMM | 3, x as u32, (x >> 32) as u32])
+                        }
+                        Operand::Block(bb) => {
+                            let x = &mut s.block_sn[bb.index()];
+                            if *x == 0 {
+                                *x = next_b;
+                                next_b += 1;
+                                s.order.push(bb);
+                            }
+                            if *x < (1 << 28) - 1 {
+                                t.push(TK_BLOCK | *x);
+                            } else {
+                                t.extend_from_slice(&[TK_BLOCK | ((1 << 28) - 1), *x]);
+                            }
+                        }
+                        Operand::Mem(mr) => {
+                            t.extend_from_slice(&[
+                                TK_MEM
+                                    | (mr.scale as u32) << 8
+                                    | (mr.base.is_some() as u32) << 1
+                                    | mr.index.is_some() as u32,
+                                mr.disp as u32,
+                            ]);
+                            if let Some(x) = mr.base.expand() {
+                                let sn = serial(&mut s.reg_sn, &mut next_r, x);
+                                push_reg(t, sn);
+                            }
+                            if let Some(x) = mr.index.expand() {
+                                let sn = serial(&mut s.reg_sn, &mut next_r, x);
+                                push_reg(t, sn);
+                            }
+                        }
+                        Operand::Sym(sym, off) => {
+                            out.taken.push(sym);
+                            push_i64(t, TK_SYM, off);
+                            t.push(sym.as_u32());
+                        }
+                        Operand::Stack(so, off) => {
+                            let sd = f.stack_objs[so];
+                            t.extend_from_slice(&[
+                                TK_STACK,
+                                so.as_u32(),
+                                sd.size,
+                                sd.align_shift as u32,
+                                off as u32,
+                            ]);
+                        }
+                        Operand::Pred(c) => t.push(TK_PRED | c as u32),
+                        Operand::Arg(n) => t.extend_from_slice(&[TK_ARG, n]),
+                    }
                 }
             }
         }
+        weak.write_usize(s.order.len());
+    } else {
+        t.push(0);
     }
-    s.order.len().hash(&mut weak);
-    (weak.finish(), strong.finish())
+    let mut local = FxHasher::default();
+    let words = &out.tokens[start..];
+    local.write_usize(words.len());
+    for pair in words.chunks(2) {
+        local.write_u64(pair[0] as u64 | (pair.get(1).copied().unwrap_or(0) as u64) << 32);
+    }
+    (weak.finish(), local.finish())
 }
 
 /// The cheap function hash (seed 001): signature, block count and the opcode sequence in CFG
 /// order.
 pub fn function_hash(f: &Function) -> u64 {
-    let m = Module::new();
-    let class = SecondaryMap::new();
-    // The weak hash reads neither the module nor classes.
-    function_hashes(&m, f, &class, &mut HashScratch::default()).0
+    function_hashes(f, &mut HashScratch::default(), &mut WalkOut::default()).0
 }
 
 /// The total order of functions: `compare(f, g)` walks both bodies in CFG order.
@@ -254,6 +411,9 @@ pub struct FunctionComparator<'m> {
     pub block_pairs: Vec<(Block, Block)>,
     /// Register pairs associated (for the merge validator).
     pub reg_pairs: Vec<(Reg, Reg)>,
+    /// Compare direct callees only by position and offset, not by class (the first, local
+    /// stage of partition refinement; callee classes are compared apart).
+    modulo_callees: bool,
 }
 
 /// The reusable tables of a comparator.
@@ -283,6 +443,12 @@ impl<'m> FunctionComparator<'m> {
         }
     }
 
+    /// Compare direct callees by position and offset only, not by class (what the token
+    /// streams of `function_hashes` encode).
+    pub fn set_modulo_callees(&mut self, on: bool) {
+        self.modulo_callees = on;
+    }
+
     /// A comparator reusing tables from `into_state`.
     pub fn from_state(
         module: &'m Module,
@@ -300,6 +466,7 @@ impl<'m> FunctionComparator<'m> {
             next_bn: 0,
             block_pairs: s.block_pairs,
             reg_pairs: s.reg_pairs,
+            modulo_callees: false,
         }
     }
 
@@ -315,6 +482,7 @@ impl<'m> FunctionComparator<'m> {
             next_bn: 0,
             block_pairs: Vec::new(),
             reg_pairs: Vec::new(),
+            modulo_callees: false,
         }
     }
 
@@ -479,7 +647,9 @@ impl<'m> FunctionComparator<'m> {
                 _ => Ordering::Equal,
             }),
             (Operand::Sym(x, o1), Operand::Sym(y, o2)) => {
-                if callee {
+                if callee && self.modulo_callees {
+                    cmp(o1, o2)
+                } else if callee {
                     cmp(self.callee_key(*x), self.callee_key(*y)).then(cmp(o1, o2))
                 } else {
                     cmp((x, o1), (y, o2))
@@ -628,20 +798,139 @@ fn priority(f: &Function) -> u8 {
     match f.linkage {
         Linkage::Export => 0,
         Linkage::Local => 1,
-        Linkage::Preemptible => 2,
+        Linkage::Preemptible => PRIO_PREEMPTIBLE,
         Linkage::Import => 3,
     }
 }
 
+const PRIO_PREEMPTIBLE: u8 = 2;
+
+/// The facts of one walk over every function with a body.
+struct Walked {
+    weak: SecondaryMap<FuncId, u64>,
+    local: SecondaryMap<FuncId, u64>,
+    /// Direct call sites of all walked functions; `calls[f]` is f's range.
+    sites: Vec<(Symbol, Inst)>,
+    /// The callee of each site as the comparator sees it (`callee_key`), resolved once.
+    targets: Vec<Callee>,
+    calls: SecondaryMap<FuncId, (u32, u32)>,
+    /// Symbols whose address is taken somewhere (significant addresses).
+    taken: SecondaryMap<Symbol, bool>,
+    /// Token streams (see `function_hashes`); `tok[f]` is f's range.
+    tokens: Vec<u32>,
+    tok: SecondaryMap<FuncId, (usize, usize)>,
+    /// Survivor priority (`priority`), read while the function is in the cache.
+    prio: SecondaryMap<FuncId, u8>,
+}
+
+/// A callee: a defined function (compared by class) or another symbol (by identity).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Callee {
+    Func(FuncId),
+    Other(Symbol),
+}
+
+impl Callee {
+    #[inline]
+    fn key(self, class: &SecondaryMap<FuncId, u32>) -> (u32, u32) {
+        match self {
+            Callee::Func(f) => (0, class[f]),
+            Callee::Other(s) => (1, s.as_u32()),
+        }
+    }
+}
+
+impl Walked {
+    fn tokens_of(&self, f: FuncId) -> &[u32] {
+        let (a, b) = self.tok[f];
+        &self.tokens[a..b]
+    }
+
+    fn targets_of(&self, f: FuncId) -> &[Callee] {
+        let (a, b) = self.calls[f];
+        &self.targets[a as usize..b as usize]
+    }
+
+    /// The hash of f's callee keys under `class`, in walk order.
+    fn callee_hash(&self, f: FuncId, class: &SecondaryMap<FuncId, u32>) -> u64 {
+        let mut h = FxHasher::default();
+        for c in self.targets_of(f) {
+            let (k, v) = c.key(class);
+            h.write_u64((k as u64) << 32 | v as u64);
+        }
+        h.finish()
+    }
+}
+
+fn walk_module(m: &Module, ids: &[FuncId]) -> Walked {
+    let n = m.functions.len();
+    let mut w = Walked {
+        weak: SecondaryMap::with_capacity(n),
+        local: SecondaryMap::with_capacity(n),
+        sites: Vec::new(),
+        targets: Vec::new(),
+        calls: SecondaryMap::with_capacity(n),
+        taken: SecondaryMap::with_capacity(m.symbols.len()),
+        tokens: Vec::new(),
+        tok: SecondaryMap::with_capacity(n),
+        prio: SecondaryMap::with_capacity(n),
+    };
+    let mut scratch = HashScratch::default();
+    let mut out = WalkOut::default();
+    out.tokens.reserve(ids.len() * 128);
+    for (k, &id) in ids.iter().enumerate() {
+        if let Some(&n) = ids.get(k + 2) {
+            m.functions[n].prefetch();
+        }
+        if let Some(&n) = ids.get(k + 1) {
+            m.functions[n].prefetch_blocks();
+        }
+        let f = &m.functions[id];
+        out.callees.clear();
+        out.taken.clear();
+        let start = out.tokens.len();
+        let (weak, local) = function_hashes(f, &mut scratch, &mut out);
+        w.tok[id] = (start, out.tokens.len());
+        w.prio[id] = priority(f);
+        w.weak[id] = weak;
+        w.local[id] = local;
+        let start = w.sites.len() as u32;
+        for &(sym, inst) in &out.callees {
+            w.sites.push((sym, inst));
+            let s = *m.aliases.get(&sym).unwrap_or(&sym);
+            w.targets.push(match m.defined(s) {
+                Some(d) if !m.removed[d] => Callee::Func(d),
+                _ => Callee::Other(s),
+            });
+        }
+        w.calls[id] = (start, w.sites.len() as u32);
+        for &s in &out.taken {
+            w.taken[s] = true;
+        }
+        for gv in f.globals.values() {
+            if let GlobalData::Symbol { sym, .. } = gv {
+                w.taken[*sym] = true;
+            }
+        }
+    }
+    w.tokens = out.tokens;
+    w
+}
+
 /// Partition refinement: classes of functions equal up to the classes of their callees (the
-/// greatest fixpoint, so recursive groups that call each other alike stay together). Each
-/// round hashes every candidate under the current classes, groups by (class, strong hash),
-/// and splits each group by comparing its members with a leader: O(N) body walks per round.
-/// Returns the classes and the strong hashes under them.
+/// coarsest stable partition, so recursive groups that call each other alike stay together).
+///
+/// 1. Shapes: candidates grouped by (weak, local) hash are split by comparing each member's
+///    token stream with a leader's (equal streams = equal under the comparator up to callees).
+/// 2. Rounds: a class splits where its members' callee classes differ (compared exactly, in
+///    the comparator's order, no body walk), until no class splits (as lld's ICF iterates
+///    over relocations). Classes only split, so equal-at-the-end implies never split.
+///
+/// Returns the classes and the strong hashes (local hash plus callee classes).
 fn refine_classes(
     m: &Module,
+    w: &Walked,
     candidates: &[FuncId],
-    weak: &SecondaryMap<FuncId, u64>,
     report: &mut MergeReport,
 ) -> (SecondaryMap<FuncId, u32>, SecondaryMap<FuncId, u64>) {
     let mut class: SecondaryMap<FuncId, u32> = SecondaryMap::with_capacity(m.functions.len());
@@ -651,59 +940,71 @@ fn refine_classes(
         class[f] = u32::MAX - f.as_u32();
     }
     let mut order: Vec<FuncId> = candidates.to_vec();
-    order.sort_unstable_by_key(|&f| (weak[f], f));
+    order.sort_unstable_by_key(|&f| (w.weak[f], w.local[f], f));
     let mut count = 0u32;
-    for (k, &f) in order.iter().enumerate() {
-        if k > 0 && weak[order[k - 1]] != weak[f] {
-            count += 1;
-        }
-        class[f] = count;
-    }
-    count += 1;
-    let mut strong: SecondaryMap<FuncId, u64> = SecondaryMap::with_capacity(m.functions.len());
-    let mut scratch = HashScratch::default();
-    let mut state = None;
     let mut rest: Vec<FuncId> = Vec::new();
     let mut remaining: Vec<FuncId> = Vec::new();
-    // Only functions with direct calls read classes: the others are hashed once.
-    let has_calls: Vec<FuncId> = candidates
+    let mut i = 0;
+    while i < order.len() {
+        let key = (w.weak[order[i]], w.local[order[i]]);
+        let mut j = i + 1;
+        while j < order.len() && (w.weak[order[j]], w.local[order[j]]) == key {
+            j += 1;
+        }
+        rest.clear();
+        rest.extend_from_slice(&order[i..j]);
+        while let Some((&leader, others)) = rest.split_first() {
+            class[leader] = count;
+            remaining.clear();
+            for &x in others {
+                report.comparisons += 1;
+                if w.tokens_of(leader) == w.tokens_of(x) {
+                    class[x] = count;
+                } else {
+                    remaining.push(x);
+                }
+            }
+            count += 1;
+            core::mem::swap(&mut rest, &mut remaining);
+        }
+        i = j;
+    }
+    report.rounds += 1;
+
+    // Only functions with direct calls can split further (a shape fixes the call count).
+    let mut order: Vec<(u32, u64, FuncId)> = Vec::new();
+    let with_calls: Vec<FuncId> = candidates
         .iter()
         .copied()
-        .filter(|&f| {
-            let func = &m.functions[f];
-            func.layout.iter().any(|&b| {
-                func.blocks[b]
-                    .insts
-                    .iter()
-                    .any(|&i| func.insts[i].opcode.is_call())
-            })
-        })
+        .filter(|&f| w.calls[f].0 != w.calls[f].1)
         .collect();
-    let mut first = true;
     loop {
         report.rounds += 1;
         let snapshot = class.clone();
-        for &f in if first { candidates } else { &has_calls[..] } {
-            strong[f] = function_hashes(m, &m.functions[f], &snapshot, &mut scratch).1;
-        }
-        first = false;
-        order.sort_unstable_by_key(|&f| (snapshot[f], strong[f], f));
-        let mut cmpr = match state.take() {
-            Some(s) => FunctionComparator::from_state(m, &snapshot, s),
-            None => FunctionComparator::new(m, &snapshot),
+        order.clear();
+        order.extend(
+            with_calls
+                .iter()
+                .map(|&f| (snapshot[f], w.callee_hash(f, &snapshot), f)),
+        );
+        order.sort_unstable();
+        let same_callees = |a: FuncId, b: FuncId| {
+            w.targets_of(a)
+                .iter()
+                .zip(w.targets_of(b))
+                .all(|(x, y)| x.key(&snapshot) == y.key(&snapshot))
         };
         let mut next = count;
-        let mut i = 0;
-        // The old class whose number was already kept by an earlier subgroup.
         let mut kept: Option<u32> = None;
+        let mut i = 0;
         while i < order.len() {
-            let key = (snapshot[order[i]], strong[order[i]]);
+            let key = (order[i].0, order[i].1);
             let mut j = i + 1;
-            while j < order.len() && (snapshot[order[j]], strong[order[j]]) == key {
+            while j < order.len() && (order[j].0, order[j].1) == key {
                 j += 1;
             }
             rest.clear();
-            rest.extend_from_slice(&order[i..j]);
+            rest.extend(order[i..j].iter().map(|x| x.2));
             // Stable numbering: the first subgroup of an old class keeps its number, split-off
             // subgroups get new ones, so an unchanged partition keeps unchanged classes.
             let mut old = if kept == Some(key.0) {
@@ -712,21 +1013,18 @@ fn refine_classes(
                 Some(key.0)
             };
             kept = Some(key.0);
-
             while let Some((&leader, others)) = rest.split_first() {
                 let id = match old.take() {
-                    Some(o) if o < count => o,
-                    _ => {
-                        let n = next;
+                    Some(o) => o,
+                    None => {
                         next += 1;
-                        n
+                        next - 1
                     }
                 };
                 class[leader] = id;
                 remaining.clear();
                 for &x in others {
-                    report.comparisons += 1;
-                    if cmpr.compare(&m.functions[leader], &m.functions[x]) == Ordering::Equal {
+                    if same_callees(leader, x) {
                         class[x] = id;
                     } else {
                         remaining.push(x);
@@ -736,12 +1034,17 @@ fn refine_classes(
             }
             i = j;
         }
-        state = Some(cmpr.into_state());
         if next == count {
-            // No class split: the hashes of this round were computed under these classes.
             break;
         }
         count = next;
+    }
+    let mut strong: SecondaryMap<FuncId, u64> = SecondaryMap::with_capacity(m.functions.len());
+    for &f in candidates {
+        let mut h = FxHasher::default();
+        h.write_u64(w.local[f]);
+        h.write_u64(w.callee_hash(f, &class));
+        strong[f] = h.finish();
     }
     (class, strong)
 }
@@ -754,46 +1057,74 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         .filter(|(_, f)| f.entry().is_some())
         .map(|(id, _)| id)
         .collect();
+    // One walk over every body: hashes, direct calls, taken addresses.
+    let w = walk_module(m, &ids);
     // The hash filter: only functions sharing a weak hash with another are candidates.
-    let mut weak: SecondaryMap<FuncId, u64> = SecondaryMap::with_capacity(m.functions.len());
     let mut seen: FxHashMap<u64, u32> = FxHashMap::default();
-    {
-        let no_classes = SecondaryMap::new();
-        let mut scratch = HashScratch::default();
-        for &id in &ids {
-            let h = function_hashes(m, &m.functions[id], &no_classes, &mut scratch).0;
-            weak[id] = h;
-            *seen.entry(h).or_insert(0) += 1;
-        }
+    seen.reserve(ids.len());
+    for &id in &ids {
+        *seen.entry(w.weak[id]).or_insert(0) += 1;
     }
     let candidates: Vec<FuncId> = ids
         .iter()
         .copied()
-        .filter(|&f| seen[&weak[f]] > 1)
+        .filter(|&f| seen[&w.weak[f]] > 1)
         .collect();
+    drop(seen);
     if candidates.is_empty() {
         return report;
     }
-    let (class, strong) = refine_classes(m, &candidates, &weak, &mut report);
+    let (class, strong) = refine_classes(m, &w, &candidates, &mut report);
+
+    // The symbol of each function, and the candidates calling each symbol (to re-queue them).
+    let mut sym_of: SecondaryMap<FuncId, Option<Symbol>> =
+        SecondaryMap::with_capacity(m.functions.len());
+    for (s, d) in m.symbols.iter() {
+        if let Some(f) = d.def.expand() {
+            sym_of[f] = Some(s);
+        }
+    }
+    let mut caller_start = vec![0u32; m.symbols.len() + 1];
+    for &c in &candidates {
+        let (a, b) = w.calls[c];
+        for &(s, _) in &w.sites[a as usize..b as usize] {
+            caller_start[s.index() + 1] += 1;
+        }
+    }
+    for k in 1..caller_start.len() {
+        caller_start[k] += caller_start[k - 1];
+    }
+    let mut fill = caller_start.clone();
+    let mut caller_list = vec![FuncId::from_u32(0); *caller_start.last().unwrap() as usize];
+    for &c in &candidates {
+        let (a, b) = w.calls[c];
+        for &(s, _) in &w.sites[a as usize..b as usize] {
+            caller_list[fill[s.index()] as usize] = c;
+            fill[s.index()] += 1;
+        }
+    }
+    drop(fill);
+    let callers_of = |s: Symbol| {
+        &caller_list[caller_start[s.index()] as usize..caller_start[s.index() + 1] as usize]
+    };
+    // Symbols folded into each survivor symbol: their callers now call the survivor.
+    let mut absorbed: FxHashMap<Symbol, Vec<Symbol>> = FxHashMap::default();
 
     // Deferred: strong functions first, then preemptible ones.
     let mut deferred: Vec<FuncId> = candidates.clone();
-    deferred.sort_by_key(|&f| {
-        (
-            m.functions[f].linkage == Linkage::Preemptible,
-            priority(&m.functions[f]),
-            f,
-        )
-    });
+    // (`priority` ranks preemptible after every strong linkage.)
+    deferred.sort_unstable_by_key(|&f| (w.prio[f], f));
     deferred.reverse(); // pop from the end
-    let mut cg = m.call_graph();
     let mut state = Some(FunctionComparator::new(m, &class).into_state());
     // FnTree: ordered by (strong hash, FunctionComparator); each entry is the short list of
-    // unique functions sharing a strong hash, kept in comparator order.
+    // unique functions sharing a strong hash, kept in comparator order. Refinement proved
+    // members of one class equal under the comparator, so a lookup meeting its own class
+    // needs no body walk; any other meeting is compared in full.
     let mut fn_tree: BTreeMap<u64, SmallVec<[FuncId; 1]>> = BTreeMap::new();
     let mut in_tree: SecondaryMap<FuncId, bool> = SecondaryMap::with_capacity(m.functions.len());
     let mut merged_into: SecondaryMap<FuncId, Option<FuncId>> =
         SecondaryMap::with_capacity(m.functions.len());
+    let mut requeue: Vec<FuncId> = Vec::new();
     while let Some(g) = deferred.pop() {
         if m.removed[g] || merged_into[g].is_some() {
             continue;
@@ -802,6 +1133,9 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
             let mut cmpr = FunctionComparator::from_state(m, &class, state.take().unwrap());
             let bucket = fn_tree.entry(strong[g]).or_default();
             let pos = bucket.binary_search_by(|&x| {
+                if class[x] == class[g] {
+                    return Ordering::Equal;
+                }
                 report.comparisons += 1;
                 cmpr.compare(&m.functions[x], &m.functions[g])
             });
@@ -815,7 +1149,7 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
                 Ok(p) => {
                     let f = bucket[p];
                     // The better survivor stays in the tree.
-                    if priority(&m.functions[g]) < priority(&m.functions[f]) {
+                    if w.prio[g] < w.prio[f] {
                         bucket[p] = g;
                         in_tree[g] = true;
                         in_tree[f] = false;
@@ -827,7 +1161,7 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
             }
         };
         let Some((f, g)) = found else { continue };
-        if m.functions[f].linkage == Linkage::Preemptible {
+        if w.prio[f] == PRIO_PREEMPTIBLE {
             continue; // no safe survivor (see the module comment)
         }
         // The merge validator re-checks every pair in debug builds (and in tests).
@@ -835,44 +1169,81 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         if let Err(e) = validate_merge(m, &class, f, g) {
             panic!("merge validator: {e}");
         }
-        let callers = merge_two(m, &mut cg, f, g, &mut report);
-
+        let (fs, gs) = (sym_of[f].expect("symbol"), sym_of[g].expect("symbol"));
+        let significant = m.functions[g].address_significant || w.taken[gs];
+        merge_two(m, f, g, fs, gs, significant, &mut report);
         merged_into[g] = Some(f);
         report.pairs.push((g, f));
-        // G's callers changed: they leave FnTree and return to Deferred.
-        for c in callers {
-            if in_tree[c] && c != f {
-                if let Some(bucket) = fn_tree.get_mut(&strong[c]) {
-                    bucket.retain(|x| *x != c);
+        // G's callers now call F (unless G is preemptible): they leave FnTree and return
+        // to Deferred.
+        if w.prio[g] != PRIO_PREEMPTIBLE {
+            requeue.clear();
+            requeue.extend_from_slice(callers_of(gs));
+            let mut moved = absorbed.remove(&gs).unwrap_or_default();
+            for &s in &moved {
+                requeue.extend_from_slice(callers_of(s));
+            }
+            moved.push(gs);
+            absorbed.entry(fs).or_default().extend(moved);
+            for &c in &requeue {
+                if in_tree[c] && c != f {
+                    if let Some(bucket) = fn_tree.get_mut(&strong[c]) {
+                        bucket.retain(|x| *x != c);
+                    }
+                    in_tree[c] = false;
+                    deferred.push(c);
                 }
-                in_tree[c] = false;
-                deferred.push(c);
+            }
+        }
+    }
+    // Direct calls to a merged function call its final survivor (a preemptible G may be
+    // replaced at link time: calls to it stay).
+    let mut redirect: SecondaryMap<Symbol, Option<Symbol>> =
+        SecondaryMap::with_capacity(m.symbols.len());
+    let mut any = false;
+    for &(g, _) in &report.pairs {
+        if w.prio[g] == PRIO_PREEMPTIBLE {
+            continue;
+        }
+        let mut f = g;
+        while let Some(h) = merged_into[f] {
+            f = h;
+        }
+        redirect[sym_of[g].unwrap()] = sym_of[f];
+        any = true;
+    }
+    if any {
+        for &c in &ids {
+            if m.removed[c] || merged_into[c].is_some() {
+                continue; // deleted, or its body is now a thunk
+            }
+            let (a, b) = w.calls[c];
+            for &(s, inst) in &w.sites[a as usize..b as usize] {
+                if let Some(t) = redirect[s] {
+                    let op = &mut m.functions[c].operands_mut(inst)[0];
+                    if *op == Operand::Sym(s, 0) {
+                        *op = Operand::Sym(t, 0);
+                    }
+                }
             }
         }
     }
     report
 }
 
-/// Fold G into F; returns the functions whose bodies changed (G's rewritten callers).
+/// Fold G into F: G is deleted (replaced), becomes an alias, or becomes a thunk. Direct calls
+/// are redirected by the caller of this function.
 fn merge_two(
     m: &mut Module,
-    cg: &mut CallGraph,
     f: FuncId,
     g: FuncId,
+    fs: Symbol,
+    gs: Symbol,
+    significant: bool,
     report: &mut MergeReport,
-) -> Vec<FuncId> {
-    let fs = m
-        .lookup_symbol(&m.functions[f].name)
-        .expect("function symbol");
-    let gs = m
-        .lookup_symbol(&m.functions[g].name)
-        .expect("function symbol");
+) {
     let gf = &m.functions[g];
-    // A taken address is significant even when the producer did not mark it (`.lir` input).
-    let significant = gf.address_significant || !cg.address_takers[gs].is_empty();
     let preemptible = gf.linkage == Linkage::Preemptible;
-
-    let callers: Vec<FuncId> = cg.callers[gs].clone();
     let kind = if significant || preemptible {
         MergeKind::Thunked
     } else if gf.linkage == Linkage::Local {
@@ -880,36 +1251,6 @@ fn merge_two(
     } else {
         MergeKind::Aliased
     };
-    // Redirect direct calls to G (a preemptible G may be replaced at link time: keep them).
-    let mut changed = Vec::new();
-    if !preemptible {
-        for &c in &callers {
-            if c == g {
-                continue;
-            }
-            let func = &mut m.functions[c];
-            let mut any = false;
-            for b in func.layout.clone() {
-                for i in func.blocks[b].insts.clone() {
-                    if func.insts[i].opcode.is_call() {
-                        if let Some(Operand::Sym(s, 0)) = func.operands(i).first().copied() {
-                            if s == gs {
-                                func.operands_mut(i)[0] = Operand::Sym(fs, 0);
-                                any = true;
-                            }
-                        }
-                    }
-                }
-            }
-            if any {
-                changed.push(c);
-                if !cg.callers[fs].contains(&c) {
-                    cg.callers[fs].push(c);
-                }
-            }
-        }
-        cg.callers[gs].retain(|&c| c == g);
-    }
     match kind {
         MergeKind::Replaced | MergeKind::Aliased => {
             m.removed[g] = true;
@@ -932,7 +1273,6 @@ fn merge_two(
         survivor: m.functions[f].name.clone(),
         kind,
     });
-    changed
 }
 
 /// Replace G's body with a call to `target`: a tail call where the calling convention is
