@@ -43,17 +43,14 @@ fn run(passes: &str) -> Option<(usize, usize, usize, String)> {
     Some((nums[0], nums[1], nums.get(2).copied().unwrap_or(0), stdout))
 }
 
-/// Failures we know and accept: throw.clif needs the exception-throwing runtime of
-/// Cranelift's filetests (`__cranelift_throw`), which is not published.
+/// Failure lines of a run (`file.clif:line: ...`).
 fn unexpected(out: &str) -> Vec<&str> {
-    out.lines()
-        .filter(|l| l.contains(".clif:") && !l.contains("__cranelift_throw"))
-        .collect()
+    out.lines().filter(|l| l.contains(".clif:")).collect()
 }
 
 /// Every x86-64 run line passes after `passes`.
 fn check(passes: &str) {
-    let Some((passed, _failed, _skipped, out)) = run(passes) else {
+    let Some((passed, failed, _skipped, out)) = run(passes) else {
         return;
     };
     assert!(
@@ -61,6 +58,7 @@ fn check(passes: &str) {
         "only {passed} run lines passed with {passes}"
     );
     let bad = unexpected(&out);
+    assert_eq!(failed, 0, "{failed} run lines failed with {passes}:\n{out}");
     assert!(
         bad.is_empty(),
         "{} failures with {passes}:\n{}",

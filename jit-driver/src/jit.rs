@@ -172,6 +172,8 @@ pub struct CompiledModule {
     pub code_bytes: Vec<(String, usize)>,
     /// Trampolines by signature, for calling with dynamic values.
     trampolines: Vec<(ir::Signature, *const u8)>,
+    /// Exception-handler sites registered for `__cranelift_throw`.
+    exn_sites: crate::exn::Registration,
     pub lower_time: Duration,
     pub compile_time: Duration,
 }
@@ -212,6 +214,8 @@ impl CompiledModule {
 
 impl Drop for CompiledModule {
     fn drop(&mut self) {
+        // The sites name addresses in this module's code: unregister them first.
+        drop(std::mem::take(&mut self.exn_sites));
         if let Some(j) = self.jit.take() {
             // SAFETY: no pointer into the module outlives the CompiledModule.
             unsafe { j.free_memory() };
@@ -287,7 +291,11 @@ pub fn compile_module(
         }
         order.push((id, fid));
     }
-    let host = host_symbols.iter().map(|(n, _)| n.clone()).collect();
+    let host = host_symbols
+        .iter()
+        .map(|(n, _)| n.clone())
+        .chain(libcall_symbols().into_iter().map(|(n, _)| n))
+        .collect();
     let mut names = JitNames {
         jit: &mut jit,
         funcs,
@@ -300,6 +308,7 @@ pub fn compile_module(
     let mut code_bytes = Vec::with_capacity(order.len());
     let mut lower_time = Duration::ZERO;
     let mut compile_time = Duration::ZERO;
+    let mut exn_pending = Vec::new();
     for &(id, fid) in &order {
         let f = &m.functions[id];
         let t = Instant::now();
@@ -328,6 +337,12 @@ pub fn compile_module(
             f.name.clone(),
             ctx.compiled_code().map_or(0, |c| c.code_buffer().len()),
         ));
+        if let Some(c) = ctx.compiled_code() {
+            let sites = crate::exn::pending_sites(c.buffer.call_sites());
+            if !sites.is_empty() {
+                exn_pending.push((fid, sites));
+            }
+        }
         names.jit.clear_context(&mut ctx);
     }
     let JitNames { funcs, .. } = names;
@@ -373,11 +388,17 @@ pub fn compile_module(
         .into_iter()
         .map(|(s, id)| (s, jit.get_finalized_function(id)))
         .collect();
+    let mut exn_sites = crate::exn::Registration::default();
+    for (fid, sites) in &exn_pending {
+        let base = jit.get_finalized_function(*fid) as usize;
+        crate::exn::register(&mut exn_sites, base, sites);
+    }
     Ok(CompiledModule {
         jit: Some(jit),
         pointers,
         code_bytes,
         trampolines,
+        exn_sites,
         lower_time,
         compile_time,
     })
@@ -491,5 +512,10 @@ fn libcall_symbols() -> Vec<(String, *const u8)> {
         ("fmaf".into(), fmaf as *const u8),
         ("fma".into(), fma as *const u8),
         ("__cranelift_x86_pshufb".into(), x86_pshufb as *const u8),
+        // The exception runtime of Cranelift's run tests.
+        (
+            "__cranelift_throw".into(),
+            crate::exn::cranelift_throw as *const u8,
+        ),
     ]
 }

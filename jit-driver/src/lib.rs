@@ -31,6 +31,7 @@ pub enum Error {
     Other(String),
 }
 
+mod exn;
 pub mod jit;
 pub mod pipeline;
 pub mod runtest;

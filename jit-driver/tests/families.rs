@@ -1861,3 +1861,74 @@ block0(v0: i64):
 "#;
     check("atomics", &file(H, body), MEMORY);
 }
+
+/// Exceptions: `try_call` with tag and catch-all handlers, thrown by the run-test runtime
+/// `__cranelift_throw` through two frames; the inner handler catches tag 1, the outer
+/// catch-all everything else, and the normal-return edges run when nothing is thrown.
+#[test]
+fn exceptions() {
+    let body = r#"
+function %entry(i32) -> i64 tail {
+    fn0 = %outer(i64, i32) -> i64 tail
+block0(v0: i32):
+    v1 = get_frame_pointer.i64
+    v2 = call fn0(v1, v0)
+    return v2
+}
+; run: %entry(0) == 1
+; run: %entry(1) == 58
+; run: %entry(2) == 1142
+; run: %entry(7) == 1142
+
+function %outer(i64, i32) -> i64 tail {
+    sig0 = (i64, i32) -> i64 tail
+    fn0 = %middle(i64, i32) -> i64 tail
+block0(v0: i64, v1: i32):
+    try_call fn0(v0, v1), sig0, block1(ret0), [ default: block2(exn0, exn1) ]
+block1(v2: i64):
+    return v2
+block2(v3: i64, v4: i64):
+    v5 = iadd v3, v4
+    v6 = iconst.i64 1000
+    v7 = iadd v5, v6
+    return v7
+}
+
+function %middle(i64, i32) -> i64 tail {
+    sig0 = (i64, i32, i64, i64) tail
+    fn0 = %thrower(i64, i32, i64, i64) tail
+block0(v0: i64, v1: i32):
+    v2 = iconst.i64 42
+    v3 = iconst.i64 100
+    try_call fn0(v0, v1, v2, v3), sig0, block1(), [ tag1: block2(exn0, exn1) ]
+block1:
+    v4 = iconst.i64 1
+    return v4
+block2(v5: i64, v6: i64):
+    v7 = isub v6, v5
+    return v7
+}
+
+function %thrower(i64, i32, i64, i64) tail {
+    sig0 = (i64, i64, i64, i32, i64, i64)
+    fn0 = %__cranelift_throw(i64, i64, i64, i32, i64, i64)
+block0(v0: i64, v1: i32, v2: i64, v3: i64):
+    brif v1, block1, block2
+block1:
+    v4 = get_frame_pointer.i64
+    v5 = get_return_address.i64
+    v6 = load.i64 v5
+    v7 = func_addr.i64 fn0
+    call_indirect sig0, v7(v0, v4, v6, v1, v2, v3)
+    return
+block2:
+    return
+}
+"#;
+    let header = "test run\nset preserve_frame_pointers=true\ntarget x86_64\n";
+    check(
+        "exceptions",
+        &file(header, body),
+        &["none", "merge,lvn", "gvn,dce", "merge,gvn,dce"],
+    );
+}
