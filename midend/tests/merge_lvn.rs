@@ -627,7 +627,13 @@ fn check_tokens(m: &Module) -> Result<(), TestCaseError> {
     for (i, &a) in ids.iter().enumerate() {
         for (j, &b) in ids.iter().enumerate() {
             let eq = c.compare(&m.functions[a], &m.functions[b]) == Ordering::Equal;
-            prop_assert_eq!(eq, walked[i].2 == walked[j].2, "tokens vs comparator {} {}", a, b);
+            prop_assert_eq!(
+                eq,
+                walked[i].2 == walked[j].2,
+                "tokens vs comparator {} {}",
+                a,
+                b
+            );
             if eq {
                 prop_assert_eq!(walked[i].0, walked[j].0);
                 prop_assert_eq!(walked[i].1, walked[j].1);

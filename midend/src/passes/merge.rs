@@ -154,9 +154,10 @@ fn hash_memflags(f: &Function, r: MemFlagsRef, h: &mut Tokens) {
     let x = f.memflags[r];
     match x.region {
         None => h.0.push(x.bits as u32 | (x.trap as u32) << 8),
-        Some(g) => h
-            .0
-            .extend_from_slice(&[x.bits as u32 | (x.trap as u32) << 8 | 1 << 16, f.regions[g].id]),
+        Some(g) => h.0.extend_from_slice(&[
+            x.bits as u32 | (x.trap as u32) << 8 | 1 << 16,
+            f.regions[g].id,
+        ]),
     }
 }
 
