@@ -10,6 +10,7 @@
 use crate::opmap::{self, float_cond, int_cond, lir_memflags, lir_type, symbol_name};
 use crate::Error;
 use cranelift_codegen::ir::{self, InstructionData as D, Opcode as C};
+use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::SecondaryMap;
 use midend::lir::{self, effects, Imm, MemRef, Opcode as L, Operand, SymbolKind};
 use smallvec::SmallVec;
@@ -33,6 +34,8 @@ struct Lifter<'a> {
     blocks: SecondaryMap<ir::Block, Option<lir::Block>>,
     /// Phis created for block parameters: (CLIF block) → phi instructions.
     phis: SecondaryMap<ir::Block, SmallVec<[lir::Inst; 4]>>,
+    /// The symbol of each function reference, once looked up.
+    func_syms: SecondaryMap<ir::FuncRef, PackedOption<lir::Symbol>>,
     /// Edges with arguments, to fill phis: (pred, terminator, operand index, target, args).
     edges: Vec<Edge>,
     cur_inst: Option<ir::Inst>,
@@ -110,13 +113,19 @@ impl<'a> Lifter<'a> {
     }
 
     fn func_symbol(&mut self, fr: ir::FuncRef) -> Result<(lir::Symbol, lir::SigRef), Error> {
-        let ext = &self.src.dfg.ext_funcs[fr];
+        let src = self.src;
+        let ext = &src.dfg.ext_funcs[fr];
         if ext.patchable {
             return Err(self.err("patchable calls are not supported"));
         }
-        let (name, sig, colocated) = (ext.name.clone(), ext.signature, ext.colocated);
-        let s = self.symbol(&name, SymbolKind::Function, colocated);
-        Ok((s, lir::SigRef::from_u32(sig.as_u32())))
+        let sig = lir::SigRef::from_u32(ext.signature.as_u32());
+        // One name lookup per function reference, not per call.
+        if let Some(s) = self.func_syms[fr].expand() {
+            return Ok((s, sig));
+        }
+        let s = self.symbol(&ext.name, SymbolKind::Function, ext.colocated);
+        self.func_syms[fr] = s.into();
+        Ok((s, sig))
     }
 
     /// Append an instruction to `b`.
@@ -274,20 +283,23 @@ impl<'a> Lifter<'a> {
         let data = dfg.insts[inst];
         let opcode = data.opcode();
         let mut ctrl = self.ty(dfg.ctrl_typevar(inst))?;
-        let results: SmallVec<[lir::Reg; 2]> = dfg
-            .inst_results(inst)
-            .to_vec()
-            .into_iter()
-            .map(|v| self.reg(v))
-            .collect::<Result<_, _>>()?;
+        let src = self.src;
+        let mut results: SmallVec<[lir::Reg; 2]> = SmallVec::new();
+        for &v in src.dfg.inst_results(inst) {
+            results.push(self.reg(v)?);
+        }
         if ctrl.is_void() && !results.is_empty() && !opcode.is_call() {
             // Non-polymorphic opcodes (f64const, get_frame_pointer..) have no controlling
             // type: LIR uses the result type.
             ctrl = self.f.reg_type(results[0]);
         }
-        let args: SmallVec<[ir::Value; 4]> = self.src.dfg.inst_args(inst).iter().copied().collect();
+        let args: &[ir::Value] = src.dfg.inst_args(inst);
         let vals = |me: &mut Self| -> Result<SmallVec<[Operand; 4]>, Error> {
-            args.iter().map(|&v| me.reg(v).map(Operand::Reg)).collect()
+            let mut ops = SmallVec::new();
+            for &v in args {
+                ops.push(Operand::Reg(me.reg(v)?));
+            }
+            Ok(ops)
         };
 
         if let Some(l) = opmap::opmap().lir(opcode) {
@@ -808,7 +820,11 @@ impl<'a> Lifter<'a> {
             return Err(self.err("function has no body"));
         };
         for b in src.layout.blocks() {
-            self.blocks[b] = Some(self.f.new_block());
+            let lb = self.f.new_block();
+            // Exact capacity: one allocation per block instead of a doubling series.
+            let n = src.dfg.num_block_params(b) + src.layout.block_insts(b).count();
+            self.f.blocks[lb].insts.reserve_exact(n);
+            self.blocks[b] = Some(lb);
         }
         // Entry parameters become argument copies; others become phis.
         for b in src.layout.blocks() {
@@ -907,6 +923,7 @@ pub fn lift_function(
         regs: SecondaryMap::with_capacity(func.dfg.num_values()),
         blocks: SecondaryMap::with_capacity(func.dfg.num_blocks()),
         phis: SecondaryMap::new(),
+        func_syms: SecondaryMap::new(),
         edges: Vec::new(),
         cur_inst: None,
     };
@@ -922,13 +939,27 @@ pub fn lift_function(
 
 /// Mark functions whose address is taken (`func_addr`, symbol globals) as address-significant.
 pub fn mark_address_taken(module: &mut lir::Module) {
-    let cg = module.call_graph();
-    let ids: Vec<lir::FuncId> = module.functions.keys().collect();
-    for id in ids {
-        let name = module.functions[id].name.clone();
-        if let Some(s) = module.lookup_symbol(&name) {
-            if !cg.address_takers[s].is_empty() {
-                module.functions[id].address_significant = true;
+    let mut taken: SecondaryMap<lir::Symbol, bool> = SecondaryMap::new();
+    for (_, f) in module.live_functions() {
+        for &b in &f.layout {
+            for &i in &f.blocks[b].insts {
+                if matches!(f.insts[i].opcode, L::FuncAddr | L::SymbolValue) {
+                    if let Some(Operand::Sym(s, _)) = f.operands(i).first() {
+                        taken[*s] = true;
+                    }
+                }
+            }
+        }
+        for g in f.globals.values() {
+            if let lir::GlobalData::Symbol { sym, .. } = g {
+                taken[*sym] = true;
+            }
+        }
+    }
+    for (s, d) in module.symbols.iter() {
+        if taken[s] {
+            if let Some(f) = d.def.expand() {
+                module.functions[f].address_significant = true;
             }
         }
     }

@@ -918,7 +918,7 @@ pub fn lower_function_with(
     }
     func.stack_limit = f.stack_limit.map(|g| ir::GlobalValue::from_u32(g.as_u32()));
 
-    let cfg = Cfg::compute(f);
+    let rpo = Cfg::reverse_post_order(f);
     let b = FunctionBuilder::new(&mut func, fctx);
 
     let mut l = Lowerer {
@@ -935,7 +935,7 @@ pub fn lower_function_with(
         try_results: FxHashMap::default(),
         cur: None,
     };
-    for &lb in &cfg.rpo {
+    for &lb in &rpo {
         let cb = l.b.create_block();
         l.blocks[lb] = Some(cb);
         for &i in &f.blocks[lb].insts {
@@ -950,7 +950,7 @@ pub fn lower_function_with(
     }
     let entry = l.blocks[f.layout[0]].unwrap();
     l.b.append_block_params_for_function_params(entry);
-    for &lb in &cfg.rpo {
+    for &lb in &rpo {
         let cb = l.blocks[lb].unwrap();
         l.b.switch_to_block(cb);
         for &i in &f.blocks[lb].insts {

@@ -321,6 +321,8 @@ proptest! {
         }
         prop_assert_eq!(cfg.rpo.len(), reach.iter().filter(|&&r| r).count());
         check_rpo(&cfg, bb(0));
+        // The order alone (what lowering uses) is the same order.
+        prop_assert_eq!(Cfg::reverse_post_order(&f), cfg.rpo.clone());
         for a in (0..n).filter(|&a| reach[a]) {
             for b in (0..n).filter(|&b| reach[b]) {
                 prop_assert_eq!(dt.dominates(bb(a as u32), bb(b as u32)), dom[b] & (1 << a) != 0, "bb{} dom bb{}", a, b);

@@ -1,7 +1,7 @@
 //! Control-flow graph: predecessors, successors and reverse post-order of a function.
 
 use crate::lir::{Block, Function};
-use cranelift_entity::SecondaryMap;
+use cranelift_entity::{EntityRef, SecondaryMap};
 use smallvec::SmallVec;
 
 /// Predecessors and successors per block (each edge once per distinct pair), and the
@@ -58,6 +58,46 @@ impl Cfg {
         }
         cfg.rpo = post;
         cfg
+    }
+
+    /// Only the reverse post-order of the blocks reachable from the entry (the same order as
+    /// `compute(f).rpo`), without building predecessor and successor lists.
+    pub fn reverse_post_order(f: &Function) -> Vec<Block> {
+        let Some(entry) = f.entry() else {
+            return Vec::new();
+        };
+        let mut visited = vec![false; f.blocks.len()];
+        let mut post = Vec::with_capacity(f.layout.len());
+        // (block, successors already visited), successors in first-target order, each once.
+        let mut stack: Vec<(Block, usize)> = vec![(entry, 0)];
+        let mut succs: SmallVec<[Block; 4]> = SmallVec::new();
+        visited[entry.index()] = true;
+        while let Some(&mut (b, ref mut i)) = stack.last_mut() {
+            succs.clear();
+            if let Some(t) = f.terminator(b) {
+                for s in f.branch_targets(t) {
+                    if !succs.contains(&s) {
+                        succs.push(s);
+                    }
+                }
+            }
+            let mut pushed = false;
+            while let Some(&s) = succs.get(*i) {
+                *i += 1;
+                if !visited[s.index()] {
+                    visited[s.index()] = true;
+                    stack.push((s, 0));
+                    pushed = true;
+                    break;
+                }
+            }
+            if !pushed {
+                post.push(b);
+                stack.pop();
+            }
+        }
+        post.reverse();
+        post
     }
 
     pub fn is_reachable(&self, b: Block) -> bool {
