@@ -28,9 +28,7 @@ fn lvn_throughput(c: &mut Criterion) {
                 |mut m| {
                     let mut lvn = LocalValueNumbering::default();
                     let mut st = LvnStats::default();
-                    for (_, f) in m.functions.iter_mut() {
-                        lvn.run(f, &mut st);
-                    }
+                    lvn.run_module(&mut m, &mut st);
                     // Returned, so dropping the module is not timed.
                     (m, st)
                 },

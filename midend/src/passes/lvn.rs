@@ -43,11 +43,7 @@ impl Pass for Lvn {
     fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
         let mut st = LvnStats::default();
         let mut lvn = LocalValueNumbering::default();
-        for (id, f) in module.functions.iter_mut() {
-            if !module.removed[id] {
-                lvn.run(f, &mut st);
-            }
-        }
+        lvn.run_module(module, &mut st);
         stats.add("lvn.removed", st.removed);
         stats.add("lvn.forwarded", st.forwarded);
         stats.add("lvn.loads_removed", st.loads_removed);
@@ -341,6 +337,21 @@ impl LocalValueNumbering {
         match region {
             None => (self.epoch_any, 0),
             Some(r) => (self.region_value(r), self.epoch_unregioned),
+        }
+    }
+
+    /// Number every live function of a module, loading the next function's arrays while
+    /// the current one is numbered (a large module does not fit in any cache).
+    pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
+        let ids: Vec<crate::lir::FuncId> = m.live_functions().map(|(id, _)| id).collect();
+        for (k, &id) in ids.iter().enumerate() {
+            if let Some(&n) = ids.get(k + 2) {
+                m.functions[n].prefetch();
+            }
+            if let Some(&n) = ids.get(k + 1) {
+                m.functions[n].prefetch_blocks();
+            }
+            self.run(&mut m.functions[id], st);
         }
     }
 
