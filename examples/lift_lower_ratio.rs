@@ -8,17 +8,35 @@ use mergelift::jit_driver::{lift_functions, lower_function_with, OriginalNames};
 use std::time::Instant;
 fn main() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/wasm");
-    let reps: usize = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(5);
+    let reps: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(5);
     let only = std::env::args().nth(2);
     let (mut tl, mut tw, mut tc) = (0.0, 0.0, 0.0);
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        eprintln!("no wasm corpus at {dir}: nothing to measure");
+        std::process::exit(1);
+    };
+    let mut files: Vec<_> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "clif"))
+        .collect();
     files.sort();
     let isa = mergelift::jit_driver::host_isa(mergelift::OptLevel::None).unwrap();
     let config = isa.frontend_config();
     for p in files {
-        if let Some(o) = &only { if !p.to_string_lossy().contains(o.as_str()) { continue; } }
-        let funcs = cranelift_reader::parse_functions(&std::fs::read_to_string(&p).unwrap()).unwrap();
-        let mut lift = f64::MAX; let mut lower = f64::MAX; let mut comp = f64::MAX;
+        if let Some(o) = &only {
+            if !p.to_string_lossy().contains(o.as_str()) {
+                continue;
+            }
+        }
+        let funcs =
+            cranelift_reader::parse_functions(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let mut lift = f64::MAX;
+        let mut lower = f64::MAX;
+        let mut comp = f64::MAX;
         let mut fctx = FunctionBuilderContext::new();
         for _ in 0..reps {
             let t = Instant::now();
@@ -27,7 +45,10 @@ fn main() {
             let t = Instant::now();
             let mut n = 0;
             for (_, f) in m.live_functions() {
-                n += lower_function_with(&m, f, &mut OriginalNames, config, &mut fctx).unwrap().dfg.num_insts();
+                n += lower_function_with(&m, f, &mut OriginalNames, config, &mut fctx)
+                    .unwrap()
+                    .dfg
+                    .num_insts();
             }
             std::hint::black_box(n);
             lower = lower.min(t.elapsed().as_secs_f64());
@@ -41,8 +62,23 @@ fn main() {
             }
             comp = comp.min(t.elapsed().as_secs_f64());
         }
-        println!("{:16} lift {:7.1} ms lower {:7.1} ms compile {:7.1} ms  ratio {:.1}%", p.file_stem().unwrap().to_string_lossy(), lift*1e3, lower*1e3, comp*1e3, 100.0*(lift+lower)/comp);
-        tl += lift; tw += lower; tc += comp;
+        println!(
+            "{:16} lift {:7.1} ms lower {:7.1} ms compile {:7.1} ms  ratio {:.1}%",
+            p.file_stem().unwrap().to_string_lossy(),
+            lift * 1e3,
+            lower * 1e3,
+            comp * 1e3,
+            100.0 * (lift + lower) / comp
+        );
+        tl += lift;
+        tw += lower;
+        tc += comp;
     }
-    println!("total lift {:.1} lower {:.1} compile {:.1} ratio {:.1}%", tl*1e3, tw*1e3, tc*1e3, 100.0*(tl+tw)/tc);
+    println!(
+        "total lift {:.1} lower {:.1} compile {:.1} ratio {:.1}%",
+        tl * 1e3,
+        tw * 1e3,
+        tc * 1e3,
+        100.0 * (tl + tw) / tc
+    );
 }
