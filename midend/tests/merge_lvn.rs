@@ -978,3 +978,28 @@ fn taken_address_without_flag_is_thunked() {
     assert!(!m.removed[g]);
     assert!(calls(&m, g, "f"));
 }
+
+/// A second merge run that folds a survivor of the first: aliases made by the first run are
+/// re-pointed, so every alias reaches a defined function in one step.
+#[test]
+fn second_merge_run_repoints_old_aliases() {
+    let body = "bb0:\n    %vr0 = copy.i64 7\n    %vr1 = add.i64 %vr0, 1\n    ret %vr1\n}\n";
+    let mut m = parse(&format!(
+        "function @a() -> i64 system_v local {{\n{body}\nfunction @b() -> i64 system_v local {{\n{body}"
+    ));
+    let r = merge_functions(&mut m);
+    assert_eq!(r.merged, 1);
+    let c = parse(&format!("function @c() -> i64 system_v export {{\n{body}"));
+    let cf = c.functions.values().next().unwrap().clone();
+    m.add_function(cf).unwrap();
+    let r = merge_functions(&mut m);
+    assert_eq!(r.merged, 1, "{:?}", m.merges);
+    verify_module(&m, true).unwrap();
+    let cs = m.lookup_symbol("c").unwrap();
+    for name in ["a", "b"] {
+        let s = m.lookup_symbol(name).unwrap();
+        let t = m.aliases[&s];
+        assert_eq!(t, cs, "{name} must alias c directly");
+        assert!(m.defined(t).is_some());
+    }
+}

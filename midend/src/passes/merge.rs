@@ -2,16 +2,22 @@
 //!
 //! 1. **Hash filter**: a cheap hash (signature, block count, opcode sequence in CFG order).
 //!    Functions with a unique hash are never compared; the hash is the first key of the order.
+//!    The same walk records a *token stream* per function (what the comparator compares, up to
+//!    which function a direct call calls) and the direct callees in the comparator's order.
 //! 2. **FunctionComparator**: a total order broken into small comparisons (`cmp_signature`,
 //!    `cmp_types`, `cmp_values` by serial number of first appearance, `cmp_constants`,
 //!    `cmp_blocks` in CFG order from the entry, `cmp_operations`, `cmp_memory`, `cmp_callee`).
 //! 3. **Beyond LLVM**: callees are compared by *equivalence class*, found by partition
-//!    refinement over the call graph (as GCC's IPA-ICF and lld's ICF do). Self-recursive
-//!    functions (fact0/fact1) and mutually recursive groups (ping/pong) merge. Taken addresses
-//!    (`func_addr`, data symbols) compare by identity, so observable pointers never change.
-//! 4. **FnTree and Deferred**: a sorted set of unique functions with O(log N) lookup, and a
-//!    worklist; strong functions first, then preemptible ones; when G merges into F, G's
-//!    callers leave FnTree and return to Deferred.
+//!    refinement over the call graph (as GCC's IPA-ICF and lld's ICF do): candidates are first
+//!    split by exact token-stream equality (equal streams ⇔ the comparator finds the functions
+//!    equal up to their callees), then classes split where callee classes differ, until
+//!    stable. Self-recursive functions (fact0/fact1) and mutually recursive groups (ping/pong)
+//!    merge. Taken addresses (`func_addr`, data symbols) compare by identity, so observable
+//!    pointers never change.
+//! 4. **FnTree and Deferred**: a sorted set of unique functions with O(log N) lookup (strong
+//!    hash, then the comparator; two members of one refined class are known equal without a
+//!    walk), and a worklist; strong functions first, then preemptible ones; when G merges into
+//!    F, G's callers leave FnTree and return to Deferred.
 //! 5. **Merging**: G local with an insignificant address: every use is replaced by F and G is
 //!    deleted. G exported with an insignificant address: G becomes an alias (its name resolves
 //!    to F's code; no code of its own). G's address significant, or G preemptible: G becomes a
@@ -1212,6 +1218,23 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         }
         redirect[sym_of[g].unwrap()] = sym_of[f];
         any = true;
+    }
+    // Aliases made by earlier runs may name a function merged now: point every alias at its
+    // final target, so one lookup always reaches a defined function.
+    if any && !m.aliases.is_empty() {
+        let keys: Vec<Symbol> = m.aliases.keys().copied().collect();
+        for k in keys {
+            let mut t = m.aliases[&k];
+            let mut steps = 0;
+            while let Some(&n) = m.aliases.get(&t) {
+                if n == k || steps > m.aliases.len() {
+                    break; // never loops: merges only point at live survivors
+                }
+                t = n;
+                steps += 1;
+            }
+            m.aliases.insert(k, t);
+        }
     }
     if any {
         for &c in &ids {
