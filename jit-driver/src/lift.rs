@@ -941,20 +941,7 @@ pub fn lift_function(
 pub fn mark_address_taken(module: &mut lir::Module) {
     let mut taken: SecondaryMap<lir::Symbol, bool> = SecondaryMap::new();
     for (_, f) in module.live_functions() {
-        for &b in &f.layout {
-            for &i in &f.blocks[b].insts {
-                if matches!(f.insts[i].opcode, L::FuncAddr | L::SymbolValue) {
-                    if let Some(Operand::Sym(s, _)) = f.operands(i).first() {
-                        taken[*s] = true;
-                    }
-                }
-            }
-        }
-        for g in f.globals.values() {
-            if let lir::GlobalData::Symbol { sym, .. } = g {
-                taken[*sym] = true;
-            }
-        }
+        f.for_each_taken_symbol(|s| taken[s] = true);
     }
     for (s, d) in module.symbols.iter() {
         if taken[s] {

@@ -348,6 +348,25 @@ impl Function {
         prefetch_slice(&self.sig.params, 64);
     }
 
+    /// Call `each` with every symbol whose address this function takes (`func_addr`,
+    /// `symbol_value`, symbol global values), in order, possibly more than once.
+    pub fn for_each_taken_symbol(&self, mut each: impl FnMut(Symbol)) {
+        for &b in &self.layout {
+            for &i in &self.blocks[b].insts {
+                if matches!(self.insts[i].opcode, Opcode::FuncAddr | Opcode::SymbolValue) {
+                    if let Some(Operand::Sym(s, _)) = self.operands(i).first() {
+                        each(*s);
+                    }
+                }
+            }
+        }
+        for g in self.globals.values() {
+            if let GlobalData::Symbol { sym, .. } = g {
+                each(*sym);
+            }
+        }
+    }
+
     /// Start loading the instruction lists of this function's blocks (its block table must be
     /// loaded already: call `prefetch` a step earlier).
     #[inline]

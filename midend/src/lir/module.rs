@@ -113,6 +113,19 @@ impl Module {
         CallGraph::build(self)
     }
 
+    /// While `order[k]` is processed, start loading the functions after it: the arrays of
+    /// `order[k + 2]` and the block lists of `order[k + 1]` (whose arrays were requested a
+    /// step earlier). See `Function::prefetch`.
+    #[inline]
+    pub fn prefetch_ahead(&self, order: &[FuncId], k: usize) {
+        if let Some(&n) = order.get(k + 2) {
+            self.functions[n].prefetch();
+        }
+        if let Some(&n) = order.get(k + 1) {
+            self.functions[n].prefetch_blocks();
+        }
+    }
+
     /// Total instructions of live functions.
     pub fn inst_count(&self) -> usize {
         self.live_functions().map(|(_, f)| f.inst_count()).sum()
@@ -137,35 +150,24 @@ impl CallGraph {
             let mut seen: Vec<Symbol> = Vec::new();
             for &b in &f.layout {
                 for &i in &f.blocks[b].insts {
-                    let d = &f.insts[i];
-                    let ops = f.operands(i);
-                    match d.opcode {
-                        Opcode::Call | Opcode::TailCall | Opcode::TryCall => {
-                            if let Some(Operand::Sym(s, _)) = ops.first() {
-                                if !seen.contains(s) {
-                                    seen.push(*s);
-                                    g.callers[*s].push(id);
-                                }
+                    if matches!(
+                        f.insts[i].opcode,
+                        Opcode::Call | Opcode::TailCall | Opcode::TryCall
+                    ) {
+                        if let Some(Operand::Sym(s, _)) = f.operands(i).first() {
+                            if !seen.contains(s) {
+                                seen.push(*s);
+                                g.callers[*s].push(id);
                             }
                         }
-                        Opcode::FuncAddr | Opcode::SymbolValue => {
-                            if let Some(Operand::Sym(s, _)) = ops.first() {
-                                if !g.address_takers[*s].contains(&id) {
-                                    g.address_takers[*s].push(id);
-                                }
-                            }
-                        }
-                        _ => {}
                     }
                 }
             }
-            for gv in f.globals.values() {
-                if let super::function::GlobalData::Symbol { sym, .. } = gv {
-                    if !g.address_takers[*sym].contains(&id) {
-                        g.address_takers[*sym].push(id);
-                    }
+            f.for_each_taken_symbol(|s| {
+                if !g.address_takers[s].contains(&id) {
+                    g.address_takers[s].push(id);
                 }
-            }
+            });
             g.callees[id] = seen;
         }
         g

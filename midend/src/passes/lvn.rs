@@ -345,12 +345,7 @@ impl LocalValueNumbering {
     pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
         let ids: Vec<crate::lir::FuncId> = m.live_functions().map(|(id, _)| id).collect();
         for (k, &id) in ids.iter().enumerate() {
-            if let Some(&n) = ids.get(k + 2) {
-                m.functions[n].prefetch();
-            }
-            if let Some(&n) = ids.get(k + 1) {
-                m.functions[n].prefetch_blocks();
-            }
+            m.prefetch_ahead(&ids, k);
             self.run(&mut m.functions[id], st);
         }
     }

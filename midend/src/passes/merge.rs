@@ -886,12 +886,7 @@ fn walk_module(m: &Module, ids: &[FuncId]) -> Walked {
     let mut out = WalkOut::default();
     out.tokens.reserve(ids.len() * 128);
     for (k, &id) in ids.iter().enumerate() {
-        if let Some(&n) = ids.get(k + 2) {
-            m.functions[n].prefetch();
-        }
-        if let Some(&n) = ids.get(k + 1) {
-            m.functions[n].prefetch_blocks();
-        }
+        m.prefetch_ahead(ids, k);
         let f = &m.functions[id];
         out.callees.clear();
         out.taken.clear();
