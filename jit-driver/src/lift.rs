@@ -12,7 +12,7 @@ use crate::Error;
 use cranelift_codegen::ir::{self, InstructionData as D, Opcode as C};
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::SecondaryMap;
-use midend::lir::{self, effects, Imm, MemRef, Opcode as L, Operand, SymbolKind};
+use midend::lir::{self, effects, MemRef, Opcode as L, Operand, SymbolKind};
 use smallvec::SmallVec;
 
 /// A recorded branch edge: (pred, terminator, operand index, target, arguments).
@@ -205,14 +205,14 @@ impl<'a> Lifter<'a> {
                             i32::try_from(k).ok().and_then(|k| k.checked_add(offset))
                         {
                             let base = self.reg(a)?;
-                            return Ok(Operand::Mem(MemRef::base(base, disp)));
+                            return Ok(Operand::from(MemRef::base(base, disp)));
                         }
                     }
                     // base + index*scale
                     let (index, scale) = self.scaled_index(b);
                     let base = self.reg(a)?;
                     let index = self.reg(index)?;
-                    return Ok(Operand::Mem(MemRef {
+                    return Ok(Operand::from(MemRef {
                         base: base.into(),
                         index: index.into(),
                         scale,
@@ -223,7 +223,7 @@ impl<'a> Lifter<'a> {
             }
         }
         let base = self.reg(addr)?;
-        Ok(Operand::Mem(MemRef::base(base, offset)))
+        Ok(Operand::from(MemRef::base(base, offset)))
     }
 
     /// `v` as (index, scale) when it is `ishl x, k` or `imul x, 2^k` with scale 1, 2, 4 or 8.
@@ -336,40 +336,19 @@ impl<'a> Lifter<'a> {
                 opcode: C::Iconst,
                 imm,
             } => {
-                self.push(
-                    b,
-                    L::Copy,
-                    ctrl,
-                    &results,
-                    &[Operand::Imm(Imm::Int(imm.bits()))],
-                    0,
-                );
+                self.push(b, L::Copy, ctrl, &results, &[Operand::Int(imm.bits())], 0);
             }
             D::UnaryIeee32 {
                 opcode: C::F32const,
                 imm,
             } => {
-                self.push(
-                    b,
-                    L::Copy,
-                    ctrl,
-                    &results,
-                    &[Operand::Imm(Imm::F32(imm.bits()))],
-                    0,
-                );
+                self.push(b, L::Copy, ctrl, &results, &[Operand::F32(imm.bits())], 0);
             }
             D::UnaryIeee64 {
                 opcode: C::F64const,
                 imm,
             } => {
-                self.push(
-                    b,
-                    L::Copy,
-                    ctrl,
-                    &results,
-                    &[Operand::Imm(Imm::F64(imm.bits()))],
-                    0,
-                );
+                self.push(b, L::Copy, ctrl, &results, &[Operand::F64(imm.bits())], 0);
             }
             D::IntCompare { args, .. } | D::FloatCompare { args, .. } => {
                 let (op, pred) = match data {
@@ -536,7 +515,7 @@ impl<'a> Lifter<'a> {
                     L::ExnHandlerAddr,
                     ctrl,
                     &results,
-                    &[bo, Operand::Imm(Imm::Int(imm.bits()))],
+                    &[bo, Operand::Int(imm.bits())],
                     0,
                 );
             }

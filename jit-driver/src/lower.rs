@@ -15,7 +15,7 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_entity::SecondaryMap;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use midend::analysis::Cfg;
-use midend::lir::{self, Format, Imm, Opcode as L, Operand};
+use midend::lir::{self, Format, Opcode as L, Operand};
 use rustc_hash::FxHashMap;
 use std::str::FromStr;
 
@@ -160,7 +160,7 @@ impl Lowerer<'_, '_> {
             Operand::Reg(r) => {
                 self.values[r].ok_or_else(|| self.err(format!("{r} is used before it is defined")))
             }
-            Operand::Imm(Imm::Int(v)) => {
+            Operand::Int(v) => {
                 let t = if ty.is_scalar_int() {
                     ty
                 } else {
@@ -168,12 +168,8 @@ impl Lowerer<'_, '_> {
                 };
                 Ok(self.b.ins().iconst(clif_type(t), v))
             }
-            Operand::Imm(Imm::F32(bits)) => {
-                Ok(self.b.ins().f32const(immediates::Ieee32::with_bits(bits)))
-            }
-            Operand::Imm(Imm::F64(bits)) => {
-                Ok(self.b.ins().f64const(immediates::Ieee64::with_bits(bits)))
-            }
+            Operand::F32(bits) => Ok(self.b.ins().f32const(immediates::Ieee32::with_bits(bits))),
+            Operand::F64(bits) => Ok(self.b.ins().f64const(immediates::Ieee64::with_bits(bits))),
             _ => Err(self.err("expected a register or constant")),
         }
     }
@@ -242,12 +238,17 @@ impl Lowerer<'_, '_> {
     fn address(&mut self, op: Operand) -> Result<(ir::Value, i32), Error> {
         let i64t = ir::types::I64;
         match op {
-            Operand::Mem(m) => {
-                let scaled = match m.index.expand() {
+            Operand::Mem {
+                base,
+                index,
+                scale,
+                disp,
+            } => {
+                let scaled = match index.expand() {
                     Some(i) => {
                         let iv = self.value(Operand::Reg(i), lir::Type::I64)?;
-                        Some(if m.scale > 1 {
-                            let k = self.b.ins().iconst(i64t, m.scale.trailing_zeros() as i64);
+                        Some(if scale > 1 {
+                            let k = self.b.ins().iconst(i64t, scale.trailing_zeros() as i64);
                             self.b.ins().ishl(iv, k)
                         } else {
                             iv
@@ -255,7 +256,7 @@ impl Lowerer<'_, '_> {
                     }
                     None => None,
                 };
-                let addr = match (m.base.expand(), scaled) {
+                let addr = match (base.expand(), scaled) {
                     (Some(b), Some(s)) => {
                         let bv = self.value(Operand::Reg(b), lir::Type::I64)?;
                         self.b.ins().iadd(bv, s)
@@ -264,7 +265,7 @@ impl Lowerer<'_, '_> {
                     (None, Some(s)) => s,
                     (None, None) => self.b.ins().iconst(i64t, 0),
                 };
-                Ok((addr, m.disp))
+                Ok((addr, disp))
             }
             Operand::Stack(s, off) => Ok((
                 self.b
@@ -489,7 +490,7 @@ impl Lowerer<'_, '_> {
                     let y = if nvals == 2 {
                         self.value(ops[2], ty)?
                     } else {
-                        self.value(Operand::Imm(Imm::Int(0)), ty)?
+                        self.value(Operand::Int(0), ty)?
                     };
                     let c = match clif_cond(p) {
                         ClifCond::Int(cc) => self.b.ins().icmp(cc, x, y),
@@ -535,7 +536,7 @@ impl Lowerer<'_, '_> {
                     return Err(self.err("expected a block"));
                 };
                 let cb = self.blocks[t].ok_or_else(|| self.err(format!("{t} is not reachable")))?;
-                let Operand::Imm(Imm::Int(k)) = ops[1] else {
+                let Operand::Int(k) = ops[1] else {
                     return Err(self.err("expected a constant"));
                 };
                 let v = self.b.ins().get_exception_handler_address(cty, cb, k);

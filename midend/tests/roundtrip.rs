@@ -446,7 +446,7 @@ impl Gen<'_, '_> {
     fn materialise(&mut self, ty: Type) -> Reg {
         let imm = self.imm(ty);
         let r = self.new_value(ty);
-        self.b.ins(Opcode::Copy, ty, &[r], &[Operand::Imm(imm)]);
+        self.b.ins(Opcode::Copy, ty, &[r], &[Operand::from(imm)]);
         r
     }
 
@@ -477,7 +477,7 @@ impl Gen<'_, '_> {
     /// A register or (for scalars, sometimes) a constant of type `ty`.
     fn value(&mut self, ty: Type) -> Option<Operand> {
         if SCALARS.contains(&ty) && self.t.chance(25) {
-            return Some(Operand::Imm(self.imm(ty)));
+            return Some(Operand::from(self.imm(ty)));
         }
         self.reg(ty).map(Operand::Reg)
     }
@@ -541,7 +541,7 @@ impl Gen<'_, '_> {
                     m.index = self.t.pick(&ints).into();
                     m.scale = self.t.pick(&[1, 2, 4, 8]);
                 }
-                Operand::Mem(m)
+                Operand::from(m)
             }
             1 => {
                 let n = self.b.func.stack_objs.len();
@@ -779,7 +779,7 @@ impl Gen<'_, '_> {
             15 => self.opaque(),
             _ => {
                 let target = self.blocks[self.t.below(self.blocks.len())];
-                let imm = Operand::Imm(Imm::Int(self.t.i64()));
+                let imm = Operand::Int(self.t.i64());
                 let r = self.new_value(Type::I64);
                 self.b.ins(
                     Opcode::ExnHandlerAddr,

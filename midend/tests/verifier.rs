@@ -92,14 +92,14 @@ fn built_fib_matches_parsed_fib() {
     let (entry, base, rec) = (b.create_block(), b.create_block(), b.create_block());
     b.switch_to_block(entry);
     let n = b.arg(0);
-    let c = b.icmp(Cond::Slt, n, Operand::Imm(Imm::Int(2)));
+    let c = b.icmp(Cond::Slt, n, Operand::Int(2));
     b.brif(Cond::Ne, c, None, base, rec);
     b.switch_to_block(base);
     b.ret(&[n]);
     b.switch_to_block(rec);
-    let n1 = b.binary(Opcode::Sub, n, Operand::Imm(Imm::Int(1)));
+    let n1 = b.binary(Opcode::Sub, n, Operand::Int(1));
     let f1 = b.call("fib", sig.clone(), &[n1])[0];
-    let n2 = b.binary(Opcode::Sub, n, Operand::Imm(Imm::Int(2)));
+    let n2 = b.binary(Opcode::Sub, n, Operand::Int(2));
     let f2 = b.call("fib", sig, &[n2])[0];
     let sum = b.binary(Opcode::Add, Operand::Reg(f1), Operand::Reg(f2));
     b.ret(&[sum]);
@@ -559,11 +559,11 @@ fn bad_scale_built_directly() {
     .unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let load = f.blocks[Block::from_u32(0)].insts[1];
-    let Operand::Mem(mut mr) = f.operands(load)[0] else {
+    let Some(mut mr) = f.operands(load)[0].mem() else {
         unreachable!()
     };
     mr.scale = 3;
-    f.operands_mut(load)[0] = Operand::Mem(mr);
+    f.operands_mut(load)[0] = Operand::from(mr);
     let e = verify_module(&m, true).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -845,7 +845,7 @@ fn dangling_references_do_not_panic() {
             Opcode::Load,
             Type::I32,
             &[r],
-            &[Operand::Mem(MemRef::base(Reg::from_u32(0), 0))],
+            &[Operand::from(MemRef::base(Reg::from_u32(0), 0))],
         );
         f.insts[i].aux = 9;
         i
@@ -865,7 +865,7 @@ fn dangling_references_do_not_panic() {
             Opcode::Copy,
             Type::I32,
             &[Reg::from_u32(50)],
-            &[Operand::Imm(Imm::Int(1))],
+            &[Operand::Int(1)],
         )
     });
     assert!(

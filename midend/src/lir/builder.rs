@@ -10,7 +10,7 @@
 //! let entry = b.create_block();
 //! b.switch_to_block(entry);
 //! let x = b.arg(0);
-//! let y = b.binary(Opcode::Add, x, Operand::Imm(Imm::Int(1)));
+//! let y = b.binary(Opcode::Add, x, Operand::Int(1));
 //! b.ret(&[y]);
 //! let id = b.finish().unwrap();
 //! assert!(verify_function(&m, &m.functions[id], true).is_ok());
@@ -20,7 +20,7 @@ use super::entities::*;
 use super::function::*;
 use super::inst::Opcode;
 use super::module::{Module, SymbolKind};
-use super::operand::{Cond, Imm, MemRef, Operand};
+use super::operand::{Cond, MemRef, Operand};
 use super::types::Type;
 
 pub struct Builder<'m> {
@@ -61,8 +61,8 @@ impl<'m> Builder<'m> {
     fn type_of(&self, op: Operand) -> Type {
         match op {
             Operand::Reg(r) => self.func.reg_type(r),
-            Operand::Imm(Imm::F32(_)) => Type::F32,
-            Operand::Imm(Imm::F64(_)) => Type::F64,
+            Operand::F32(_) => Type::F32,
+            Operand::F64(_) => Type::F64,
             _ => Type::I64,
         }
     }
@@ -77,7 +77,7 @@ impl<'m> Builder<'m> {
     /// `%d = copy.T imm`: materialise a constant.
     pub fn iconst(&mut self, ty: Type, v: i64) -> Operand {
         let r = self.func.new_reg(ty);
-        self.ins(Opcode::Copy, ty, &[r], &[Operand::Imm(Imm::Int(v))]);
+        self.ins(Opcode::Copy, ty, &[r], &[Operand::Int(v)]);
         Operand::Reg(r)
     }
     /// A one-result instruction whose type is the first operand's.
@@ -139,7 +139,7 @@ impl<'m> Builder<'m> {
     }
     /// `[base + disp]`.
     pub fn mem(base: Operand, disp: i32) -> Operand {
-        Operand::Mem(MemRef::base(
+        Operand::from(MemRef::base(
             base.as_reg().expect("memory base must be a register"),
             disp,
         ))

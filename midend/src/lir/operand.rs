@@ -144,16 +144,30 @@ impl fmt::Display for Cond {
 }
 
 /// One operand of an instruction: the eight kinds of seed 002.
+///
+/// The enum is kept at 16 bytes (operands are the bulk of a function's memory, and every pass
+/// streams over them): constants and memory references are spelled out as variants of their
+/// own rather than wrapping `Imm` and `MemRef`, which would cost a second tag word. `Imm` and
+/// `MemRef` stay as value types; `Operand::from`, `imm` and `mem` convert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operand {
     /// A virtual register.
     Reg(Reg),
-    /// An integer or float constant.
-    Imm(Imm),
+    /// An integer constant (seed 002's constant, integer kind).
+    Int(i64),
+    /// A 32-bit float constant, by its bit pattern.
+    F32(u32),
+    /// A 64-bit float constant, by its bit pattern.
+    F64(u64),
     /// A basic block: branch targets and phi sources only.
     Block(Block),
-    /// A generic memory reference (loads and stores only).
-    Mem(MemRef),
+    /// A generic memory reference `[base + index*scale + disp]` (loads and stores only).
+    Mem {
+        base: PackedOption<Reg>,
+        index: PackedOption<Reg>,
+        scale: u8,
+        disp: i32,
+    },
     /// An external symbol plus a byte offset: a memory operand `[@g + 8]` in loads and stores,
     /// the callee of a direct call, or the symbol whose address `func_addr`/`symbol_value` take.
     Sym(Symbol, i64),
@@ -164,6 +178,29 @@ pub enum Operand {
     Pred(Cond),
     /// The n-th function argument (only in the `copy` that moves it into a register).
     Arg(u32),
+}
+
+const _: () = assert!(core::mem::size_of::<Operand>() == 16);
+
+impl From<Imm> for Operand {
+    fn from(i: Imm) -> Operand {
+        match i {
+            Imm::Int(v) => Operand::Int(v),
+            Imm::F32(b) => Operand::F32(b),
+            Imm::F64(b) => Operand::F64(b),
+        }
+    }
+}
+
+impl From<MemRef> for Operand {
+    fn from(m: MemRef) -> Operand {
+        Operand::Mem {
+            base: m.base,
+            index: m.index,
+            scale: m.scale,
+            disp: m.disp,
+        }
+    }
 }
 
 impl Operand {
@@ -179,32 +216,63 @@ impl Operand {
             _ => None,
         }
     }
+    /// The constant, if this is one.
+    pub fn imm(self) -> Option<Imm> {
+        match self {
+            Operand::Int(v) => Some(Imm::Int(v)),
+            Operand::F32(b) => Some(Imm::F32(b)),
+            Operand::F64(b) => Some(Imm::F64(b)),
+            _ => None,
+        }
+    }
+    /// The generic memory reference, if this is one.
+    pub fn mem(self) -> Option<MemRef> {
+        match self {
+            Operand::Mem {
+                base,
+                index,
+                scale,
+                disp,
+            } => Some(MemRef {
+                base,
+                index,
+                scale,
+                disp,
+            }),
+            _ => None,
+        }
+    }
+    /// Is this a constant?
+    pub fn is_imm(self) -> bool {
+        matches!(self, Operand::Int(_) | Operand::F32(_) | Operand::F64(_))
+    }
     /// Is this a memory operand (generic reference, stack object or symbol)?
     pub fn is_memory(self) -> bool {
         matches!(
             self,
-            Operand::Mem(_) | Operand::Stack(..) | Operand::Sym(..)
+            Operand::Mem { .. } | Operand::Stack(..) | Operand::Sym(..)
         )
     }
     /// Registers read by this operand (a memory reference reads its base and index).
     pub fn regs(&self) -> impl Iterator<Item = Reg> {
         let (a, b) = match *self {
             Operand::Reg(r) => (Some(r), None),
-            Operand::Mem(m) => (m.base.expand(), m.index.expand()),
+            Operand::Mem { base, index, .. } => (base.expand(), index.expand()),
             _ => (None, None),
         };
         a.into_iter().chain(b)
     }
     /// Apply `f` to every register this operand reads.
+    #[inline]
     pub fn map_regs(&mut self, mut f: impl FnMut(Reg) -> Reg) {
         match self {
             Operand::Reg(r) => *r = f(*r),
-            Operand::Mem(m) => {
-                if let Some(b) = m.base.expand() {
-                    m.base = f(b).into();
+            Operand::Mem { base, index, .. } => {
+                if let Some(b) = base.expand() {
+                    *base = f(b).into();
                 }
-                if let Some(i) = m.index.expand() {
-                    m.index = f(i).into();
+                if let Some(i) = index.expand() {
+                    *index = f(i).into();
                 }
             }
             _ => {}

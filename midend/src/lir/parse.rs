@@ -5,7 +5,7 @@ use super::entities::*;
 use super::function::*;
 use super::inst::{effects, Format, Opcode};
 use super::module::{Module, SymbolKind};
-use super::operand::{Cond, Imm, MemRef, Operand};
+use super::operand::{Cond, MemRef, Operand};
 use super::print::natural_result_type;
 use super::types::Type;
 use cranelift_entity::EntityRef;
@@ -485,7 +485,7 @@ impl<'a> Parser<'a> {
                 let v = i64::try_from(v)
                     .or_else(|_| u64::try_from(v).map(|u| u as i64))
                     .or_else(|_| self.err_prev("constant out of range"))?;
-                Ok(Operand::Imm(Imm::Int(v)))
+                Ok(Operand::Int(v))
             }
             Tok::Ident(w) if w == "f32" || w == "f64" => {
                 self.advance()?;
@@ -493,10 +493,10 @@ impl<'a> Parser<'a> {
                 let v = self.expect_int("float bits")?;
                 if w == "f32" {
                     let b = u32::try_from(v).or_else(|_| self.err_prev("f32 bits out of range"))?;
-                    Ok(Operand::Imm(Imm::F32(b)))
+                    Ok(Operand::F32(b))
                 } else {
                     let b = u64::try_from(v).or_else(|_| self.err_prev("f64 bits out of range"))?;
-                    Ok(Operand::Imm(Imm::F64(b)))
+                    Ok(Operand::F64(b))
                 }
             }
             Tok::Ident(w) => {
@@ -607,7 +607,7 @@ impl<'a> Parser<'a> {
                         break;
                     }
                 }
-                Operand::Mem(m)
+                Operand::from(m)
             }
         };
         self.expect_punct(']')?;

@@ -147,11 +147,26 @@ fn write_memref(w: &mut dyn Write, m: &MemRef) -> fmt::Result {
 pub fn write_operand(w: &mut dyn Write, m: &Module, op: &Operand) -> fmt::Result {
     match *op {
         Operand::Reg(r) => write!(w, "{r}"),
-        Operand::Imm(i) => write_imm(w, i),
+        Operand::Int(v) => write_imm(w, Imm::Int(v)),
+        Operand::F32(b) => write_imm(w, Imm::F32(b)),
+        Operand::F64(b) => write_imm(w, Imm::F64(b)),
         Operand::Block(b) => write!(w, "{b}"),
-        Operand::Mem(ref mr) => {
+        Operand::Mem {
+            base,
+            index,
+            scale,
+            disp,
+        } => {
             w.write_char('[')?;
-            write_memref(w, mr)?;
+            write_memref(
+                w,
+                &MemRef {
+                    base,
+                    index,
+                    scale,
+                    disp,
+                },
+            )?;
             w.write_char(']')
         }
         Operand::Sym(s, off) => {

@@ -117,12 +117,12 @@ impl Ctx<'_> {
                     self.reg_ok(r);
                 }
             }
-            Operand::Imm(imm) => {
+            Operand::Int(_) | Operand::F32(_) | Operand::F64(_) => {
                 if let Some(t) = ty {
-                    let ok = match imm {
-                        super::operand::Imm::Int(_) => t.is_scalar_int(),
-                        super::operand::Imm::F32(_) => t == Type::F32,
-                        super::operand::Imm::F64(_) => t == Type::F64,
+                    let ok = match *op {
+                        Operand::Int(_) => t.is_scalar_int(),
+                        Operand::F32(_) => t == Type::F32,
+                        _ => t == Type::F64,
                     };
                     if !ok {
                         self.report(format!("{what} constant does not fit type {t}"));
@@ -142,7 +142,7 @@ impl Ctx<'_> {
                     self.report(format!("{what} {r} must be a scalar integer"));
                 }
             }
-            Operand::Imm(super::operand::Imm::Int(_)) => {}
+            Operand::Int(_) => {}
             other => self.report(format!(
                 "{what} must be an integer register or constant, not {}",
                 kind_name(&other)
@@ -151,16 +151,18 @@ impl Ctx<'_> {
     }
     fn memory(&mut self, op: &Operand) {
         match *op {
-            Operand::Mem(m) => {
-                for r in [m.base.expand(), m.index.expand()].into_iter().flatten() {
+            Operand::Mem {
+                base, index, scale, ..
+            } => {
+                for r in [base.expand(), index.expand()].into_iter().flatten() {
                     if self.reg_ok(r) && self.f.regs[r].ty.class() != super::types::RegClass::Int {
                         self.report(format!(
                             "memory reference register {r} must be an integer register"
                         ));
                     }
                 }
-                if ![1, 2, 4, 8].contains(&m.scale) {
-                    self.report(format!("scale {} is not 1, 2, 4 or 8", m.scale));
+                if ![1, 2, 4, 8].contains(&scale) {
+                    self.report(format!("scale {scale} is not 1, 2, 4 or 8"));
                 }
             }
             Operand::Stack(s, _) => {
@@ -199,9 +201,9 @@ impl Ctx<'_> {
 fn kind_name(op: &Operand) -> &'static str {
     match op {
         Operand::Reg(_) => "a register",
-        Operand::Imm(_) => "a constant",
+        Operand::Int(_) | Operand::F32(_) | Operand::F64(_) => "a constant",
         Operand::Block(_) => "a block",
-        Operand::Mem(_) => "a memory reference",
+        Operand::Mem { .. } => "a memory reference",
         Operand::Sym(..) => "a symbol",
         Operand::Stack(..) => "a stack object",
         Operand::Pred(_) => "a predicate",
@@ -534,7 +536,7 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
             expect_results(c, 1);
             if expect_count(c, ops, 2) {
                 c.block_op(&ops[0], in_layout);
-                if !matches!(ops[1], Operand::Imm(_)) {
+                if !ops[1].is_imm() {
                     c.report("second operand must be a constant");
                 }
             }

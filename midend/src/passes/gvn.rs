@@ -72,12 +72,19 @@ fn key_op(rename: &SecondaryMap<Reg, Option<Reg>>, op: &Operand) -> K {
     use core::hash::{Hash, Hasher};
     match *op {
         Operand::Reg(r) => K::Reg(canon(rename, r)),
-        Operand::Imm(i) => K::Imm(i),
-        Operand::Mem(m) => K::Mem(
-            m.base.expand().map(|r| canon(rename, r)),
-            m.index.expand().map(|r| canon(rename, r)),
-            m.scale,
-            m.disp,
+        Operand::Int(v) => K::Imm(Imm::Int(v)),
+        Operand::F32(b) => K::Imm(Imm::F32(b)),
+        Operand::F64(b) => K::Imm(Imm::F64(b)),
+        Operand::Mem {
+            base,
+            index,
+            scale,
+            disp,
+        } => K::Mem(
+            base.expand().map(|r| canon(rename, r)),
+            index.expand().map(|r| canon(rename, r)),
+            scale,
+            disp,
         ),
         other => {
             let mut h = rustc_hash::FxHasher::default();

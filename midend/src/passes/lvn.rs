@@ -238,15 +238,22 @@ impl LocalValueNumbering {
     fn key_op(&mut self, op: &Operand) -> KeyOp {
         match *op {
             Operand::Reg(r) => KeyOp::Vn(self.vn_of(r)),
-            Operand::Imm(i) => KeyOp::Imm(i),
+            Operand::Int(v) => KeyOp::Imm(Imm::Int(v)),
+            Operand::F32(b) => KeyOp::Imm(Imm::F32(b)),
+            Operand::F64(b) => KeyOp::Imm(Imm::F64(b)),
             Operand::Pred(c) => KeyOp::Pred(c),
             Operand::Sym(s, o) => KeyOp::Sym(s, o),
             Operand::Stack(s, o) => KeyOp::Stack(s, o),
             Operand::Arg(n) => KeyOp::Arg(n),
-            Operand::Mem(m) => {
-                let b = m.base.expand().map_or(0, |r| self.vn_of(r));
-                let i = m.index.expand().map_or(0, |r| self.vn_of(r));
-                KeyOp::Mem(b, i, m.scale, m.disp)
+            Operand::Mem {
+                base,
+                index,
+                scale,
+                disp,
+            } => {
+                let b = base.expand().map_or(0, |r| self.vn_of(r));
+                let i = index.expand().map_or(0, |r| self.vn_of(r));
+                KeyOp::Mem(b, i, scale, disp)
             }
             Operand::Block(b) => KeyOp::Arg(u32::MAX - b.index() as u32),
         }

@@ -328,9 +328,9 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
                             let sn = serial(&mut s.reg_sn, &mut next_r, r);
                             push_reg(t, sn)
                         }
-                        Operand::Imm(Imm::Int(x)) => push_i64(t, TK_IMM, x),
-                        Operand::Imm(Imm::F32(x)) => t.extend_from_slice(&[TK_IMM | 2, x]),
-                        Operand::Imm(Imm::F64(x)) => {
+                        Operand::Int(x) => push_i64(t, TK_IMM, x),
+                        Operand::F32(x) => t.extend_from_slice(&[TK_IMM | 2, x]),
+                        Operand::F64(x) => {
                             t.extend_from_slice(&[TK_IMM | 3, x as u32, (x >> 32) as u32])
                         }
                         Operand::Block(bb) => {
@@ -346,19 +346,24 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
                                 t.extend_from_slice(&[TK_BLOCK | ((1 << 28) - 1), *x]);
                             }
                         }
-                        Operand::Mem(mr) => {
+                        Operand::Mem {
+                            base,
+                            index,
+                            scale,
+                            disp,
+                        } => {
                             t.extend_from_slice(&[
                                 TK_MEM
-                                    | (mr.scale as u32) << 8
-                                    | (mr.base.is_some() as u32) << 1
-                                    | mr.index.is_some() as u32,
-                                mr.disp as u32,
+                                    | (scale as u32) << 8
+                                    | (base.is_some() as u32) << 1
+                                    | index.is_some() as u32,
+                                disp as u32,
                             ]);
-                            if let Some(x) = mr.base.expand() {
+                            if let Some(x) = base.expand() {
                                 let sn = serial(&mut s.reg_sn, &mut next_r, x);
                                 push_reg(t, sn);
                             }
-                            if let Some(x) = mr.index.expand() {
+                            if let Some(x) = index.expand() {
                                 let sn = serial(&mut s.reg_sn, &mut next_r, x);
                                 push_reg(t, sn);
                             }
@@ -639,17 +644,32 @@ impl<'m> FunctionComparator<'m> {
     ) -> Ordering {
         match (a, b) {
             (Operand::Reg(x), Operand::Reg(y)) => self.cmp_values(*x, *y),
-            (Operand::Imm(x), Operand::Imm(y)) => cmp(x, y),
+            (Operand::Int(x), Operand::Int(y)) => cmp(x, y),
+            (Operand::F32(x), Operand::F32(y)) => cmp(x, y),
+            (Operand::F64(x), Operand::F64(y)) => cmp(x, y),
             (Operand::Block(x), Operand::Block(y)) => self.cmp_block_refs(*x, *y),
-            (Operand::Mem(x), Operand::Mem(y)) => cmp(
-                (x.scale, x.disp, x.base.is_some(), x.index.is_some()),
-                (y.scale, y.disp, y.base.is_some(), y.index.is_some()),
+            (
+                Operand::Mem {
+                    base: b1,
+                    index: i1,
+                    scale: s1,
+                    disp: d1,
+                },
+                Operand::Mem {
+                    base: b2,
+                    index: i2,
+                    scale: s2,
+                    disp: d2,
+                },
+            ) => cmp(
+                (s1, d1, b1.is_some(), i1.is_some()),
+                (s2, d2, b2.is_some(), i2.is_some()),
             )
-            .then_with(|| match (x.base.expand(), y.base.expand()) {
+            .then_with(|| match (b1.expand(), b2.expand()) {
                 (Some(p), Some(q)) => self.cmp_values(p, q),
                 _ => Ordering::Equal,
             })
-            .then_with(|| match (x.index.expand(), y.index.expand()) {
+            .then_with(|| match (i1.expand(), i2.expand()) {
                 (Some(p), Some(q)) => self.cmp_values(p, q),
                 _ => Ordering::Equal,
             }),
@@ -790,13 +810,15 @@ fn global_kind(g: &GlobalData) -> u8 {
 fn operand_kind(o: &Operand) -> u8 {
     match o {
         Operand::Reg(_) => 0,
-        Operand::Imm(_) => 1,
-        Operand::Block(_) => 2,
-        Operand::Mem(_) => 3,
-        Operand::Sym(..) => 4,
-        Operand::Stack(..) => 5,
-        Operand::Pred(_) => 6,
-        Operand::Arg(_) => 7,
+        Operand::Int(_) => 1,
+        Operand::F32(_) => 2,
+        Operand::F64(_) => 3,
+        Operand::Block(_) => 4,
+        Operand::Mem { .. } => 5,
+        Operand::Sym(..) => 6,
+        Operand::Stack(..) => 7,
+        Operand::Pred(_) => 8,
+        Operand::Arg(_) => 9,
     }
 }
 
