@@ -140,7 +140,7 @@ impl<'a> Lifter<'a> {
     ) -> lir::Inst {
         let i = self.f.make_inst(op, ty, results, operands);
         self.f.insts[i].aux = aux;
-        self.f.blocks[b].insts.push(i);
+        self.f.append_inst(b, i);
         i
     }
 
@@ -802,7 +802,7 @@ impl<'a> Lifter<'a> {
             let lb = self.f.new_block();
             // Exact capacity: one allocation per block instead of a doubling series.
             let n = src.dfg.num_block_params(b) + src.layout.block_insts(b).count();
-            self.f.blocks[lb].insts.reserve_exact(n);
+            self.f.reserve_block(lb, n);
             self.blocks[b] = Some(lb);
         }
         // Entry parameters become argument copies; others become phis.

@@ -939,7 +939,7 @@ pub fn lower_function_with(
     for &lb in &rpo {
         let cb = l.b.create_block();
         l.blocks[lb] = Some(cb);
-        for &i in &f.blocks[lb].insts {
+        for &i in f.block_insts(lb) {
             if f.insts[i].opcode != L::Phi {
                 break;
             }
@@ -954,7 +954,7 @@ pub fn lower_function_with(
     for &lb in &rpo {
         let cb = l.blocks[lb].unwrap();
         l.b.switch_to_block(cb);
-        for &i in &f.blocks[lb].insts {
+        for &i in f.block_insts(lb) {
             l.lower_inst(lb, i)?;
         }
     }

@@ -246,7 +246,7 @@ fn calls(m: &Module, f: FuncId, sym: &str) -> bool {
     let s = m.lookup_symbol(sym).unwrap();
     let func = &m.functions[f];
     func.layout.iter().any(|&b| {
-        func.blocks[b].insts.iter().any(|&i| {
+        func.block_insts(b).iter().any(|&i| {
             func.insts[i].opcode.is_call() && func.operands(i).first() == Some(&Operand::Sym(s, 0))
         })
     })
@@ -321,7 +321,7 @@ fn address_significant_duplicate_is_thunked() {
     let insts: Vec<Inst> = t
         .layout
         .iter()
-        .flat_map(|&b| t.blocks[b].insts.clone())
+        .flat_map(|&b| t.block_insts(b).to_vec())
         .collect();
     let ops: Vec<Opcode> = insts.iter().map(|&i| t.insts[i].opcode).collect();
     assert!(
@@ -347,7 +347,7 @@ fn tail_conv_thunk_tail_calls() {
     let g = fid(&m, "g");
     run(&mut m, "merge");
     let t = &m.functions[g];
-    let last = *t.blocks[t.layout[0]].insts.last().unwrap();
+    let last = *t.block_insts(t.layout[0]).last().unwrap();
     assert_eq!(t.insts[last].opcode, Opcode::TailCall);
     assert!(calls(&m, g, "f"));
 }
@@ -694,7 +694,7 @@ fn count(m: &Module, op: Opcode) -> usize {
     let f = &m.functions[FuncId::from_u32(0)];
     f.layout
         .iter()
-        .flat_map(|&b| f.blocks[b].insts.iter())
+        .flat_map(|&b| f.block_insts(b).iter())
         .filter(|&&i| f.insts[i].opcode == op)
         .count()
 }

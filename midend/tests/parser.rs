@@ -375,7 +375,7 @@ fn roundtrip(src: &str) -> Module {
 
 /// The one instruction of `f` at `block`, position `pos`.
 fn inst_at(f: &Function, block: usize, pos: usize) -> Inst {
-    f.blocks[f.layout[block]].insts[pos]
+    f.block_insts(f.layout[block])[pos]
 }
 
 #[test]

@@ -1113,12 +1113,16 @@ fn drop_one_inst(m: &mut Module, a: usize, b: usize, c: usize) -> bool {
     let nf = m.functions.len();
     let f = &mut m.functions[FuncId::from_u32((a % nf) as u32)];
     let blk = f.layout[b % f.layout.len()];
-    let insts = &mut f.blocks[blk].insts;
-    if insts.is_empty() {
+    let n = f.block_insts(blk).len();
+    if n == 0 {
         return false;
     }
-    let k = c % insts.len();
-    insts.remove(k);
+    let k = c % n;
+    let mut pos = 0;
+    f.retain_insts(blk, |_| {
+        pos += 1;
+        pos - 1 != k
+    });
     true
 }
 

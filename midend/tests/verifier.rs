@@ -264,7 +264,7 @@ fn memory_operand_required_by_load() {
     ))
     .unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
-    let load = f.blocks[Block::from_u32(0)].insts[1];
+    let load = f.block_insts(Block::from_u32(0))[1];
     f.operands_mut(load)[0] = Operand::Reg(Reg::from_u32(0));
     let e = verify_module(&m, true).unwrap_err();
     assert_eq!(
@@ -558,7 +558,7 @@ fn bad_scale_built_directly() {
     ))
     .unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
-    let load = f.blocks[Block::from_u32(0)].insts[1];
+    let load = f.block_insts(Block::from_u32(0))[1];
     let Some(mut mr) = f.operands(load)[0].mem() else {
         unreachable!()
     };
@@ -581,7 +581,7 @@ fn conditional_trap_code() {
     .unwrap();
     verify_module(&m, true).unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
-    let trap = f.blocks[Block::from_u32(0)].insts[1];
+    let trap = f.block_insts(Block::from_u32(0))[1];
     f.insts[trap].aux = 0;
     let e = verify_module(&m, true).unwrap_err().0;
     assert_eq!(e.len(), 1, "{e:?}");
@@ -740,7 +740,7 @@ fn use_of_undefined_register() {
     let mut m = parse_module(&func("", "bb0:\n    %vr0 = copy.i32 arg0\n    ret %vr0\n")).unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let r = f.new_reg(Type::I32);
-    let ret = f.blocks[Block::from_u32(0)].insts[1];
+    let ret = f.block_insts(Block::from_u32(0))[1];
     f.operands_mut(ret)[0] = Operand::Reg(r);
     assert_eq!(
         verify_module(&m, true).unwrap_err().to_string(),
@@ -763,7 +763,7 @@ fn with_inst(make: impl FnOnce(&mut Function) -> Inst) -> (Module, String) {
     let mut m = parse_module(&func("", "bb0:\n    %vr0 = copy.i32 arg0\n    ret %vr0\n")).unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let i = make(f);
-    f.blocks[Block::from_u32(0)].insts.insert(1, i);
+    f.insert_inst(Block::from_u32(0), 1, i);
     let e = verify_module(&m, true).unwrap_err().to_string();
     (m, e)
 }

@@ -54,7 +54,7 @@ impl<'m> Builder<'m> {
         let b = self
             .current
             .expect("Builder: no current block (call switch_to_block first)");
-        self.func.blocks[b].insts.push(i);
+        self.func.append_inst(b, i);
         i
     }
 

@@ -6,6 +6,7 @@ use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode, PoolRange};
 use super::operand::Operand;
 use super::types::Type;
+use cranelift_entity::packed_option::ReservedValue;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -268,10 +269,15 @@ pub enum ExnItem {
     Context,
 }
 
-/// A basic block: its instructions in order.
-#[derive(Clone, Debug, Default)]
+/// A basic block: where its instructions, in order, sit in `Function::inst_order` (`len`
+/// used, `cap` reserved). Every block's list lives in that one array, so a walk over a
+/// function's blocks reads one contiguous allocation rather than one per block; a list that
+/// outgrows its room moves to the end of the array.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct BlockData {
-    pub insts: Vec<Inst>,
+    start: u32,
+    len: u32,
+    cap: u32,
 }
 
 /// Per-register data.
@@ -292,6 +298,8 @@ pub struct Function {
     pub regs: PrimaryMap<Reg, RegData>,
     pub insts: PrimaryMap<Inst, InstData>,
     pub blocks: PrimaryMap<Block, BlockData>,
+    /// The instruction lists of all blocks (see `BlockData`; read them with `block_insts`).
+    inst_order: Vec<Inst>,
     /// Block order; the first is the entry.
     pub layout: Vec<Block>,
     pub operand_pool: Vec<Operand>,
@@ -342,6 +350,7 @@ impl Function {
         prefetch_slice(self.insts.as_values_slice(), 2048);
         prefetch_slice(&self.operand_pool, 2048);
         prefetch_slice(&self.result_pool, 512);
+        prefetch_slice(&self.inst_order, 512);
         prefetch_slice(self.regs.as_values_slice(), 256);
         prefetch_slice(self.blocks.as_values_slice(), 256);
         prefetch_slice(&self.layout, 64);
@@ -352,7 +361,7 @@ impl Function {
     /// `symbol_value`, symbol global values), in order, possibly more than once.
     pub fn for_each_taken_symbol(&self, mut each: impl FnMut(Symbol)) {
         for &b in &self.layout {
-            for &i in &self.blocks[b].insts {
+            for &i in self.block_insts(b) {
                 if matches!(self.insts[i].opcode, Opcode::FuncAddr | Opcode::SymbolValue) {
                     if let Some(Operand::Sym(s, _)) = self.operands(i).first() {
                         each(*s);
@@ -367,15 +376,6 @@ impl Function {
         }
     }
 
-    /// Start loading the instruction lists of this function's blocks (its block table must be
-    /// loaded already: call `prefetch` a step earlier).
-    #[inline]
-    pub fn prefetch_blocks(&self) {
-        for b in self.blocks.values().take(16) {
-            prefetch_slice(&b.insts, 128);
-        }
-    }
-
     pub fn new(name: impl Into<String>, sig: Signature, linkage: Linkage) -> Self {
         Function {
             name: name.into(),
@@ -385,6 +385,7 @@ impl Function {
             regs: PrimaryMap::new(),
             insts: PrimaryMap::new(),
             blocks: PrimaryMap::new(),
+            inst_order: Vec::new(),
             layout: Vec::new(),
             operand_pool: Vec::new(),
             result_pool: Vec::new(),
@@ -414,9 +415,86 @@ impl Function {
 
     /// Create a block and append it to the layout.
     pub fn new_block(&mut self) -> Block {
-        let b = self.blocks.push(BlockData::default());
+        let b = self.blocks.push(BlockData {
+            start: self.inst_order.len() as u32,
+            len: 0,
+            cap: 0,
+        });
         self.layout.push(b);
         b
+    }
+
+    /// The instructions of a block, in order.
+    #[inline]
+    pub fn block_insts(&self, b: Block) -> &[Inst] {
+        let d = self.blocks[b];
+        &self.inst_order[d.start as usize..(d.start + d.len) as usize]
+    }
+
+    /// Make room for `n` more instructions in block `b` (so appending them moves nothing).
+    pub fn reserve_block(&mut self, b: Block, n: usize) {
+        let d = self.blocks[b];
+        let want = d.len as usize + n;
+        if want > d.cap as usize {
+            self.move_block_to_end(b, want);
+        }
+    }
+
+    /// Move block `b`'s list to the end of `inst_order` with room for `cap` instructions
+    /// (in place when it is already last).
+    fn move_block_to_end(&mut self, b: Block, cap: usize) {
+        let d = &mut self.blocks[b];
+        let (start, len) = (d.start as usize, d.len as usize);
+        if start + d.cap as usize != self.inst_order.len() {
+            let new_start = self.inst_order.len();
+            self.inst_order.extend_from_within(start..start + len);
+            d.start = new_start as u32;
+        }
+        self.inst_order
+            .resize(d.start as usize + cap, Inst::reserved_value());
+        d.cap = cap as u32;
+    }
+
+    /// Append an instruction to block `b`.
+    #[inline]
+    pub fn append_inst(&mut self, b: Block, i: Inst) {
+        let d = self.blocks[b];
+        if d.len == d.cap {
+            let cap = (2 * d.len as usize).max(4);
+            self.move_block_to_end(b, cap);
+        }
+        let d = &mut self.blocks[b];
+        self.inst_order[(d.start + d.len) as usize] = i;
+        d.len += 1;
+    }
+
+    /// Insert an instruction into block `b` before position `pos`.
+    pub fn insert_inst(&mut self, b: Block, pos: usize, i: Inst) {
+        self.append_inst(b, i);
+        let d = self.blocks[b];
+        self.inst_order[d.start as usize + pos..(d.start + d.len) as usize].rotate_right(1);
+    }
+
+    /// Keep only the instructions of block `b` for which `keep` is true, in order.
+    pub fn retain_insts(&mut self, b: Block, mut keep: impl FnMut(Inst) -> bool) {
+        let d = &mut self.blocks[b];
+        let list = &mut self.inst_order[d.start as usize..(d.start + d.len) as usize];
+        let mut n = 0;
+        for k in 0..list.len() {
+            if keep(list[k]) {
+                list[n] = list[k];
+                n += 1;
+            }
+        }
+        d.len = n as u32;
+    }
+
+    /// Keep only the instructions, in every block of the layout, for which `keep` is true.
+    pub fn retain_all_insts(&mut self, mut keep: impl FnMut(Inst) -> bool) {
+        for k in 0..self.layout.len() {
+            let b = self.layout[k];
+            self.retain_insts(b, &mut keep);
+        }
     }
 
     /// Intern memory flags.
@@ -473,7 +551,7 @@ impl Function {
 
     /// The terminator of a block, if its last instruction is one.
     pub fn terminator(&self, block: Block) -> Option<Inst> {
-        let last = *self.blocks[block].insts.last()?;
+        let last = *self.block_insts(block).last()?;
         self.insts[last].opcode.is_terminator().then_some(last)
     }
 
@@ -511,7 +589,7 @@ impl Function {
     pub fn inst_count(&self) -> usize {
         self.layout
             .iter()
-            .map(|&b| self.blocks[b].insts.len())
+            .map(|&b| self.blocks[b].len as usize)
             .sum()
     }
 
@@ -519,7 +597,7 @@ impl Function {
     pub fn def_map(&self) -> SecondaryMap<Reg, Option<Inst>> {
         let mut defs = SecondaryMap::with_capacity(self.regs.len());
         for &b in &self.layout {
-            for &i in &self.blocks[b].insts {
+            for &i in self.block_insts(b) {
                 for &r in self.results(i) {
                     defs[r] = Some(i);
                 }
@@ -535,5 +613,48 @@ fn push_range<T: Copy>(pool: &mut Vec<T>, items: &[T]) -> PoolRange {
     PoolRange {
         start,
         len: items.len() as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(n: u32) -> Inst {
+        Inst::from_u32(n)
+    }
+
+    /// Block lists share one array: filling blocks out of order, growing past the reserved
+    /// room, inserting and retaining keep every list intact and in order.
+    #[test]
+    fn block_lists_in_one_array() {
+        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+        let (a, b, c) = (f.new_block(), f.new_block(), f.new_block());
+        f.reserve_block(a, 2);
+        f.append_inst(a, inst(0));
+        f.append_inst(b, inst(10));
+        f.append_inst(a, inst(1));
+        f.append_inst(a, inst(2)); // beyond the reserved room: a moves
+        f.append_inst(c, inst(20));
+        f.append_inst(b, inst(11));
+        for k in 3..9 {
+            f.append_inst(a, inst(k));
+        }
+        f.insert_inst(b, 1, inst(15));
+        f.insert_inst(c, 0, inst(19));
+        assert_eq!(f.block_insts(a), (0..9).map(inst).collect::<Vec<_>>());
+        assert_eq!(f.block_insts(b), [inst(10), inst(15), inst(11)]);
+        assert_eq!(f.block_insts(c), [inst(19), inst(20)]);
+        f.retain_all_insts(|i| i.as_u32() % 2 == 0);
+        assert_eq!(
+            f.block_insts(a),
+            [inst(0), inst(2), inst(4), inst(6), inst(8)]
+        );
+        assert_eq!(f.block_insts(b), [inst(10)]);
+        assert_eq!(f.block_insts(c), [inst(20)]);
+        f.append_inst(b, inst(12));
+        assert_eq!(f.block_insts(b), [inst(10), inst(12)]);
+        assert_eq!(f.block_insts(a).len(), 5);
+        assert_eq!(f.inst_count(), 8);
     }
 }

@@ -75,8 +75,13 @@ macro_rules! opcodes {
         #[repr(u8)]
         pub enum Opcode { $($variant),* }
 
-        const OPCODE_INFO: &[(&str, Format, u8)] = &[$(($name, Format::$fmt, $eff)),*];
         const ALL_OPCODES: &[Opcode] = &[$(Opcode::$variant),*];
+        const NUM_OPCODES: usize = ALL_OPCODES.len();
+        // Fixed-size tables indexed by the `repr(u8)` discriminant: no bounds check survives
+        // optimisation, so the hot `format`/`effects` queries are one load each.
+        const NAMES: [&str; NUM_OPCODES] = [$($name),*];
+        const FORMATS: [Format; NUM_OPCODES] = [$(Format::$fmt),*];
+        const EFFECTS: [u8; NUM_OPCODES] = [$($eff),*];
     };
 }
 
@@ -186,27 +191,34 @@ opcodes! {
 
 impl Opcode {
     pub fn name(self) -> &'static str {
-        OPCODE_INFO[self as usize].0
+        NAMES[self as usize]
     }
+    #[inline]
     pub fn format(self) -> Format {
-        OPCODE_INFO[self as usize].1
+        FORMATS[self as usize]
     }
     /// Static effect bits; for `opaque` see `Function::inst_effects`.
+    #[inline]
     pub fn effects(self) -> u8 {
-        OPCODE_INFO[self as usize].2
+        EFFECTS[self as usize]
     }
+    #[inline]
     pub fn is_terminator(self) -> bool {
         self.effects() & TERM != 0
     }
+    #[inline]
     pub fn is_commutative(self) -> bool {
         self.effects() & COMM != 0
     }
+    #[inline]
     pub fn is_call(self) -> bool {
         self.effects() & CALL != 0
     }
+    #[inline]
     pub fn is_load(self) -> bool {
         self.format() == Format::Load
     }
+    #[inline]
     pub fn is_store(self) -> bool {
         self.format() == Format::Store
     }
@@ -220,10 +232,7 @@ impl Opcode {
         }
     }
     pub fn parse(s: &str) -> Option<Opcode> {
-        OPCODE_INFO
-            .iter()
-            .position(|i| i.0 == s)
-            .map(|i| ALL_OPCODES[i])
+        NAMES.iter().position(|n| *n == s).map(|i| ALL_OPCODES[i])
     }
     pub fn all() -> &'static [Opcode] {
         ALL_OPCODES

@@ -113,16 +113,12 @@ impl Module {
         CallGraph::build(self)
     }
 
-    /// While `order[k]` is processed, start loading the functions after it: the arrays of
-    /// `order[k + 2]` and the block lists of `order[k + 1]` (whose arrays were requested a
-    /// step earlier). See `Function::prefetch`.
+    /// While `order[k]` is processed, start loading the arrays of `order[k + 2]` (see
+    /// `Function::prefetch`).
     #[inline]
     pub fn prefetch_ahead(&self, order: &[FuncId], k: usize) {
         if let Some(&n) = order.get(k + 2) {
             self.functions[n].prefetch();
-        }
-        if let Some(&n) = order.get(k + 1) {
-            self.functions[n].prefetch_blocks();
         }
     }
 
@@ -149,7 +145,7 @@ impl CallGraph {
         for (id, f) in m.live_functions() {
             let mut seen: Vec<Symbol> = Vec::new();
             for &b in &f.layout {
-                for &i in &f.blocks[b].insts {
+                for &i in f.block_insts(b) {
                     if matches!(
                         f.insts[i].opcode,
                         Opcode::Call | Opcode::TailCall | Opcode::TryCall

@@ -943,7 +943,7 @@ impl<'a> Parser<'a> {
             }
             f.regs[*r].ty = t;
         }
-        f.blocks[block].insts.push(inst);
+        f.append_inst(block, inst);
         Ok(())
     }
 

@@ -499,7 +499,7 @@ pub fn write_function(w: &mut dyn Write, m: &Module, f: &Function) -> fmt::Resul
     }
     for &b in &f.layout {
         writeln!(w, "{b}:")?;
-        for &i in &f.blocks[b].insts {
+        for &i in f.block_insts(b) {
             w.write_str("    ")?;
             write_inst(w, m, f, i)?;
             w.write_char('\n')?;

@@ -254,7 +254,7 @@ pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), Verifi
     for &b in &f.layout {
         c.block = Some(b);
         c.inst = None;
-        let insts = &f.blocks[b].insts;
+        let insts = f.block_insts(b);
         if insts.is_empty() {
             c.report("block is empty (it needs a terminator)");
             continue;
@@ -655,7 +655,7 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
     // Phi pairs match predecessors.
     for &b in &f.layout {
         c.block = Some(b);
-        for &i in &f.blocks[b].insts {
+        for &i in f.block_insts(b) {
             if f.insts[i].opcode != Opcode::Phi {
                 break;
             }
@@ -693,7 +693,7 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
     // Reported once per register, at its second definition.
     let mut seen: SecondaryMap<Reg, u32> = SecondaryMap::with_capacity(f.regs.len());
     for &b in &f.layout {
-        for &i in &f.blocks[b].insts {
+        for &i in f.block_insts(b) {
             for &r in f.results(i) {
                 seen[r] += 1;
                 if seen[r] == 2 {
@@ -711,7 +711,7 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
     // Definition site: block and position.
     let mut def_site: SecondaryMap<Reg, (u32, u32)> = SecondaryMap::with_default((u32::MAX, 0));
     for &b in &f.layout {
-        for (pos, &i) in f.blocks[b].insts.iter().enumerate() {
+        for (pos, &i) in f.block_insts(b).iter().enumerate() {
             for &r in f.results(i) {
                 def_site[r] = (b.as_u32(), pos as u32);
             }
@@ -719,7 +719,7 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
     }
     for &b in &cfg.rpo {
         c.block = Some(b);
-        for (pos, &i) in f.blocks[b].insts.iter().enumerate() {
+        for (pos, &i) in f.block_insts(b).iter().enumerate() {
             c.inst = Some(i);
             let d = f.insts[i];
             let ops = f.operands(i);

@@ -29,7 +29,7 @@ pub fn dce_function(f: &mut Function) -> usize {
     let mut uses: SecondaryMap<Reg, u32> = SecondaryMap::with_capacity(f.regs.len());
     let mut def: SecondaryMap<Reg, Option<Inst>> = SecondaryMap::with_capacity(f.regs.len());
     for &b in &f.layout {
-        for &i in &f.blocks[b].insts {
+        for &i in f.block_insts(b) {
             for op in f.operands(i) {
                 for r in op.regs() {
                     uses[r] += 1;
@@ -46,7 +46,7 @@ pub fn dce_function(f: &mut Function) -> usize {
         f.is_removable(i) && f.results(i).iter().all(|&r| uses[r] == 0)
     };
     for &b in &f.layout {
-        for &i in &f.blocks[b].insts {
+        for &i in f.block_insts(b) {
             if is_dead(f, &uses, i) {
                 dead[i] = true;
                 work.push(i);
@@ -70,9 +70,7 @@ pub fn dce_function(f: &mut Function) -> usize {
         }
     }
     if count > 0 {
-        for &b in &f.layout {
-            f.blocks[b].insts.retain(|&i| !dead[i]);
-        }
+        f.retain_all_insts(|i| !dead[i]);
     }
     count
 }

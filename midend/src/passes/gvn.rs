@@ -122,7 +122,7 @@ pub fn gvn_function(f: &mut Function) -> usize {
     let cfg = Cfg::compute(f);
     let dt = DomTree::compute(&cfg);
     let mem_free = cfg.rpo.iter().all(|&b| {
-        f.blocks[b].insts.iter().all(|&i| {
+        f.block_insts(b).iter().all(|&i| {
             f.inst_effects(i) & (effects::STORE | effects::SIDE) == 0
                 && !f.insts[i].opcode.is_call()
         })
@@ -148,7 +148,7 @@ pub fn gvn_function(f: &mut Function) -> usize {
         if entered {
             entered = false;
             epoch += 1;
-            for &inst in &f.blocks[b].insts {
+            for &inst in f.block_insts(b) {
                 let d = f.insts[inst];
                 let fx = f.inst_effects(inst);
                 if fx & (effects::STORE | effects::SIDE) != 0 || d.opcode.is_call() {
@@ -257,8 +257,6 @@ pub fn gvn_function(f: &mut Function) -> usize {
     for op in f.operand_pool.iter_mut() {
         op.map_regs(|r| canon(&rename, r));
     }
-    for &b in &f.layout {
-        f.blocks[b].insts.retain(|&i| !dead[i]);
-    }
+    f.retain_all_insts(|i| !dead[i]);
     removed
 }

@@ -22,17 +22,28 @@
 //! Soundness notes: a store to a memory object also bumps the generic epochs (a generic pointer
 //! may point into a stack object whose address escaped); forwarding needs the same opcode
 //! width (`store`/`load` of one type) so no extension is skipped.
+//!
+//! How it is made fast (the pass must stream through large modules at tens of millions of
+//! instructions a second):
+//! - A key is a short run of `u64` words written straight into a per-block arena: a header
+//!   word (opcode, type, flags) and one or two self-delimiting words per operand (a tag in the
+//!   top four bits). Equal keys are equal word runs; hashing is a multiply per word; a key that
+//!   is found again is dropped from the arena, so nothing is allocated per instruction.
+//! - The table is open addressing sized to the block and cleared in O(block); register VNs,
+//!   memory objects and region epochs carry generation stamps, so starting a block or
+//!   forgetting all memory is O(1).
+//! - Memory objects are found through per-stack-object and per-symbol slots, not a hash map,
+//!   and their segment lists are reused from block to block.
 
 use crate::lir::{
-    effects, Cond, Function, Imm, Inst, MemFlagsRef, Module, Opcode, Operand, Reg, Region,
-    StackObj, Symbol, Type,
+    effects, Format, FuncId, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef, Module,
+    OpaqueData, OpaqueRef, Opcode, Operand, Reg, Region, StackObj, Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
 use crate::Error;
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, SecondaryMap};
 use rustc_hash::FxHashMap;
-use smallvec::SmallVec;
 
 pub struct Lvn;
 
@@ -62,51 +73,51 @@ pub struct LvnStats {
     pub loads_removed: u64,
 }
 
-/// One part of an instruction key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum KeyOp {
-    Vn(u32),
-    Imm(Imm),
-    Pred(Cond),
-    Sym(Symbol, i64),
-    Stack(StackObj, i32),
-    Arg(u32),
-    /// Base VN (or 0), index VN (or 0), scale, displacement.
-    Mem(u32, u32, u8, i32),
-    /// A memory VN or epoch.
-    MemVn(u32),
+// Key words. An operand is one word, or a tagged word followed by one raw word; the tag in
+// the top four bits says which, so a run of words decodes into exactly one operand list.
+const TAG_VN: u64 = 0; // a value number (register operands)
+const TAG_INT: u64 = 1 << 60; // an integer that fits 60 bits, sign bits dropped
+const TAG_INT_WIDE: u64 = 2 << 60; // then the integer
+const TAG_F32: u64 = 3 << 60; // bits in the low word
+const TAG_F64: u64 = 4 << 60; // then the bits
+const TAG_PRED: u64 = 5 << 60;
+const TAG_SYM: u64 = 6 << 60; // symbol, then the offset
+const TAG_STACK: u64 = 7 << 60; // stack object, then the offset
+const TAG_ARG: u64 = 8 << 60;
+const TAG_MEM: u64 = 9 << 60; // scale and displacement, then base VN | index VN << 32
+const TAG_BLOCK: u64 = 10 << 60;
+const TAG_MEMVN: u64 = 11 << 60; // a memory VN or epoch
+const LOW60: u64 = (1 << 60) - 1;
+/// Header bit: the header is followed by a word holding `aux2`.
+const HDR_AUX2: u64 = 1 << 56;
+
+#[inline]
+fn header(opcode: Opcode, ty: Type, aux: u32) -> u64 {
+    opcode as u64 | (ty.raw() as u64) << 8 | (aux as u64) << 24
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    opcode: Opcode,
-    ty: Type,
-    aux: u32,
-    aux2: u32,
-    ops: SmallVec<[KeyOp; 4]>,
+#[inline]
+fn mix(h: u64, w: u64) -> u64 {
+    (h.rotate_left(5) ^ w).wrapping_mul(0xf135_7aea_2e62_a9c5)
 }
 
-/// A segment `[off, off+size)` of a memory object.
+/// A segment `[off, end)` of a memory object.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
     off: i64,
     end: i64,
     mem_vn: u32,
-    /// VN of the last value stored to exactly this segment, with the store's type.
-    /// (value VN, stored type, byte-order bits of the store's flags).
-    last_stored: Option<(u32, Type, u8)>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum ObjKey {
-    Stack(StackObj),
-    Sym(Symbol),
+    /// VN of the last value stored to exactly this segment (0: none known), with the store's
+    /// type and byte-order bits.
+    last: u32,
+    last_ty: Type,
+    last_order: u8,
 }
 
 /// The explicit byte order of an access (little, big or native): a stored value forwards only
 /// to a load that reads the bytes in the same order.
-fn byte_order(f: crate::lir::MemFlags) -> u8 {
-    f.bits & (crate::lir::MemFlags::LITTLE | crate::lir::MemFlags::BIG)
+fn byte_order(f: MemFlags) -> u8 {
+    f.bits & (MemFlags::LITTLE | MemFlags::BIG)
 }
 
 const SEG_MIN: i64 = -(1 << 40);
@@ -115,7 +126,8 @@ const SEG_MAX: i64 = 1 << 40;
 /// The last store through a generic reference.
 #[derive(Clone, Copy)]
 struct GenericStore {
-    addr: KeyOp,
+    /// The address's key words.
+    addr: (u64, u64),
     value: u32,
     ty: Type,
     /// Byte-order bits of the store's flags: forwarding needs the load's to match.
@@ -123,25 +135,80 @@ struct GenericStore {
     epoch: u32,
 }
 
+/// A memory object an access names.
+#[derive(Clone, Copy)]
+enum Obj {
+    Stack(StackObj),
+    Sym(Symbol),
+}
+
+/// Keys longer than this many words are not numbered (see `lookup`): no pure LIR instruction
+/// comes near it; a load would have to span more than thirteen segments.
+const MAX_KEY: usize = 16;
+
+/// A key being built: a header word and the operands' words.
+struct Key {
+    w: [u64; MAX_KEY],
+    /// Words pushed; more than `MAX_KEY` marks a key too long to store.
+    n: usize,
+}
+
+impl Key {
+    #[inline(always)]
+    fn new(header: u64) -> Key {
+        let mut k = Key {
+            w: [0; MAX_KEY],
+            n: 1,
+        };
+        k.w[0] = header;
+        k
+    }
+    #[inline(always)]
+    fn push(&mut self, x: u64) {
+        if self.n < MAX_KEY {
+            self.w[self.n] = x;
+        }
+        self.n += 1;
+    }
+}
+
+/// One entry of the block's table: a key and its VN. The first four words (zero-padded) are
+/// kept here; the rest of a longer key is at `start` in the word arena.
+#[derive(Clone, Copy)]
+struct Entry {
+    w: [u64; 4],
+    len: u32,
+    vn: u32,
+    start: u32,
+}
+
 /// Reusable state (tables keep their capacity across blocks and functions).
 #[derive(Default)]
 pub struct LocalValueNumbering {
     next_vn: u32,
-    /// Block generation: register VNs and region epochs of older blocks are stale.
+    /// Block generation: register VNs of older blocks are stale.
     gen: u32,
     /// (generation, VN) of each register.
-    vn: SecondaryMap<Reg, (u32, u32)>,
+    reg_vn: Vec<(u32, u32)>,
+    /// Register renaming: redundant result → earlier register.
+    rename: Vec<PackedOption<Reg>>,
+    dead: Vec<bool>,
     /// First VN of the current block; only VNs from here on have leaders.
     block_base: u32,
     /// VN - block_base → register holding it (first definition in the block).
     leader: Vec<PackedOption<Reg>>,
-    /// The block's table: an open-addressing hash table sized to the block (cleared in
-    /// O(block), not O(capacity)); `slots` index `keys`/`key_vns` plus one.
-    keys: Vec<Key>,
-    key_vns: Vec<u32>,
+    /// The block's table: keys are runs of `words`; `slots` index `entries` plus one.
+    words: Vec<u64>,
+    entries: Vec<Entry>,
     slots: Vec<u32>,
     mask: usize,
-    objects: FxHashMap<ObjKey, Vec<Segment>>,
+    /// Memory objects: generation `obj_gen` is live; `objs[..objs_used]` are the segment
+    /// lists of the live objects (their allocations are reused).
+    obj_gen: u32,
+    stack_slot: Vec<(u32, u32)>,
+    sym_slot: Vec<(u32, u32)>,
+    objs: Vec<Vec<Segment>>,
+    objs_used: usize,
     /// Bumped by every store or side effect: the memory VN of region-less generic loads.
     epoch_any: u32,
     /// Bumped by stores without a region and by side effects.
@@ -150,34 +217,29 @@ pub struct LocalValueNumbering {
     epoch_region: SecondaryMap<Region, (u32, u32)>,
     region_gen: u32,
     last_generic: Option<GenericStore>,
-    /// Register renaming: redundant result → earlier register.
-    rename: SecondaryMap<Reg, Option<Reg>>,
-    dead: SecondaryMap<Inst, bool>,
-    /// Canonical id of each opaque record's contents.
-    opaque_ids: FxHashMap<(String, SmallVec<[u64; 2]>, u8), u32>,
 }
 
 /// Does computing this global value load from memory that is not `readonly`? (Such a
 /// `global_value` is a load: a store may change it, so it is not keyed like a pure value.)
-fn global_reads_memory(f: &Function, g: crate::lir::GlobalRef) -> bool {
+fn global_reads_memory(f: &Function, g: GlobalRef) -> bool {
     match f.globals[g] {
-        crate::lir::GlobalData::Load { base, flags, .. } => {
+        GlobalData::Load { base, flags, .. } => {
             !f.memflags[flags].readonly() || global_reads_memory(f, base)
         }
-        crate::lir::GlobalData::IAddImm { base, .. } => global_reads_memory(f, base),
+        GlobalData::IAddImm { base, .. } => global_reads_memory(f, base),
         _ => false,
     }
 }
 
 impl LocalValueNumbering {
+    #[inline]
     fn fresh(&mut self) -> u32 {
         self.next_vn += 1;
-        if self.next_vn >= self.block_base {
-            self.leader.push(None.into());
-        }
+        self.leader.push(None.into());
         self.next_vn
     }
 
+    #[inline]
     fn leader_of(&self, vn: u32) -> Option<Reg> {
         if vn < self.block_base {
             return None;
@@ -187,6 +249,7 @@ impl LocalValueNumbering {
             .and_then(|r| r.expand())
     }
 
+    #[inline]
     fn set_leader(&mut self, vn: u32, r: Reg) {
         if vn >= self.block_base {
             if let Some(slot) = self.leader.get_mut((vn - self.block_base) as usize) {
@@ -195,16 +258,27 @@ impl LocalValueNumbering {
         }
     }
 
+    #[inline]
     fn set_vn(&mut self, r: Reg, vn: u32) {
-        self.vn[r] = (self.gen, vn);
+        self.reg_vn[r.index()] = (self.gen, vn);
     }
 
     /// The VN of a register. A register defined in another block gets a fresh VN of this
     /// block, and holds it (its definition dominates this use).
+    #[inline]
     fn vn_of(&mut self, r: Reg) -> u32 {
-        let r = self.rename[r].unwrap_or(r);
-        let (g, v) = self.vn[r];
-        if g == self.gen && v != 0 {
+        let (g, v) = self.reg_vn[r.index()];
+        if g == self.gen {
+            return v;
+        }
+        self.vn_of_slow(r)
+    }
+
+    #[cold]
+    fn vn_of_slow(&mut self, r: Reg) -> u32 {
+        let r = self.rename[r.index()].expand().unwrap_or(r);
+        let (g, v) = self.reg_vn[r.index()];
+        if g == self.gen {
             return v;
         }
         let v = self.fresh();
@@ -213,38 +287,46 @@ impl LocalValueNumbering {
         v
     }
 
-    /// Find `key` in the block's table, or insert it with a fresh VN: (VN, found).
-    fn lookup(&mut self, key: Key) -> (u32, bool) {
-        use core::hash::{Hash, Hasher};
-        let mut h = rustc_hash::FxHasher::default();
-        key.hash(&mut h);
-        let mut i = (h.finish() as usize) & self.mask;
-        loop {
-            let slot = self.slots[i];
-            if slot == 0 {
-                let v = self.fresh();
-                self.keys.push(key);
-                self.key_vns.push(v);
-                self.slots[i] = self.keys.len() as u32;
-                return (v, false);
-            }
-            if self.keys[slot as usize - 1] == key {
-                return (self.key_vns[slot as usize - 1], true);
-            }
-            i = (i + 1) & self.mask;
+    /// A fresh VN held by `r`.
+    #[inline]
+    fn define_fresh(&mut self, r: Reg) {
+        let v = self.fresh();
+        self.define(r, v);
+    }
+
+    /// `r` holds `v`, a VN just made: it leads it.
+    #[inline]
+    fn define(&mut self, r: Reg, v: u32) {
+        self.set_vn(r, v);
+        if let Some(slot) = self.leader.last_mut() {
+            *slot = r.into();
         }
     }
 
-    fn key_op(&mut self, op: &Operand) -> KeyOp {
-        match *op {
-            Operand::Reg(r) => KeyOp::Vn(self.vn_of(r)),
-            Operand::Int(v) => KeyOp::Imm(Imm::Int(v)),
-            Operand::F32(b) => KeyOp::Imm(Imm::F32(b)),
-            Operand::F64(b) => KeyOp::Imm(Imm::F64(b)),
-            Operand::Pred(c) => KeyOp::Pred(c),
-            Operand::Sym(s, o) => KeyOp::Sym(s, o),
-            Operand::Stack(s, o) => KeyOp::Stack(s, o),
-            Operand::Arg(n) => KeyOp::Arg(n),
+    /// Append the key words of one operand.
+    #[inline(always)]
+    fn push_operand(&mut self, k: &mut Key, op: Operand) {
+        match op {
+            Operand::Reg(r) => k.push(TAG_VN | self.vn_of(r) as u64),
+            Operand::Int(v) if (-(1i64 << 59)..1i64 << 59).contains(&v) => {
+                k.push(TAG_INT | (v as u64 & LOW60))
+            }
+            _ => self.push_other_operand(k, op),
+        }
+    }
+
+    /// `push_operand` for the rarer operands.
+    fn push_other_operand(&mut self, k: &mut Key, op: Operand) {
+        let (a, b) = match op {
+            Operand::Reg(r) => (TAG_VN | self.vn_of(r) as u64, None),
+            Operand::Int(v) => (TAG_INT_WIDE, Some(v as u64)),
+            Operand::F32(b) => (TAG_F32 | b as u64, None),
+            Operand::F64(b) => (TAG_F64, Some(b)),
+            Operand::Pred(c) => (TAG_PRED | c as u64, None),
+            Operand::Sym(s, off) => (TAG_SYM | s.as_u32() as u64, Some(off as u64)),
+            Operand::Stack(s, off) => (TAG_STACK | s.as_u32() as u64, Some(off as i64 as u64)),
+            Operand::Arg(n) => (TAG_ARG | n as u64, None),
+            Operand::Block(b) => (TAG_BLOCK | b.as_u32() as u64, None),
             Operand::Mem {
                 base,
                 index,
@@ -253,21 +335,81 @@ impl LocalValueNumbering {
             } => {
                 let b = base.expand().map_or(0, |r| self.vn_of(r));
                 let i = index.expand().map_or(0, |r| self.vn_of(r));
-                KeyOp::Mem(b, i, scale, disp)
+                (
+                    TAG_MEM | (scale as u64) << 32 | disp as u32 as u64,
+                    Some(b as u64 | (i as u64) << 32),
+                )
             }
-            Operand::Block(b) => KeyOp::Arg(u32::MAX - b.index() as u32),
+        };
+        k.push(a);
+        if let Some(b) = b {
+            k.push(b);
         }
     }
 
-    /// Memory changed in a way LVN cannot track: forget every object and bump every epoch.
-    fn clobber_all(&mut self) {
-        if !self.objects.is_empty() {
-            self.objects.clear();
+    /// Find `key` in the block's table, or insert it with a fresh VN: (VN, found). A key too
+    /// long to store is never found (its instruction keeps a VN of its own: always safe).
+    #[inline]
+    fn lookup(&mut self, key: &Key) -> (u32, bool) {
+        let n = key.n;
+        if n > MAX_KEY {
+            return (self.fresh(), false);
         }
+        // Most keys are at most four words: they live in the entry itself, zero-padded (the
+        // length tells them apart); longer ones live in the word arena.
+        let head = [key.w[0], key.w[1], key.w[2], key.w[3]];
+        let mut h = mix(mix(mix(mix(n as u64, head[0]), head[1]), head[2]), head[3]);
+        for &w in &key.w[4..n.max(4)] {
+            h = mix(h, w);
+        }
+        let mut i = (h ^ h >> 29) as usize & self.mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == 0 {
+                break;
+            }
+            let e = &self.entries[slot as usize - 1];
+            if e.len as usize == n && e.w == head && (n <= 4 || self.long_eq(e, key)) {
+                return (e.vn, true);
+            }
+            i = (i + 1) & self.mask;
+        }
+        let vn = self.fresh();
+        let mut e = Entry {
+            w: head,
+            len: n as u32,
+            vn,
+            start: 0,
+        };
+        if n > 4 {
+            e.start = self.words.len() as u32;
+            self.words.extend_from_slice(&key.w[4..n]);
+        }
+        self.entries.push(e);
+        self.slots[i] = self.entries.len() as u32;
+        (vn, false)
+    }
+
+    /// The words after the fourth of a long key equal those of entry `e`.
+    #[cold]
+    fn long_eq(&self, e: &Entry, key: &Key) -> bool {
+        self.words[e.start as usize..][..key.n - 4] == key.w[4..key.n]
+    }
+
+    /// Memory changed in a way LVN cannot track: forget every object and bump every epoch.
+    #[inline]
+    fn clobber_all(&mut self) {
+        self.forget_objects();
         self.epoch_any += 1;
         self.epoch_unregioned += 1;
         self.region_gen += 1;
         self.last_generic = None;
+    }
+
+    #[inline]
+    fn forget_objects(&mut self) {
+        self.obj_gen += 1;
+        self.objs_used = 0;
     }
 
     /// Start a block of `len` instructions: empty table, no leaders, no memory knowledge.
@@ -275,8 +417,8 @@ impl LocalValueNumbering {
         self.gen += 1;
         self.block_base = self.next_vn + 1;
         self.leader.clear();
-        self.keys.clear();
-        self.key_vns.clear();
+        self.words.clear();
+        self.entries.clear();
         let cap = (2 * len + 2).next_power_of_two().max(16);
         if self.slots.len() < cap {
             self.slots.resize(cap, 0);
@@ -286,23 +428,42 @@ impl LocalValueNumbering {
         self.clobber_all();
     }
 
-    /// Split the segments of `obj` so `[off, end)` starts and ends on boundaries; return the
-    /// index range of the covered segments.
-    fn split(&mut self, obj: ObjKey, off: i64, end: i64) -> (usize, usize) {
-        if !self.objects.contains_key(&obj) {
-            // Initially one segment covering everything, with a fresh memory VN.
-            let v = self.fresh();
-            self.objects.insert(
-                obj,
-                vec![Segment {
-                    off: SEG_MIN,
-                    end: SEG_MAX,
-                    mem_vn: v,
-                    last_stored: None,
-                }],
-            );
+    /// The segment list of `obj`, created (one segment covering everything, with a fresh
+    /// memory VN) if the object is not live.
+    fn object(&mut self, obj: Obj) -> usize {
+        let slot = match obj {
+            Obj::Stack(s) => grow_slot(&mut self.stack_slot, s.index()),
+            Obj::Sym(s) => grow_slot(&mut self.sym_slot, s.index()),
+        };
+        let (g, idx) = *slot;
+        if g == self.obj_gen {
+            return idx as usize;
         }
-        let segs = self.objects.get_mut(&obj).unwrap();
+        let idx = self.objs_used;
+        *slot = (self.obj_gen, idx as u32);
+        self.objs_used += 1;
+        let v = self.fresh();
+        if self.objs.len() <= idx {
+            self.objs.push(Vec::new());
+        }
+        let segs = &mut self.objs[idx];
+        segs.clear();
+        segs.push(Segment {
+            off: SEG_MIN,
+            end: SEG_MAX,
+            mem_vn: v,
+            last: 0,
+            last_ty: Type::VOID,
+            last_order: 0,
+        });
+        idx
+    }
+
+    /// Split the segments of `obj` so `[off, end)` starts and ends on boundaries; return the
+    /// object and the index range of the covered segments.
+    fn split(&mut self, obj: Obj, off: i64, end: i64) -> (usize, usize, usize) {
+        let o = self.object(obj);
+        let segs = &mut self.objs[o];
         for at in [off, end] {
             if let Some(i) = segs.iter().position(|s| s.off < at && at < s.end) {
                 let s = segs[i];
@@ -310,14 +471,14 @@ impl LocalValueNumbering {
                 // last-stored value no longer describes either half.
                 segs[i] = Segment {
                     end: at,
-                    last_stored: None,
+                    last: 0,
                     ..s
                 };
                 segs.insert(
                     i + 1,
                     Segment {
                         off: at,
-                        last_stored: None,
+                        last: 0,
                         ..s
                     },
                 );
@@ -328,7 +489,7 @@ impl LocalValueNumbering {
             .iter()
             .position(|s| s.end == end)
             .unwrap_or(segs.len() - 1);
-        (first, last + 1)
+        (o, first, last + 1)
     }
 
     fn region_value(&self, r: Region) -> u32 {
@@ -340,7 +501,7 @@ impl LocalValueNumbering {
         }
     }
 
-    fn region_epoch(&mut self, region: Option<Region>) -> (u32, u32) {
+    fn region_epoch(&self, region: Option<Region>) -> (u32, u32) {
         match region {
             None => (self.epoch_any, 0),
             Some(r) => (self.region_value(r), self.epoch_unregioned),
@@ -350,7 +511,7 @@ impl LocalValueNumbering {
     /// Number every live function of a module, loading the next function's arrays while
     /// the current one is numbered (a large module does not fit in any cache).
     pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
-        let ids: Vec<crate::lir::FuncId> = m.live_functions().map(|(id, _)| id).collect();
+        let ids: Vec<FuncId> = m.live_functions().map(|(id, _)| id).collect();
         for (k, &id) in ids.iter().enumerate() {
             m.prefetch_ahead(&ids, k);
             self.run(&mut m.functions[id], st);
@@ -359,21 +520,26 @@ impl LocalValueNumbering {
 
     /// Number one function.
     pub fn run(&mut self, f: &mut Function, st: &mut LvnStats) {
-        // Register VNs and region epochs are stamped with generations and need no reset.
-        self.rename.clear();
-        self.dead.clear();
-        if !self.opaque_ids.is_empty() {
-            self.opaque_ids.clear();
+        // Register VNs carry generations and need no reset; a function restarts the VNs.
+        self.next_vn = 0;
+        let nregs = f.regs.len();
+        if self.reg_vn.len() < nregs {
+            self.reg_vn.resize(nregs, (0, 0));
         }
+        self.rename.clear();
+        self.rename.resize(nregs, None.into());
+        self.dead.clear();
+        self.dead.resize(f.insts.len(), false);
+        let mut opaque_ids: FxHashMap<&OpaqueData, u32> = FxHashMap::default();
         let mut any = false;
-        for bi in 0..f.layout.len() {
-            let b = f.layout[bi];
-            self.begin_block(f.blocks[b].insts.len());
-            for ii in 0..f.blocks[b].insts.len() {
-                let inst = f.blocks[b].insts[ii];
-                any |= self.visit(f, inst, st);
+        for &b in &f.layout {
+            let insts = f.block_insts(b);
+            self.begin_block(insts.len());
+            for &inst in insts {
+                any |= self.visit(f, inst, &mut opaque_ids, st);
             }
         }
+        drop(opaque_ids);
         if !any {
             return;
         }
@@ -382,23 +548,25 @@ impl LocalValueNumbering {
         for op in f.operand_pool.iter_mut() {
             op.map_regs(|r| {
                 let mut r = r;
-                while let Some(n) = rename[r] {
+                while let Some(n) = rename[r.index()].expand() {
                     r = n;
                 }
                 r
             });
         }
-        for &b in &f.layout {
-            f.blocks[b].insts.retain(|&i| !self.dead[i]);
-        }
+        let dead = &self.dead;
+        f.retain_all_insts(|i| !dead[i.index()]);
     }
 
+    /// `dst` gets `vn`; if an earlier register holds it, `inst` is redundant: rename and
+    /// delete it.
+    #[inline]
     fn redundant(&mut self, inst: Inst, dst: Reg, vn: u32, st: &mut LvnStats) -> bool {
         match self.leader_of(vn) {
             Some(lead) if lead != dst => {
-                self.rename[dst] = Some(lead);
+                self.rename[dst.index()] = lead.into();
                 self.set_vn(dst, vn);
-                self.dead[inst] = true;
+                self.dead[inst.index()] = true;
                 st.removed += 1;
                 true
             }
@@ -411,92 +579,118 @@ impl LocalValueNumbering {
     }
 
     /// Visit one instruction; returns whether it was removed.
-    fn visit(&mut self, f: &Function, inst: Inst, st: &mut LvnStats) -> bool {
+    fn visit<'f>(
+        &mut self,
+        f: &'f Function,
+        inst: Inst,
+        opaque_ids: &mut FxHashMap<&'f OpaqueData, u32>,
+        st: &mut LvnStats,
+    ) -> bool {
         let d = f.insts[inst];
-        let results = f.results(inst);
-        let ops = f.operands(inst);
-        let fx = f.inst_effects(inst);
-        match d.opcode {
-            Opcode::Phi => {
+        let results = &f.result_pool[d.results.range()];
+        match d.opcode.format() {
+            Format::Phi => {
                 for &r in results {
-                    let v = self.fresh();
-                    self.set_vn(r, v);
-                    self.set_leader(v, r);
+                    self.define_fresh(r);
                 }
                 return false;
             }
-            _ if d.opcode.is_terminator() && !d.opcode.is_call() => return false,
+            Format::Load => return self.visit_load(f, inst, st),
+            Format::Store => {
+                self.visit_store(f, inst);
+                return false;
+            }
             _ => {}
         }
-        if d.opcode.is_load() {
-            return self.visit_load(f, inst, st);
+        let mut fx = d.opcode.effects();
+        if fx & (effects::TERM | effects::CALL) == effects::TERM {
+            return false; // a branch, return or trap
         }
-        if d.opcode.is_store() {
-            self.visit_store(f, inst);
-            return false;
+        if d.opcode == Opcode::Opaque {
+            fx = f.opaques[OpaqueRef::from_u32(d.aux)].effects;
         }
         // Calls, atomics, fences, traps and opaque instructions with effects.
-        let pure = fx & (effects::STORE | effects::SIDE | effects::LOAD) == 0
-            && !d.opcode.is_call()
+        let pure = fx & (effects::STORE | effects::SIDE | effects::LOAD | effects::CALL) == 0
             && !(d.opcode == Opcode::GlobalValue
-                && global_reads_memory(f, crate::lir::GlobalRef::from_u32(d.aux)));
+                && global_reads_memory(f, GlobalRef::from_u32(d.aux)));
         if !pure || results.len() != 1 {
-            if fx & (effects::STORE | effects::SIDE) != 0 || d.opcode.is_call() {
+            if fx & (effects::STORE | effects::SIDE | effects::CALL) != 0 {
                 self.clobber_all();
             }
             for &r in results {
-                let v = self.fresh();
-                self.set_vn(r, v);
-                self.set_leader(v, r);
+                self.define_fresh(r);
             }
             return false;
         }
-        // A pure one-result instruction: hash it.
-        let mut key = Key {
-            opcode: d.opcode,
-            ty: d.ty,
-            aux: d.aux,
-            aux2: d.aux2,
-            ops: SmallVec::new(),
-        };
-        if d.opcode == Opcode::Opaque {
-            let o = &f.opaques[crate::lir::OpaqueRef::from_u32(d.aux)];
-            let k = (o.name.clone(), o.imms.clone(), o.effects);
-            let n = self.opaque_ids.len() as u32;
-            key.aux = *self.opaque_ids.entry(k).or_insert(n);
-        }
-        for op in ops {
-            let k = self.key_op(op);
-            key.ops.push(k);
-        }
-        if d.opcode == Opcode::Copy {
-            if let KeyOp::Vn(v) = key.ops[0] {
-                // A register copy has the VN of its source.
-                return self.redundant(inst, results[0], v, st);
-            }
-        }
-        if d.opcode.is_commutative() && key.ops.len() == 2 && key.ops[0] > key.ops[1] {
-            key.ops.swap(0, 1);
-        }
-        if matches!(d.opcode, Opcode::Icmp | Opcode::Fcmp) && key.ops[1] > key.ops[2] {
-            key.ops.swap(1, 2);
-            if let KeyOp::Pred(c) = key.ops[0] {
-                key.ops[0] = KeyOp::Pred(c.swapped());
-            }
-        }
         let dst = results[0];
-        let (vn, _) = self.lookup(key);
-        self.redundant(inst, dst, vn, st)
+        let ops = &f.operand_pool[d.operands.range()];
+        if d.opcode == Opcode::Copy {
+            if let [Operand::Reg(src)] = *ops {
+                // A register copy has the VN of its source.
+                let v = self.vn_of(src);
+                return self.redundant(inst, dst, v, st);
+            }
+        }
+        // A pure one-result instruction: key it.
+        let mut aux = d.aux;
+        if d.opcode == Opcode::Opaque {
+            // Opaque records are per instruction: key their contents.
+            let o = &f.opaques[OpaqueRef::from_u32(d.aux)];
+            let n = opaque_ids.len() as u32;
+            aux = *opaque_ids.entry(o).or_insert(n);
+        }
+        let mut k = Key::new(header(d.opcode, d.ty, aux) | (HDR_AUX2 * (d.aux2 != 0) as u64));
+        if d.aux2 != 0 {
+            k.push(d.aux2 as u64);
+        }
+        // Where the last two operands' words start (for the canonical orders below).
+        let (mut second_last, mut last) = (0, 0);
+        for &op in ops {
+            second_last = last;
+            last = k.n;
+            self.push_operand(&mut k, op);
+        }
+        let n = ops.len();
+        if ((n == 2 && d.opcode.is_commutative())
+            || (n == 3 && matches!(d.opcode, Opcode::Icmp | Opcode::Fcmp)))
+            && k.n <= MAX_KEY
+        {
+            // Commutative operands in a canonical order; `a sle b` is `b sge a`: compare
+            // operands in a canonical order with the predicate swapped.
+            if order_pair(&mut k.w[second_last..k.n], last - second_last) {
+                if let [Operand::Pred(c), ..] = ops {
+                    k.w[second_last - 1] = TAG_PRED | c.swapped() as u64;
+                }
+            }
+        }
+        let (vn, found) = self.lookup(&k);
+        if found {
+            self.redundant(inst, dst, vn, st)
+        } else {
+            self.define(dst, vn);
+            false
+        }
     }
 
-    fn mem_target(&mut self, op: &Operand, bytes: u32) -> Option<(ObjKey, i64, i64)> {
-        match *op {
-            Operand::Stack(s, off) => {
-                Some((ObjKey::Stack(s), off as i64, off as i64 + bytes as i64))
-            }
-            Operand::Sym(s, off) => Some((ObjKey::Sym(s), off, off.saturating_add(bytes as i64))),
+    fn mem_target(op: Operand, bytes: u32) -> Option<(Obj, i64, i64)> {
+        match op {
+            Operand::Stack(s, off) => Some((Obj::Stack(s), off as i64, off as i64 + bytes as i64)),
+            Operand::Sym(s, off) => Some((Obj::Sym(s), off, off.saturating_add(bytes as i64))),
             _ => None,
         }
+    }
+
+    /// Replace a load by the register holding `v`, if there is one in this block.
+    fn forward(&mut self, inst: Inst, dst: Reg, v: u32, st: &mut LvnStats) -> bool {
+        let Some(lead) = self.leader_of(v) else {
+            return false;
+        };
+        self.rename[dst.index()] = lead.into();
+        self.set_vn(dst, v);
+        self.dead[inst.index()] = true;
+        st.removed += 1;
+        st.forwarded += 1;
+        true
     }
 
     fn visit_load(&mut self, f: &Function, inst: Inst, st: &mut LvnStats) -> bool {
@@ -505,60 +699,47 @@ impl LocalValueNumbering {
         let mem = f.operands(inst)[0];
         let flags = f.memflags[MemFlagsRef::from_u32(d.aux)];
         let bytes = d.opcode.access_bytes(d.ty);
-        let mut key = Key {
-            opcode: d.opcode,
-            ty: d.ty,
-            aux: d.aux,
-            aux2: 0,
-            ops: SmallVec::new(),
-        };
-        key.ops.push(self.key_op(&mem));
+        let mut k = Key::new(header(d.opcode, d.ty, d.aux));
+        self.push_operand(&mut k, mem);
         if flags.readonly() {
             // Never written while the function runs: no memory VN needed.
-        } else if let Some((obj, off, end)) = self.mem_target(&mem, bytes) {
-            let (a, b) = self.split(obj, off, end);
-            let segs = &self.objects[&obj];
-            if b - a == 1 && d.opcode == Opcode::Load {
-                if let Some((v, ty, order)) = segs[a].last_stored {
-                    if ty == d.ty && order == byte_order(flags) {
-                        if let Some(lead) = self.leader_of(v) {
-                            self.rename[dst] = Some(lead);
-                            self.set_vn(dst, v);
-                            self.dead[inst] = true;
-                            st.removed += 1;
-                            st.forwarded += 1;
-                            return true;
-                        }
-                    }
-                }
+        } else if let Some((obj, off, end)) = Self::mem_target(mem, bytes) {
+            let (o, a, b) = self.split(obj, off, end);
+            let s = self.objs[o][a];
+            if b - a == 1
+                && d.opcode == Opcode::Load
+                && s.last != 0
+                && s.last_ty == d.ty
+                && s.last_order == byte_order(flags)
+                && self.forward(inst, dst, s.last, st)
+            {
+                return true;
             }
-            for s in &segs[a..b] {
-                key.ops.push(KeyOp::MemVn(s.mem_vn));
+            for s in &self.objs[o][a..b] {
+                k.push(TAG_MEMVN | s.mem_vn as u64);
             }
         } else {
             if let (Some(g), Opcode::Load) = (self.last_generic, d.opcode) {
-                if g.addr == key.ops[0]
+                if g.addr == (k.w[1], k.w[2])
                     && g.ty == d.ty
                     && g.order == byte_order(flags)
                     && g.epoch == self.epoch_any
+                    && self.forward(inst, dst, g.value, st)
                 {
-                    if let Some(lead) = self.leader_of(g.value) {
-                        self.rename[dst] = Some(lead);
-                        self.set_vn(dst, g.value);
-                        self.dead[inst] = true;
-                        st.removed += 1;
-                        st.forwarded += 1;
-                        return true;
-                    }
+                    return true;
                 }
             }
             let (e1, e2) = self.region_epoch(flags.region);
-            key.ops.push(KeyOp::MemVn(e1));
-            key.ops.push(KeyOp::MemVn(e2));
+            k.push(TAG_MEMVN | e1 as u64);
+            k.push(TAG_MEMVN | e2 as u64);
         }
-        let (vn, found) = self.lookup(key);
+        let (vn, found) = self.lookup(&k);
+        if !found {
+            self.define(dst, vn);
+            return false;
+        }
         let removed = self.redundant(inst, dst, vn, st);
-        if removed && found {
+        if removed {
             st.loads_removed += 1;
         }
         removed
@@ -571,8 +752,8 @@ impl LocalValueNumbering {
         let flags = f.memflags[MemFlagsRef::from_u32(d.aux)];
         let bytes = d.opcode.access_bytes(d.ty);
         let value_vn = match val {
-            Operand::Reg(r) => Some(self.vn_of(r)),
-            _ => None,
+            Operand::Reg(r) => self.vn_of(r),
+            _ => 0,
         };
         // Any store may be seen by generic loads.
         self.epoch_any += 1;
@@ -583,28 +764,29 @@ impl LocalValueNumbering {
             }
             None => self.epoch_unregioned += 1,
         }
-        if let Some((obj, off, end)) = self.mem_target(&mem, bytes) {
-            let (a, b) = self.split(obj, off, end);
-            let exact = b - a == 1 && d.opcode == Opcode::Store;
-            let mut vns = SmallVec::<[u32; 4]>::new();
-            for _ in a..b {
-                vns.push(self.fresh());
-            }
-            let segs = self.objects.get_mut(&obj).unwrap();
-            for (s, v) in segs[a..b].iter_mut().zip(vns) {
+        if let Some((obj, off, end)) = Self::mem_target(mem, bytes) {
+            let (o, a, b) = self.split(obj, off, end);
+            for k in a..b {
+                let v = self.fresh();
+                let s = &mut self.objs[o][k];
                 s.mem_vn = v;
-                s.last_stored = None;
+                s.last = 0;
             }
-            if exact {
-                segs[a].last_stored = value_vn.map(|v| (v, d.ty, byte_order(flags)));
+            if b - a == 1 && d.opcode == Opcode::Store {
+                let s = &mut self.objs[o][a];
+                s.last = value_vn;
+                s.last_ty = d.ty;
+                s.last_order = byte_order(flags);
             }
             self.last_generic = None;
         } else {
             // A store through a generic reference may write any memory object.
-            self.objects.clear();
-            let addr = self.key_op(&mem);
+            self.forget_objects();
+            let mut k = Key::new(0);
+            self.push_operand(&mut k, mem);
+            let addr = (k.w[1], k.w[2]);
             self.last_generic = match (value_vn, d.opcode) {
-                (Some(v), Opcode::Store) => Some(GenericStore {
+                (v, Opcode::Store) if v != 0 => Some(GenericStore {
                     addr,
                     value: v,
                     ty: d.ty,
@@ -615,4 +797,31 @@ impl LocalValueNumbering {
             };
         }
     }
+}
+
+/// `words` holds two operands' key words, the first `mid` long: put the smaller encoding
+/// first. Returns whether they were swapped.
+#[inline]
+fn order_pair(words: &mut [u64], mid: usize) -> bool {
+    if words.len() == 2 {
+        if words[0] > words[1] {
+            words.swap(0, 1);
+            return true;
+        }
+        return false;
+    }
+    if words[..mid] > words[mid..] {
+        words.rotate_left(mid);
+        return true;
+    }
+    false
+}
+
+/// The slot of entity `i` in a generation-stamped table, growing it as needed.
+#[inline]
+fn grow_slot(t: &mut Vec<(u32, u32)>, i: usize) -> &mut (u32, u32) {
+    if t.len() <= i {
+        t.resize(i + 1, (0, 0));
+    }
+    &mut t[i]
 }

@@ -264,7 +264,7 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
         while k < s.order.len() {
             let b = s.order[k];
             k += 1;
-            let insts = &f.blocks[b].insts;
+            let insts = f.block_insts(b);
             t.push(insts.len() as u32);
             for &i in insts {
                 let d = f.insts[i];
@@ -782,7 +782,7 @@ impl<'m> FunctionComparator<'m> {
         while k < self.block_pairs.len() {
             let (bl, br) = self.block_pairs[k];
             k += 1;
-            let (il, ir) = (&l.blocks[bl].insts, &r.blocks[br].insts);
+            let (il, ir) = (l.block_insts(bl), r.block_insts(br));
             let o = cmp(il.len(), ir.len());
             if o != Ordering::Equal {
                 return o;
@@ -1329,7 +1329,7 @@ fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
     for (k, p) in old.sig.params.iter().enumerate() {
         let r = t.new_reg(p.ty);
         let i = t.make_inst(Opcode::Copy, p.ty, &[r], &[Operand::Arg(k as u32)]);
-        t.blocks[b].insts.push(i);
+        t.append_inst(b, i);
         args.push(Operand::Reg(r));
     }
     let mut ops = vec![Operand::Sym(target, 0)];
@@ -1337,15 +1337,15 @@ fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
     if old.sig.call_conv == CallConv::Tail {
         let i = t.make_inst(Opcode::TailCall, Type::VOID, &[], &ops);
         t.insts[i].aux = sig.as_u32();
-        t.blocks[b].insts.push(i);
+        t.append_inst(b, i);
     } else {
         let rets: Vec<Reg> = old.sig.returns.iter().map(|p| t.new_reg(p.ty)).collect();
         let i = t.make_inst(Opcode::Call, Type::VOID, &rets, &ops);
         t.insts[i].aux = sig.as_u32();
-        t.blocks[b].insts.push(i);
+        t.append_inst(b, i);
         let rv: Vec<Operand> = rets.into_iter().map(Operand::Reg).collect();
         let i = t.make_inst(Opcode::Ret, Type::VOID, &[], &rv);
-        t.blocks[b].insts.push(i);
+        t.append_inst(b, i);
     }
     m.functions[g] = t;
 }
