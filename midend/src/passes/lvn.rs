@@ -143,8 +143,8 @@ enum Obj {
 }
 
 /// Keys longer than this many words are not numbered (see `lookup`): no pure LIR instruction
-/// comes near it; a load would have to span more than thirteen segments.
-const MAX_KEY: usize = 16;
+/// comes near it; a load would have to span more than nine segments.
+const MAX_KEY: usize = 12;
 
 /// A key being built: a header word and the operands' words.
 struct Key {
@@ -355,11 +355,18 @@ impl LocalValueNumbering {
         if n > MAX_KEY {
             return (self.fresh(), false);
         }
+        let head = [key.w[0], key.w[1], key.w[2], key.w[3]];
+        self.lookup_words(head, n, &key.w[4..n.max(4)])
+    }
+
+    /// `lookup` of a key of `n` words whose first four (zero-padded) are `head` and whose
+    /// words after the fourth are `tail`.
+    #[inline(always)]
+    fn lookup_words(&mut self, head: [u64; 4], n: usize, tail: &[u64]) -> (u32, bool) {
         // Most keys are at most four words: they live in the entry itself, zero-padded (the
         // length tells them apart); longer ones live in the word arena.
-        let head = [key.w[0], key.w[1], key.w[2], key.w[3]];
         let mut h = mix(mix(mix(mix(n as u64, head[0]), head[1]), head[2]), head[3]);
-        for &w in &key.w[4..n.max(4)] {
+        for &w in tail {
             h = mix(h, w);
         }
         let mut i = (h ^ h >> 29) as usize & self.mask;
@@ -369,7 +376,7 @@ impl LocalValueNumbering {
                 break;
             }
             let e = &self.entries[slot as usize - 1];
-            if e.len as usize == n && e.w == head && (n <= 4 || self.long_eq(e, key)) {
+            if e.len as usize == n && e.w == head && (n <= 4 || self.long_eq(e, tail)) {
                 return (e.vn, true);
             }
             i = (i + 1) & self.mask;
@@ -383,7 +390,7 @@ impl LocalValueNumbering {
         };
         if n > 4 {
             e.start = self.words.len() as u32;
-            self.words.extend_from_slice(&key.w[4..n]);
+            self.words.extend_from_slice(tail);
         }
         self.entries.push(e);
         self.slots[i] = self.entries.len() as u32;
@@ -392,8 +399,8 @@ impl LocalValueNumbering {
 
     /// The words after the fourth of a long key equal those of entry `e`.
     #[cold]
-    fn long_eq(&self, e: &Entry, key: &Key) -> bool {
-        self.words[e.start as usize..][..key.n - 4] == key.w[4..key.n]
+    fn long_eq(&self, e: &Entry, tail: &[u64]) -> bool {
+        self.words[e.start as usize..][..tail.len()] == *tail
     }
 
     /// Memory changed in a way LVN cannot track: forget every object and bump every epoch.
@@ -589,6 +596,18 @@ impl LocalValueNumbering {
         let d = f.insts[inst];
         let results = &f.result_pool[d.results.range()];
         match d.opcode.format() {
+            Format::Unary | Format::Binary | Format::Ternary | Format::Compare | Format::Copy
+                if d.opcode.effects()
+                    & (effects::STORE | effects::SIDE | effects::LOAD | effects::CALL)
+                    == 0
+                    && results.len() == 1
+                    && d.aux2 == 0 =>
+            {
+                let ops = &f.operand_pool[d.operands.range()];
+                if let Some(removed) = self.visit_simple(inst, &d, results[0], ops, st) {
+                    return removed;
+                }
+            }
             Format::Phi => {
                 for &r in results {
                     self.define_fresh(r);
@@ -672,6 +691,57 @@ impl LocalValueNumbering {
         }
     }
 
+    /// The common case of `visit`: a pure one-result ALU instruction, copy or compare whose
+    /// operands (at most three) are registers, small integers, 32-bit floats or a predicate.
+    /// Its key (at most four words) is built in registers; it is exactly the key the general
+    /// path would build. `None`: not such an instruction, use the general path.
+    #[inline(always)]
+    fn visit_simple(
+        &mut self,
+        inst: Inst,
+        d: &crate::lir::InstData,
+        dst: Reg,
+        ops: &[Operand],
+        st: &mut LvnStats,
+    ) -> Option<bool> {
+        let n = ops.len();
+        if n == 0 || n > 3 {
+            return None;
+        }
+        if let (Opcode::Copy, Operand::Reg(src)) = (d.opcode, ops[0]) {
+            // A register copy has the VN of its source.
+            let v = self.vn_of(src);
+            return Some(self.redundant(inst, dst, v, st));
+        }
+        let mut w = [header(d.opcode, d.ty, d.aux), 0, 0, 0];
+        for k in 0..n {
+            w[k + 1] = match ops[k] {
+                Operand::Reg(r) => TAG_VN | self.vn_of(r) as u64,
+                Operand::Int(v) if (-(1i64 << 59)..1i64 << 59).contains(&v) => {
+                    TAG_INT | (v as u64 & LOW60)
+                }
+                Operand::F32(b) => TAG_F32 | b as u64,
+                Operand::Pred(c) => TAG_PRED | c as u64,
+                _ => return None,
+            };
+        }
+        if n == 2 && d.opcode.is_commutative() && w[1] > w[2] {
+            w.swap(1, 2);
+        } else if n == 3 && matches!(d.opcode, Opcode::Icmp | Opcode::Fcmp) && w[2] > w[3] {
+            w.swap(2, 3);
+            if let Operand::Pred(c) = ops[0] {
+                w[1] = TAG_PRED | c.swapped() as u64;
+            }
+        }
+        let (vn, found) = self.lookup_words(w, n + 1, &[]);
+        Some(if found {
+            self.redundant(inst, dst, vn, st)
+        } else {
+            self.define(dst, vn);
+            false
+        })
+    }
+
     fn mem_target(op: Operand, bytes: u32) -> Option<(Obj, i64, i64)> {
         match op {
             Operand::Stack(s, off) => Some((Obj::Stack(s), off as i64, off as i64 + bytes as i64)),
@@ -730,8 +800,8 @@ impl LocalValueNumbering {
                 }
             }
             let (e1, e2) = self.region_epoch(flags.region);
-            k.push(TAG_MEMVN | e1 as u64);
-            k.push(TAG_MEMVN | e2 as u64);
+            // Both epochs in one word: after a generic address nothing else can follow.
+            k.push(e1 as u64 | (e2 as u64) << 32);
         }
         let (vn, found) = self.lookup(&k);
         if !found {
