@@ -268,7 +268,10 @@ fn exported_duplicate_is_aliased() {
     assert_eq!(m.merges.len(), 1);
     assert_eq!(m.merges[0].kind, MergeKind::Aliased);
     assert_eq!(
-        (m.merges[0].merged.as_str(), m.merges[0].survivor.as_str()),
+        (
+            m.symbol_name(m.merges[0].merged),
+            m.symbol_name(m.merges[0].survivor)
+        ),
         ("g", "f")
     );
     assert!(m.removed[g] && !m.removed[f]);
@@ -373,8 +376,8 @@ fn self_recursive_functions_merge() {
     let r = merge_functions(&mut m);
     verify_module(&m, true).unwrap();
     assert_eq!(r.merged, 1);
-    assert_eq!(m.merges[0].survivor, "fact0");
-    assert_eq!(m.merges[0].merged, "fact1");
+    assert_eq!(m.symbol_name(m.merges[0].survivor), "fact0");
+    assert_eq!(m.symbol_name(m.merges[0].merged), "fact1");
 }
 
 #[test]
@@ -423,7 +426,7 @@ fn equal_after_callees_merge() {
     let names: Vec<(&str, &str)> = m
         .merges
         .iter()
-        .map(|r| (r.merged.as_str(), r.survivor.as_str()))
+        .map(|r| (m.symbol_name(r.merged), m.symbol_name(r.survivor)))
         .collect();
     assert!(names.contains(&("y", "x")), "{names:?}");
     assert!(names.contains(&("b", "a")), "{names:?}");

@@ -39,11 +39,12 @@ pub enum MergeKind {
     Thunked,
 }
 
-/// A record of one merge, kept for the JIT and for reports.
-#[derive(Clone, Debug)]
+/// A record of one merge, kept for the JIT and for reports: the symbols (names) of the merged
+/// function and of its survivor (`Module::symbol_name`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MergeRecord {
-    pub merged: String,
-    pub survivor: String,
+    pub merged: Symbol,
+    pub survivor: Symbol,
     pub kind: MergeKind,
 }
 
@@ -82,6 +83,11 @@ impl Module {
 
     pub fn lookup_symbol(&self, name: &str) -> Option<Symbol> {
         self.symbol_index.get(name).copied()
+    }
+
+    /// The name of a symbol.
+    pub fn symbol_name(&self, s: Symbol) -> &str {
+        &self.symbols[s].name
     }
 
     /// Add a function; its symbol (same name) now points at it.

@@ -240,6 +240,7 @@ fn hash_global(f: &Function, g: GlobalRef, h: &mut Tokens) {
 pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64) {
     let mut weak = FxHasher::default();
     f.sig.hash(&mut weak);
+    let mut weak = weak.finish();
     let start = out.tokens.len();
     let t = &mut out.tokens;
     push_sig(&f.sig, t);
@@ -260,6 +261,8 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
         let (mut next_b, mut next_r) = (2u32, 1u32);
         s.block_sn[entry.index()] = 1;
         s.order.push(entry);
+        // The opcode sequence for the weak hash, eight opcodes to a word.
+        let (mut opcodes, mut pending) = (0u64, 0u32);
         let mut k = 0;
         while k < s.order.len() {
             let b = s.order[k];
@@ -267,13 +270,34 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
             let insts = f.block_insts(b);
             t.push(insts.len() as u32);
             for &i in insts {
-                let d = f.insts[i];
-                weak.write_u8(d.opcode as u8);
-                let head = d.opcode as u32 | (d.ty.raw() as u32) << 8;
-                if d.results.len < 1 << 16 && d.operands.len < 1 << 16 {
-                    t.extend_from_slice(&[head, d.results.len | d.operands.len << 16]);
+                let d = &f.insts[i];
+                opcodes = opcodes << 8 | d.opcode as u64;
+                pending += 1;
+                if pending == 8 {
+                    weak = mix(weak, opcodes);
+                    (opcodes, pending) = (0, 0);
+                }
+                // One head word: opcode, type, result and operand counts (a long form, type
+                // field 0xFF, when they do not fit). The top bit says the instruction has one
+                // result, of its own type, a register not seen before: its serial number is
+                // the next one, and no result word follows (the common case in SSA form).
+                let (ty, nres, nops) = (d.ty.raw() as u32, d.results.len, d.operands.len);
+                let results = &f.result_pool[d.results.range()];
+                let fresh = match results {
+                    [r] => s.reg_sn[r.index()] == 0 && f.reg_type(*r) == d.ty,
+                    _ => false,
+                };
+                if ty < 0xFF && nres < 1 << 4 && nops < 1 << 11 {
+                    t.push(
+                        d.opcode as u32 | ty << 8 | nres << 16 | nops << 20 | (fresh as u32) << 31,
+                    );
                 } else {
-                    t.extend_from_slice(&[head | 1 << 24, d.results.len, d.operands.len]);
+                    t.extend_from_slice(&[
+                        d.opcode as u32 | 0xFF << 8 | (fresh as u32) << 31,
+                        ty,
+                        nres,
+                        nops,
+                    ]);
                 }
                 let format = d.opcode.format();
                 match format {
@@ -303,16 +327,20 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
                     }
                     _ => {}
                 }
-                for &r in f.results(i) {
-                    let sn = serial(&mut s.reg_sn, &mut next_r, r);
-                    let ty = f.reg_type(r).raw() as u32;
-                    if sn < 1 << 16 {
-                        t.push(ty | sn << 16);
-                    } else {
-                        t.extend_from_slice(&[ty, sn]);
+                if fresh {
+                    serial(&mut s.reg_sn, &mut next_r, results[0]);
+                } else {
+                    for &r in results {
+                        let sn = serial(&mut s.reg_sn, &mut next_r, r);
+                        let ty = f.reg_type(r).raw() as u32;
+                        if sn < 1 << 16 {
+                            t.push(ty | sn << 16);
+                        } else {
+                            t.extend_from_slice(&[ty, sn]);
+                        }
                     }
                 }
-                let ops = f.operands(i);
+                let ops = &f.operand_pool[d.operands.range()];
                 let mut ops_iter = ops.iter();
                 if format == Format::Call {
                     if let Some(Operand::Sym(sym, off)) = ops.first() {
@@ -322,8 +350,8 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
                         ops_iter.next();
                     }
                 }
-                for op in ops_iter {
-                    match *op {
+                for &op in ops_iter {
+                    match op {
                         Operand::Reg(r) => {
                             let sn = serial(&mut s.reg_sn, &mut next_r, r);
                             push_reg(t, sn)
@@ -389,17 +417,43 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
                 }
             }
         }
-        weak.write_usize(s.order.len());
+        weak = mix(
+            mix(weak, opcodes),
+            pending as u64 | (s.order.len() as u64) << 8,
+        );
     } else {
         t.push(0);
     }
-    let mut local = FxHasher::default();
-    let words = &out.tokens[start..];
-    local.write_usize(words.len());
-    for pair in words.chunks(2) {
-        local.write_u64(pair[0] as u64 | (pair.get(1).copied().unwrap_or(0) as u64) << 32);
+    (weak, hash_words(&out.tokens[start..]))
+}
+
+#[inline(always)]
+fn mix(h: u64, w: u64) -> u64 {
+    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// A hash of a token stream, four independent lanes so the multiplies overlap (the stream
+/// is long: a few words per instruction). Only a filter: equal hashes are confirmed by
+/// comparing the streams.
+fn hash_words(words: &[u32]) -> u64 {
+    let mut lanes = [
+        0x243f_6a88_85a3_08d3u64,
+        0x1319_8a2e_0370_7344,
+        0xa409_3822_299f_31d0,
+        0x082e_fa98_ec4e_6c89,
+    ];
+    let mut chunks = words.chunks_exact(8);
+    for c in &mut chunks {
+        for (j, lane) in lanes.iter_mut().enumerate() {
+            let w = c[2 * j] as u64 | (c[2 * j + 1] as u64) << 32;
+            *lane = mix(*lane, w);
+        }
     }
-    (weak.finish(), local.finish())
+    for (j, &w) in chunks.remainder().iter().enumerate() {
+        lanes[j & 3] = mix(lanes[j & 3], w as u64 | 1 << 32);
+    }
+    let [a, b, c, d] = lanes;
+    mix(mix(mix(mix(words.len() as u64, a), b), c), d)
 }
 
 /// The cheap function hash (seed 001): signature, block count and the opcode sequence in CFG
@@ -838,6 +892,11 @@ const PRIO_PREEMPTIBLE: u8 = 2;
 struct Walked {
     weak: SecondaryMap<FuncId, u64>,
     local: SecondaryMap<FuncId, u64>,
+    /// The shape of each walked function: functions share a shape exactly when their token
+    /// streams are equal (equal under the comparator up to their callees).
+    shape: SecondaryMap<FuncId, u32>,
+    /// Number of functions of each shape.
+    shape_size: Vec<u32>,
     /// Direct call sites of all walked functions; `calls[f]` is f's range.
     sites: Vec<(Symbol, Inst)>,
     /// The callee of each site as the comparator sees it (`callee_key`), resolved once.
@@ -845,11 +904,11 @@ struct Walked {
     calls: SecondaryMap<FuncId, (u32, u32)>,
     /// Symbols whose address is taken somewhere (significant addresses).
     taken: SecondaryMap<Symbol, bool>,
-    /// Token streams (see `function_hashes`); `tok[f]` is f's range.
-    tokens: Vec<u32>,
-    tok: SecondaryMap<FuncId, (usize, usize)>,
-    /// Survivor priority (`priority`), read while the function is in the cache.
+    /// Survivor priority (`priority`), linkage and whether the address is declared
+    /// significant: read while the function is in the cache.
     prio: SecondaryMap<FuncId, u8>,
+    linkage: SecondaryMap<FuncId, Linkage>,
+    significant: SecondaryMap<FuncId, bool>,
 }
 
 /// A callee: a defined function (compared by class) or another symbol (by identity).
@@ -870,11 +929,6 @@ impl Callee {
 }
 
 impl Walked {
-    fn tokens_of(&self, f: FuncId) -> &[u32] {
-        let (a, b) = self.tok[f];
-        &self.tokens[a..b]
-    }
-
     fn targets_of(&self, f: FuncId) -> &[Callee] {
         let (a, b) = self.calls[f];
         &self.targets[a as usize..b as usize]
@@ -891,31 +945,78 @@ impl Walked {
     }
 }
 
-fn walk_module(m: &Module, ids: &[FuncId]) -> Walked {
+/// Walk every function once: hashes, shape, direct calls, taken addresses.
+///
+/// Shapes are found on the way (the hash filter and the first stage of refinement in one):
+/// a function's token stream goes to a buffer reused for every function; functions with the
+/// same (weak, local) hashes are compared with the first function of each shape already seen
+/// under those hashes (a `memcmp` of the streams). Only the first function of a shape keeps
+/// its stream, so a duplicate costs no memory, and a function with a unique weak hash is
+/// never compared with anything.
+fn walk_module(m: &Module, ids: &[FuncId], report: &mut MergeReport) -> Walked {
     let n = m.functions.len();
     let mut w = Walked {
         weak: SecondaryMap::with_capacity(n),
         local: SecondaryMap::with_capacity(n),
+        shape: SecondaryMap::with_capacity(n),
+        shape_size: Vec::new(),
         sites: Vec::new(),
         targets: Vec::new(),
         calls: SecondaryMap::with_capacity(n),
         taken: SecondaryMap::with_capacity(m.symbols.len()),
-        tokens: Vec::new(),
-        tok: SecondaryMap::with_capacity(n),
         prio: SecondaryMap::with_capacity(n),
+        linkage: SecondaryMap::with_default(Linkage::Import),
+        significant: SecondaryMap::with_capacity(n),
     };
+    w.linkage.resize(n);
     let mut scratch = HashScratch::default();
     let mut out = WalkOut::default();
-    out.tokens.reserve(ids.len() * 128);
+    // The streams of the first function of each shape, one after another.
+    let mut shape_tokens: Vec<u32> = Vec::new();
+    let mut shape_range: Vec<(u32, u32)> = Vec::new();
+    // Shapes by hash: open addressing over (hash of weak and local hash, shape + 1).
+    let cap = (2 * ids.len()).next_power_of_two().max(16);
+    let mut slot_hash: Vec<u64> = vec![0; cap];
+    let mut slot_shape: Vec<u32> = vec![0; cap];
     for (k, &id) in ids.iter().enumerate() {
         m.prefetch_ahead(ids, k);
         let f = &m.functions[id];
         out.callees.clear();
         out.taken.clear();
-        let start = out.tokens.len();
+        out.tokens.clear();
         let (weak, local) = function_hashes(f, &mut scratch, &mut out);
-        w.tok[id] = (start, out.tokens.len());
+        let tokens = &out.tokens[..];
+        let key = mix(weak, local);
+        let mut i = key as usize & (cap - 1);
+        let sh = loop {
+            let v = slot_shape[i];
+            if v == 0 {
+                // A new shape: keep its stream.
+                if shape_tokens.is_empty() {
+                    shape_tokens.reserve(tokens.len() * ids.len() / 2);
+                }
+                let sh = shape_range.len() as u32;
+                shape_range.push((shape_tokens.len() as u32, tokens.len() as u32));
+                shape_tokens.extend_from_slice(tokens);
+                w.shape_size.push(0);
+                slot_hash[i] = key;
+                slot_shape[i] = sh + 1;
+                break sh;
+            }
+            if slot_hash[i] == key {
+                report.comparisons += 1;
+                let (a, len) = shape_range[v as usize - 1];
+                if shape_tokens[a as usize..(a + len) as usize] == *tokens {
+                    break v - 1;
+                }
+            }
+            i = (i + 1) & (cap - 1);
+        };
+        w.shape[id] = sh;
+        w.shape_size[sh as usize] += 1;
         w.prio[id] = priority(f);
+        w.linkage[id] = f.linkage;
+        w.significant[id] = f.address_significant;
         w.weak[id] = weak;
         w.local[id] = local;
         let start = w.sites.len() as u32;
@@ -937,15 +1038,15 @@ fn walk_module(m: &Module, ids: &[FuncId]) -> Walked {
             }
         }
     }
-    w.tokens = out.tokens;
+    report.rounds += 1;
     w
 }
 
 /// Partition refinement: classes of functions equal up to the classes of their callees (the
 /// coarsest stable partition, so recursive groups that call each other alike stay together).
 ///
-/// 1. Shapes: candidates grouped by (weak, local) hash are split by comparing each member's
-///    token stream with a leader's (equal streams = equal under the comparator up to callees).
+/// 1. Shapes (found by `walk_module`): functions with equal (weak, local) hashes are split by
+///    comparing token streams (equal streams = equal under the comparator up to callees).
 /// 2. Rounds: a class splits where its members' callee classes differ (compared exactly, in
 ///    the comparator's order, no body walk), until no class splits (as lld's ICF iterates
 ///    over relocations). Classes only split, so equal-at-the-end implies never split.
@@ -963,37 +1064,14 @@ fn refine_classes(
     for (f, _) in m.functions.iter() {
         class[f] = u32::MAX - f.as_u32();
     }
-    let mut order: Vec<FuncId> = candidates.to_vec();
-    order.sort_unstable_by_key(|&f| (w.weak[f], w.local[f], f));
-    let mut count = 0u32;
+    // The first stage, shapes, was done by the walk: the candidates' shapes are the first
+    // classes.
+    for &f in candidates {
+        class[f] = w.shape[f];
+    }
+    let mut count = w.shape_size.len() as u32;
     let mut rest: Vec<FuncId> = Vec::new();
     let mut remaining: Vec<FuncId> = Vec::new();
-    let mut i = 0;
-    while i < order.len() {
-        let key = (w.weak[order[i]], w.local[order[i]]);
-        let mut j = i + 1;
-        while j < order.len() && (w.weak[order[j]], w.local[order[j]]) == key {
-            j += 1;
-        }
-        rest.clear();
-        rest.extend_from_slice(&order[i..j]);
-        while let Some((&leader, others)) = rest.split_first() {
-            class[leader] = count;
-            remaining.clear();
-            for &x in others {
-                report.comparisons += 1;
-                if w.tokens_of(leader) == w.tokens_of(x) {
-                    class[x] = count;
-                } else {
-                    remaining.push(x);
-                }
-            }
-            count += 1;
-            core::mem::swap(&mut rest, &mut remaining);
-        }
-        i = j;
-    }
-    report.rounds += 1;
 
     // Only functions with direct calls can split further (a shape fixes the call count).
     let mut order: Vec<(u32, u64, FuncId)> = Vec::new();
@@ -1082,19 +1160,14 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         .map(|(id, _)| id)
         .collect();
     // One walk over every body: hashes, direct calls, taken addresses.
-    let w = walk_module(m, &ids);
-    // The hash filter: only functions sharing a weak hash with another are candidates.
-    let mut seen: FxHashMap<u64, u32> = FxHashMap::default();
-    seen.reserve(ids.len());
-    for &id in &ids {
-        *seen.entry(w.weak[id]).or_insert(0) += 1;
-    }
+    let w = walk_module(m, &ids, &mut report);
+    // The hash filter: only functions sharing a shape with another (so a weak hash, a local
+    // hash and a token stream) are candidates; no other function can ever merge.
     let candidates: Vec<FuncId> = ids
         .iter()
         .copied()
-        .filter(|&f| seen[&w.weak[f]] > 1)
+        .filter(|&f| w.shape_size[w.shape[f] as usize] > 1)
         .collect();
-    drop(seen);
     if candidates.is_empty() {
         return report;
     }
@@ -1131,8 +1204,13 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
     let callers_of = |s: Symbol| {
         &caller_list[caller_start[s.index()] as usize..caller_start[s.index() + 1] as usize]
     };
-    // Symbols folded into each survivor symbol: their callers now call the survivor.
-    let mut absorbed: FxHashMap<Symbol, Vec<Symbol>> = FxHashMap::default();
+    // Symbols folded into each survivor symbol (their callers now call the survivor), as a
+    // list per survivor: first and last member, and each member's successor.
+    let ns = m.symbols.len();
+    let mut absorbed: SecondaryMap<Symbol, Option<(Symbol, Symbol)>> =
+        SecondaryMap::with_capacity(ns);
+    let mut absorbed_next: SecondaryMap<Symbol, Option<Symbol>> = SecondaryMap::with_capacity(ns);
+    m.aliases.reserve(candidates.len() / 2);
 
     // Deferred: strong functions first, then preemptible ones.
     let mut deferred: Vec<FuncId> = candidates.clone();
@@ -1194,8 +1272,8 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
             panic!("merge validator: {e}");
         }
         let (fs, gs) = (sym_of[f].expect("symbol"), sym_of[g].expect("symbol"));
-        let significant = m.functions[g].address_significant || w.taken[gs];
-        merge_two(m, f, g, fs, gs, significant, &mut report);
+        let significant = w.significant[g] || w.taken[gs];
+        merge_two(m, g, w.linkage[g], (fs, gs), significant, &mut report);
         merged_into[g] = Some(f);
         report.pairs.push((g, f));
         // G's callers now call F (unless G is preemptible): they leave FnTree and return
@@ -1203,12 +1281,24 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         if w.prio[g] != PRIO_PREEMPTIBLE {
             requeue.clear();
             requeue.extend_from_slice(callers_of(gs));
-            let mut moved = absorbed.remove(&gs).unwrap_or_default();
-            for &s in &moved {
-                requeue.extend_from_slice(callers_of(s));
+            // G and what G absorbed move to F's list.
+            let mut moved = (gs, gs);
+            if let Some((first, last)) = absorbed[gs].take() {
+                let mut s = Some(first);
+                while let Some(x) = s {
+                    requeue.extend_from_slice(callers_of(x));
+                    s = absorbed_next[x];
+                }
+                absorbed_next[gs] = Some(first);
+                moved.1 = last;
             }
-            moved.push(gs);
-            absorbed.entry(fs).or_default().extend(moved);
+            absorbed[fs] = Some(match absorbed[fs] {
+                None => moved,
+                Some((first, last)) => {
+                    absorbed_next[last] = Some(moved.0);
+                    (first, moved.1)
+                }
+            });
             for &c in &requeue {
                 if in_tree[c] && c != f {
                     if let Some(bucket) = fn_tree.get_mut(&strong[c]) {
@@ -1276,18 +1366,16 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
 /// are redirected by the caller of this function.
 fn merge_two(
     m: &mut Module,
-    f: FuncId,
     g: FuncId,
-    fs: Symbol,
-    gs: Symbol,
+    linkage: Linkage,
+    (fs, gs): (Symbol, Symbol),
     significant: bool,
     report: &mut MergeReport,
 ) {
-    let gf = &m.functions[g];
-    let preemptible = gf.linkage == Linkage::Preemptible;
+    let preemptible = linkage == Linkage::Preemptible;
     let kind = if significant || preemptible {
         MergeKind::Thunked
-    } else if gf.linkage == Linkage::Local {
+    } else if linkage == Linkage::Local {
         MergeKind::Replaced
     } else {
         MergeKind::Aliased
@@ -1310,8 +1398,8 @@ fn merge_two(
     }
     report.merged += 1;
     m.merges.push(MergeRecord {
-        merged: m.functions[g].name.clone(),
-        survivor: m.functions[f].name.clone(),
+        merged: gs,
+        survivor: fs,
         kind,
     });
 }
