@@ -287,3 +287,26 @@ fn executes_the_same_with_and_without_merge() {
         assert_eq!(a, b, "{}", funcs[i].name);
     }
 }
+
+/// The hashing walk of a large module runs on several threads; the result (which functions
+/// merge into which, and how) is the same for any number of threads, and the merges validate.
+#[test]
+fn merge_is_the_same_on_any_number_of_threads() {
+    use midend::passes::merge::{merge_functions_with, MergeOptions};
+    let out = generate(&opts(3000, 0.5, 0.1, 11));
+    let funcs = parse(&out);
+    let lifted = jit_driver::lift_functions(funcs.iter(), &mut midend::Stats::default())
+        .unwrap_or_else(|e| panic!("lift: {e}"));
+    let run = |threads: usize| {
+        let mut m = lifted.clone();
+        let r = merge_functions_with(&mut m, MergeOptions { threads });
+        midend::lir::verify_module(&m, true).unwrap_or_else(|e| panic!("{e}"));
+        let removed: Vec<bool> = m.functions.keys().map(|f| m.removed[f]).collect();
+        (r.pairs, r.merged, r.aliased, m.merges, removed)
+    };
+    let one = run(1);
+    assert_eq!(one.1, out.duplicates, "every duplicate merges");
+    for threads in [2, 3, 7] {
+        assert!(run(threads) == one, "{threads} threads differ from one");
+    }
+}

@@ -355,7 +355,19 @@ impl Function {
         prefetch_slice(self.blocks.as_values_slice(), 256);
         prefetch_slice(&self.layout, 64);
         prefetch_slice(&self.sig.params, 64);
+        prefetch_slice(&self.sig.returns, 64);
         prefetch_slice(self.memflags.as_values_slice(), 64);
+        prefetch_slice(self.sigs.as_values_slice(), 256);
+    }
+
+    /// The second step of `prefetch`, a step later (when the signature table has arrived):
+    /// start loading the parameter lists of the call signatures.
+    #[inline]
+    pub fn prefetch_signatures(&self) {
+        for s in self.sigs.values().take(8) {
+            prefetch_slice(&s.params, 64);
+            prefetch_slice(&s.returns, 64);
+        }
     }
 
     /// Call `each` with every symbol whose address this function takes (`func_addr`,

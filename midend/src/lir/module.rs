@@ -119,12 +119,15 @@ impl Module {
         CallGraph::build(self)
     }
 
-    /// While `order[k]` is processed, start loading the arrays of `order[k + 2]` (see
-    /// `Function::prefetch`).
+    /// While `order[k]` is processed, start loading the arrays of `order[k + 2]` and the
+    /// call signatures of `order[k + 1]` (see `Function::prefetch`).
     #[inline]
     pub fn prefetch_ahead(&self, order: &[FuncId], k: usize) {
         if let Some(&n) = order.get(k + 2) {
             self.functions[n].prefetch();
+        }
+        if let Some(&n) = order.get(k + 1) {
+            self.functions[n].prefetch_signatures();
         }
     }
 

@@ -34,6 +34,7 @@ use cranelift_entity::{EntityRef, SecondaryMap};
 use rustc_hash::{FxHashMap, FxHasher};
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 pub struct Merge;
 
@@ -49,6 +50,9 @@ impl Pass for Merge {
         stats.add("merge.thunked", r.thunked as u64);
         stats.add("merge.compared", r.comparisons);
         stats.add("merge.classes_rounds", r.rounds as u64);
+        for (phase, d) in r.times {
+            stats.add_time(phase, d);
+        }
         Ok(())
     }
 }
@@ -64,6 +68,18 @@ pub struct MergeReport {
     pub rounds: usize,
     /// (merged, survivor) pairs, for validation.
     pub pairs: Vec<(FuncId, FuncId)>,
+    /// Wall time of each phase: the walk (hashes and shapes), refinement, FnTree and
+    /// merging, redirecting calls.
+    pub times: Vec<(&'static str, Duration)>,
+}
+
+impl MergeReport {
+    /// Record the time since `clock` under `phase` and restart the clock.
+    fn lap(&mut self, phase: &'static str, clock: &mut Instant) {
+        let now = Instant::now();
+        self.times.push((phase, now - *clock));
+        *clock = now;
+    }
 }
 
 /// Scratch tables of the hashing walk, reused across functions.
@@ -945,6 +961,159 @@ impl Walked {
     }
 }
 
+/// Shapes told apart by hash, then by comparing token streams: open addressing over (a hash
+/// of the weak and local hashes, shape + 1). Only the first function of a shape keeps its
+/// stream here.
+struct ShapeTable {
+    tokens: Vec<u32>,
+    /// Each shape's hash key and stream (a range of `tokens`).
+    shapes: Vec<(u64, u32, u32)>,
+    slot_hash: Vec<u64>,
+    slot_shape: Vec<u32>,
+    comparisons: u64,
+}
+
+impl ShapeTable {
+    fn with_capacity(n: usize) -> Self {
+        let cap = (2 * n).next_power_of_two().max(16);
+        ShapeTable {
+            tokens: Vec::new(),
+            shapes: Vec::new(),
+            slot_hash: vec![0; cap],
+            slot_shape: vec![0; cap],
+            comparisons: 0,
+        }
+    }
+
+    fn tokens_of(&self, sh: u32) -> &[u32] {
+        let (_, a, len) = self.shapes[sh as usize];
+        &self.tokens[a as usize..(a + len) as usize]
+    }
+
+    /// The shape of a stream with hash key `key`, added if no shape has that stream.
+    fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
+        let mask = self.slot_shape.len() - 1;
+        let mut i = key as usize & mask;
+        loop {
+            let v = self.slot_shape[i];
+            if v == 0 {
+                break;
+            }
+            if self.slot_hash[i] == key {
+                self.comparisons += 1;
+                if self.tokens_of(v - 1) == tokens {
+                    return v - 1;
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        if self.shapes.len() * 2 >= self.slot_shape.len() {
+            self.grow();
+            return self.intern(key, tokens);
+        }
+        let sh = self.shapes.len() as u32;
+        self.shapes
+            .push((key, self.tokens.len() as u32, tokens.len() as u32));
+        self.tokens.extend_from_slice(tokens);
+        self.slot_hash[i] = key;
+        self.slot_shape[i] = sh + 1;
+        sh
+    }
+
+    /// Double the slots (shapes and streams stay).
+    #[cold]
+    fn grow(&mut self) {
+        let cap = self.slot_shape.len() * 2;
+        self.slot_hash = vec![0; cap];
+        self.slot_shape = vec![0; cap];
+        for (sh, &(key, _, _)) in self.shapes.iter().enumerate() {
+            let mut i = key as usize & (cap - 1);
+            while self.slot_shape[i] != 0 {
+                i = (i + 1) & (cap - 1);
+            }
+            self.slot_hash[i] = key;
+            self.slot_shape[i] = sh as u32 + 1;
+        }
+    }
+}
+
+/// What the walk learns about one function.
+#[derive(Clone, Copy)]
+struct FnFacts {
+    weak: u64,
+    local: u64,
+    /// Shape in the walking part's table.
+    shape: u32,
+    /// Range of the part's call sites.
+    calls: (u32, u32),
+    prio: u8,
+    linkage: Linkage,
+    significant: bool,
+}
+
+/// The walk over a run of functions (one thread's share).
+struct WalkPart {
+    shapes: ShapeTable,
+    facts: Vec<FnFacts>,
+    sites: Vec<(Symbol, Inst)>,
+    targets: Vec<Callee>,
+    taken: Vec<Symbol>,
+}
+
+/// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
+/// addresses.
+fn walk_part(m: &Module, ids: &[FuncId]) -> WalkPart {
+    let mut part = WalkPart {
+        shapes: ShapeTable::with_capacity(ids.len()),
+        facts: Vec::with_capacity(ids.len()),
+        sites: Vec::new(),
+        targets: Vec::new(),
+        taken: Vec::new(),
+    };
+    let mut scratch = HashScratch::default();
+    let mut out = WalkOut::default();
+    for (k, &id) in ids.iter().enumerate() {
+        m.prefetch_ahead(ids, k);
+        let f = &m.functions[id];
+        out.callees.clear();
+        out.tokens.clear();
+        let (weak, local) = function_hashes(f, &mut scratch, &mut out);
+        if part.shapes.tokens.is_empty() {
+            // Room for a stream per function or so: one allocation, no regrowth.
+            part.shapes.tokens.reserve(out.tokens.len() * ids.len() / 2);
+        }
+        let shape = part.shapes.intern(mix(weak, local), &out.tokens);
+        let start = part.sites.len() as u32;
+        for &(sym, inst) in &out.callees {
+            part.sites.push((sym, inst));
+            let s = *m.aliases.get(&sym).unwrap_or(&sym);
+            part.targets.push(match m.defined(s) {
+                Some(d) if !m.removed[d] => Callee::Func(d),
+                _ => Callee::Other(s),
+            });
+        }
+        for gv in f.globals.values() {
+            if let GlobalData::Symbol { sym, .. } = gv {
+                out.taken.push(*sym);
+            }
+        }
+        part.facts.push(FnFacts {
+            weak,
+            local,
+            shape,
+            calls: (start, part.sites.len() as u32),
+            prio: priority(f),
+            linkage: f.linkage,
+            significant: f.address_significant,
+        });
+    }
+    part.taken = out.taken;
+    part
+}
+
+/// Modules smaller than this are walked on one thread (threads cost more than they save).
+const PARALLEL_WALK_MIN: usize = 2048;
+
 /// Walk every function once: hashes, shape, direct calls, taken addresses.
 ///
 /// Shapes are found on the way (the hash filter and the first stage of refinement in one):
@@ -953,7 +1122,31 @@ impl Walked {
 /// under those hashes (a `memcmp` of the streams). Only the first function of a shape keeps
 /// its stream, so a duplicate costs no memory, and a function with a unique weak hash is
 /// never compared with anything.
-fn walk_module(m: &Module, ids: &[FuncId], report: &mut MergeReport) -> Walked {
+///
+/// Functions are independent here, so a large module is walked in `threads` runs at once
+/// (as lld's ICF hashes sections in parallel); the runs' shapes are then joined in order, so
+/// shapes are numbered exactly as one thread would number them.
+fn walk_module(m: &Module, ids: &[FuncId], threads: usize, report: &mut MergeReport) -> Walked {
+    let threads = if ids.len() >= PARALLEL_WALK_MIN {
+        threads.max(1)
+    } else {
+        1
+    };
+    let chunk = ids.len().div_ceil(threads).max(1);
+    let mut parts: Vec<WalkPart> = if threads == 1 {
+        vec![walk_part(m, ids)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ids
+                .chunks(chunk)
+                .map(|c| s.spawn(move || walk_part(m, c)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a merge walk thread panicked"))
+                .collect()
+        })
+    };
     let n = m.functions.len();
     let mut w = Walked {
         weak: SecondaryMap::with_capacity(n),
@@ -969,75 +1162,41 @@ fn walk_module(m: &Module, ids: &[FuncId], report: &mut MergeReport) -> Walked {
         significant: SecondaryMap::with_capacity(n),
     };
     w.linkage.resize(n);
-    let mut scratch = HashScratch::default();
-    let mut out = WalkOut::default();
-    // The streams of the first function of each shape, one after another.
-    let mut shape_tokens: Vec<u32> = Vec::new();
-    let mut shape_range: Vec<(u32, u32)> = Vec::new();
-    // Shapes by hash: open addressing over (hash of weak and local hash, shape + 1).
-    let cap = (2 * ids.len()).next_power_of_two().max(16);
-    let mut slot_hash: Vec<u64> = vec![0; cap];
-    let mut slot_shape: Vec<u32> = vec![0; cap];
-    for (k, &id) in ids.iter().enumerate() {
-        m.prefetch_ahead(ids, k);
-        let f = &m.functions[id];
-        out.callees.clear();
-        out.taken.clear();
-        out.tokens.clear();
-        let (weak, local) = function_hashes(f, &mut scratch, &mut out);
-        let tokens = &out.tokens[..];
-        let key = mix(weak, local);
-        let mut i = key as usize & (cap - 1);
-        let sh = loop {
-            let v = slot_shape[i];
-            if v == 0 {
-                // A new shape: keep its stream.
-                if shape_tokens.is_empty() {
-                    shape_tokens.reserve(tokens.len() * ids.len() / 2);
-                }
-                let sh = shape_range.len() as u32;
-                shape_range.push((shape_tokens.len() as u32, tokens.len() as u32));
-                shape_tokens.extend_from_slice(tokens);
-                w.shape_size.push(0);
-                slot_hash[i] = key;
-                slot_shape[i] = sh + 1;
-                break sh;
+    // The first part's shapes are the first global shapes; every later part's shapes are
+    // looked up there (and added when new), in order.
+    let mut global = core::mem::replace(&mut parts[0].shapes, ShapeTable::with_capacity(0));
+    let mut to_global: Vec<u32> = Vec::new();
+    for (p, part) in parts.iter().enumerate() {
+        to_global.clear();
+        if p == 0 {
+            to_global.extend(0..global.shapes.len() as u32);
+        } else {
+            for sh in 0..part.shapes.shapes.len() as u32 {
+                let key = part.shapes.shapes[sh as usize].0;
+                to_global.push(global.intern(key, part.shapes.tokens_of(sh)));
             }
-            if slot_hash[i] == key {
-                report.comparisons += 1;
-                let (a, len) = shape_range[v as usize - 1];
-                if shape_tokens[a as usize..(a + len) as usize] == *tokens {
-                    break v - 1;
-                }
-            }
-            i = (i + 1) & (cap - 1);
-        };
-        w.shape[id] = sh;
-        w.shape_size[sh as usize] += 1;
-        w.prio[id] = priority(f);
-        w.linkage[id] = f.linkage;
-        w.significant[id] = f.address_significant;
-        w.weak[id] = weak;
-        w.local[id] = local;
-        let start = w.sites.len() as u32;
-        for &(sym, inst) in &out.callees {
-            w.sites.push((sym, inst));
-            let s = *m.aliases.get(&sym).unwrap_or(&sym);
-            w.targets.push(match m.defined(s) {
-                Some(d) if !m.removed[d] => Callee::Func(d),
-                _ => Callee::Other(s),
-            });
         }
-        w.calls[id] = (start, w.sites.len() as u32);
-        for &s in &out.taken {
+        report.comparisons += part.shapes.comparisons;
+        w.shape_size.resize(global.shapes.len(), 0);
+        let base = w.sites.len() as u32;
+        w.sites.extend_from_slice(&part.sites);
+        w.targets.extend_from_slice(&part.targets);
+        for &s in &part.taken {
             w.taken[s] = true;
         }
-        for gv in f.globals.values() {
-            if let GlobalData::Symbol { sym, .. } = gv {
-                w.taken[*sym] = true;
-            }
+        for (&id, facts) in ids[p * chunk..].iter().zip(&part.facts) {
+            let sh = to_global[facts.shape as usize];
+            w.shape[id] = sh;
+            w.shape_size[sh as usize] += 1;
+            w.weak[id] = facts.weak;
+            w.local[id] = facts.local;
+            w.calls[id] = (base + facts.calls.0, base + facts.calls.1);
+            w.prio[id] = facts.prio;
+            w.linkage[id] = facts.linkage;
+            w.significant[id] = facts.significant;
         }
     }
+    report.comparisons += global.comparisons;
     report.rounds += 1;
     w
 }
@@ -1153,6 +1312,27 @@ fn refine_classes(
 
 /// Run MergeFunctions on a module.
 pub fn merge_functions(m: &mut Module) -> MergeReport {
+    merge_functions_with(m, MergeOptions::default())
+}
+
+/// Options of the pass.
+#[derive(Clone, Copy, Debug)]
+pub struct MergeOptions {
+    /// Threads for the hashing walk of large modules (every later step runs on one; the
+    /// result does not depend on the number). Default: the machine's cores, at most 8.
+    pub threads: usize,
+}
+
+impl Default for MergeOptions {
+    fn default() -> Self {
+        MergeOptions {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+        }
+    }
+}
+
+/// Run MergeFunctions on a module with `opts`.
+pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
     let mut report = MergeReport::default();
     let ids: Vec<FuncId> = m
         .live_functions()
@@ -1160,7 +1340,9 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         .map(|(id, _)| id)
         .collect();
     // One walk over every body: hashes, direct calls, taken addresses.
-    let w = walk_module(m, &ids, &mut report);
+    let mut clock = Instant::now();
+    let w = walk_module(m, &ids, opts.threads, &mut report);
+    report.lap("merge.walk", &mut clock);
     // The hash filter: only functions sharing a shape with another (so a weak hash, a local
     // hash and a token stream) are candidates; no other function can ever merge.
     let candidates: Vec<FuncId> = ids
@@ -1172,6 +1354,7 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
         return report;
     }
     let (class, strong) = refine_classes(m, &w, &candidates, &mut report);
+    report.lap("merge.refine", &mut clock);
 
     // The symbol of each function, and the candidates calling each symbol (to re-queue them).
     let mut sym_of: SecondaryMap<FuncId, Option<Symbol>> =
@@ -1310,6 +1493,7 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
             }
         }
     }
+    report.lap("merge.fn_tree", &mut clock);
     // Direct calls to a merged function call its final survivor (a preemptible G may be
     // replaced at link time: calls to it stay).
     let mut redirect: SecondaryMap<Symbol, Option<Symbol>> =
@@ -1359,6 +1543,7 @@ pub fn merge_functions(m: &mut Module) -> MergeReport {
             }
         }
     }
+    report.lap("merge.redirect", &mut clock);
     report
 }
 

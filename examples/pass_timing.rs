@@ -1,0 +1,73 @@
+//! Time one pass (`merge` or `lvn`) on a generated template-heavy module, run after run, the
+//! way `cargo bench` sets it up (the module cloned before each run, dropped after), and
+//! print each run and the fastest and median: a quick look without criterion's statistics.
+//!
+//! `cargo run --release --example pass_timing -- merge 100000 [RUNS]` (`MERGE_THREADS=1` for
+//! the single-threaded walk, `PHASES=1` to print the merge phases of each run).
+
+use mergelift::jit_driver::gen::{generate, GenOptions};
+use mergelift::midend::passes::lvn::{LocalValueNumbering, LvnStats};
+use mergelift::midend::passes::merge::{merge_functions_with, MergeOptions};
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let pass = args.first().map(String::as_str).unwrap_or("merge");
+    let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(15);
+    let out = generate(&GenOptions {
+        functions: n,
+        dup_ratio: 0.5,
+        near_ratio: 0.1,
+        seed: 1,
+    });
+    let funcs = cranelift_reader::parse_functions(&out.text).expect("generated CLIF parses");
+    let module = mergelift::jit_driver::lift_functions(funcs.iter(), &mut Default::default())
+        .expect("lifts");
+    drop(funcs);
+    let insts = module.inst_count();
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let mut m = module.clone();
+        let t = Instant::now();
+        match pass {
+            "lvn" => {
+                let mut st = LvnStats::default();
+                LocalValueNumbering::default().run_module(&mut m, &mut st);
+            }
+            _ => {
+                let mut opts = MergeOptions::default();
+                if let Ok(t) = std::env::var("MERGE_THREADS") {
+                    opts.threads = t.parse().expect("MERGE_THREADS is a number");
+                }
+                let r = merge_functions_with(&mut m, opts);
+                if std::env::var_os("PHASES").is_some() {
+                    let p: Vec<String> = r
+                        .times
+                        .iter()
+                        .map(|(n, d)| format!("{n} {:.1}", d.as_secs_f64() * 1e3))
+                        .collect();
+                    eprintln!("{}", p.join(", "));
+                }
+            }
+        }
+        times.push(t.elapsed().as_secs_f64());
+        drop(m);
+    }
+    let each: Vec<String> = times.iter().map(|t| format!("{:.1}", t * 1e3)).collect();
+    println!(
+        "{pass} on {n} functions ({insts} LIR instructions), ms per run: {}",
+        each.join(" ")
+    );
+    times.sort_by(f64::total_cmp);
+    let (best, median) = (times[0], times[times.len() / 2]);
+    println!(
+        "fastest {:.2} ms ({:.3} us/function, {:.1} M inst/s), median {:.2} ms ({:.3} us/function, {:.1} M inst/s)",
+        best * 1e3,
+        best * 1e6 / n as f64,
+        insts as f64 / best / 1e6,
+        median * 1e3,
+        median * 1e6 / n as f64,
+        insts as f64 / median / 1e6
+    );
+}
