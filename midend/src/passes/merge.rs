@@ -1062,7 +1062,7 @@ struct WalkPart {
 
 /// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
 /// addresses.
-fn walk_part(m: &Module, ids: &[FuncId]) -> WalkPart {
+fn walk_part(m: &Module, callee_of: &[Callee], ids: &[FuncId]) -> WalkPart {
     let mut part = WalkPart {
         shapes: ShapeTable::with_capacity(ids.len()),
         facts: Vec::with_capacity(ids.len()),
@@ -1086,11 +1086,7 @@ fn walk_part(m: &Module, ids: &[FuncId]) -> WalkPart {
         let start = part.sites.len() as u32;
         for &(sym, inst) in &out.callees {
             part.sites.push((sym, inst));
-            let s = *m.aliases.get(&sym).unwrap_or(&sym);
-            part.targets.push(match m.defined(s) {
-                Some(d) if !m.removed[d] => Callee::Func(d),
-                _ => Callee::Other(s),
-            });
+            part.targets.push(callee_of[sym.index()]);
         }
         for gv in f.globals.values() {
             if let GlobalData::Symbol { sym, .. } = gv {
@@ -1133,13 +1129,27 @@ fn walk_module(m: &Module, ids: &[FuncId], threads: usize, report: &mut MergeRep
         1
     };
     let chunk = ids.len().div_ceil(threads).max(1);
+    // What each symbol calls, as the comparator sees it (`callee_key`): resolved once, in one
+    // pass over the symbol table, instead of a lookup in it per call site.
+    let callee_of: Vec<Callee> = m
+        .symbols
+        .keys()
+        .map(|sym| {
+            let s = *m.aliases.get(&sym).unwrap_or(&sym);
+            match m.defined(s) {
+                Some(d) if !m.removed[d] => Callee::Func(d),
+                _ => Callee::Other(s),
+            }
+        })
+        .collect();
+    let callee_of = &callee_of[..];
     let mut parts: Vec<WalkPart> = if threads == 1 {
-        vec![walk_part(m, ids)]
+        vec![walk_part(m, callee_of, ids)]
     } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = ids
                 .chunks(chunk)
-                .map(|c| s.spawn(move || walk_part(m, c)))
+                .map(|c| s.spawn(move || walk_part(m, callee_of, c)))
                 .collect();
             handles
                 .into_iter()
@@ -1528,6 +1538,9 @@ pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
         }
     }
     if any {
+        // The call sites to rewrite, found from the walk's tables alone; then each rewrite,
+        // with the instruction data of the next functions on its way into the cache.
+        let mut edits: Vec<(FuncId, Inst, Symbol, Symbol)> = Vec::new();
         for &c in &ids {
             if m.removed[c] || merged_into[c].is_some() {
                 continue; // deleted, or its body is now a thunk
@@ -1535,11 +1548,17 @@ pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
             let (a, b) = w.calls[c];
             for &(s, inst) in &w.sites[a as usize..b as usize] {
                 if let Some(t) = redirect[s] {
-                    let op = &mut m.functions[c].operands_mut(inst)[0];
-                    if *op == Operand::Sym(s, 0) {
-                        *op = Operand::Sym(t, 0);
-                    }
+                    edits.push((c, inst, s, t));
                 }
+            }
+        }
+        for (k, &(c, inst, s, t)) in edits.iter().enumerate() {
+            if let Some(&(n, ..)) = edits.get(k + 4) {
+                m.functions[n].prefetch();
+            }
+            let op = &mut m.functions[c].operands_mut(inst)[0];
+            if *op == Operand::Sym(s, 0) {
+                *op = Operand::Sym(t, 0);
             }
         }
     }
