@@ -365,11 +365,17 @@ impl LocalValueNumbering {
     fn lookup_words(&mut self, head: [u64; 4], n: usize, tail: &[u64]) -> (u32, bool) {
         // Most keys are at most four words: they live in the entry itself, zero-padded (the
         // length tells them apart); longer ones live in the word arena.
-        let mut h = mix(mix(mix(mix(n as u64, head[0]), head[1]), head[2]), head[3]);
+        // The words are folded side by side and multiplied once: a short dependency chain, as
+        // the key's operand VNs are often the results of the instructions just before.
+        let mut h = (head[0] ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ head[1]
+            ^ head[2].rotate_left(21)
+            ^ head[3].rotate_left(42);
         for &w in tail {
             h = mix(h, w);
         }
-        let mut i = (h ^ h >> 29) as usize & self.mask;
+        let h = h.wrapping_mul(0xf135_7aea_2e62_a9c5);
+        let mut i = (h >> 32) as usize & self.mask;
         loop {
             let slot = self.slots[i];
             if slot == 0 {
@@ -543,6 +549,17 @@ impl LocalValueNumbering {
             let insts = f.block_insts(b);
             self.begin_block(insts.len());
             for &inst in insts {
+                // The common case inline: a pure one-result ALU instruction, copy or compare
+                // (`visit_simple`); everything else, and operands it does not take, in `visit`.
+                let d = &f.insts[inst];
+                if d.results.len == 1 && d.aux2 == 0 && is_simple(d.opcode) {
+                    let dst = f.result_pool[d.results.start as usize];
+                    let ops = &f.operand_pool[d.operands.range()];
+                    if let Some(removed) = self.visit_simple(inst, d, dst, ops, st) {
+                        any |= removed;
+                        continue;
+                    }
+                }
                 any |= self.visit(f, inst, &mut opaque_ids, st);
             }
         }
@@ -586,6 +603,7 @@ impl LocalValueNumbering {
     }
 
     /// Visit one instruction; returns whether it was removed.
+    #[inline(never)]
     fn visit<'f>(
         &mut self,
         f: &'f Function,
@@ -596,18 +614,6 @@ impl LocalValueNumbering {
         let d = f.insts[inst];
         let results = &f.result_pool[d.results.range()];
         match d.opcode.format() {
-            Format::Unary | Format::Binary | Format::Ternary | Format::Compare | Format::Copy
-                if d.opcode.effects()
-                    & (effects::STORE | effects::SIDE | effects::LOAD | effects::CALL)
-                    == 0
-                    && results.len() == 1
-                    && d.aux2 == 0 =>
-            {
-                let ops = &f.operand_pool[d.operands.range()];
-                if let Some(removed) = self.visit_simple(inst, &d, results[0], ops, st) {
-                    return removed;
-                }
-            }
             Format::Phi => {
                 for &r in results {
                     self.define_fresh(r);
@@ -867,6 +873,15 @@ impl LocalValueNumbering {
             };
         }
     }
+}
+
+/// Opcodes `visit_simple` may take: pure ALU instructions, copies and compares.
+#[inline(always)]
+fn is_simple(op: Opcode) -> bool {
+    matches!(
+        op.format(),
+        Format::Unary | Format::Binary | Format::Ternary | Format::Compare | Format::Copy
+    ) && op.effects() & (effects::STORE | effects::SIDE | effects::LOAD | effects::CALL) == 0
 }
 
 /// `words` holds two operands' key words, the first `mid` long: put the smaller encoding
