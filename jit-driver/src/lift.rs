@@ -911,7 +911,6 @@ pub fn lift_function(
     l.f.insts.reserve(n + func.dfg.num_blocks());
     l.f.regs.reserve(func.dfg.num_values());
     l.f.operand_pool.reserve(2 * n);
-    l.f.result_pool.reserve(n);
 
     l.run()
 }

@@ -2,8 +2,10 @@
 
 use cranelift_entity::entity_impl;
 
-/// A virtual register (`%vr3`).
+/// A virtual register (`%vr3`). `repr(transparent)`: an instruction's only result is kept in
+/// its `InstData` as a bare index and read back as a `Reg` (`Function::results`).
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(transparent)]
 pub struct Reg(u32);
 entity_impl!(Reg, "%vr");
 

@@ -349,7 +349,7 @@ impl Function {
     pub fn prefetch(&self) {
         prefetch_slice(self.insts.as_values_slice(), 4096);
         prefetch_slice(&self.operand_pool, 4096);
-        prefetch_slice(&self.result_pool, 1024);
+        prefetch_slice(&self.result_pool, 256);
         prefetch_slice(&self.inst_order, 1024);
         prefetch_slice(self.regs.as_values_slice(), 512);
         prefetch_slice(self.blocks.as_values_slice(), 256);
@@ -528,7 +528,14 @@ impl Function {
         results: &[Reg],
         operands: &[Operand],
     ) -> Inst {
-        let results = push_range(&mut self.result_pool, results);
+        let results = match *results {
+            // The only result lives in the instruction itself (see `results`).
+            [r] => PoolRange {
+                start: r.as_u32(),
+                len: 1,
+            },
+            _ => push_range(&mut self.result_pool, results),
+        };
         let operands = push_range(&mut self.operand_pool, operands);
         self.insts.push(InstData {
             opcode,
@@ -540,8 +547,18 @@ impl Function {
         })
     }
 
+    /// The result registers of an instruction. One result (the common case) is held in the
+    /// instruction's `results.start`; several are a range of `result_pool`.
+    #[inline]
     pub fn results(&self, inst: Inst) -> &[Reg] {
-        &self.result_pool[self.insts[inst].results.range()]
+        let r = &self.insts[inst].results;
+        if r.len == 1 {
+            // SAFETY: `Reg` is a `repr(transparent)` wrapper of `u32`, and for one result
+            // `start` holds that register's index.
+            core::slice::from_ref(unsafe { &*(&r.start as *const u32 as *const Reg) })
+        } else {
+            &self.result_pool[r.range()]
+        }
     }
     pub fn operands(&self, inst: Inst) -> &[Operand] {
         &self.operand_pool[self.insts[inst].operands.range()]

@@ -257,7 +257,9 @@ impl PoolRange {
 /// `aux` depends on the format: memory flags (`MemFlagsRef`) for loads and stores, the
 /// signature (`SigRef`) for calls, the trap code for traps, the global value for
 /// `global_value`, the opaque record for `opaque`. `aux2` holds the exception table of a
-/// `try_call`. Unused fields are 0.
+/// `try_call`. Unused fields are 0. `results` is a range of `Function::result_pool`, except for
+/// one result, whose register index is `results.start` itself (read results with
+/// `Function::results`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct InstData {
     pub opcode: Opcode,

@@ -553,7 +553,7 @@ impl LocalValueNumbering {
                 // (`visit_simple`); everything else, and operands it does not take, in `visit`.
                 let d = &f.insts[inst];
                 if d.results.len == 1 && d.aux2 == 0 && is_simple(d.opcode) {
-                    let dst = f.result_pool[d.results.start as usize];
+                    let dst = Reg::from_u32(d.results.start); // the only result (`results`)
                     let ops = &f.operand_pool[d.operands.range()];
                     if let Some(removed) = self.visit_simple(inst, d, dst, ops, st) {
                         any |= removed;
@@ -612,7 +612,7 @@ impl LocalValueNumbering {
         st: &mut LvnStats,
     ) -> bool {
         let d = f.insts[inst];
-        let results = &f.result_pool[d.results.range()];
+        let results = f.results(inst);
         match d.opcode.format() {
             Format::Phi => {
                 for &r in results {

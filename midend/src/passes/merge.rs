@@ -298,7 +298,7 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
                 // result, of its own type, a register not seen before: its serial number is
                 // the next one, and no result word follows (the common case in SSA form).
                 let (ty, nres, nops) = (d.ty.raw() as u32, d.results.len, d.operands.len);
-                let results = &f.result_pool[d.results.range()];
+                let results = f.results(i);
                 let fresh = match results {
                     [r] => s.reg_sn[r.index()] == 0 && f.reg_type(*r) == d.ty,
                     _ => false,
