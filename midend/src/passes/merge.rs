@@ -2,8 +2,12 @@
 //!
 //! 1. **Hash filter**: a cheap hash (signature, block count, opcode sequence in CFG order).
 //!    Functions with a unique hash are never compared; the hash is the first key of the order.
-//!    The same walk records a *token stream* per function (what the comparator compares, up to
-//!    which function a direct call calls) and the direct callees in the comparator's order.
+//!    The same walk produces a *token stream* per function (what the comparator compares, up
+//!    to which function a direct call calls) and the direct callees in the comparator's order.
+//!    Functions are classed into *shapes* on the way: a stream is compared (`memcmp`) only with
+//!    the first stream of each shape under the same hashes, and only those first streams are
+//!    kept. Functions are independent here, so a large module is walked on several threads
+//!    (`MergeOptions::threads`); the result does not depend on their number.
 //! 2. **FunctionComparator**: a total order broken into small comparisons (`cmp_signature`,
 //!    `cmp_types`, `cmp_values` by serial number of first appearance, `cmp_constants`,
 //!    `cmp_blocks` in CFG order from the entry, `cmp_operations`, `cmp_memory`, `cmp_callee`).
