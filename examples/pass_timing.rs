@@ -2,7 +2,8 @@
 //! way `cargo bench` sets it up (the module cloned before each run, dropped after), and
 //! print each run and the fastest and median: a quick look without criterion's statistics.
 //!
-//! `cargo run --release --example pass_timing -- merge 100000 [RUNS]` (`MERGE_THREADS=1` for
+//! `cargo run --release --example pass_timing -- merge 100000 [RUNS]` (or a `.clif` file instead
+//! of the number of functions to generate; `MERGE_THREADS=1` for
 //! the single-threaded walk, `PHASES=1` to print the merge phases of each run).
 
 use mergelift::jit_driver::gen::{generate, GenOptions};
@@ -13,15 +14,23 @@ use std::time::Instant;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let pass = args.first().map(String::as_str).unwrap_or("merge");
-    let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let what = args.get(1).map(String::as_str).unwrap_or("10000");
     let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(15);
-    let out = generate(&GenOptions {
-        functions: n,
-        dup_ratio: 0.5,
-        near_ratio: 0.1,
-        seed: 1,
-    });
-    let funcs = cranelift_reader::parse_functions(&out.text).expect("generated CLIF parses");
+    let text = match what.parse::<usize>() {
+        Ok(n) => {
+            generate(&GenOptions {
+                functions: n,
+                dup_ratio: 0.5,
+                near_ratio: 0.1,
+                seed: 1,
+            })
+            .text
+        }
+        // A `.clif` file (a module of the wasm corpus, say).
+        Err(_) => std::fs::read_to_string(what).unwrap_or_else(|e| panic!("{what}: {e}")),
+    };
+    let funcs = cranelift_reader::parse_functions(&text).expect("CLIF parses");
+    let n = funcs.len();
     let module = mergelift::jit_driver::lift_functions(funcs.iter(), &mut Default::default())
         .expect("lifts");
     drop(funcs);

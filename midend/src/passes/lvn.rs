@@ -44,6 +44,7 @@ use crate::Error;
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, SecondaryMap};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 pub struct Lvn;
 
@@ -142,8 +143,9 @@ enum Obj {
     Sym(Symbol),
 }
 
-/// Keys longer than this many words are not numbered (see `lookup`): no pure LIR instruction
-/// comes near it; a load would have to span more than nine segments.
+/// Keys of pure instructions longer than this many words are not numbered (see `lookup`): no
+/// LIR instruction comes near it (an opaque one would need six operands of two words). Loads
+/// are keyed apart (`visit_load`), at any length.
 const MAX_KEY: usize = 12;
 
 /// A key being built: a header word and the operands' words.
@@ -315,18 +317,11 @@ impl LocalValueNumbering {
         }
     }
 
-    /// `push_operand` for the rarer operands.
-    fn push_other_operand(&mut self, k: &mut Key, op: Operand) {
-        let (a, b) = match op {
-            Operand::Reg(r) => (TAG_VN | self.vn_of(r) as u64, None),
-            Operand::Int(v) => (TAG_INT_WIDE, Some(v as u64)),
-            Operand::F32(b) => (TAG_F32 | b as u64, None),
-            Operand::F64(b) => (TAG_F64, Some(b)),
-            Operand::Pred(c) => (TAG_PRED | c as u64, None),
-            Operand::Sym(s, off) => (TAG_SYM | s.as_u32() as u64, Some(off as u64)),
-            Operand::Stack(s, off) => (TAG_STACK | s.as_u32() as u64, Some(off as i64 as u64)),
-            Operand::Arg(n) => (TAG_ARG | n as u64, None),
-            Operand::Block(b) => (TAG_BLOCK | b.as_u32() as u64, None),
+    /// The two key words of a memory operand (a generic reference, a stack object or a
+    /// symbol), as `push_operand` writes them.
+    #[inline]
+    fn mem_key(&mut self, op: Operand) -> (u64, u64) {
+        match op {
             Operand::Mem {
                 base,
                 index,
@@ -337,8 +332,33 @@ impl LocalValueNumbering {
                 let i = index.expand().map_or(0, |r| self.vn_of(r));
                 (
                     TAG_MEM | (scale as u64) << 32 | disp as u32 as u64,
-                    Some(b as u64 | (i as u64) << 32),
+                    b as u64 | (i as u64) << 32,
                 )
+            }
+            Operand::Stack(s, off) => (TAG_STACK | s.as_u32() as u64, off as i64 as u64),
+            Operand::Sym(s, off) => (TAG_SYM | s.as_u32() as u64, off as u64),
+            // Not a memory operand (the verifier rejects it): a key of its own kind.
+            other => {
+                let mut k = Key::new(0);
+                self.push_operand(&mut k, other);
+                (k.w[1], k.w[2])
+            }
+        }
+    }
+
+    /// `push_operand` for the rarer operands.
+    fn push_other_operand(&mut self, k: &mut Key, op: Operand) {
+        let (a, b) = match op {
+            Operand::Reg(r) => (TAG_VN | self.vn_of(r) as u64, None),
+            Operand::Int(v) => (TAG_INT_WIDE, Some(v as u64)),
+            Operand::F32(b) => (TAG_F32 | b as u64, None),
+            Operand::F64(b) => (TAG_F64, Some(b)),
+            Operand::Pred(c) => (TAG_PRED | c as u64, None),
+            Operand::Arg(n) => (TAG_ARG | n as u64, None),
+            Operand::Block(b) => (TAG_BLOCK | b.as_u32() as u64, None),
+            Operand::Mem { .. } | Operand::Stack(..) | Operand::Sym(..) => {
+                let (a, b) = self.mem_key(op);
+                (a, Some(b))
             }
         };
         k.push(a);
@@ -552,6 +572,10 @@ impl LocalValueNumbering {
                 // The common case inline: a pure one-result ALU instruction, copy or compare
                 // (`visit_simple`); everything else, and operands it does not take, in `visit`.
                 let d = &f.insts[inst];
+                let fx = d.opcode.effects();
+                if fx & (effects::TERM | effects::CALL) == effects::TERM {
+                    continue; // a branch, return or trap: nothing to number
+                }
                 if d.results.len == 1 && d.aux2 == 0 && is_simple(d.opcode) {
                     let dst = Reg::from_u32(d.results.start); // the only result (`results`)
                     let ops = &f.operand_pool[d.operands.range()];
@@ -728,6 +752,7 @@ impl LocalValueNumbering {
                 }
                 Operand::F32(b) => TAG_F32 | b as u64,
                 Operand::Pred(c) => TAG_PRED | c as u64,
+                Operand::Arg(a) => TAG_ARG | a as u64,
                 _ => return None,
             };
         }
@@ -775,10 +800,11 @@ impl LocalValueNumbering {
         let mem = f.operands(inst)[0];
         let flags = f.memflags[MemFlagsRef::from_u32(d.aux)];
         let bytes = d.opcode.access_bytes(d.ty);
-        let mut k = Key::new(header(d.opcode, d.ty, d.aux));
-        self.push_operand(&mut k, mem);
-        if flags.readonly() {
+        let (m0, m1) = self.mem_key(mem);
+        let head = [header(d.opcode, d.ty, d.aux), m0, m1, 0];
+        let (vn, found) = if flags.readonly() {
             // Never written while the function runs: no memory VN needed.
+            self.lookup_words(head, 3, &[])
         } else if let Some((obj, off, end)) = Self::mem_target(mem, bytes) {
             let (o, a, b) = self.split(obj, off, end);
             let s = self.objs[o][a];
@@ -791,12 +817,17 @@ impl LocalValueNumbering {
             {
                 return true;
             }
-            for s in &self.objs[o][a..b] {
-                k.push(TAG_MEMVN | s.mem_vn as u64);
-            }
+            // The memory VN of every covered segment.
+            let segs = &self.objs[o][a..b];
+            let head = [head[0], m0, m1, TAG_MEMVN | segs[0].mem_vn as u64];
+            let tail: SmallVec<[u64; 8]> = segs[1..]
+                .iter()
+                .map(|s| TAG_MEMVN | s.mem_vn as u64)
+                .collect();
+            self.lookup_words(head, 3 + segs.len(), &tail)
         } else {
             if let (Some(g), Opcode::Load) = (self.last_generic, d.opcode) {
-                if g.addr == (k.w[1], k.w[2])
+                if g.addr == (m0, m1)
                     && g.ty == d.ty
                     && g.order == byte_order(flags)
                     && g.epoch == self.epoch_any
@@ -807,9 +838,9 @@ impl LocalValueNumbering {
             }
             let (e1, e2) = self.region_epoch(flags.region);
             // Both epochs in one word: after a generic address nothing else can follow.
-            k.push(e1 as u64 | (e2 as u64) << 32);
-        }
-        let (vn, found) = self.lookup(&k);
+            let head = [head[0], m0, m1, e1 as u64 | (e2 as u64) << 32];
+            self.lookup_words(head, 4, &[])
+        };
         if !found {
             self.define(dst, vn);
             return false;
@@ -858,9 +889,7 @@ impl LocalValueNumbering {
         } else {
             // A store through a generic reference may write any memory object.
             self.forget_objects();
-            let mut k = Key::new(0);
-            self.push_operand(&mut k, mem);
-            let addr = (k.w[1], k.w[2]);
+            let addr = self.mem_key(mem);
             self.last_generic = match (value_vn, d.opcode) {
                 (v, Opcode::Store) if v != 0 => Some(GenericStore {
                     addr,
