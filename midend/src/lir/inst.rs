@@ -82,7 +82,17 @@ macro_rules! opcodes {
         const NAMES: [&str; NUM_OPCODES] = [$($name),*];
         const FORMATS: [Format; NUM_OPCODES] = [$(Format::$fmt),*];
         const EFFECTS: [u8; NUM_OPCODES] = [$($eff),*];
+        const PURE_VALUE: [bool; NUM_OPCODES] = [$(pure_value(Format::$fmt, $eff)),*];
     };
+}
+
+/// An ALU instruction, copy or compare that reads and writes no memory and has no other
+/// effect (it may trap): `Opcode::is_pure_value`.
+const fn pure_value(format: Format, eff: u8) -> bool {
+    matches!(
+        format,
+        Format::Unary | Format::Binary | Format::Ternary | Format::Compare | Format::Copy
+    ) && eff & (LOAD | STORE | SIDE | CALL) == 0
 }
 
 use effects::*;
@@ -221,6 +231,12 @@ impl Opcode {
     #[inline]
     pub fn is_store(self) -> bool {
         self.format() == Format::Store
+    }
+    /// A unary, binary or ternary ALU operation, copy or compare with no memory access and
+    /// no side effect (it may trap): what value numbering keys most often.
+    #[inline]
+    pub fn is_pure_value(self) -> bool {
+        PURE_VALUE[self as usize]
     }
     /// Bytes accessed by a load or store of value type `ty` (narrow forms access less).
     pub fn access_bytes(self, ty: Type) -> u32 {

@@ -456,7 +456,11 @@ impl LocalValueNumbering {
         if self.slots.len() < cap {
             self.slots.resize(cap, 0);
         }
-        self.slots[..cap].fill(0);
+        if cap == 16 {
+            self.slots[..16].copy_from_slice(&[0; 16]); // most blocks: no `memset` call
+        } else {
+            self.slots[..cap].fill(0);
+        }
         self.mask = cap - 1;
         self.clobber_all();
     }
@@ -576,7 +580,7 @@ impl LocalValueNumbering {
                 if fx & (effects::TERM | effects::CALL) == effects::TERM {
                     continue; // a branch, return or trap: nothing to number
                 }
-                if d.results.len == 1 && d.aux2 == 0 && is_simple(d.opcode) {
+                if d.opcode.is_pure_value() && d.results.len == 1 && d.aux2 == 0 {
                     let dst = Reg::from_u32(d.results.start); // the only result (`results`)
                     let ops = &f.operand_pool[d.operands.range()];
                     if let Some(removed) = self.visit_simple(inst, d, dst, ops, st) {
@@ -902,15 +906,6 @@ impl LocalValueNumbering {
             };
         }
     }
-}
-
-/// Opcodes `visit_simple` may take: pure ALU instructions, copies and compares.
-#[inline(always)]
-fn is_simple(op: Opcode) -> bool {
-    matches!(
-        op.format(),
-        Format::Unary | Format::Binary | Format::Ternary | Format::Compare | Format::Copy
-    ) && op.effects() & (effects::STORE | effects::SIDE | effects::LOAD | effects::CALL) == 0
 }
 
 /// `words` holds two operands' key words, the first `mid` long: put the smaller encoding
