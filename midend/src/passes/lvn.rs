@@ -308,13 +308,28 @@ impl LocalValueNumbering {
     /// Append the key words of one operand.
     #[inline(always)]
     fn push_operand(&mut self, k: &mut Key, op: Operand) {
-        match op {
-            Operand::Reg(r) => k.push(TAG_VN | self.vn_of(r) as u64),
-            Operand::Int(v) if (-(1i64 << 59)..1i64 << 59).contains(&v) => {
-                k.push(TAG_INT | (v as u64 & LOW60))
-            }
-            _ => self.push_other_operand(k, op),
+        match self.operand_word(op) {
+            Some(w) => k.push(w),
+            None => self.push_two_word_operand(k, op),
         }
+    }
+
+    /// The key word of an operand that takes one (a register's VN, a small integer, a 32-bit
+    /// float, a predicate, an argument, a block); `None` for the two-word ones. The one
+    /// encoding of these operands, for every path that builds keys.
+    #[inline(always)]
+    fn operand_word(&mut self, op: Operand) -> Option<u64> {
+        Some(match op {
+            Operand::Reg(r) => TAG_VN | self.vn_of(r) as u64,
+            Operand::Int(v) if (-(1i64 << 59)..1i64 << 59).contains(&v) => {
+                TAG_INT | (v as u64 & LOW60)
+            }
+            Operand::F32(b) => TAG_F32 | b as u64,
+            Operand::Pred(c) => TAG_PRED | c as u64,
+            Operand::Arg(n) => TAG_ARG | n as u64,
+            Operand::Block(b) => TAG_BLOCK | b.as_u32() as u64,
+            _ => return None,
+        })
     }
 
     /// The two key words of a memory operand (a generic reference, a stack object or a
@@ -346,25 +361,16 @@ impl LocalValueNumbering {
         }
     }
 
-    /// `push_operand` for the rarer operands.
-    fn push_other_operand(&mut self, k: &mut Key, op: Operand) {
+    /// `push_operand` for the operands of two words: a wide integer, a 64-bit float, a
+    /// memory operand.
+    fn push_two_word_operand(&mut self, k: &mut Key, op: Operand) {
         let (a, b) = match op {
-            Operand::Reg(r) => (TAG_VN | self.vn_of(r) as u64, None),
-            Operand::Int(v) => (TAG_INT_WIDE, Some(v as u64)),
-            Operand::F32(b) => (TAG_F32 | b as u64, None),
-            Operand::F64(b) => (TAG_F64, Some(b)),
-            Operand::Pred(c) => (TAG_PRED | c as u64, None),
-            Operand::Arg(n) => (TAG_ARG | n as u64, None),
-            Operand::Block(b) => (TAG_BLOCK | b.as_u32() as u64, None),
-            Operand::Mem { .. } | Operand::Stack(..) | Operand::Sym(..) => {
-                let (a, b) = self.mem_key(op);
-                (a, Some(b))
-            }
+            Operand::Int(v) => (TAG_INT_WIDE, v as u64),
+            Operand::F64(b) => (TAG_F64, b),
+            _ => self.mem_key(op),
         };
         k.push(a);
-        if let Some(b) = b {
-            k.push(b);
-        }
+        k.push(b);
     }
 
     /// Find `key` in the block's table, or insert it with a fresh VN: (VN, found). A key too
@@ -749,16 +755,7 @@ impl LocalValueNumbering {
         }
         let mut w = [header(d.opcode, d.ty, d.aux), 0, 0, 0];
         for k in 0..n {
-            w[k + 1] = match ops[k] {
-                Operand::Reg(r) => TAG_VN | self.vn_of(r) as u64,
-                Operand::Int(v) if (-(1i64 << 59)..1i64 << 59).contains(&v) => {
-                    TAG_INT | (v as u64 & LOW60)
-                }
-                Operand::F32(b) => TAG_F32 | b as u64,
-                Operand::Pred(c) => TAG_PRED | c as u64,
-                Operand::Arg(a) => TAG_ARG | a as u64,
-                _ => return None,
-            };
+            w[k + 1] = self.operand_word(ops[k])?;
         }
         if n == 2 && d.opcode.is_commutative() && w[1] > w[2] {
             w.swap(1, 2);
