@@ -25,23 +25,29 @@
 //!
 //! How it is made fast (the pass must stream through large modules at tens of millions of
 //! instructions a second):
-//! - A key is a short run of `u64` words written straight into a per-block arena: a header
-//!   word (opcode, type, flags) and one or two self-delimiting words per operand (a tag in the
-//!   top four bits). Equal keys are equal word runs; hashing is a multiply per word; a key that
-//!   is found again is dropped from the arena, so nothing is allocated per instruction.
-//! - The table is open addressing sized to the block and cleared in O(block); register VNs,
-//!   memory objects and region epochs carry generation stamps, so starting a block or
-//!   forgetting all memory is O(1).
+//! - A key is a short run of `u64` words: a header word (opcode, type, flags) and one or two
+//!   self-delimiting words per operand (a tag in the top four bits). Equal keys are equal word
+//!   runs. Most keys (up to four words) are built in registers and stored in the table entry
+//!   itself; longer ones keep their tail in a per-block word arena. Nothing is allocated per
+//!   instruction.
+//! - A register's VN is a register: the first one in its block to hold the value (itself unless
+//!   its instruction was redundant). Reading a VN is one load with nothing to reset between
+//!   blocks (a register of another block is its own VN and dominates the use); replacing a
+//!   redundant result is renaming it to its VN; calls and phis need no fresh VN. Memory VNs are
+//!   a counter of their own, tagged apart in keys.
+//! - The table is open addressing sized to the block; its entries, memory objects and region
+//!   epochs carry generation stamps, so starting a block or forgetting all memory is O(1).
 //! - Memory objects are found through per-stack-object and per-symbol slots, not a hash map,
 //!   and their segment lists are reused from block to block.
+//! - Only blocks with removed instructions are rewritten, and only functions with removals
+//!   have their operands renamed.
 
 use crate::lir::{
-    effects, Format, FuncId, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef, Module,
-    OpaqueData, OpaqueRef, Opcode, Operand, Reg, Region, StackObj, Symbol, Type,
+    effects, Block, Format, FuncId, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef,
+    Module, OpaqueData, OpaqueRef, Opcode, Operand, Reg, Region, StackObj, Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
 use crate::Error;
-use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, SecondaryMap};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -108,7 +114,7 @@ struct Segment {
     off: i64,
     end: i64,
     mem_vn: u32,
-    /// VN of the last value stored to exactly this segment (0: none known), with the store's
+    /// VN of the last value stored to exactly this segment (`NONE`: none known), with the store's
     /// type and byte-order bits.
     last: u32,
     last_ty: Type,
@@ -175,35 +181,48 @@ impl Key {
 }
 
 /// One entry of the block's table: a key and its VN. The first four words (zero-padded) are
-/// kept here; the rest of a longer key is at `start` in the word arena.
-#[derive(Clone, Copy)]
+/// kept here; the rest of a longer key is at `start` in the word arena. `tag` is the block
+/// generation (high half) and the key's length in words (low half): an entry of an older
+/// block is an empty slot, so the table is never cleared.
+#[derive(Clone, Copy, Default)]
 struct Entry {
     w: [u64; 4],
-    len: u32,
+    tag: u64,
     vn: u32,
     start: u32,
 }
 
+/// No value (a segment or generic store whose stored value is unknown).
+const NONE: u32 = u32::MAX;
+
 /// Reusable state (tables keep their capacity across blocks and functions).
+///
+/// Value numbers: the VN of a register is a register, the first one in its block to hold the
+/// value (itself, unless its instruction was found redundant). So a register's VN is one load,
+/// needs no reset between blocks (a register of another block is its own VN, and dominates
+/// the use), and the VN of a redundant result *is* the register that replaces it. Memory VNs
+/// (segments, epochs) are counters of their own, tagged apart in keys.
 #[derive(Default)]
 pub struct LocalValueNumbering {
-    next_vn: u32,
-    /// Block generation: register VNs of older blocks are stale.
-    gen: u32,
-    /// (generation, VN) of each register.
-    reg_vn: Vec<(u32, u32)>,
-    /// Register renaming: redundant result → earlier register.
-    rename: Vec<PackedOption<Reg>>,
+    /// VN (leading register) of each register.
+    vn: Vec<u32>,
+    /// Memory VNs of this function (segments).
+    next_mem: u32,
+    /// Instructions of the function, for sizing `dead` on the first removal.
+    ninsts: usize,
+    /// Some instruction of this function was removed (`dead` and `dirty` are valid).
+    any: bool,
     dead: Vec<bool>,
-    /// First VN of the current block; only VNs from here on have leaders.
-    block_base: u32,
-    /// VN - block_base → register holding it (first definition in the block).
-    leader: Vec<PackedOption<Reg>>,
-    /// The block's table: keys are runs of `words`; `slots` index `entries` plus one.
-    words: Vec<u64>,
-    entries: Vec<Entry>,
-    slots: Vec<u32>,
+    /// Blocks with removed instructions, each once.
+    dirty: Vec<Block>,
+    /// The block being numbered.
+    cur: Option<Block>,
+    /// The block table: open addressing over `table[..=mask]`, entries stamped with `gen`.
+    table: Vec<Entry>,
+    gen: u32,
     mask: usize,
+    /// Words of keys longer than four.
+    words: Vec<u64>,
     /// Memory objects: generation `obj_gen` is live; `objs[..objs_used]` are the segment
     /// lists of the live objects (their allocations are reused).
     obj_gen: u32,
@@ -234,80 +253,44 @@ fn global_reads_memory(f: &Function, g: GlobalRef) -> bool {
 }
 
 impl LocalValueNumbering {
+    /// A fresh memory VN.
     #[inline]
-    fn fresh(&mut self) -> u32 {
-        self.next_vn += 1;
-        self.leader.push(None.into());
-        self.next_vn
+    fn fresh_mem(&mut self) -> u32 {
+        self.next_mem += 1;
+        self.next_mem
     }
 
+    /// The VN of a register.
+    #[inline(always)]
+    fn vn_of(&self, r: Reg) -> u32 {
+        self.vn[r.index()]
+    }
+
+    /// `inst`, defining `dst`, computes the value register `lead` holds: rename `dst` to
+    /// `lead` and delete `inst`.
     #[inline]
-    fn leader_of(&self, vn: u32) -> Option<Reg> {
-        if vn < self.block_base {
-            return None;
+    fn replace(&mut self, inst: Inst, dst: Reg, lead: u32, st: &mut LvnStats) -> bool {
+        if lead == dst.as_u32() {
+            return false; // only on input that is not SSA
         }
-        self.leader
-            .get((vn - self.block_base) as usize)
-            .and_then(|r| r.expand())
-    }
-
-    #[inline]
-    fn set_leader(&mut self, vn: u32, r: Reg) {
-        if vn >= self.block_base {
-            if let Some(slot) = self.leader.get_mut((vn - self.block_base) as usize) {
-                *slot = r.into();
-            }
+        self.vn[dst.index()] = lead;
+        if !self.any {
+            self.any = true;
+            self.dead.clear();
+            self.dead.resize(self.ninsts, false);
+            self.dirty.clear();
         }
-    }
-
-    #[inline]
-    fn set_vn(&mut self, r: Reg, vn: u32) {
-        self.reg_vn[r.index()] = (self.gen, vn);
-    }
-
-    /// The VN of a register. A register defined in another block gets a fresh VN of this
-    /// block, and holds it (its definition dominates this use).
-    #[inline]
-    fn vn_of(&mut self, r: Reg) -> u32 {
-        let (g, v) = self.reg_vn[r.index()];
-        if g == self.gen {
-            return v;
+        self.dead[inst.index()] = true;
+        if let Some(b) = self.cur.take() {
+            self.dirty.push(b); // first removal in this block
         }
-        self.vn_of_slow(r)
-    }
-
-    #[cold]
-    fn vn_of_slow(&mut self, r: Reg) -> u32 {
-        let r = self.rename[r.index()].expand().unwrap_or(r);
-        let (g, v) = self.reg_vn[r.index()];
-        if g == self.gen {
-            return v;
-        }
-        let v = self.fresh();
-        self.set_leader(v, r);
-        self.set_vn(r, v);
-        v
-    }
-
-    /// A fresh VN held by `r`.
-    #[inline]
-    fn define_fresh(&mut self, r: Reg) {
-        let v = self.fresh();
-        self.define(r, v);
-    }
-
-    /// `r` holds `v`, a VN just made: it leads it.
-    #[inline]
-    fn define(&mut self, r: Reg, v: u32) {
-        self.set_vn(r, v);
-        if let Some(slot) = self.leader.last_mut() {
-            *slot = r.into();
-        }
+        st.removed += 1;
+        true
     }
 
     /// Append the key words of one operand.
     #[inline(always)]
-    fn push_operand(&mut self, k: &mut Key, op: Operand) {
+    fn push_operand(&self, k: &mut Key, op: Operand) {
         match self.operand_word(op) {
             Some(w) => k.push(w),
             None => self.push_two_word_operand(k, op),
@@ -318,7 +301,7 @@ impl LocalValueNumbering {
     /// float, a predicate, an argument, a block); `None` for the two-word ones. The one
     /// encoding of these operands, for every path that builds keys.
     #[inline(always)]
-    fn operand_word(&mut self, op: Operand) -> Option<u64> {
+    fn operand_word(&self, op: Operand) -> Option<u64> {
         Some(match op {
             Operand::Reg(r) => TAG_VN | self.vn_of(r) as u64,
             Operand::Int(v) if (-(1i64 << 59)..1i64 << 59).contains(&v) => {
@@ -335,7 +318,7 @@ impl LocalValueNumbering {
     /// The two key words of a memory operand (a generic reference, a stack object or a
     /// symbol), as `push_operand` writes them.
     #[inline]
-    fn mem_key(&mut self, op: Operand) -> (u64, u64) {
+    fn mem_key(&self, op: Operand) -> (u64, u64) {
         match op {
             Operand::Mem {
                 base,
@@ -343,8 +326,9 @@ impl LocalValueNumbering {
                 scale,
                 disp,
             } => {
-                let b = base.expand().map_or(0, |r| self.vn_of(r));
-                let i = index.expand().map_or(0, |r| self.vn_of(r));
+                // A missing base or index is `NONE`: no register has that VN.
+                let b = base.expand().map_or(NONE, |r| self.vn_of(r));
+                let i = index.expand().map_or(NONE, |r| self.vn_of(r));
                 (
                     TAG_MEM | (scale as u64) << 32 | disp as u32 as u64,
                     b as u64 | (i as u64) << 32,
@@ -363,7 +347,7 @@ impl LocalValueNumbering {
 
     /// `push_operand` for the operands of two words: a wide integer, a 64-bit float, a
     /// memory operand.
-    fn push_two_word_operand(&mut self, k: &mut Key, op: Operand) {
+    fn push_two_word_operand(&self, k: &mut Key, op: Operand) {
         let (a, b) = match op {
             Operand::Int(v) => (TAG_INT_WIDE, v as u64),
             Operand::F64(b) => (TAG_F64, b),
@@ -373,22 +357,23 @@ impl LocalValueNumbering {
         k.push(b);
     }
 
-    /// Find `key` in the block's table, or insert it with a fresh VN: (VN, found). A key too
-    /// long to store is never found (its instruction keeps a VN of its own: always safe).
+    /// Find `key` in the block's table: the VN it has, or `None` after entering it with VN
+    /// `dst`. A key too long to store is never found (its instruction keeps a VN of its own:
+    /// always safe).
     #[inline]
-    fn lookup(&mut self, key: &Key) -> (u32, bool) {
+    fn lookup(&mut self, key: &Key, dst: Reg) -> Option<u32> {
         let n = key.n;
         if n > MAX_KEY {
-            return (self.fresh(), false);
+            return None;
         }
         let head = [key.w[0], key.w[1], key.w[2], key.w[3]];
-        self.lookup_words(head, n, &key.w[4..n.max(4)])
+        self.lookup_words(head, n, &key.w[4..n.max(4)], dst)
     }
 
     /// `lookup` of a key of `n` words whose first four (zero-padded) are `head` and whose
     /// words after the fourth are `tail`.
     #[inline(always)]
-    fn lookup_words(&mut self, head: [u64; 4], n: usize, tail: &[u64]) -> (u32, bool) {
+    fn lookup_words(&mut self, head: [u64; 4], n: usize, tail: &[u64], dst: Reg) -> Option<u32> {
         // Most keys are at most four words: they live in the entry itself, zero-padded (the
         // length tells them apart); longer ones live in the word arena.
         // The words are folded side by side and multiplied once: a short dependency chain, as
@@ -401,32 +386,31 @@ impl LocalValueNumbering {
             h = mix(h, w);
         }
         let h = h.wrapping_mul(0xf135_7aea_2e62_a9c5);
+        let gen = (self.gen as u64) << 32;
+        let tag = gen | n as u64;
         let mut i = (h >> 32) as usize & self.mask;
         loop {
-            let slot = self.slots[i];
-            if slot == 0 {
-                break;
+            let e = &self.table[i];
+            if e.tag & !0xffff_ffff != gen {
+                break; // empty (an older block's entry)
             }
-            let e = &self.entries[slot as usize - 1];
-            if e.len as usize == n && e.w == head && (n <= 4 || self.long_eq(e, tail)) {
-                return (e.vn, true);
+            if e.tag == tag && e.w == head && (n <= 4 || self.long_eq(e, tail)) {
+                return Some(e.vn);
             }
             i = (i + 1) & self.mask;
         }
-        let vn = self.fresh();
-        let mut e = Entry {
-            w: head,
-            len: n as u32,
-            vn,
-            start: 0,
-        };
+        let mut start = 0;
         if n > 4 {
-            e.start = self.words.len() as u32;
+            start = self.words.len() as u32;
             self.words.extend_from_slice(tail);
         }
-        self.entries.push(e);
-        self.slots[i] = self.entries.len() as u32;
-        (vn, false)
+        self.table[i] = Entry {
+            w: head,
+            tag,
+            vn: dst.as_u32(),
+            start,
+        };
+        None
     }
 
     /// The words after the fourth of a long key equal those of entry `e`.
@@ -451,21 +435,20 @@ impl LocalValueNumbering {
         self.objs_used = 0;
     }
 
-    /// Start a block of `len` instructions: empty table, no leaders, no memory knowledge.
-    fn begin_block(&mut self, len: usize) {
-        self.gen += 1;
-        self.block_base = self.next_vn + 1;
-        self.leader.clear();
-        self.words.clear();
-        self.entries.clear();
-        let cap = (2 * len + 2).next_power_of_two().max(16);
-        if self.slots.len() < cap {
-            self.slots.resize(cap, 0);
+    /// Start block `b` of `len` instructions: empty table, no memory knowledge.
+    #[inline]
+    fn begin_block(&mut self, b: Block, len: usize) {
+        self.cur = Some(b);
+        if self.gen == u32::MAX {
+            // Stamps are about to repeat: clear them once.
+            self.table.fill(Entry::default());
+            self.gen = 0;
         }
-        if cap == 16 {
-            self.slots[..16].copy_from_slice(&[0; 16]); // most blocks: no `memset` call
-        } else {
-            self.slots[..cap].fill(0);
+        self.gen += 1;
+        self.words.clear();
+        let cap = (2 * len + 2).next_power_of_two().max(16);
+        if self.table.len() < cap {
+            self.table.resize(cap, Entry::default());
         }
         self.mask = cap - 1;
         self.clobber_all();
@@ -485,7 +468,7 @@ impl LocalValueNumbering {
         let idx = self.objs_used;
         *slot = (self.obj_gen, idx as u32);
         self.objs_used += 1;
-        let v = self.fresh();
+        let v = self.fresh_mem();
         if self.objs.len() <= idx {
             self.objs.push(Vec::new());
         }
@@ -495,7 +478,7 @@ impl LocalValueNumbering {
             off: SEG_MIN,
             end: SEG_MAX,
             mem_vn: v,
-            last: 0,
+            last: NONE,
             last_ty: Type::VOID,
             last_order: 0,
         });
@@ -514,14 +497,14 @@ impl LocalValueNumbering {
                 // last-stored value no longer describes either half.
                 segs[i] = Segment {
                     end: at,
-                    last: 0,
+                    last: NONE,
                     ..s
                 };
                 segs.insert(
                     i + 1,
                     Segment {
                         off: at,
-                        last: 0,
+                        last: NONE,
                         ..s
                     },
                 );
@@ -563,76 +546,61 @@ impl LocalValueNumbering {
 
     /// Number one function.
     pub fn run(&mut self, f: &mut Function, st: &mut LvnStats) {
-        // Register VNs carry generations and need no reset; a function restarts the VNs.
-        self.next_vn = 0;
-        let nregs = f.regs.len();
-        if self.reg_vn.len() < nregs {
-            self.reg_vn.resize(nregs, (0, 0));
-        }
-        self.rename.clear();
-        self.rename.resize(nregs, None.into());
-        self.dead.clear();
-        self.dead.resize(f.insts.len(), false);
+        // Every register is its own VN until it is found redundant; memory VNs restart.
+        self.vn.clear();
+        self.vn.extend(0..f.regs.len() as u32);
+        self.next_mem = 0;
+        self.ninsts = f.insts.len();
+        self.any = false;
         let mut opaque_ids: FxHashMap<&OpaqueData, u32> = FxHashMap::default();
-        let mut any = false;
         for &b in &f.layout {
             let insts = f.block_insts(b);
-            self.begin_block(insts.len());
+            self.begin_block(b, insts.len());
             for &inst in insts {
                 // The common case inline: a pure one-result ALU instruction, copy or compare
                 // (`visit_simple`); everything else, and operands it does not take, in `visit`.
                 let d = &f.insts[inst];
-                let fx = d.opcode.effects();
-                if fx & (effects::TERM | effects::CALL) == effects::TERM {
-                    continue; // a branch, return or trap: nothing to number
-                }
                 if d.opcode.is_pure_value() && d.results.len == 1 && d.aux2 == 0 {
                     let dst = Reg::from_u32(d.results.start); // the only result (`results`)
                     let ops = &f.operand_pool[d.operands.range()];
-                    if let Some(removed) = self.visit_simple(inst, d, dst, ops, st) {
-                        any |= removed;
+                    if self.visit_simple(inst, d, dst, ops, st).is_some() {
                         continue;
                     }
+                } else if d.opcode.effects() & (effects::TERM | effects::CALL) == effects::TERM {
+                    continue; // a branch, return or trap: nothing to number
                 }
-                any |= self.visit(f, inst, &mut opaque_ids, st);
+                self.visit(f, inst, &mut opaque_ids, st);
             }
         }
         drop(opaque_ids);
-        if !any {
+        if !self.any {
             return;
         }
         // Rewrite uses and delete dead instructions.
-        let rename = &self.rename;
+        let vn = &self.vn;
         for op in f.operand_pool.iter_mut() {
             op.map_regs(|r| {
-                let mut r = r;
-                while let Some(n) = rename[r.index()].expand() {
-                    r = n;
+                let mut r = r.as_u32();
+                // One step, but for input that is not SSA (a use before its definition).
+                while vn[r as usize] != r {
+                    r = vn[r as usize];
                 }
-                r
+                Reg::from_u32(r)
             });
         }
         let dead = &self.dead;
-        f.retain_all_insts(|i| !dead[i.index()]);
+        for &b in &self.dirty {
+            f.retain_insts(b, |i| !dead[i.index()]);
+        }
     }
 
-    /// `dst` gets `vn`; if an earlier register holds it, `inst` is redundant: rename and
-    /// delete it.
-    #[inline]
-    fn redundant(&mut self, inst: Inst, dst: Reg, vn: u32, st: &mut LvnStats) -> bool {
-        match self.leader_of(vn) {
-            Some(lead) if lead != dst => {
-                self.rename[dst.index()] = lead.into();
-                self.set_vn(dst, vn);
-                self.dead[inst.index()] = true;
-                st.removed += 1;
-                true
-            }
-            _ => {
-                self.set_vn(dst, vn);
-                self.set_leader(vn, dst);
-                false
-            }
+    /// `dst` is the result of a pure instruction whose key has VN `found` (if seen before):
+    /// replace it, or let `dst` lead its own VN.
+    #[inline(always)]
+    fn settle(&mut self, inst: Inst, dst: Reg, found: Option<u32>, st: &mut LvnStats) -> bool {
+        match found {
+            Some(lead) => self.replace(inst, dst, lead, st),
+            None => false,
         }
     }
 
@@ -648,12 +616,8 @@ impl LocalValueNumbering {
         let d = f.insts[inst];
         let results = f.results(inst);
         match d.opcode.format() {
-            Format::Phi => {
-                for &r in results {
-                    self.define_fresh(r);
-                }
-                return false;
-            }
+            // A phi's results are their own VNs.
+            Format::Phi => return false,
             Format::Load => return self.visit_load(f, inst, st),
             Format::Store => {
                 self.visit_store(f, inst);
@@ -676,10 +640,7 @@ impl LocalValueNumbering {
             if fx & (effects::STORE | effects::SIDE | effects::CALL) != 0 {
                 self.clobber_all();
             }
-            for &r in results {
-                self.define_fresh(r);
-            }
-            return false;
+            return false; // results are their own VNs
         }
         let dst = results[0];
         let ops = &f.operand_pool[d.operands.range()];
@@ -687,7 +648,7 @@ impl LocalValueNumbering {
             if let [Operand::Reg(src)] = *ops {
                 // A register copy has the VN of its source.
                 let v = self.vn_of(src);
-                return self.redundant(inst, dst, v, st);
+                return self.replace(inst, dst, v, st);
             }
         }
         // A pure one-result instruction: key it.
@@ -722,13 +683,8 @@ impl LocalValueNumbering {
                 }
             }
         }
-        let (vn, found) = self.lookup(&k);
-        if found {
-            self.redundant(inst, dst, vn, st)
-        } else {
-            self.define(dst, vn);
-            false
-        }
+        let found = self.lookup(&k, dst);
+        self.settle(inst, dst, found, st)
     }
 
     /// The common case of `visit`: a pure one-result ALU instruction, copy or compare whose
@@ -751,7 +707,7 @@ impl LocalValueNumbering {
         if let (Opcode::Copy, Operand::Reg(src)) = (d.opcode, ops[0]) {
             // A register copy has the VN of its source.
             let v = self.vn_of(src);
-            return Some(self.redundant(inst, dst, v, st));
+            return Some(self.replace(inst, dst, v, st));
         }
         let mut w = [header(d.opcode, d.ty, d.aux), 0, 0, 0];
         for k in 0..n {
@@ -765,13 +721,8 @@ impl LocalValueNumbering {
                 w[1] = TAG_PRED | c.swapped() as u64;
             }
         }
-        let (vn, found) = self.lookup_words(w, n + 1, &[]);
-        Some(if found {
-            self.redundant(inst, dst, vn, st)
-        } else {
-            self.define(dst, vn);
-            false
-        })
+        let found = self.lookup_words(w, n + 1, &[], dst);
+        Some(self.settle(inst, dst, found, st))
     }
 
     fn mem_target(op: Operand, bytes: u32) -> Option<(Obj, i64, i64)> {
@@ -782,17 +733,13 @@ impl LocalValueNumbering {
         }
     }
 
-    /// Replace a load by the register holding `v`, if there is one in this block.
+    /// Replace a load by the register holding the stored value `v`.
     fn forward(&mut self, inst: Inst, dst: Reg, v: u32, st: &mut LvnStats) -> bool {
-        let Some(lead) = self.leader_of(v) else {
-            return false;
-        };
-        self.rename[dst.index()] = lead.into();
-        self.set_vn(dst, v);
-        self.dead[inst.index()] = true;
-        st.removed += 1;
-        st.forwarded += 1;
-        true
+        let removed = self.replace(inst, dst, v, st);
+        if removed {
+            st.forwarded += 1;
+        }
+        removed
     }
 
     fn visit_load(&mut self, f: &Function, inst: Inst, st: &mut LvnStats) -> bool {
@@ -803,15 +750,15 @@ impl LocalValueNumbering {
         let bytes = d.opcode.access_bytes(d.ty);
         let (m0, m1) = self.mem_key(mem);
         let head = [header(d.opcode, d.ty, d.aux), m0, m1, 0];
-        let (vn, found) = if flags.readonly() {
+        let found = if flags.readonly() {
             // Never written while the function runs: no memory VN needed.
-            self.lookup_words(head, 3, &[])
+            self.lookup_words(head, 3, &[], dst)
         } else if let Some((obj, off, end)) = Self::mem_target(mem, bytes) {
             let (o, a, b) = self.split(obj, off, end);
             let s = self.objs[o][a];
             if b - a == 1
                 && d.opcode == Opcode::Load
-                && s.last != 0
+                && s.last != NONE
                 && s.last_ty == d.ty
                 && s.last_order == byte_order(flags)
                 && self.forward(inst, dst, s.last, st)
@@ -825,7 +772,7 @@ impl LocalValueNumbering {
                 .iter()
                 .map(|s| TAG_MEMVN | s.mem_vn as u64)
                 .collect();
-            self.lookup_words(head, 3 + segs.len(), &tail)
+            self.lookup_words(head, 3 + segs.len(), &tail, dst)
         } else {
             if let (Some(g), Opcode::Load) = (self.last_generic, d.opcode) {
                 if g.addr == (m0, m1)
@@ -840,13 +787,9 @@ impl LocalValueNumbering {
             let (e1, e2) = self.region_epoch(flags.region);
             // Both epochs in one word: after a generic address nothing else can follow.
             let head = [head[0], m0, m1, e1 as u64 | (e2 as u64) << 32];
-            self.lookup_words(head, 4, &[])
+            self.lookup_words(head, 4, &[], dst)
         };
-        if !found {
-            self.define(dst, vn);
-            return false;
-        }
-        let removed = self.redundant(inst, dst, vn, st);
+        let removed = self.settle(inst, dst, found, st);
         if removed {
             st.loads_removed += 1;
         }
@@ -861,7 +804,7 @@ impl LocalValueNumbering {
         let bytes = d.opcode.access_bytes(d.ty);
         let value_vn = match val {
             Operand::Reg(r) => self.vn_of(r),
-            _ => 0,
+            _ => NONE,
         };
         // Any store may be seen by generic loads.
         self.epoch_any += 1;
@@ -875,10 +818,10 @@ impl LocalValueNumbering {
         if let Some((obj, off, end)) = Self::mem_target(mem, bytes) {
             let (o, a, b) = self.split(obj, off, end);
             for k in a..b {
-                let v = self.fresh();
+                let v = self.fresh_mem();
                 let s = &mut self.objs[o][k];
                 s.mem_vn = v;
-                s.last = 0;
+                s.last = NONE;
             }
             if b - a == 1 && d.opcode == Opcode::Store {
                 let s = &mut self.objs[o][a];
@@ -892,7 +835,7 @@ impl LocalValueNumbering {
             self.forget_objects();
             let addr = self.mem_key(mem);
             self.last_generic = match (value_vn, d.opcode) {
-                (v, Opcode::Store) if v != 0 => Some(GenericStore {
+                (v, Opcode::Store) if v != NONE => Some(GenericStore {
                     addr,
                     value: v,
                     ty: d.ty,
