@@ -35,8 +35,8 @@
 //!   blocks (a register of another block is its own VN and dominates the use); replacing a
 //!   redundant result is renaming it to its VN; calls and phis need no fresh VN. Memory VNs are
 //!   a counter of their own, tagged apart in keys.
-//! - The table is open addressing sized to the block; its entries, memory objects and region
-//!   epochs carry generation stamps, so starting a block or forgetting all memory is O(1).
+//! - The table is open addressing sized to the block, cleared in O(block); memory objects and
+//!   region epochs carry generation stamps, so forgetting all memory is O(1).
 //! - Memory objects are found through per-stack-object and per-symbol slots, not a hash map,
 //!   and their segment lists are reused from block to block.
 //! - Only blocks with removed instructions are rewritten, and only functions with removals
@@ -181,13 +181,11 @@ impl Key {
 }
 
 /// One entry of the block's table: a key and its VN. The first four words (zero-padded) are
-/// kept here; the rest of a longer key is at `start` in the word arena. `tag` is the block
-/// generation (high half) and the key's length in words (low half): an entry of an older
-/// block is an empty slot, so the table is never cleared.
-#[derive(Clone, Copy, Default)]
+/// kept here; the rest of a longer key is at `start` in the word arena.
+#[derive(Clone, Copy)]
 struct Entry {
     w: [u64; 4],
-    tag: u64,
+    len: u32,
     vn: u32,
     start: u32,
 }
@@ -217,9 +215,12 @@ pub struct LocalValueNumbering {
     dirty: Vec<Block>,
     /// The block being numbered.
     cur: Option<Block>,
-    /// The block table: open addressing over `table[..=mask]`, entries stamped with `gen`.
-    table: Vec<Entry>,
-    gen: u32,
+    /// The block's table: open addressing over `slots[..=mask]`, each the index of an entry
+    /// plus one (0: empty). Entries are dense, in the order they were made, so a large block
+    /// reads and writes a small slot array and appends its entries, instead of scattering
+    /// them over a large table.
+    slots: Vec<u32>,
+    entries: Vec<Entry>,
     mask: usize,
     /// Words of keys longer than four.
     words: Vec<u64>,
@@ -386,15 +387,14 @@ impl LocalValueNumbering {
             h = mix(h, w);
         }
         let h = h.wrapping_mul(0xf135_7aea_2e62_a9c5);
-        let gen = (self.gen as u64) << 32;
-        let tag = gen | n as u64;
         let mut i = (h >> 32) as usize & self.mask;
         loop {
-            let e = &self.table[i];
-            if e.tag & !0xffff_ffff != gen {
-                break; // empty (an older block's entry)
+            let slot = self.slots[i];
+            if slot == 0 {
+                break;
             }
-            if e.tag == tag && e.w == head && (n <= 4 || self.long_eq(e, tail)) {
+            let e = &self.entries[slot as usize - 1];
+            if e.len as usize == n && e.w == head && (n <= 4 || self.long_eq(e, tail)) {
                 return Some(e.vn);
             }
             i = (i + 1) & self.mask;
@@ -404,12 +404,13 @@ impl LocalValueNumbering {
             start = self.words.len() as u32;
             self.words.extend_from_slice(tail);
         }
-        self.table[i] = Entry {
+        self.entries.push(Entry {
             w: head,
-            tag,
+            len: n as u32,
             vn: dst.as_u32(),
             start,
-        };
+        });
+        self.slots[i] = self.entries.len() as u32;
         None
     }
 
@@ -439,16 +440,16 @@ impl LocalValueNumbering {
     #[inline]
     fn begin_block(&mut self, b: Block, len: usize) {
         self.cur = Some(b);
-        if self.gen == u32::MAX {
-            // Stamps are about to repeat: clear them once.
-            self.table.fill(Entry::default());
-            self.gen = 0;
-        }
-        self.gen += 1;
         self.words.clear();
+        self.entries.clear();
         let cap = (2 * len + 2).next_power_of_two().max(16);
-        if self.table.len() < cap {
-            self.table.resize(cap, Entry::default());
+        if self.slots.len() < cap {
+            self.slots.resize(cap, 0);
+        }
+        if cap == 16 {
+            self.slots[..16].copy_from_slice(&[0; 16]); // most blocks: no `memset` call
+        } else {
+            self.slots[..cap].fill(0);
         }
         self.mask = cap - 1;
         self.clobber_all();
@@ -700,28 +701,37 @@ impl LocalValueNumbering {
         ops: &[Operand],
         st: &mut LvnStats,
     ) -> Option<bool> {
-        let n = ops.len();
-        if n == 0 || n > 3 {
-            return None;
-        }
-        if let (Opcode::Copy, Operand::Reg(src)) = (d.opcode, ops[0]) {
-            // A register copy has the VN of its source.
-            let v = self.vn_of(src);
-            return Some(self.replace(inst, dst, v, st));
-        }
-        let mut w = [header(d.opcode, d.ty, d.aux), 0, 0, 0];
-        for k in 0..n {
-            w[k + 1] = self.operand_word(ops[k])?;
-        }
-        if n == 2 && d.opcode.is_commutative() && w[1] > w[2] {
-            w.swap(1, 2);
-        } else if n == 3 && matches!(d.opcode, Opcode::Icmp | Opcode::Fcmp) && w[2] > w[3] {
-            w.swap(2, 3);
-            if let Operand::Pred(c) = ops[0] {
-                w[1] = TAG_PRED | c.swapped() as u64;
+        let h = header(d.opcode, d.ty, d.aux);
+        // One arm per operand count, the words in scalars (a loop over an array of words
+        // would keep them on the stack).
+        let (w, n) = match *ops {
+            [Operand::Reg(src)] if d.opcode == Opcode::Copy => {
+                // A register copy has the VN of its source.
+                let v = self.vn_of(src);
+                return Some(self.replace(inst, dst, v, st));
             }
-        }
-        let found = self.lookup_words(w, n + 1, &[], dst);
+            [a] => ([h, self.operand_word(a)?, 0, 0], 2),
+            [a, b] => {
+                let (mut x, mut y) = (self.operand_word(a)?, self.operand_word(b)?);
+                if d.opcode.is_commutative() && x > y {
+                    (x, y) = (y, x);
+                }
+                ([h, x, y, 0], 3)
+            }
+            [a, b, c] => {
+                let mut p = self.operand_word(a)?;
+                let (mut x, mut y) = (self.operand_word(b)?, self.operand_word(c)?);
+                if matches!(d.opcode, Opcode::Icmp | Opcode::Fcmp) && x > y {
+                    (x, y) = (y, x);
+                    if let Operand::Pred(c) = a {
+                        p = TAG_PRED | c.swapped() as u64;
+                    }
+                }
+                ([h, p, x, y], 4)
+            }
+            _ => return None,
+        };
+        let found = self.lookup_words(w, n, &[], dst);
         Some(self.settle(inst, dst, found, st))
     }
 
