@@ -442,12 +442,12 @@ impl LocalValueNumbering {
         self.cur = Some(b);
         self.words.clear();
         self.entries.clear();
-        let cap = (2 * len + 2).next_power_of_two().max(16);
+        let cap = (8 * len + 8).next_power_of_two().max(32);
         if self.slots.len() < cap {
             self.slots.resize(cap, 0);
         }
-        if cap == 16 {
-            self.slots[..16].copy_from_slice(&[0; 16]); // most blocks: no `memset` call
+        if cap == 32 {
+            self.slots[..32].copy_from_slice(&[0; 32]); // most blocks: no `memset` call
         } else {
             self.slots[..cap].fill(0);
         }
