@@ -360,6 +360,18 @@ impl Function {
         prefetch_slice(self.sigs.as_values_slice(), 256);
     }
 
+    /// `prefetch` for a pass that reads only the body: instructions, operands, block lists and
+    /// memory flags (value numbering), not registers or signatures.
+    #[inline]
+    pub fn prefetch_body(&self) {
+        prefetch_slice(self.insts.as_values_slice(), 4096);
+        prefetch_slice(&self.operand_pool, 4096);
+        prefetch_slice(&self.inst_order, 1024);
+        prefetch_slice(self.blocks.as_values_slice(), 256);
+        prefetch_slice(&self.layout, 64);
+        prefetch_slice(self.memflags.as_values_slice(), 64);
+    }
+
     /// The second step of `prefetch`, a step later (when the signature table has arrived):
     /// start loading the parameter lists of the call signatures.
     #[inline]

@@ -540,7 +540,9 @@ impl LocalValueNumbering {
     pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
         let ids: Vec<FuncId> = m.live_functions().map(|(id, _)| id).collect();
         for (k, &id) in ids.iter().enumerate() {
-            m.prefetch_ahead(&ids, k);
+            if let Some(&next) = ids.get(k + 2) {
+                m.functions[next].prefetch_body();
+            }
             self.run(&mut m.functions[id], st);
         }
     }
@@ -579,15 +581,26 @@ impl LocalValueNumbering {
         }
         // Rewrite uses and delete dead instructions.
         let vn = &self.vn;
+        let canon = |r: Reg| {
+            let mut r = r.as_u32();
+            // One step, but for input that is not SSA (a use before its definition).
+            while vn[r as usize] != r {
+                r = vn[r as usize];
+            }
+            Reg::from_u32(r)
+        };
         for op in f.operand_pool.iter_mut() {
-            op.map_regs(|r| {
-                let mut r = r.as_u32();
-                // One step, but for input that is not SSA (a use before its definition).
-                while vn[r as usize] != r {
-                    r = vn[r as usize];
+            match op {
+                // Written only when renamed: untouched cache lines stay clean.
+                Operand::Reg(r) => {
+                    let c = canon(*r);
+                    if c != *r {
+                        *r = c;
+                    }
                 }
-                Reg::from_u32(r)
-            });
+                Operand::Mem { .. } => op.map_regs(canon),
+                _ => {}
+            }
         }
         let dead = &self.dead;
         for &b in &self.dirty {
