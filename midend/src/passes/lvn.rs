@@ -566,13 +566,23 @@ impl LocalValueNumbering {
                 if d.opcode.is_pure_value() && d.results.len == 1 && d.aux2 == 0 {
                     let dst = Reg::from_u32(d.results.start); // the only result (`results`)
                     let ops = &f.operand_pool[d.operands.range()];
-                    if self.visit_simple(inst, d, dst, ops, st).is_some() {
-                        continue;
+                    if self.visit_simple(inst, d, dst, ops, st).is_none() {
+                        self.visit(f, inst, &mut opaque_ids, st);
                     }
-                } else if d.opcode.effects() & (effects::TERM | effects::CALL) == effects::TERM {
-                    continue; // a branch, return or trap: nothing to number
+                    continue;
                 }
-                self.visit(f, inst, &mut opaque_ids, st);
+                match d.opcode.format() {
+                    Format::Phi => {} // its results are their own VNs
+                    Format::Load => {
+                        self.visit_load(f, inst, st);
+                    }
+                    Format::Store => self.visit_store(f, inst),
+                    // A branch, return or trap: nothing to number.
+                    _ if d.opcode.effects() & (effects::TERM | effects::CALL) == effects::TERM => {}
+                    _ => {
+                        self.visit(f, inst, &mut opaque_ids, st);
+                    }
+                }
             }
         }
         drop(opaque_ids);
@@ -618,7 +628,7 @@ impl LocalValueNumbering {
         }
     }
 
-    /// Visit one instruction; returns whether it was removed.
+    /// Visit one instruction other than a phi, load or store; returns whether it was removed.
     #[inline(never)]
     fn visit<'f>(
         &mut self,
@@ -629,16 +639,10 @@ impl LocalValueNumbering {
     ) -> bool {
         let d = f.insts[inst];
         let results = f.results(inst);
-        match d.opcode.format() {
-            // A phi's results are their own VNs.
-            Format::Phi => return false,
-            Format::Load => return self.visit_load(f, inst, st),
-            Format::Store => {
-                self.visit_store(f, inst);
-                return false;
-            }
-            _ => {}
-        }
+        debug_assert!(!matches!(
+            d.opcode.format(),
+            Format::Phi | Format::Load | Format::Store
+        ));
         let mut fx = d.opcode.effects();
         if fx & (effects::TERM | effects::CALL) == effects::TERM {
             return false; // a branch, return or trap
