@@ -119,12 +119,16 @@ impl Module {
         CallGraph::build(self)
     }
 
-    /// While `order[k]` is processed, start loading the arrays of `order[k + 2]` and the
-    /// call signatures of `order[k + 1]` (see `Function::prefetch`).
+    /// While `order[k]` is processed, start loading the arrays of `order[k + 1]` and
+    /// `order[k + 4]` and the call signatures of `order[k + 1]` (see `Function::prefetch`).
+    /// Two distances: the farther request starts the load early, the nearer one asks again
+    /// for what has not arrived (faster than either alone; BENCHMARKS.md).
     #[inline]
     pub fn prefetch_ahead(&self, order: &[FuncId], k: usize) {
-        if let Some(&n) = order.get(k + 2) {
-            self.functions[n].prefetch();
+        for ahead in [1, 4] {
+            if let Some(&n) = order.get(k + ahead) {
+                self.functions[n].prefetch();
+            }
         }
         if let Some(&n) = order.get(k + 1) {
             self.functions[n].prefetch_signatures();
