@@ -271,8 +271,17 @@ impl LocalValueNumbering {
     /// `lead` and delete `inst`.
     #[inline]
     fn replace(&mut self, inst: Inst, dst: Reg, lead: u32, st: &mut LvnStats) -> bool {
+        // In reachable code `lead` is a register never renamed (its definition dominates
+        // `dst`'s, and a register is renamed only at its definition). An unreachable block
+        // may use a register before its definition, renamed since `lead` was read: follow the
+        // renames, so every rename points at a register not renamed, and renames never form
+        // a cycle.
+        let mut lead = lead;
+        while self.vn[lead as usize] != lead {
+            lead = self.vn[lead as usize];
+        }
         if lead == dst.as_u32() {
-            return false; // only on input that is not SSA
+            return false; // only on input that is not SSA, or in unreachable code
         }
         self.vn[dst.index()] = lead;
         if !self.any {
@@ -757,12 +766,18 @@ impl LocalValueNumbering {
         Some(self.settle(inst, dst, found, st))
     }
 
+    /// The memory object and byte range `[off, end)` an access names, if it is a stack
+    /// object or a symbol and the range lies strictly inside the segments' span; any other
+    /// access (an empty one, or one at an offset of 2^40 or more) is treated as a generic
+    /// reference, which is always safe.
     fn mem_target(op: Operand, bytes: u32) -> Option<(Obj, i64, i64)> {
-        match op {
-            Operand::Stack(s, off) => Some((Obj::Stack(s), off as i64, off as i64 + bytes as i64)),
-            Operand::Sym(s, off) => Some((Obj::Sym(s), off, off.saturating_add(bytes as i64))),
-            _ => None,
-        }
+        let (obj, off) = match op {
+            Operand::Stack(s, off) => (Obj::Stack(s), off as i64),
+            Operand::Sym(s, off) => (Obj::Sym(s), off),
+            _ => return None,
+        };
+        let end = off.checked_add(bytes as i64)?;
+        (bytes > 0 && SEG_MIN < off && end < SEG_MAX).then_some((obj, off, end))
     }
 
     /// Replace a load by the register holding the stored value `v`.
