@@ -347,16 +347,11 @@ impl Function {
     /// array.
     #[inline]
     pub fn prefetch(&self) {
-        prefetch_slice(self.insts.as_values_slice(), 4096);
-        prefetch_slice(&self.operand_pool, 4096);
+        self.prefetch_body();
         prefetch_slice(&self.result_pool, 256);
-        prefetch_slice(&self.inst_order, 1024);
         prefetch_slice(self.regs.as_values_slice(), 512);
-        prefetch_slice(self.blocks.as_values_slice(), 256);
-        prefetch_slice(&self.layout, 64);
         prefetch_slice(&self.sig.params, 64);
         prefetch_slice(&self.sig.returns, 64);
-        prefetch_slice(self.memflags.as_values_slice(), 64);
         prefetch_slice(self.sigs.as_values_slice(), 256);
     }
 

@@ -549,14 +549,7 @@ impl LocalValueNumbering {
     pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
         let ids: Vec<FuncId> = m.live_functions().map(|(id, _)| id).collect();
         for (k, &id) in ids.iter().enumerate() {
-            // Two distances: the request four functions ahead starts the load early; the
-            // one a function ahead asks again for what has not arrived (a 10,000-function
-            // module is numbered 15% faster than with either alone, see BENCHMARKS.md).
-            for ahead in [1, 4] {
-                if let Some(&next) = ids.get(k + ahead) {
-                    m.functions[next].prefetch_body();
-                }
-            }
+            m.prefetch_bodies_ahead(&ids, k);
             self.run(&mut m.functions[id], st);
         }
     }
@@ -587,15 +580,11 @@ impl LocalValueNumbering {
                 }
                 match d.opcode.format() {
                     Format::Phi => {} // its results are their own VNs
-                    Format::Load => {
-                        self.visit_load(f, inst, st);
-                    }
+                    Format::Load => self.visit_load(f, inst, st),
                     Format::Store => self.visit_store(f, inst),
                     // A branch, return or trap: nothing to number.
                     _ if d.opcode.effects() & (effects::TERM | effects::CALL) == effects::TERM => {}
-                    _ => {
-                        self.visit(f, inst, &mut opaque_ids, st);
-                    }
+                    _ => self.visit(f, inst, &mut opaque_ids, st),
                 }
             }
         }
@@ -642,7 +631,7 @@ impl LocalValueNumbering {
         }
     }
 
-    /// Visit one instruction other than a phi, load or store; returns whether it was removed.
+    /// Visit one instruction other than a phi, load or store.
     #[inline(never)]
     fn visit<'f>(
         &mut self,
@@ -650,7 +639,7 @@ impl LocalValueNumbering {
         inst: Inst,
         opaque_ids: &mut FxHashMap<&'f OpaqueData, u32>,
         st: &mut LvnStats,
-    ) -> bool {
+    ) {
         let d = f.insts[inst];
         let results = f.results(inst);
         debug_assert!(!matches!(
@@ -659,7 +648,7 @@ impl LocalValueNumbering {
         ));
         let mut fx = d.opcode.effects();
         if fx & (effects::TERM | effects::CALL) == effects::TERM {
-            return false; // a branch, return or trap
+            return; // a branch, return or trap
         }
         if d.opcode == Opcode::Opaque {
             fx = f.opaques[OpaqueRef::from_u32(d.aux)].effects;
@@ -672,7 +661,7 @@ impl LocalValueNumbering {
             if fx & (effects::STORE | effects::SIDE | effects::CALL) != 0 {
                 self.clobber_all();
             }
-            return false; // results are their own VNs
+            return; // results are their own VNs
         }
         let dst = results[0];
         let ops = &f.operand_pool[d.operands.range()];
@@ -680,7 +669,8 @@ impl LocalValueNumbering {
             if let [Operand::Reg(src)] = *ops {
                 // A register copy has the VN of its source.
                 let v = self.vn_of(src);
-                return self.replace(inst, dst, v, st);
+                self.replace(inst, dst, v, st);
+                return;
             }
         }
         // A pure one-result instruction: key it.
@@ -716,7 +706,7 @@ impl LocalValueNumbering {
             }
         }
         let found = self.lookup(&k, dst);
-        self.settle(inst, dst, found, st)
+        self.settle(inst, dst, found, st);
     }
 
     /// The common case of `visit`: a pure one-result ALU instruction, copy or compare whose
@@ -731,7 +721,7 @@ impl LocalValueNumbering {
         dst: Reg,
         ops: &[Operand],
         st: &mut LvnStats,
-    ) -> Option<bool> {
+    ) -> Option<()> {
         let h = header(d.opcode, d.ty, d.aux);
         // One arm per operand count, the words in scalars (a loop over an array of words
         // would keep them on the stack).
@@ -739,7 +729,8 @@ impl LocalValueNumbering {
             [Operand::Reg(src)] if d.opcode == Opcode::Copy => {
                 // A register copy has the VN of its source.
                 let v = self.vn_of(src);
-                return Some(self.replace(inst, dst, v, st));
+                self.replace(inst, dst, v, st);
+                return Some(());
             }
             [a] => ([h, self.operand_word(a)?, 0, 0], 2),
             [a, b] => {
@@ -763,7 +754,8 @@ impl LocalValueNumbering {
             _ => return None,
         };
         let found = self.lookup_words(w, n, &[], dst);
-        Some(self.settle(inst, dst, found, st))
+        self.settle(inst, dst, found, st);
+        Some(())
     }
 
     /// The memory object and byte range `[off, end)` an access names, if it is a stack
@@ -789,7 +781,7 @@ impl LocalValueNumbering {
         removed
     }
 
-    fn visit_load(&mut self, f: &Function, inst: Inst, st: &mut LvnStats) -> bool {
+    fn visit_load(&mut self, f: &Function, inst: Inst, st: &mut LvnStats) {
         let d = f.insts[inst];
         let dst = f.results(inst)[0];
         let mem = f.operands(inst)[0];
@@ -810,7 +802,7 @@ impl LocalValueNumbering {
                 && s.last_order == byte_order(flags)
                 && self.forward(inst, dst, s.last, st)
             {
-                return true;
+                return;
             }
             // The memory VN of every covered segment.
             let segs = &self.objs[o][a..b];
@@ -828,7 +820,7 @@ impl LocalValueNumbering {
                     && g.epoch == self.epoch_any
                     && self.forward(inst, dst, g.value, st)
                 {
-                    return true;
+                    return;
                 }
             }
             let (e1, e2) = self.region_epoch(flags.region);
@@ -836,11 +828,9 @@ impl LocalValueNumbering {
             let head = [head[0], m0, m1, e1 as u64 | (e2 as u64) << 32];
             self.lookup_words(head, 4, &[], dst)
         };
-        let removed = self.settle(inst, dst, found, st);
-        if removed {
+        if self.settle(inst, dst, found, st) {
             st.loads_removed += 1;
         }
-        removed
     }
 
     fn visit_store(&mut self, f: &Function, inst: Inst) {
