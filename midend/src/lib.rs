@@ -3,6 +3,7 @@
 //! on Cranelift's code generator: `jit-driver` is the bridge.
 
 pub mod analysis;
+pub mod hash;
 pub mod lir;
 pub mod pass;
 pub mod passes;

@@ -179,3 +179,51 @@ bb0:
     let r = midend::passes::merge::merge_functions(&mut m);
     assert_eq!(r.merged, 0, "{}", module_to_string(&m));
 }
+
+/// Issue 13, finding 1: GVN keyed a symbol operand by a 64-bit hash of (symbol, offset) and
+/// took equal hashes for equal operands. `@free + OFF` is chosen so that FxHash gives it the
+/// hash of `@malloc + 0`; the two `symbol_value`s name different addresses and must both stay.
+#[test]
+fn colliding_symbol_operands_stay_distinct() {
+    use core::hash::{Hash, Hasher};
+    use midend::lir::Operand;
+    let text = |off: i64| {
+        let off = if off < 0 {
+            format!("- {}", off.unsigned_abs())
+        } else {
+            format!("+ {off}")
+        };
+        format!(
+            "function @f() -> i8 system_v export {{
+bb0:
+    %vr0 = symbol_value.i64 @malloc
+    %vr1 = symbol_value.i64 @free {off}
+    %vr2 = icmp.i64 eq %vr0, %vr1
+    ret %vr2
+}}
+"
+        )
+    };
+    let m = parse_module(&text(0)).expect("parse");
+    let (malloc, free) = (
+        m.lookup_symbol("malloc").unwrap(),
+        m.lookup_symbol("free").unwrap(),
+    );
+    // FxHash adds each word and multiplies by K: (s + off) * K collides with (s' + 0) * K
+    // when off = s' - s, one word earlier multiplied by K.
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+    let off = (malloc.as_u32() as i64 - free.as_u32() as i64).wrapping_mul(K as i64);
+    let fx = |op: Operand| {
+        let mut h = rustc_hash::FxHasher::default();
+        op.hash(&mut h);
+        h.finish()
+    };
+    assert_eq!(
+        fx(Operand::Sym(malloc, 0)),
+        fx(Operand::Sym(free, off)),
+        "the offset should make the two operands' FxHashes collide"
+    );
+    let (n, out) = run(&text(off));
+    assert_eq!(n, 0, "{out}");
+    assert!(out.contains("%vr2 = icmp.i64 eq %vr0, %vr1"), "{out}");
+}

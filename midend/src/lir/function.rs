@@ -6,9 +6,9 @@ use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode, PoolRange};
 use super::operand::Operand;
 use super::types::Type;
+use crate::hash::HashMap;
 use cranelift_entity::packed_option::ReservedValue;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 /// Calling conventions (the names Cranelift prints).
@@ -308,7 +308,7 @@ pub struct Function {
     pub sigs: PrimaryMap<SigRef, Signature>,
     pub regions: PrimaryMap<Region, RegionData>,
     pub memflags: PrimaryMap<MemFlagsRef, MemFlags>,
-    memflags_index: FxHashMap<MemFlags, MemFlagsRef>,
+    memflags_index: HashMap<MemFlags, MemFlagsRef>,
     pub globals: PrimaryMap<GlobalRef, GlobalData>,
     pub opaques: PrimaryMap<OpaqueRef, OpaqueData>,
     pub exn_tables: PrimaryMap<ExnTable, Vec<ExnItem>>,
@@ -413,7 +413,7 @@ impl Function {
             sigs: PrimaryMap::new(),
             regions: PrimaryMap::new(),
             memflags: PrimaryMap::new(),
-            memflags_index: FxHashMap::default(),
+            memflags_index: HashMap::default(),
             globals: PrimaryMap::new(),
             opaques: PrimaryMap::new(),
             exn_tables: PrimaryMap::new(),

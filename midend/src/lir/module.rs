@@ -5,9 +5,9 @@ use super::entities::*;
 use super::function::Function;
 use super::inst::Opcode;
 use super::operand::Operand;
+use crate::hash::HashMap;
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
-use rustc_hash::FxHashMap;
 
 /// What a symbol names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,9 +55,9 @@ pub struct Module {
     /// Functions removed by a pass (slots stay so ids remain stable).
     pub removed: SecondaryMap<FuncId, bool>,
     pub symbols: PrimaryMap<Symbol, SymbolData>,
-    symbol_index: FxHashMap<String, Symbol>,
+    symbol_index: HashMap<String, Symbol>,
     /// Names that resolve to another symbol's code (aliases made by merging).
-    pub aliases: FxHashMap<Symbol, Symbol>,
+    pub aliases: HashMap<Symbol, Symbol>,
     pub merges: Vec<MergeRecord>,
 }
 

@@ -10,13 +10,14 @@
 //! with no write in between (what LVN does, without its object segments).
 
 use crate::analysis::{Cfg, DomTree};
+use crate::hash::HashMap;
 use crate::lir::{
-    effects, Block, Function, Imm, Inst, MemFlagsRef, Module, Opcode, Operand, Reg, Type,
+    effects, Block, Cond, Function, Imm, Inst, MemFlagsRef, Module, Opcode, Operand, Reg, StackObj,
+    Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
 use crate::Error;
 use cranelift_entity::SecondaryMap;
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 /// How far down the dominator tree a value is reused. Reuse extends a live range; across long
@@ -46,8 +47,14 @@ impl Pass for Gvn {
 enum K {
     Reg(Reg),
     Imm(Imm),
-    Other(u64),
     Mem(Option<Reg>, Option<Reg>, u8, i32),
+    /// Symbols, stack objects, predicates, blocks and arguments are keyed by their own
+    /// value, never by a hash of it: equal hashes are not equal operands.
+    Sym(Symbol, i64),
+    Stack(StackObj, i32),
+    Pred(Cond),
+    Block(Block),
+    Arg(u32),
     Epoch(u32),
 }
 
@@ -69,7 +76,6 @@ fn canon(rename: &SecondaryMap<Reg, Option<Reg>>, r: Reg) -> Reg {
 }
 
 fn key_op(rename: &SecondaryMap<Reg, Option<Reg>>, op: &Operand) -> K {
-    use core::hash::{Hash, Hasher};
     match *op {
         Operand::Reg(r) => K::Reg(canon(rename, r)),
         Operand::Int(v) => K::Imm(Imm::Int(v)),
@@ -86,11 +92,11 @@ fn key_op(rename: &SecondaryMap<Reg, Option<Reg>>, op: &Operand) -> K {
             scale,
             disp,
         ),
-        other => {
-            let mut h = rustc_hash::FxHasher::default();
-            other.hash(&mut h);
-            K::Other(h.finish())
-        }
+        Operand::Sym(s, off) => K::Sym(s, off),
+        Operand::Stack(s, off) => K::Stack(s, off),
+        Operand::Pred(c) => K::Pred(c),
+        Operand::Block(b) => K::Block(b),
+        Operand::Arg(n) => K::Arg(n),
     }
 }
 
@@ -128,11 +134,11 @@ pub fn gvn_function(f: &mut Function) -> usize {
         })
     });
     // Opaque records are compared by content.
-    let mut opaque_ids: FxHashMap<(String, SmallVec<[u64; 2]>, u8), u32> = FxHashMap::default();
+    let mut opaque_ids: HashMap<(String, SmallVec<[u64; 2]>, u8), u32> = HashMap::default();
     let mut rename: SecondaryMap<Reg, Option<Reg>> = SecondaryMap::with_capacity(f.regs.len());
     let mut dead: SecondaryMap<Inst, bool> = SecondaryMap::with_capacity(f.insts.len());
     // Key → (register, dominator-tree depth of its block).
-    let mut table: FxHashMap<GKey, (Reg, usize)> = FxHashMap::default();
+    let mut table: HashMap<GKey, (Reg, usize)> = HashMap::default();
     let mut undo: Vec<(GKey, Option<(Reg, usize)>)> = Vec::new();
     let mut removed = 0;
     let mut epoch = 0u32;

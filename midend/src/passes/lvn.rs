@@ -42,6 +42,7 @@
 //! - Only blocks with removed instructions are rewritten, and only functions with removals
 //!   have their operands renamed.
 
+use crate::hash::HashMap;
 use crate::lir::{
     effects, Block, Format, FuncId, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef,
     Module, OpaqueData, OpaqueRef, Opcode, Operand, Reg, Region, StackObj, Symbol, Type,
@@ -49,7 +50,6 @@ use crate::lir::{
 use crate::pass::{Pass, Stats};
 use crate::Error;
 use cranelift_entity::{EntityRef, SecondaryMap};
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 pub struct Lvn;
@@ -395,7 +395,7 @@ impl LocalValueNumbering {
         for &w in tail {
             h = mix(h, w);
         }
-        let h = h.wrapping_mul(0xf135_7aea_2e62_a9c5);
+        let h = crate::hash::finish(h.wrapping_mul(0xf135_7aea_2e62_a9c5));
         let mut i = (h >> 32) as usize & self.mask;
         loop {
             let slot = self.slots[i];
@@ -562,7 +562,7 @@ impl LocalValueNumbering {
         self.next_mem = 0;
         self.ninsts = f.insts.len();
         self.any = false;
-        let mut opaque_ids: FxHashMap<&OpaqueData, u32> = FxHashMap::default();
+        let mut opaque_ids: HashMap<&OpaqueData, u32> = HashMap::default();
         for &b in &f.layout {
             let insts = f.block_insts(b);
             self.begin_block(b, insts.len());
@@ -637,7 +637,7 @@ impl LocalValueNumbering {
         &mut self,
         f: &'f Function,
         inst: Inst,
-        opaque_ids: &mut FxHashMap<&'f OpaqueData, u32>,
+        opaque_ids: &mut HashMap<&'f OpaqueData, u32>,
         st: &mut LvnStats,
     ) {
         let d = f.insts[inst];

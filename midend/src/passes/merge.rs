@@ -29,13 +29,14 @@
 //!    its direct callers (unless G is preemptible) call F. A class whose best survivor is
 //!    preemptible is left alone (LLVM would need a private copy; we stay conservative).
 
+use crate::hash::{finish, HashMap};
 use crate::lir::*;
 use crate::pass::{Pass, Stats};
 use crate::Error;
 use core::cmp::Ordering;
 use core::hash::{Hash, Hasher};
 use cranelift_entity::{EntityRef, SecondaryMap};
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::FxHasher;
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -444,7 +445,7 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
     } else {
         t.push(0);
     }
-    (weak, hash_words(&out.tokens[start..]))
+    (finish(weak), finish(hash_words(&out.tokens[start..])))
 }
 
 #[inline(always)]
@@ -961,7 +962,7 @@ impl Walked {
             let (k, v) = c.key(class);
             h.write_u64((k as u64) << 32 | v as u64);
         }
-        h.finish()
+        finish(h.finish())
     }
 }
 
@@ -1086,7 +1087,7 @@ fn walk_part(m: &Module, callee_of: &[Callee], ids: &[FuncId]) -> WalkPart {
             // Room for a stream per function or so: one allocation, no regrowth.
             part.shapes.tokens.reserve(out.tokens.len() * ids.len() / 2);
         }
-        let shape = part.shapes.intern(mix(weak, local), &out.tokens);
+        let shape = part.shapes.intern(finish(mix(weak, local)), &out.tokens);
         let start = part.sites.len() as u32;
         for &(sym, inst) in &out.callees {
             part.sites.push((sym, inst));
@@ -1319,7 +1320,7 @@ fn refine_classes(
         let mut h = FxHasher::default();
         h.write_u64(w.local[f]);
         h.write_u64(w.callee_hash(f, &class));
-        strong[f] = h.finish();
+        strong[f] = finish(h.finish());
     }
     (class, strong)
 }
@@ -1661,8 +1662,8 @@ pub fn validate_merge(
             m.functions[f].name, m.functions[g].name
         ));
     }
-    let mut seen_l = FxHashMap::default();
-    let mut seen_r = FxHashMap::default();
+    let mut seen_l = HashMap::default();
+    let mut seen_r = HashMap::default();
     for &(a, b) in &c.reg_pairs {
         if seen_l.insert(a, b).is_some_and(|x| x != b)
             || seen_r.insert(b, a).is_some_and(|x| x != a)
@@ -1672,8 +1673,8 @@ pub fn validate_merge(
             ));
         }
     }
-    let mut bl = FxHashMap::default();
-    let mut br = FxHashMap::default();
+    let mut bl = HashMap::default();
+    let mut br = HashMap::default();
     for &(a, b) in &c.block_pairs {
         if bl.insert(a, b).is_some_and(|x| x != b) || br.insert(b, a).is_some_and(|x| x != a) {
             return Err(format!("block correspondence {a} ↔ {b} is not a bijection"));
