@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use cranelift_codegen::ir;
-use mergelift::jit_driver::gen::{generate, GenOptions};
 use mergelift::lir;
+use mergelift_tools::gen::{generate, GenOptions};
 
 /// A generated module as Cranelift functions.
 pub fn generated_functions(functions: usize, dup_ratio: f64) -> Vec<ir::Function> {

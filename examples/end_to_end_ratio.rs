@@ -7,12 +7,12 @@
 //! (defaults 0.5 and 2000)
 
 use cranelift_codegen::Context;
-use mergelift::jit_driver::gen::{generate, GenOptions};
 use mergelift::jit_driver::jit::code_size;
 use mergelift::jit_driver::{
     host_isa, lift_functions, lower_function_with, OptLevel, OriginalNames,
 };
 use mergelift::midend::PassManager;
+use mergelift_tools::gen::{generate, GenOptions};
 use std::time::Instant;
 fn main() {
     let dup: f64 = std::env::args()

@@ -6,9 +6,9 @@
 //! of the number of functions to generate; `MERGE_THREADS=1` for
 //! the single-threaded walk, `PHASES=1` to print the merge phases of each run).
 
-use mergelift::jit_driver::gen::{generate, GenOptions};
 use mergelift::midend::passes::lvn::{LocalValueNumbering, LvnStats};
 use mergelift::midend::passes::merge::{merge_functions_with, MergeOptions};
+use mergelift_tools::gen::{generate, GenOptions};
 use std::time::Instant;
 
 fn main() {

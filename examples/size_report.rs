@@ -4,8 +4,8 @@
 //! `cargo run --release --example size_report [-- PASSES [OPT_LEVEL [CORPUS_DIR]]]`
 //! (defaults: `merge,lvn`, `none`, `../shared/corpus/wasm`).
 
-use mergelift::jit_driver::size::{measure, SizeReport};
 use mergelift::OptLevel;
+use mergelift_tools::size::{measure, SizeReport};
 use std::fmt::Write as _;
 use std::time::Instant;
 

@@ -31,13 +31,14 @@ pub enum Error {
     Other(String),
 }
 
+#[cfg(feature = "jit")]
 mod exn;
+#[cfg(feature = "jit")]
 pub mod jit;
+#[cfg(feature = "jit")]
 pub mod pipeline;
-pub mod runtest;
 
+#[cfg(feature = "jit")]
 pub use jit::{compile_module, host_isa, CompiledModule, OptLevel};
+#[cfg(feature = "jit")]
 pub use pipeline::{lift_functions, JitModule, Pipeline, PipelineOptions};
-pub mod fuzz;
-pub mod gen;
-pub mod size;

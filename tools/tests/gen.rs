@@ -4,7 +4,7 @@
 
 use cranelift_codegen::ir::Function;
 use cranelift_codegen::settings;
-use jit_driver::gen::{generate, GenOptions, GenOutput};
+use mergelift_tools::gen::{generate, GenOptions, GenOutput};
 
 fn opts(functions: usize, dup_ratio: f64, near_ratio: f64, seed: u64) -> GenOptions {
     GenOptions {

@@ -3,9 +3,6 @@
 //! run the passes, JIT-compile, and execute every `; run:` and `; print:` line. Each call runs
 //! in a forked child, so a trap fails that line and the run goes on.
 
-use crate::jit::{compile_module, OptLevel};
-use crate::pipeline::lift_functions;
-use crate::Error;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::OwnedTargetIsa;
@@ -13,6 +10,9 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_reader::{
     parse_run_command, parse_test, Comparison, IsaSpec, ParseOptions, RunCommand,
 };
+use jit_driver::jit::{compile_module, OptLevel};
+use jit_driver::pipeline::lift_functions;
+use jit_driver::Error;
 use midend::{PassManager, Stats};
 use std::path::Path;
 
@@ -99,7 +99,7 @@ fn line_of(text: &str, sub: &str) -> usize {
 
 /// Run one call in a forked child; a signal (trap) becomes an error.
 fn call_isolated(
-    module: &crate::jit::CompiledModule,
+    module: &jit_driver::jit::CompiledModule,
     name: &str,
     sig: &ir::Signature,
     args: &[DataValue],
@@ -206,7 +206,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     let mut reasons = Vec::new();
     match &test.isa_spec {
         IsaSpec::None(flags) => {
-            match crate::jit::host_isa(opts.opt_level.unwrap_or(OptLevel::None)) {
+            match jit_driver::jit::host_isa(opts.opt_level.unwrap_or(OptLevel::None)) {
                 Ok(h) => match jit_isa(&*h, flags, opts.opt_level) {
                     Ok(i) => isas.push(i),
                     Err(e) => reasons.push(e),
@@ -255,7 +255,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
             match parse_run_command(c.text, &func.signature) {
                 Ok(Some(cmd)) => commands.push((
                     line_of(&text, c.text),
-                    crate::opmap::func_name(&func.name),
+                    jit_driver::opmap::func_name(&func.name),
                     func.signature.clone(),
                     cmd,
                 )),
@@ -274,7 +274,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     let sigs: Vec<ir::Signature> = commands.iter().map(|c| c.2.clone()).collect();
     for isa in isas {
         let funcs: Vec<&ir::Function> = test.functions.iter().map(|(f, _)| f).collect();
-        let compiled = (|| -> Result<crate::jit::CompiledModule, Error> {
+        let compiled = (|| -> Result<jit_driver::jit::CompiledModule, Error> {
             let mut module = lift_functions(funcs.iter().copied(), &mut report.stats)?;
             let mut pm = PassManager::from_names(&opts.passes)?;
             pm.verify = true;

@@ -1,6 +1,6 @@
 //! Bounded differential fuzzing of the pipeline against Cranelift's interpreter (issue 7).
 
-use jit_driver::fuzz::{
+use mergelift_tools::fuzz::{
     compare_outcomes, fuzz, generate_module, interpret, module_for_seed, verify_all, FuzzOptions,
     Outcome, SplitMix64,
 };
@@ -68,7 +68,7 @@ fn generated_modules_verify_and_run_in_the_interpreter() {
     // Deterministic per seed.
     let a = module_for_seed(42).unwrap();
     let b = module_for_seed(42).unwrap();
-    let show = |m: &jit_driver::fuzz::GeneratedModule| {
+    let show = |m: &mergelift_tools::fuzz::GeneratedModule| {
         m.functions
             .iter()
             .map(|f| f.display().to_string())
@@ -138,8 +138,8 @@ fn a_broken_pipeline_is_detected() {
     let m = module_for_seed(3).unwrap();
     let e = &m.entries[0];
     let oracle = interpret(&m.functions, e, &[5, 6, 7, 8]);
-    let compiled = jit_driver::fuzz::compile_pipeline(&m.functions, "merge,lvn").unwrap();
-    let got = jit_driver::fuzz::run_jit(&compiled, &[(e.clone(), vec![5, 6, 7, 8])]);
+    let compiled = mergelift_tools::fuzz::compile_pipeline(&m.functions, "merge,lvn").unwrap();
+    let got = mergelift_tools::fuzz::run_jit(&compiled, &[(e.clone(), vec![5, 6, 7, 8])]);
     assert_eq!(compare_outcomes(&oracle, &got[0]), None);
     let broken = match &got[0] {
         Outcome::Values(v) => Outcome::Values(v.iter().map(|x| x ^ 1).collect()),
@@ -153,7 +153,7 @@ fn reproducers_parse_as_run_tests() {
     let m = module_for_seed(11).unwrap();
     let call = (m.entries[0].clone(), vec![1, 2, 3, 4]);
     let o = interpret(&m.functions, &call.0, &call.1);
-    let text = jit_driver::fuzz::reproducer_text(&m.functions, &call, &o, "header");
+    let text = mergelift_tools::fuzz::reproducer_text(&m.functions, &call, &o, "header");
     let t = cranelift_reader::parse_test(&text, cranelift_reader::ParseOptions::default())
         .expect("reproducer parses");
     assert_eq!(t.functions.len(), m.functions.len());

@@ -3,8 +3,8 @@
 use anyhow::{anyhow, bail, Context as _, Result};
 use clap::{Parser, Subcommand};
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
-use jit_driver::runtest::{collect_files, run_file, RunOptions, RunReport};
 use jit_driver::{lift_functions, lower_function, OptLevel, OriginalNames};
+use mergelift_tools::runtest::{collect_files, run_file, RunOptions, RunReport};
 use midend::lir::{self, MergeKind};
 use midend::{PassManager, Stats};
 use std::path::{Path, PathBuf};
@@ -308,7 +308,7 @@ fn cmd_size(passes: &str, opt_level: &str, json: bool, files: &[PathBuf]) -> Res
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let started = Instant::now();
     let mut shown = false;
-    let r = jit_driver::size::measure(&funcs, passes, opt, parse_ms, |phase, k, n| {
+    let r = mergelift_tools::size::measure(&funcs, passes, opt, parse_ms, |phase, k, n| {
         if tty && !shown && started.elapsed().as_secs_f64() > 1.0 {
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             shown = true;
@@ -363,7 +363,7 @@ fn cmd_gen(functions: usize, dup_ratio: f64, near_ratio: f64, seed: u64) -> Resu
     {
         bail!("--dup-ratio and --near-ratio must be in [0, 1] and add up to at most 1");
     }
-    let out = jit_driver::gen::generate(&jit_driver::gen::GenOptions {
+    let out = mergelift_tools::gen::generate(&mergelift_tools::gen::GenOptions {
         functions,
         dup_ratio,
         near_ratio,
@@ -379,7 +379,7 @@ fn cmd_gen(functions: usize, dup_ratio: f64, near_ratio: f64, seed: u64) -> Resu
 
 fn cmd_fuzz(iterations: usize, seed: u64, passes: &str, out_dir: PathBuf) -> Result<ExitCode> {
     PassManager::from_names(passes)?;
-    let r = jit_driver::fuzz::fuzz(&jit_driver::fuzz::FuzzOptions {
+    let r = mergelift_tools::fuzz::fuzz(&mergelift_tools::fuzz::FuzzOptions {
         iterations,
         seed,
         passes: passes.to_string(),

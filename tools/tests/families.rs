@@ -2,7 +2,7 @@
 //! through lift → passes → lower → JIT (each run line in a forked child) with several pass
 //! lists. Independent of `../shared/corpus`.
 
-use jit_driver::runtest::{run_file, RunOptions, RunReport};
+use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

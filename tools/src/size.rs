@@ -2,13 +2,13 @@
 //! ("before"), then lift, run the passes, lower and compile again ("after"). Functions are
 //! compiled without linking, so unresolved imports are fine.
 
-use crate::jit::{code_size, host_isa, OptLevel};
-use crate::lower::{lower_function_with, OriginalNames};
-use crate::pipeline::lift_functions;
-use crate::Error;
 use cranelift_codegen::ir;
 use cranelift_codegen::Context;
 use cranelift_frontend::FunctionBuilderContext;
+use jit_driver::jit::{code_size, host_isa, OptLevel};
+use jit_driver::lower::{lower_function_with, OriginalNames};
+use jit_driver::pipeline::lift_functions;
+use jit_driver::Error;
 use midend::lir::MergeKind;
 use midend::{PassManager, Stats};
 use std::time::Instant;

@@ -15,8 +15,6 @@
 //! Any difference in results, buffer contents or trapping is a failure; it is minimized (drop
 //! functions, zero inputs) and written as a `.clif` run test into `FuzzOptions::out_dir`.
 
-use crate::jit::{compile_module, host_isa, CompiledModule, OptLevel};
-use crate::pipeline::lift_functions;
 use arbitrary::Unstructured;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -31,6 +29,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_interpreter::environment::FunctionStore;
 use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
 use cranelift_interpreter::step::ControlFlow;
+use jit_driver::jit::{compile_module, host_isa, CompiledModule, OptLevel};
+use jit_driver::pipeline::lift_functions;
 use midend::{PassManager, Stats};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -1034,7 +1034,7 @@ pub fn generate_module(u: &mut Unstructured) -> arbitrary::Result<GeneratedModul
     let mut entries = Vec::new();
     for s in &specs {
         let w = gen_wrapper(s, &mut fctx);
-        entries.push(crate::opmap::func_name(&w.name));
+        entries.push(jit_driver::opmap::func_name(&w.name));
         funcs.push(w);
     }
     Ok(GeneratedModule {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn corpus() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/wasm");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus/wasm");
     if p.is_dir() {
         return Some(p);
     }

@@ -1,0 +1,9 @@
+//! Mergelift's tools, apart from what a library user links: the template-heavy module
+//! generator (`gen`), the differential fuzzer against cranelift-interpreter (`fuzz`), the runner
+//! of Cranelift's `.clif` run tests (`runtest`) and the code-size and compile-time measurement
+//! (`size`). The `mergelift` command (crate `mergelift-cli`) is built on them.
+
+pub mod fuzz;
+pub mod gen;
+pub mod runtest;
+pub mod size;
