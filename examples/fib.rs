@@ -1,34 +1,25 @@
-//! The main job in one page: build a recursive `fib` with cranelift-frontend, run Mergelift's
-//! pipeline (lift to LIR, merge, value-number, lower), JIT-compile it and call fib(30).
+//! The main job in one page: a cranelift-jit program (build a recursive `fib` with
+//! cranelift-frontend, declare and define it through `cranelift_module::Module`, finalize,
+//! call it) with one line changed: the `JITModule` is wrapped in a `MergeModule`. Two copies of
+//! fib are defined; the second merges into the first and costs no code.
 //!
-//! `cargo run --example fib`
+//! `cargo run --example fib [-- PASSES]` (default `merge,lvn`; `none` for no pass)
 
-use cranelift_codegen::ir::{
-    condcodes::IntCC, types, AbiParam, Function, InstBuilder, Signature, UserFuncName,
-};
-use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_codegen::ir::{condcodes::IntCC, types, AbiParam, InstBuilder};
+use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use mergelift::lir::{self, Linkage};
-use mergelift::{Pipeline, PipelineOptions};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use mergelift::{MergeConfig, MergeModule};
 
-/// fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2), calling itself by `name`.
-fn build_fib(name: &str) -> Function {
-    let mut sig = Signature::new(CallConv::SystemV);
-    sig.params.push(AbiParam::new(types::I64));
-    sig.returns.push(AbiParam::new(types::I64));
-    let mut func = Function::with_name_signature(UserFuncName::testcase(name), sig.clone());
+/// Define `fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)` as `id`, calling itself.
+fn define_fib(m: &mut impl Module, id: FuncId) -> Result<(), Box<dyn std::error::Error>> {
+    let mut ctx = m.make_context();
+    ctx.func.signature = m.declarations().get_function_decl(id).signature.clone();
     let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut func, &mut fctx);
-    let callee_sig = b.import_signature(sig);
-    let me = b.import_function(cranelift_codegen::ir::ExtFuncData {
-        name: cranelift_codegen::ir::ExternalName::testcase(name),
-        signature: callee_sig,
-        colocated: true,
-        patchable: false,
-    });
-    let entry = b.create_block();
-    let base = b.create_block();
-    let rec = b.create_block();
+    let me = m.declare_func_in_func(id, &mut ctx.func);
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let (entry, base, rec) = (b.create_block(), b.create_block(), b.create_block());
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
     let n = b.block_params(entry)[0];
@@ -46,39 +37,50 @@ fn build_fib(name: &str) -> Function {
     let sum = b.ins().iadd(f1, f2);
     b.ins().return_(&[sum]);
     b.seal_all_blocks();
-    b.finalize(TargetFrontendConfig {
-        default_call_conv: CallConv::SystemV,
-        pointer_width: target_lexicon::PointerWidth::U64,
-        page_size_align_log2: 12,
-    });
-    func
+    b.finalize(m.target_config());
+    m.define_function(id, &mut ctx)?;
+    m.clear_context(&mut ctx);
+    Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // 1. The LIR that the lifter makes of it, verified.
-    let fib = build_fib("fib");
-    let mut m = lir::Module::new();
-    mergelift::jit_driver::lift_function(&mut m, &fib, Linkage::Export)?;
-    lir::verify_module(&m, true)?;
-    println!("LIR of fib:\n{m}");
+    let passes = match std::env::args().nth(1) {
+        Some(list) => mergelift::midend::parse_pass_list(&list)?,
+        None => MergeConfig::default().passes,
+    };
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed")?;
+    let isa = cranelift_native::builder()?.finish(settings::Flags::new(flags))?;
+    let jit = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
 
-    // 2. The whole pipeline: lift, passes, lower, JIT.
-    let passes = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| PipelineOptions::default().passes);
-    let mut p = Pipeline::new(PipelineOptions {
-        passes,
-        ..Default::default()
-    });
-    p.add_function(Linkage::Export, fib)?;
-    let jit = p.compile()?;
-    let f: extern "C" fn(i64) -> i64 = unsafe { jit.get("fib") }.ok_or("fib was not compiled")?;
-    println!("fib(30) = {}", f(30));
+    // The one line that differs from a cranelift-jit program:
+    let mut m = MergeModule::with_config(jit, MergeConfig::with_passes(&passes));
+
+    let mut sig = m.make_signature();
+    sig.params.push(AbiParam::new(types::I64));
+    sig.returns.push(AbiParam::new(types::I64));
+    let fib = m.declare_function("fib", Linkage::Export, &sig)?;
+    let fib_copy = m.declare_function("fib_copy", Linkage::Export, &sig)?;
+    define_fib(&mut m, fib)?;
+    define_fib(&mut m, fib_copy)?;
+    m.finalize_definitions()?;
+
+    // SAFETY: both were defined with the signature `(i64) -> i64` in the host's convention.
+    let f: extern "C" fn(i64) -> i64 =
+        unsafe { std::mem::transmute(m.get_finalized_function(fib)) };
+    let g: extern "C" fn(i64) -> i64 =
+        unsafe { std::mem::transmute(m.get_finalized_function(fib_copy)) };
+    println!("fib(30) = {}, fib_copy(30) = {}", f(30), g(30));
+    match m.merged_into(fib_copy) {
+        Some(s) if s == fib => println!("fib_copy merged into fib: it has no code of its own"),
+        _ => println!("fib_copy was not merged"),
+    }
+    println!("\nLIR of the module:\n{}", m.lir());
     println!("statistics:");
-    for (k, v) in &jit.stats.counters {
+    for (k, v) in &m.stats().counters {
         println!("  {k}: {v}");
     }
-    for (phase, d) in &jit.stats.times {
+    for (phase, d) in &m.stats().times {
         println!("  time {phase}: {:.3} ms", d.as_secs_f64() * 1e3);
     }
     Ok(())

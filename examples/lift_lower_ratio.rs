@@ -58,7 +58,9 @@ fn main() {
             let copies = funcs.clone();
             let t = Instant::now();
             for f in copies {
-                let _ = mergelift::jit_driver::jit::code_size(f, &*isa, &mut ctx);
+                ctx.clear();
+                ctx.func = f;
+                let _ = ctx.compile(&*isa, &mut Default::default());
             }
             comp = comp.min(t.elapsed().as_secs_f64());
         }

@@ -4,8 +4,10 @@
 //! `cargo run --release --example size_report [-- PASSES [OPT_LEVEL [CORPUS_DIR]]]`
 //! (defaults: `merge,lvn`, `none`, `../shared/corpus/wasm`).
 
+use mergelift::MergeConfig;
 use mergelift::OptLevel;
-use mergelift_tools::size::{measure, SizeReport};
+use mergelift_tools::input::{parse_clif, read_text};
+use mergelift_tools::size::{measure, SizeOptions, SizeReport};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -28,13 +30,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows: Vec<(String, SizeReport)> = Vec::new();
     for p in &files {
         let t = Instant::now();
-        let text = std::fs::read_to_string(p)?;
-        let funcs = cranelift_reader::parse_functions(&text)
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        let text = read_text(p)?;
+        let file = parse_clif(p, &text)?;
+        let opts = SizeOptions {
+            config: MergeConfig::with_passes(&mergelift::midend::parse_pass_list(&passes)?),
+            opt_level: Some(opt),
+            object: false,
+        };
         let r = measure(
-            &funcs,
-            &passes,
-            opt,
+            &[file],
+            &opts,
             t.elapsed().as_secs_f64() * 1e3,
             |_, _, _| {},
         )?;
@@ -70,13 +75,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             100.0 * (1.0 - r.code_bytes_after as f64 / r.code_bytes_before as f64),
             100.0 * ll / t("compile_before")
         );
-        if !r.errors.is_empty() {
-            eprintln!(
-                "{name}: {} errors, first: {:?}",
-                r.errors.len(),
-                r.errors[0]
-            );
-        }
     }
     println!(
         "| **total** | | | | {tb} → {ta} | {:.2}% | {:.1}% |",

@@ -2,8 +2,8 @@
 //! with the unoptimised pipeline and with Rust; and MergeFunctions end to end (alias and thunk).
 
 use cranelift_codegen::ir::Function;
-use mergelift::lir::Linkage;
-use mergelift::{JitModule, Pipeline, PipelineOptions};
+use cranelift_module::Linkage;
+use mergelift::{JitModule, MergeConfig, Pipeline, PipelineOptions};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
@@ -17,11 +17,11 @@ fn parse_clif(src: &str) -> Vec<Function> {
 /// Compile `src` with `passes`, with the given host symbols.
 fn compile(src: &str, passes: &str, symbols: &[(&str, *const u8)]) -> JitModule {
     let mut p = Pipeline::new(PipelineOptions {
-        passes: passes.into(),
+        config: MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap()),
         ..Default::default()
     });
     for f in parse_clif(src) {
-        p.add_function(Linkage::Export, f).unwrap();
+        p.add_function(Linkage::Export, f);
     }
     for &(name, ptr) in symbols {
         p.register_symbol(name, ptr);
@@ -294,8 +294,8 @@ block0(v0: i64):
 #[test]
 fn merge_identical_exported_functions_alias() {
     let jit = compile(DUPS, "merge", &[]);
-    assert_eq!(jit.stats.get("merged"), 1);
-    assert_eq!(jit.stats.get("merge.aliased"), 1);
+    assert_eq!(jit.stats().get("merged"), 1);
+    assert_eq!(jit.stats().get("merge.aliased"), 1);
     let f: extern "C" fn(i64) -> i64 = unsafe { jit.get("f").unwrap() };
     let g: extern "C" fn(i64) -> i64 = unsafe { jit.get("g").unwrap() };
     let h: extern "C" fn(i64) -> i64 = unsafe { jit.get("h").unwrap() };
@@ -322,8 +322,8 @@ block0:
 "
     );
     let jit = compile(&src, "merge", &[]);
-    assert_eq!(jit.stats.get("merged"), 1);
-    assert_eq!(jit.stats.get("merge.thunked"), 1);
+    assert_eq!(jit.stats().get("merged"), 1);
+    assert_eq!(jit.stats().get("merge.thunked"), 1);
     let f: extern "C" fn(i64) -> i64 = unsafe { jit.get("f").unwrap() };
     let g: extern "C" fn(i64) -> i64 = unsafe { jit.get("g").unwrap() };
     let h: extern "C" fn(i64) -> i64 = unsafe { jit.get("h").unwrap() };

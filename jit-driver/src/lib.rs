@@ -4,10 +4,12 @@
 
 pub mod lift;
 pub mod lower;
+pub mod module;
 pub mod opmap;
 
 pub use lift::{lift_function, mark_address_taken};
 pub use lower::{clif_signature, lower_function, lower_function_with, NameResolver, OriginalNames};
+pub use module::{AddressPolicy, FunctionError, MergeConfig, MergeModule, Threads};
 
 /// The bridge's one error type. Every variant names the function, and the instruction when
 /// there is one.
@@ -28,17 +30,20 @@ pub enum Error {
     #[error("{0}")]
     Midend(#[from] midend::Error),
     #[error("{0}")]
+    Module(#[from] cranelift_module::ModuleError),
+    #[error("{0}")]
     Other(String),
 }
 
-#[cfg(feature = "jit")]
-mod exn;
+pub mod isa;
 #[cfg(feature = "jit")]
 pub mod jit;
+pub mod link;
 #[cfg(feature = "jit")]
 pub mod pipeline;
 
+pub use isa::{host_isa, OptLevel};
+pub use lift::lift_functions;
+pub use link::{declare_by_name, define_by_name};
 #[cfg(feature = "jit")]
-pub use jit::{compile_module, host_isa, CompiledModule, OptLevel};
-#[cfg(feature = "jit")]
-pub use pipeline::{lift_functions, JitModule, Pipeline, PipelineOptions};
+pub use pipeline::{JitModule, Pipeline, PipelineOptions};

@@ -915,6 +915,22 @@ pub fn lift_function(
     l.run()
 }
 
+/// Lift Cranelift functions into one LIR module (exported, address-significant where taken),
+/// timing it as `lift` in `stats`.
+pub fn lift_functions<'a>(
+    funcs: impl IntoIterator<Item = &'a ir::Function>,
+    stats: &mut midend::Stats,
+) -> Result<lir::Module, Error> {
+    let t = std::time::Instant::now();
+    let mut m = lir::Module::new();
+    for f in funcs {
+        lift_function(&mut m, f, lir::Linkage::Export)?;
+    }
+    mark_address_taken(&mut m);
+    stats.add_time("lift", t.elapsed());
+    Ok(m)
+}
+
 /// Mark functions whose address is taken (`func_addr`, symbol globals) as address-significant.
 pub fn mark_address_taken(module: &mut lir::Module) {
     let mut taken: SecondaryMap<lir::Symbol, bool> = SecondaryMap::new();

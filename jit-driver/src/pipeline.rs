@@ -1,12 +1,14 @@
-//! The library API a JIT runtime uses: hand over Cranelift functions, get back function
-//! pointers and statistics.
+//! `Pipeline`: functions by name in, function pointers by name out: a thin layer over
+//! [`MergeModule`]`<JITModule>` for programs that name functions rather than declare them
+//! (`.clif` files, tests). Programs that already speak `cranelift_module::Module` use
+//! `MergeModule` directly.
 //!
 //! ```
 //! use cranelift_codegen::ir::{types, AbiParam, Function, InstBuilder, Signature, UserFuncName};
 //! use cranelift_codegen::isa::CallConv;
 //! use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+//! use cranelift_module::Linkage;
 //! use jit_driver::{Pipeline, PipelineOptions};
-//! use midend::lir::Linkage;
 //!
 //! // Two identical functions: `add1` and `inc`.
 //! let make = |name: &str| {
@@ -31,135 +33,131 @@
 //!     f
 //! };
 //! let mut p = Pipeline::new(PipelineOptions::default());
-//! p.add_function(Linkage::Export, make("add1")).unwrap();
-//! p.add_function(Linkage::Export, make("inc")).unwrap();
+//! p.add_function(Linkage::Export, make("add1"));
+//! p.add_function(Linkage::Export, make("inc"));
 //! let m = p.compile().unwrap();
 //! let add1: extern "C" fn(i64) -> i64 = unsafe { m.get("add1").unwrap() };
 //! assert_eq!(add1(41), 42);
+//! assert_eq!(m.module().merged_into(m.id("inc").unwrap()), m.id("add1"));
 //! ```
 
-use crate::jit::{compile_module, host_isa, CompiledModule, OptLevel};
-use crate::lift::{lift_function, mark_address_taken};
+use crate::isa::{host_isa, OptLevel};
+use crate::jit::jit_builder;
+use crate::link::define_by_name;
+use crate::module::{MergeConfig, MergeModule};
 use crate::Error;
 use cranelift_codegen::ir;
-use midend::lir::{self, Linkage};
-use midend::{PassManager, Stats};
-use std::time::Instant;
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Linkage};
+use midend::hash::HashMap;
+use midend::Stats;
 
 /// Options of the pipeline.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PipelineOptions {
-    /// Comma list of passes (`merge,lvn` by default; `none` = lift and lower only).
-    pub passes: String,
-    /// Cranelift optimization level of the final compile.
+    /// Passes, threads and address policy.
+    pub config: MergeConfig,
+    /// Cranelift optimization level of the host ISA.
     pub opt_level: OptLevel,
 }
 
-impl Default for PipelineOptions {
-    fn default() -> Self {
-        PipelineOptions {
-            passes: "merge,lvn".into(),
-            opt_level: OptLevel::None,
-        }
-    }
-}
-
-/// Lift Cranelift functions into one LIR module (exported, address-significant where taken).
-pub fn lift_functions<'a>(
-    funcs: impl IntoIterator<Item = &'a ir::Function>,
-    stats: &mut Stats,
-) -> Result<lir::Module, Error> {
-    let t = Instant::now();
-    let mut m = lir::Module::new();
-    for f in funcs {
-        lift_function(&mut m, f, Linkage::Export)?;
-    }
-    mark_address_taken(&mut m);
-    stats.add_time("lift", t.elapsed());
-    Ok(m)
-}
-
-/// A JIT pipeline: add functions, then compile.
+/// Functions by name, compiled together: add functions, then compile.
 pub struct Pipeline {
     opts: PipelineOptions,
-    module: lir::Module,
-    host_symbols: Vec<(String, *const u8)>,
-    stats: Stats,
+    funcs: Vec<(Linkage, ir::Function)>,
+    /// Host symbols as addresses (kept as integers so the pipeline is `Send`).
+    host_symbols: Vec<(String, usize)>,
 }
 
-/// The result of `Pipeline::compile`.
+/// The result of [`Pipeline::compile`]: function pointers by name.
 pub struct JitModule {
-    compiled: CompiledModule,
-    pub stats: Stats,
+    module: Option<MergeModule<JITModule>>,
+    ids: HashMap<String, FuncId>,
 }
 
 impl JitModule {
-    /// A typed function pointer by name (merged names give the survivor's code).
+    /// The module (merge map, statistics, code bytes per id).
+    pub fn module(&self) -> &MergeModule<JITModule> {
+        self.module.as_ref().expect("live")
+    }
+
+    /// The id of a function by name.
+    pub fn id(&self, name: &str) -> Option<FuncId> {
+        self.ids.get(name).copied()
+    }
+
+    /// A typed function pointer by name (a merged function gives code that behaves as its own).
     ///
     /// # Safety
     /// `F` must be an `extern "C"`-compatible function pointer type matching the function's
     /// signature and calling convention.
     pub unsafe fn get<F: Copy>(&self, name: &str) -> Option<F> {
         assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*const u8>());
-        let p = self.compiled.pointer(name)?;
+        let p = self.pointer(name)?;
         Some(unsafe { std::mem::transmute_copy::<*const u8, F>(&p) })
     }
-    /// The raw code pointer of a function.
+
+    /// The code pointer of a function by name.
     pub fn pointer(&self, name: &str) -> Option<*const u8> {
-        self.compiled.pointer(name)
+        Some(self.module().get_finalized_function(self.id(name)?))
     }
-    /// Machine-code bytes per compiled function.
-    pub fn code_bytes(&self) -> &[(String, usize)] {
-        &self.compiled.code_bytes
+
+    /// Statistics of the compile.
+    pub fn stats(&self) -> &Stats {
+        self.module().stats()
     }
+
+    /// Machine-code bytes of everything compiled.
     pub fn total_code_bytes(&self) -> usize {
-        self.compiled.total_code_bytes()
+        self.module().total_code_bytes()
+    }
+}
+
+impl Drop for JitModule {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the pointers handed out borrow `self`; none outlives it.
+            unsafe { m.free_memory() };
+        }
     }
 }
 
 impl Pipeline {
+    /// An empty pipeline.
     pub fn new(opts: PipelineOptions) -> Self {
         Pipeline {
             opts,
-            module: lir::Module::new(),
+            funcs: Vec::new(),
             host_symbols: Vec::new(),
-            stats: Stats::default(),
         }
     }
 
-    /// Add a function under its own name with the given linkage.
-    pub fn add_function(&mut self, linkage: Linkage, func: ir::Function) -> Result<(), Error> {
-        let t = Instant::now();
-        lift_function(&mut self.module, &func, linkage)?;
-        self.stats.add_time("lift", t.elapsed());
-        Ok(())
+    /// Add a function under its own name (`func.name`: a test-case name such as `%fib`, or a
+    /// user name `uN:M`); other functions call it by that name.
+    pub fn add_function(&mut self, linkage: Linkage, func: ir::Function) {
+        self.funcs.push((linkage, func));
     }
 
     /// Make a host function or data address available to the compiled code under `name`.
     pub fn register_symbol(&mut self, name: &str, ptr: *const u8) {
-        self.host_symbols.push((name.to_string(), ptr));
+        self.host_symbols.push((name.to_string(), ptr as usize));
     }
 
-    /// The lifted module (for inspection).
-    pub fn module(&self) -> &lir::Module {
-        &self.module
-    }
-
-    /// Run the passes, lower, JIT-compile and finalize.
-    pub fn compile(mut self) -> Result<JitModule, Error> {
-        mark_address_taken(&mut self.module);
-        let mut stats = self.stats;
-        stats.add("functions_in", self.module.live_functions().count() as u64);
-        stats.add("lir_insts_before", self.module.inst_count() as u64);
-        let mut pm = PassManager::from_names(&self.opts.passes)?;
-        pm.run(&mut self.module, &mut stats)?;
-        stats.add("functions_out", self.module.live_functions().count() as u64);
-        stats.add("lir_insts_after", self.module.inst_count() as u64);
+    /// Merge, value-number, compile and finalize everything added.
+    pub fn compile(self) -> Result<JitModule, Error> {
         let isa = host_isa(self.opts.opt_level)?;
-        let compiled = compile_module(&self.module, isa, &[], &self.host_symbols)?;
-        stats.add_time("lower", compiled.lower_time);
-        stats.add_time("compile", compiled.compile_time);
-        stats.add("code_bytes", compiled.total_code_bytes() as u64);
-        Ok(JitModule { compiled, stats })
+        let symbols: Vec<(String, *const u8)> = self
+            .host_symbols
+            .iter()
+            .map(|(n, p)| (n.clone(), *p as *const u8))
+            .collect();
+        let jit = JITModule::new(jit_builder(isa, &symbols));
+        let mut m = MergeModule::with_config(jit, self.opts.config);
+        let ids = define_by_name(&mut m, self.funcs)?;
+        m.finalize_definitions()?;
+        Ok(JitModule {
+            module: Some(m),
+            ids: ids.into_iter().collect(),
+        })
     }
 }

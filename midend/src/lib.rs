@@ -8,7 +8,8 @@ pub mod lir;
 pub mod pass;
 pub mod passes;
 
-pub use pass::{Pass, PassManager, Stats};
+pub use pass::{parse_pass_list, Pass, PassManager, Stats};
+pub use passes::PassKind;
 
 /// The mid-end's one error type.
 #[derive(Debug, thiserror::Error)]
@@ -20,8 +21,10 @@ pub enum Error {
         after: String,
         errors: lir::VerifierErrors,
     },
-    #[error("unknown pass '{0}' (known: merge, lvn, gvn, dce, none)")]
+    #[error("unknown pass '{0}' (known: merge, lvn, gvn, dce; or `none` alone)")]
     UnknownPass(String),
+    #[error("{0}")]
+    PassList(String),
     #[error("{0}")]
     Other(String),
 }

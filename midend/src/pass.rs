@@ -3,6 +3,7 @@
 //! builds.
 
 use crate::lir::{verify_module, Module};
+use crate::passes::PassKind;
 use crate::Error;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -59,8 +60,46 @@ pub trait Pass {
     fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error>;
 }
 
-/// Names accepted by `--passes`, in the order they are usually run.
-pub const PASS_NAMES: &[&str] = &["merge", "lvn", "gvn", "dce"];
+/// Parse a pass list: pass names separated by commas (`merge,lvn`), or `none` alone for no
+/// pass. An empty list or an empty name (`""`, `,`, `merge,,lvn`), an unknown name and `none`
+/// beside other names are errors.
+pub fn parse_pass_list(list: &str) -> Result<Vec<PassKind>, Error> {
+    let list = list.trim();
+    if list == "none" {
+        return Ok(Vec::new());
+    }
+    let known = || {
+        PassKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if list.is_empty() {
+        return Err(Error::PassList(format!(
+            "empty pass list (give pass names separated by commas, from {}; or `none`)",
+            known()
+        )));
+    }
+    let mut out = Vec::new();
+    for (k, name) in list.split(',').map(str::trim).enumerate() {
+        match name {
+            "" => {
+                return Err(Error::PassList(format!(
+                    "empty pass name at position {} of `{list}`",
+                    k + 1
+                )))
+            }
+            "none" => {
+                return Err(Error::PassList(format!(
+                    "`none` must stand alone, not in `{list}`"
+                )))
+            }
+            _ => out.push(PassKind::parse(name).ok_or_else(|| Error::UnknownPass(name.into()))?),
+        }
+    }
+    Ok(out)
+}
 
 /// Runs passes in order.
 pub struct PassManager {
@@ -87,16 +126,18 @@ impl PassManager {
         self.passes.push(p);
     }
 
-    /// Build from a comma list (`merge,lvn`); `none` or an empty string means no pass.
+    /// Build from a pass list (`parse_pass_list`: `merge,lvn`, or `none`).
     pub fn from_names(list: &str) -> Result<Self, Error> {
+        Ok(Self::from_kinds(&parse_pass_list(list)?))
+    }
+
+    /// Build from passes given as values.
+    pub fn from_kinds(kinds: &[PassKind]) -> Self {
         let mut pm = PassManager::new();
-        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if name == "none" {
-                continue;
-            }
-            pm.add(crate::passes::create(name)?);
+        for k in kinds {
+            pm.add(k.create());
         }
-        Ok(pm)
+        pm
     }
 
     pub fn names(&self) -> Vec<&'static str> {

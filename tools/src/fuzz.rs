@@ -15,6 +15,7 @@
 //! Any difference in results, buffer contents or trapping is a failure; it is minimized (drop
 //! functions, zero inputs) and written as a `.clif` run test into `FuzzOptions::out_dir`.
 
+use crate::harness::Harness;
 use arbitrary::Unstructured;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -29,9 +30,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_interpreter::environment::FunctionStore;
 use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
 use cranelift_interpreter::step::ControlFlow;
-use jit_driver::jit::{compile_module, host_isa, CompiledModule, OptLevel};
-use jit_driver::pipeline::lift_functions;
-use midend::{PassManager, Stats};
+use jit_driver::{host_isa, MergeConfig, OptLevel};
+use midend::{parse_pass_list, Stats};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -1129,28 +1129,34 @@ pub fn interpret(funcs: &[Function], entry: &str, args: &[i64]) -> Outcome {
     }
 }
 
-/// Lift, run the passes, lower and JIT-compile `funcs`.
-pub fn compile_pipeline(funcs: &[Function], passes: &str) -> Result<CompiledModule, String> {
-    compile_pipeline_with_stats(funcs, passes, &mut Stats::default())
+/// Lift, run the passes, lower and JIT-compile `funcs` (every function from its lowered LIR
+/// with `lower_all`; otherwise only those a pass changed).
+pub fn compile_pipeline(funcs: &[Function], passes: &str) -> Result<Harness, String> {
+    compile_pipeline_with_stats(funcs, passes, false, &mut Stats::default())
 }
 
-/// `compile_pipeline`, adding the passes' statistics to `stats`.
+/// `compile_pipeline`, adding the statistics to `stats`.
 pub fn compile_pipeline_with_stats(
     funcs: &[Function],
     passes: &str,
+    lower_all: bool,
     stats: &mut Stats,
-) -> Result<CompiledModule, String> {
-    let mut module = lift_functions(funcs.iter(), stats).map_err(|e| e.to_string())?;
-    let mut pm = PassManager::from_names(passes).map_err(|e| e.to_string())?;
-    pm.verify = true;
-    pm.run(&mut module, stats).map_err(|e| e.to_string())?;
+) -> Result<Harness, String> {
+    let config = MergeConfig {
+        passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
+        verify_lir: true,
+        lower_all,
+        ..Default::default()
+    };
     let isa = host_isa(OptLevel::None).map_err(|e| e.to_string())?;
-    compile_module(&module, isa, &[wrapper_signature()], &[]).map_err(|e| e.to_string())
+    let h = Harness::compile(isa, funcs.to_vec(), config, &[wrapper_signature()])?;
+    stats.merge_from(h.stats());
+    Ok(h)
 }
 
 /// Run the calls in forked children (one child runs calls until one traps; the next child
 /// resumes after it).
-pub fn run_jit(module: &CompiledModule, calls: &[(String, Vec<i64>)]) -> Vec<Outcome> {
+pub fn run_jit(module: &Harness, calls: &[(String, Vec<i64>)]) -> Vec<Outcome> {
     let sig = wrapper_signature();
     let mut out = Vec::with_capacity(calls.len());
     // Pre-allocated per-call slot buffers: the child must not allocate.
@@ -1226,12 +1232,12 @@ pub fn run_jit(module: &CompiledModule, calls: &[(String, Vec<i64>)]) -> Vec<Out
 fn first_mismatch(
     funcs: &[Function],
     calls: &[(String, Vec<i64>)],
-    passes: &str,
+    (passes, lower_all): (&str, bool),
     mut report: Option<&mut FuzzReport>,
 ) -> Option<(usize, String, Vec<Outcome>)> {
     let oracle: Vec<Outcome> = calls.iter().map(|(n, a)| interpret(funcs, n, a)).collect();
     let mut stats = Stats::default();
-    let compiled = compile_pipeline_with_stats(funcs, passes, &mut stats);
+    let compiled = compile_pipeline_with_stats(funcs, passes, lower_all, &mut stats);
     if let Some(r) = report.as_deref_mut() {
         r.stats.merge_from(&stats);
     }
@@ -1274,10 +1280,10 @@ fn called_names(f: &Function) -> Vec<String> {
 fn minimize(
     mut funcs: Vec<Function>,
     mut call: (String, Vec<i64>),
-    passes: &str,
+    setup: (&str, bool),
 ) -> (Vec<Function>, (String, Vec<i64>), String) {
     let fails = |fs: &[Function], c: &(String, Vec<i64>)| {
-        first_mismatch(fs, std::slice::from_ref(c), passes, None).map(|(_, d, _)| d)
+        first_mismatch(fs, std::slice::from_ref(c), setup, None).map(|(_, d, _)| d)
     };
     let mut desc = fails(&funcs, &call).unwrap_or_else(|| "not reproducible alone".into());
     let entry = format!("%{}", call.0);
@@ -1418,13 +1424,19 @@ pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> 
             calls.push((e.clone(), random_input(&mut rng)));
         }
     }
-    let (idx, desc, oracle) = first_mismatch(&gm.functions, &calls, &opts.passes, Some(report))?;
-    let (funcs, call, mdesc) = minimize(gm.functions.clone(), calls[idx].clone(), &opts.passes);
+    // Every other module compiles every function from its lowered LIR (testing lift and
+    // lower everywhere); the others compile unchanged functions from their input (testing
+    // that rule and the redirected calls).
+    let setup = (opts.passes.as_str(), iter_seed & 1 == 1);
+    let (idx, desc, oracle) = first_mismatch(&gm.functions, &calls, setup, Some(report))?;
+    let (funcs, call, mdesc) = minimize(gm.functions.clone(), calls[idx].clone(), setup);
     let oracle_min = interpret(&funcs, &call.0, &call.1);
     let _ = oracle;
     let header = format!(
-        "mergelift fuzz: iteration seed {iter_seed:#x}, passes `{}`\n{}\n(before minimizing: {desc})",
-        opts.passes, mdesc
+        "mergelift fuzz: iteration seed {iter_seed:#x}, passes `{}`{}\n{}\n(before minimizing: {desc})",
+        opts.passes,
+        if setup.1 { ", every function lowered" } else { "" },
+        mdesc
     );
     let text = reproducer_text(&funcs, &call, &oracle_min, &header);
     let _ = std::fs::create_dir_all(&opts.out_dir);

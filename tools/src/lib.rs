@@ -1,9 +1,13 @@
 //! Mergelift's tools, apart from what a library user links: the template-heavy module
 //! generator (`gen`), the differential fuzzer against cranelift-interpreter (`fuzz`), the runner
-//! of Cranelift's `.clif` run tests (`runtest`) and the code-size and compile-time measurement
-//! (`size`). The `mergelift` command (crate `mergelift-cli`) is built on them.
+//! of Cranelift's `.clif` run tests (`runtest`), the code-size and compile-time measurement
+//! (`size`), and what they share (`input`, `harness`). The `mergelift` command (crate
+//! `mergelift-cli`) is built on them.
 
+mod exn;
 pub mod fuzz;
 pub mod gen;
+pub mod harness;
+pub mod input;
 pub mod runtest;
 pub mod size;

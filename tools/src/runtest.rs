@@ -3,6 +3,7 @@
 //! run the passes, JIT-compile, and execute every `; run:` and `; print:` line. Each call runs
 //! in a forked child, so a trap fails that line and the run goes on.
 
+use crate::harness::Harness;
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::OwnedTargetIsa;
@@ -10,17 +11,15 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_reader::{
     parse_run_command, parse_test, Comparison, IsaSpec, ParseOptions, RunCommand,
 };
-use jit_driver::jit::{compile_module, OptLevel};
-use jit_driver::pipeline::lift_functions;
-use jit_driver::Error;
-use midend::{PassManager, Stats};
+use jit_driver::{MergeConfig, OptLevel};
+use midend::{PassKind, Stats};
 use std::path::Path;
 
 /// Options of `mergelift run`.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
-    /// Comma list of passes (`none` = lift and lower only).
-    pub passes: String,
+    /// The passes (empty: lift only).
+    pub passes: Vec<PassKind>,
     /// Override the files' `opt_level`.
     pub opt_level: Option<OptLevel>,
 }
@@ -99,7 +98,7 @@ fn line_of(text: &str, sub: &str) -> usize {
 
 /// Run one call in a forked child; a signal (trap) becomes an error.
 fn call_isolated(
-    module: &jit_driver::jit::CompiledModule,
+    module: &Harness,
     name: &str,
     sig: &ir::Signature,
     args: &[DataValue],
@@ -206,7 +205,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     let mut reasons = Vec::new();
     match &test.isa_spec {
         IsaSpec::None(flags) => {
-            match jit_driver::jit::host_isa(opts.opt_level.unwrap_or(OptLevel::None)) {
+            match jit_driver::host_isa(opts.opt_level.unwrap_or(OptLevel::None)) {
                 Ok(h) => match jit_isa(&*h, flags, opts.opt_level) {
                     Ok(i) => isas.push(i),
                     Err(e) => reasons.push(e),
@@ -273,16 +272,17 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     }
     let sigs: Vec<ir::Signature> = commands.iter().map(|c| c.2.clone()).collect();
     for isa in isas {
-        let funcs: Vec<&ir::Function> = test.functions.iter().map(|(f, _)| f).collect();
-        let compiled = (|| -> Result<jit_driver::jit::CompiledModule, Error> {
-            let mut module = lift_functions(funcs.iter().copied(), &mut report.stats)?;
-            let mut pm = PassManager::from_names(&opts.passes)?;
-            pm.verify = true;
-            pm.run(&mut module, &mut report.stats)?;
-            compile_module(&module, isa, &sigs, &[])
-        })();
-        let compiled = match compiled {
-            Ok(c) => c,
+        let funcs: Vec<ir::Function> = test.functions.iter().map(|(f, _)| f.clone()).collect();
+        let config = MergeConfig {
+            passes: opts.passes.clone(),
+            verify_lir: true,
+            ..Default::default()
+        };
+        let compiled = match Harness::compile(isa, funcs, config, &sigs) {
+            Ok(c) => {
+                report.stats.merge_from(c.stats());
+                c
+            }
             Err(e) => {
                 for (line, _, _, _) in &commands {
                     report.fail(format!("{file}:{line}: {e}"));
@@ -338,35 +338,4 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
             }
         }
     }
-}
-
-/// Collect `.clif` files from files and directories (recursively, sorted).
-pub fn collect_files(inputs: &[std::path::PathBuf]) -> Result<Vec<std::path::PathBuf>, Error> {
-    let mut out = Vec::new();
-    for p in inputs {
-        if p.is_dir() {
-            let mut stack = vec![p.clone()];
-            while let Some(d) = stack.pop() {
-                let rd = std::fs::read_dir(&d)
-                    .map_err(|e| Error::Other(format!("{}: {e}", d.display())))?;
-                for e in rd.flatten() {
-                    let path = e.path();
-                    if path.is_dir() {
-                        stack.push(path);
-                    } else if path.extension().is_some_and(|x| x == "clif") {
-                        out.push(path);
-                    }
-                }
-            }
-        } else if p.exists() {
-            out.push(p.clone());
-        } else {
-            return Err(Error::Other(format!(
-                "{}: no such file or directory",
-                p.display()
-            )));
-        }
-    }
-    out.sort();
-    Ok(out)
 }

@@ -1,22 +1,34 @@
-//! Code-size and compile-time measurement: compile every function with Cranelift as given
-//! ("before"), then lift, run the passes, lower and compile again ("after"). Functions are
-//! compiled without linking, so unresolved imports are fine.
+//! Code size and compile time, without and with Mergelift: the functions of the inputs are
+//! compiled into a plain `ObjectModule` ("before"), then into a `MergeModule<ObjectModule>`
+//! ("after"), for the ISA the inputs' `set` and `target` lines ask for. Both sides link the
+//! same way (by name, imports left undefined), so the difference is Mergelift's alone.
 
-use cranelift_codegen::ir;
+use crate::input::{file_isa, isa_signature, ClifFile};
+use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::Context;
-use cranelift_frontend::FunctionBuilderContext;
-use jit_driver::jit::{code_size, host_isa, OptLevel};
-use jit_driver::lower::{lower_function_with, OriginalNames};
-use jit_driver::pipeline::lift_functions;
-use jit_driver::Error;
+use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use jit_driver::module::panic_text;
+use jit_driver::{declare_by_name, MergeConfig, MergeModule, OptLevel};
 use midend::lir::MergeKind;
-use midend::{PassManager, Stats};
 use std::time::Instant;
+
+/// What `mergelift size` measures with.
+#[derive(Clone, Debug, Default)]
+pub struct SizeOptions {
+    /// The passes and the rest of the pipeline's configuration.
+    pub config: MergeConfig,
+    /// Override the inputs' opt level.
+    pub opt_level: Option<OptLevel>,
+    /// Keep the object file of the "after" module (`SizeReport::object`).
+    pub object: bool,
+}
 
 /// What `mergelift size` reports.
 #[derive(Clone, Debug, Default)]
 pub struct SizeReport {
     pub functions_in: usize,
+    /// Functions compiled after the passes (merged functions are not).
     pub functions_out: usize,
     pub merged: usize,
     pub replaced: usize,
@@ -27,18 +39,40 @@ pub struct SizeReport {
     pub lir_insts_after: usize,
     pub code_bytes_before: usize,
     pub code_bytes_after: usize,
-    /// Phase wall times in ms: parse, compile_before, lift, each pass, lower, compile_after.
+    /// Functions compiled from their lowered LIR (a pass changed them).
+    pub lowered: usize,
+    /// Phase wall times in ms: parse, compile_before, lift, each pass, lower, verify,
+    /// compile_after.
     pub time_ms: Vec<(String, f64)>,
-    /// Functions that failed a phase: (phase, error).
-    pub errors: Vec<(String, String)>,
+    /// The object file of the "after" module, when asked for.
+    pub object: Option<Vec<u8>>,
 }
 
 impl SizeReport {
+    /// The time of a phase in ms (0 when it did not run).
+    pub fn time(&self, phase: &str) -> f64 {
+        self.time_ms
+            .iter()
+            .find(|(n, _)| n == phase)
+            .map_or(0.0, |(_, v)| *v)
+    }
+
+    /// The pipeline's time: every phase of the "after" side (sub-phases such as
+    /// `merge.walk` are part of their pass and not counted again).
+    pub fn pipeline_ms(&self) -> f64 {
+        self.time_ms
+            .iter()
+            .filter(|(n, _)| n != "parse" && n != "compile_before" && !n.contains('.'))
+            .map(|(_, v)| v)
+            .sum()
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         let mut time = serde_json::Map::new();
         for (k, v) in &self.time_ms {
             time.insert(k.clone(), serde_json::json!(v));
         }
+        let before = self.time("compile_before");
         serde_json::json!({
             "functions_in": self.functions_in,
             "functions_out": self.functions_out,
@@ -46,95 +80,160 @@ impl SizeReport {
             "replaced": self.replaced,
             "aliased": self.aliased,
             "thunked": self.thunked,
+            "lowered": self.lowered,
             "clif_insts": self.clif_insts,
             "lir_insts_before": self.lir_insts_before,
             "lir_insts_after": self.lir_insts_after,
             "code_bytes_before": self.code_bytes_before,
             "code_bytes_after": self.code_bytes_after,
-            "errors": self.errors.len(),
             "time_ms": time,
+            "pipeline_ms": self.pipeline_ms(),
+            "ratio": if before > 0.0 { self.pipeline_ms() / before } else { 0.0 },
         })
     }
 }
 
-/// Measure `funcs` (already parsed; `parse_ms` is reported as the parse phase).
+/// The ISA all `files` ask for; they must agree.
+pub fn common_isa(files: &[ClifFile], opt: Option<OptLevel>) -> Result<OwnedTargetIsa, String> {
+    let first = files.first().ok_or("no input files")?;
+    let sig = isa_signature(first);
+    for f in &files[1..] {
+        if isa_signature(f) != sig {
+            return Err(format!(
+                "{} and {} ask for different ISA settings (`set`/`target` lines): the inputs \
+                 form one module; measure them one at a time",
+                first.path.display(),
+                f.path.display()
+            ));
+        }
+    }
+    file_isa(first, opt)
+}
+
+fn object_module(isa: OwnedTargetIsa) -> Result<ObjectModule, String> {
+    let b = ObjectBuilder::new(isa, "mergelift", default_libcall_names())
+        .map_err(|e| format!("object file: {e}"))?;
+    Ok(ObjectModule::new(b))
+}
+
+/// The functions of all files, with a name defined twice reported with both files.
+fn functions(
+    files: &[ClifFile],
+) -> Result<Vec<(Linkage, cranelift_codegen::ir::Function)>, String> {
+    let mut seen: midend::hash::HashMap<String, &std::path::Path> = Default::default();
+    let mut out = Vec::new();
+    for file in files {
+        for f in &file.functions {
+            let name = jit_driver::opmap::func_name(&f.name);
+            if let Some(prev) = seen.insert(name.clone(), &file.path) {
+                return Err(if prev == file.path {
+                    format!("{}: function {name} is defined twice", file.path.display())
+                } else {
+                    format!(
+                        "function {name} is defined in both {} and {}: the inputs form one \
+                         module; measure them one at a time",
+                        prev.display(),
+                        file.path.display()
+                    )
+                });
+            }
+            out.push((Linkage::Export, f.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// Measure `files` as one module. `progress(phase, k, n)` is called before each function of
+/// the plain compile. Any function Cranelift cannot compile is an error naming it.
 pub fn measure(
-    funcs: &[ir::Function],
-    passes: &str,
-    opt: OptLevel,
+    files: &[ClifFile],
+    opts: &SizeOptions,
     parse_ms: f64,
     mut progress: impl FnMut(&str, usize, usize),
-) -> Result<SizeReport, Error> {
-    let isa = host_isa(opt)?;
+) -> Result<SizeReport, String> {
+    let funcs = functions(files)?;
     let mut r = SizeReport {
         functions_in: funcs.len(),
+        clif_insts: funcs.iter().map(|(_, f)| f.dfg.num_insts()).sum(),
         ..Default::default()
     };
     r.time_ms.push(("parse".into(), parse_ms));
-    r.clif_insts = funcs.iter().map(|f| f.dfg.num_insts()).sum();
+
+    // Before: plain Cranelift.
+    let mut plain = object_module(common_isa(files, opts.opt_level)?)?;
+    let declared = declare_by_name(&mut plain, funcs.clone()).map_err(|e| format!("{e:#}"))?;
+    let n = declared.len();
     let mut ctx = Context::new();
     let t = Instant::now();
-    for (k, f) in funcs.iter().enumerate() {
-        progress("compile_before", k, funcs.len());
-        match code_size(f.clone(), &*isa, &mut ctx) {
-            Ok(n) => r.code_bytes_before += n,
-            Err(e) => r.errors.push(("compile_before".into(), e.to_string())),
+    for (k, (name, id, f)) in declared.into_iter().enumerate() {
+        progress("compile_before", k, n);
+        ctx.clear();
+        ctx.func = f;
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            plain.define_function(id, &mut ctx)
+        }));
+        match res {
+            Ok(Ok(())) => {
+                r.code_bytes_before += ctx.compiled_code().map_or(0, |c| c.code_buffer().len())
+            }
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "function {name}: Cranelift cannot compile it: {}",
+                    jit_driver::module::error_text(&e, Some(&ctx.func))
+                ))
+            }
+            Err(p) => {
+                return Err(format!(
+                    "function {name}: Cranelift cannot compile it (it panicked: {})",
+                    panic_text(&p)
+                ))
+            }
         }
     }
     r.time_ms
         .push(("compile_before".into(), t.elapsed().as_secs_f64() * 1e3));
+    drop(plain);
 
-    let mut stats = Stats::default();
-    let mut module = lift_functions(funcs.iter(), &mut stats)?;
-    r.time_ms.push(("lift".into(), stats.time_ms("lift")));
-    r.lir_insts_before = module.inst_count();
-    let mut pm = PassManager::from_names(passes)?;
-    pm.verify = false;
-    pm.run(&mut module, &mut stats)?;
-    for name in pm.names() {
-        r.time_ms.push((name.to_string(), stats.time_ms(name)));
+    // After: the pipeline.
+    let inner = object_module(common_isa(files, opts.opt_level)?)?;
+    let mut m = MergeModule::with_config(inner, opts.config.clone());
+    let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
+    for (_, id, f) in declared {
+        ctx.clear();
+        ctx.func = f;
+        m.define_function(id, &mut ctx)
+            .map_err(|e| format!("{e:#}"))?;
     }
-    r.lir_insts_after = module.inst_count();
-    r.functions_out = module.live_functions().count();
-    r.merged = module.merges.len();
-    r.replaced = module
-        .merges
-        .iter()
-        .filter(|m| m.kind == MergeKind::Replaced)
-        .count();
-    r.aliased = module
-        .merges
-        .iter()
-        .filter(|m| m.kind == MergeKind::Aliased)
-        .count();
-    r.thunked = module
-        .merges
-        .iter()
-        .filter(|m| m.kind == MergeKind::Thunked)
-        .count();
-
-    let config = isa.frontend_config();
-    let mut lowered = Vec::with_capacity(r.functions_out);
-    let mut fctx = FunctionBuilderContext::new();
-    let t = Instant::now();
-    for (_, f) in module.live_functions() {
-        match lower_function_with(&module, f, &mut OriginalNames, config, &mut fctx) {
-            Ok(func) => lowered.push(func),
-            Err(e) => r.errors.push(("lower".into(), e.to_string())),
+    m.flush().map_err(|e| format!("{e:#}"))?;
+    let stats = m.stats().clone();
+    for (phase, d) in &stats.times {
+        let name = if phase == "compile" {
+            "compile_after".to_string()
+        } else {
+            phase.clone()
+        };
+        r.time_ms.push((name, d.as_secs_f64() * 1e3));
+    }
+    r.lir_insts_before = stats.get("lir_insts_in") as usize;
+    r.lir_insts_after = stats.get("lir_insts_out") as usize;
+    r.code_bytes_after = stats.get("code_bytes") as usize;
+    r.functions_out = stats.get("compiled") as usize;
+    r.lowered = stats.get("lowered") as usize;
+    for (_, _, kind) in m.merges() {
+        r.merged += 1;
+        match kind {
+            MergeKind::Replaced => r.replaced += 1,
+            MergeKind::Aliased => r.aliased += 1,
+            MergeKind::Thunked => r.thunked += 1,
         }
     }
-    r.time_ms
-        .push(("lower".into(), t.elapsed().as_secs_f64() * 1e3));
-    let t = Instant::now();
-    let n = lowered.len();
-    for (k, func) in lowered.into_iter().enumerate() {
-        progress("compile_after", k, n);
-        match code_size(func, &*isa, &mut ctx) {
-            Ok(n) => r.code_bytes_after += n,
-            Err(e) => r.errors.push(("compile_after".into(), e.to_string())),
-        }
+    if opts.object {
+        let product = m.finish().map_err(|e| format!("{e:#}"))?;
+        r.object = Some(
+            product
+                .emit()
+                .map_err(|e| format!("writing the object file: {e}"))?,
+        );
     }
-    r.time_ms
-        .push(("compile_after".into(), t.elapsed().as_secs_f64() * 1e3));
     Ok(r)
 }

@@ -29,7 +29,7 @@ fn run_with(name: &str, text: &str, passes: &str) -> RunReport {
     run_file(
         &p,
         &RunOptions {
-            passes: passes.to_string(),
+            passes: midend::parse_pass_list(passes).unwrap(),
             opt_level: None,
         },
         &mut r,

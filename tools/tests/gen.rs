@@ -224,17 +224,17 @@ fn report() {
 #[test]
 fn executes_the_same_with_and_without_merge() {
     use cranelift_codegen::ir::types;
-    use jit_driver::{Pipeline, PipelineOptions};
-    use midend::lir::Linkage;
+    use cranelift_module::Linkage;
+    use jit_driver::{MergeConfig, Pipeline, PipelineOptions};
     let out = generate(&opts(100, 0.5, 0.1, 31));
     let funcs = parse(&out);
     let run = |passes: &str| -> Vec<(i64, [i64; 8])> {
         let mut p = Pipeline::new(PipelineOptions {
-            passes: passes.into(),
+            config: MergeConfig::with_passes(&midend::parse_pass_list(passes).unwrap()),
             ..Default::default()
         });
         for f in &funcs {
-            p.add_function(Linkage::Export, f.clone()).unwrap();
+            p.add_function(Linkage::Export, f.clone());
         }
         let jit = p
             .compile()

@@ -295,6 +295,14 @@ pub struct Function {
     /// The function's address is observed (taken with `func_addr`, or declared so): merging it
     /// must keep a distinct address (a thunk), never an alias.
     pub address_significant: bool,
+    /// Compiled already (an earlier batch of an incremental module): passes never change
+    /// it, and merging keeps it as the survivor.
+    pub frozen: bool,
+    /// A pass changed the body (removed instructions, made it a thunk, rewrote calls with
+    /// new arguments). An unmodified function lowers to what it was lifted from, up to the
+    /// callees of its direct calls (see `MergeRecord::callers_redirected`), so a backend may
+    /// compile its original Cranelift IR instead of lowering it.
+    pub modified: bool,
     pub regs: PrimaryMap<Reg, RegData>,
     pub insts: PrimaryMap<Inst, InstData>,
     pub blocks: PrimaryMap<Block, BlockData>,
@@ -402,6 +410,8 @@ impl Function {
             sig,
             linkage,
             address_significant: false,
+            frozen: false,
+            modified: false,
             regs: PrimaryMap::new(),
             insts: PrimaryMap::new(),
             blocks: PrimaryMap::new(),

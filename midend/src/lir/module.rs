@@ -46,6 +46,9 @@ pub struct MergeRecord {
     pub merged: Symbol,
     pub survivor: Symbol,
     pub kind: MergeKind,
+    /// Direct calls to `merged` now call `survivor` (false only for a preemptible merged
+    /// function, whose definition may be replaced at link time).
+    pub callers_redirected: bool,
 }
 
 /// A module of LIR functions.
@@ -59,6 +62,10 @@ pub struct Module {
     /// Names that resolve to another symbol's code (aliases made by merging).
     pub aliases: HashMap<Symbol, Symbol>,
     pub merges: Vec<MergeRecord>,
+    /// The target compiles tail calls (`tail_call`) where calling conventions allow them.
+    /// Passes that create calls (merge thunks) emit a tail call only then; otherwise a call
+    /// and a return. Off by default (x86-64 needs frame pointers for tail calls).
+    pub allow_tail_calls: bool,
 }
 
 impl Module {
@@ -107,6 +114,30 @@ impl Module {
         self.functions
             .iter()
             .filter(move |(id, _)| !self.removed[*id])
+    }
+
+    /// The symbol whose code `s` uses: `s` itself, or the end of its chain of merge aliases.
+    pub fn resolve_alias(&self, s: Symbol) -> Symbol {
+        let mut t = s;
+        let mut steps = 0;
+        while let Some(&n) = self.aliases.get(&t) {
+            t = n;
+            steps += 1;
+            if n == s || steps > self.aliases.len() {
+                break; // never loops: merging only points at live survivors
+            }
+        }
+        t
+    }
+
+    /// Live functions that passes may change (not frozen by an earlier compile).
+    pub fn open_functions(&self) -> impl Iterator<Item = (FuncId, &Function)> {
+        self.live_functions().filter(|(_, f)| !f.frozen)
+    }
+
+    /// The ids of `open_functions`.
+    pub fn open_function_ids(&self) -> Vec<FuncId> {
+        self.open_functions().map(|(id, _)| id).collect()
     }
 
     /// The function a symbol is defined by.

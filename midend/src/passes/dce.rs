@@ -14,10 +14,8 @@ impl Pass for Dce {
     }
     fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
         let mut removed = 0;
-        for (id, f) in module.functions.iter_mut() {
-            if !module.removed[id] {
-                removed += dce_function(f);
-            }
+        for id in module.open_function_ids() {
+            removed += dce_function(&mut module.functions[id]);
         }
         stats.add("dce.removed", removed as u64);
         Ok(())
@@ -71,6 +69,7 @@ pub fn dce_function(f: &mut Function) -> usize {
     }
     if count > 0 {
         f.retain_all_insts(|i| !dead[i]);
+        f.modified = true;
     }
     count
 }

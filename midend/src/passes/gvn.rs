@@ -33,10 +33,8 @@ impl Pass for Gvn {
     }
     fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
         let mut removed = 0;
-        for (id, f) in module.functions.iter_mut() {
-            if !module.removed[id] {
-                removed += gvn_function(f);
-            }
+        for id in module.open_function_ids() {
+            removed += gvn_function(&mut module.functions[id]);
         }
         stats.add("gvn.removed", removed as u64);
         Ok(())
@@ -264,5 +262,6 @@ pub fn gvn_function(f: &mut Function) -> usize {
         op.map_regs(|r| canon(&rename, r));
     }
     f.retain_all_insts(|i| !dead[i]);
+    f.modified = true;
     removed
 }

@@ -44,8 +44,8 @@
 
 use crate::hash::HashMap;
 use crate::lir::{
-    effects, Block, Format, FuncId, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef,
-    Module, OpaqueData, OpaqueRef, Opcode, Operand, Reg, Region, StackObj, Symbol, Type,
+    effects, Block, Format, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef, Module,
+    OpaqueData, OpaqueRef, Opcode, Operand, Reg, Region, StackObj, Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
 use crate::Error;
@@ -547,7 +547,7 @@ impl LocalValueNumbering {
     /// Number every live function of a module, loading the next functions' arrays while
     /// the current one is numbered (a large module does not fit in any cache).
     pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
-        let ids: Vec<FuncId> = m.live_functions().map(|(id, _)| id).collect();
+        let ids = m.open_function_ids();
         for (k, &id) in ids.iter().enumerate() {
             m.prefetch_bodies_ahead(&ids, k);
             self.run(&mut m.functions[id], st);
@@ -592,6 +592,7 @@ impl LocalValueNumbering {
         if !self.any {
             return;
         }
+        f.modified = true;
         // Rewrite uses and delete dead instructions.
         let vn = &self.vn;
         let canon = |r: Reg| {

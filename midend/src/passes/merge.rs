@@ -897,17 +897,22 @@ fn operand_kind(o: &Operand) -> u8 {
     }
 }
 
-/// Survivor priority: exported strong first, then local, then preemptible; then by id.
+/// Survivor priority: frozen (compiled already: it must survive) first, then exported strong,
+/// then local, then preemptible; then by id.
 fn priority(f: &Function) -> u8 {
+    if f.frozen {
+        return PRIO_FROZEN;
+    }
     match f.linkage {
-        Linkage::Export => 0,
-        Linkage::Local => 1,
+        Linkage::Export => 1,
+        Linkage::Local => 2,
         Linkage::Preemptible => PRIO_PREEMPTIBLE,
-        Linkage::Import => 3,
+        Linkage::Import => 4,
     }
 }
 
-const PRIO_PREEMPTIBLE: u8 = 2;
+const PRIO_FROZEN: u8 = 0;
+const PRIO_PREEMPTIBLE: u8 = 3;
 
 /// The facts of one walk over every function with a body.
 struct Walked {
@@ -1464,6 +1469,9 @@ pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
         if w.prio[f] == PRIO_PREEMPTIBLE {
             continue; // no safe survivor (see the module comment)
         }
+        if w.prio[g] == PRIO_FROZEN {
+            continue; // both compiled already: neither may change
+        }
         // The merge validator re-checks every pair in debug builds (and in tests).
         #[cfg(debug_assertions)]
         if let Err(e) = validate_merge(m, &class, f, g) {
@@ -1547,8 +1555,8 @@ pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
         // with the instruction data of the next functions on its way into the cache.
         let mut edits: Vec<(FuncId, Inst, Symbol, Symbol)> = Vec::new();
         for &c in &ids {
-            if m.removed[c] || merged_into[c].is_some() {
-                continue; // deleted, or its body is now a thunk
+            if m.removed[c] || merged_into[c].is_some() || w.prio[c] == PRIO_FROZEN {
+                continue; // deleted, its body is now a thunk, or compiled already
             }
             let (a, b) = w.calls[c];
             for &(s, inst) in &w.sites[a as usize..b as usize] {
@@ -1610,15 +1618,17 @@ fn merge_two(
         merged: gs,
         survivor: fs,
         kind,
+        callers_redirected: !preemptible,
     });
 }
 
 /// Replace G's body with a call to `target`: a tail call where the calling convention is
-/// `tail`, else call and return.
+/// `tail` and the target allows tail calls (`Module::allow_tail_calls`), else call and return.
 fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
     let old = &m.functions[g];
     let mut t = Function::new(old.name.clone(), old.sig.clone(), old.linkage);
     t.address_significant = old.address_significant;
+    t.modified = true;
     t.stack_limit = None;
     let sig = t.sigs.push(old.sig.clone());
     let b = t.new_block();
@@ -1631,7 +1641,7 @@ fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
     }
     let mut ops = vec![Operand::Sym(target, 0)];
     ops.extend(args);
-    if old.sig.call_conv == CallConv::Tail {
+    if old.sig.call_conv == CallConv::Tail && m.allow_tail_calls {
         let i = t.make_inst(Opcode::TailCall, Type::VOID, &[], &ops);
         t.insts[i].aux = sig.as_u32();
         t.append_inst(b, i);

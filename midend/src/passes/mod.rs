@@ -9,13 +9,53 @@ pub mod merge;
 use crate::pass::Pass;
 use crate::Error;
 
+/// A pass, as a value: what `--passes` names and what library users configure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PassKind {
+    /// MergeFunctions: functions equal under the comparator share one body.
+    Merge,
+    /// Local value numbering (seed 002), with store-to-load forwarding.
+    Lvn,
+    /// Value numbering scoped along the dominator tree.
+    Gvn,
+    /// Dead-code removal.
+    Dce,
+}
+
+impl PassKind {
+    /// Every pass, in the order they are usually run.
+    pub const ALL: &'static [PassKind] =
+        &[PassKind::Merge, PassKind::Lvn, PassKind::Gvn, PassKind::Dce];
+
+    /// The name used in `--passes` and in statistics.
+    pub fn name(self) -> &'static str {
+        match self {
+            PassKind::Merge => "merge",
+            PassKind::Lvn => "lvn",
+            PassKind::Gvn => "gvn",
+            PassKind::Dce => "dce",
+        }
+    }
+
+    /// The pass named `name`.
+    pub fn parse(name: &str) -> Option<PassKind> {
+        PassKind::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
+    /// A new instance of the pass.
+    pub fn create(self) -> Box<dyn Pass> {
+        match self {
+            PassKind::Merge => Box::new(merge::Merge),
+            PassKind::Lvn => Box::new(lvn::Lvn),
+            PassKind::Gvn => Box::new(gvn::Gvn),
+            PassKind::Dce => Box::new(dce::Dce),
+        }
+    }
+}
+
 /// Create a pass by its `--passes` name.
 pub fn create(name: &str) -> Result<Box<dyn Pass>, Error> {
-    Ok(match name {
-        "dce" => Box::new(dce::Dce),
-        "lvn" => Box::new(lvn::Lvn),
-        "merge" => Box::new(merge::Merge),
-        "gvn" => Box::new(gvn::Gvn),
-        _ => return Err(Error::UnknownPass(name.to_string())),
-    })
+    PassKind::parse(name)
+        .map(PassKind::create)
+        .ok_or_else(|| Error::UnknownPass(name.to_string()))
 }

@@ -1,0 +1,87 @@
+//! The typed configuration of a [`MergeModule`](super::MergeModule).
+
+use midend::PassKind;
+
+/// How Mergelift treats the addresses of functions the host can see.
+///
+/// Addresses taken in the IR (`func_addr`, a function symbol's `symbol_value`) or stored in
+/// data objects (`DataDescription::write_function_addr`) always stay distinct: a merged
+/// function whose address is observed that way keeps a thunk of its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AddressPolicy {
+    /// Functions visible outside the module (exported, hidden, preemptible) may share an
+    /// address with an equal function, as with a linker's `--icf=all`:
+    /// `get_finalized_function` of a merged function gives the survivor's code, and an object
+    /// file gets an alias symbol. No merged function costs code. The default: a JIT runtime
+    /// calls functions, it rarely compares their pointers.
+    #[default]
+    Shared,
+    /// Every function visible outside the module keeps an address of its own, as with
+    /// `--icf=safe`: a merged exported function becomes a thunk (a jump to the survivor); only
+    /// local functions lose their code.
+    Distinct,
+}
+
+/// How many threads the pipeline may use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Threads {
+    /// Never start a thread: everything runs on the caller's thread (the default).
+    #[default]
+    None,
+    /// At most this many threads (0 and 1 mean none).
+    Count(usize),
+    /// As many as the machine has cores (at most 8).
+    Available,
+}
+
+impl Threads {
+    /// The number of threads this setting allows (1 = the caller's only).
+    pub fn get(self) -> usize {
+        match self {
+            Threads::None => 1,
+            Threads::Count(n) => n.max(1),
+            Threads::Available => {
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+            }
+        }
+    }
+}
+
+/// What a [`MergeModule`](super::MergeModule) does with the functions defined in it.
+#[derive(Clone, Debug)]
+pub struct MergeConfig {
+    /// The passes, in order (default: `merge`, `lvn`).
+    pub passes: Vec<PassKind>,
+    /// Threads for the per-function steps and the merge walk (default: none).
+    pub threads: Threads,
+    /// Whether functions the host can see may share an address (default: they may).
+    pub address_policy: AddressPolicy,
+    /// Compile every function from its lowered LIR. By default a function that no pass
+    /// changed is compiled from the Cranelift IR it was defined with (exact, and it costs no
+    /// lowering); this switch exists to test that rule.
+    pub lower_all: bool,
+    /// Run the LIR verifier after every pass (default: in debug builds).
+    pub verify_lir: bool,
+}
+
+impl Default for MergeConfig {
+    fn default() -> Self {
+        MergeConfig {
+            passes: vec![PassKind::Merge, PassKind::Lvn],
+            threads: Threads::None,
+            address_policy: AddressPolicy::Shared,
+            lower_all: false,
+            verify_lir: cfg!(debug_assertions),
+        }
+    }
+}
+
+impl MergeConfig {
+    /// The default configuration with these passes.
+    pub fn with_passes(passes: &[PassKind]) -> Self {
+        MergeConfig {
+            passes: passes.to_vec(),
+            ..Default::default()
+        }
+    }
+}

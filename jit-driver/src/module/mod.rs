@@ -1,0 +1,856 @@
+//! `MergeModule<M>`: a `cranelift_module::Module` that merges and value-numbers the functions
+//! defined in it before handing them to the module it wraps (a `JITModule`, an
+//! `ObjectModule`, or any other).
+//!
+//! Declarations go straight to the inner module, so ids are the inner module's own.
+//! `define_function` keeps the function; the passes run when the definitions are flushed
+//! (`finalize_definitions` for a JIT, `finish` for an object file, or `flush`):
+//!
+//! 1. every pending function is lifted to LIR;
+//! 2. the passes run over the new functions, merging them with each other and with the
+//!    functions compiled by earlier flushes (those are *frozen*: they survive, never change);
+//! 3. each new function is compiled into the inner module: a merged one not at all (its id
+//!    resolves to the survivor), a function a pass changed from its lowered LIR, and every
+//!    other function from the Cranelift IR it was defined with (exact: nothing to lower), with
+//!    direct calls to merged functions pointed at their survivors.
+//!
+//! The module is incremental: what was compiled stays in the LIR module, frozen, so a later
+//! function equal to one compiled before gets that code without any compile.
+
+mod config;
+#[cfg(feature = "jit")]
+mod jit;
+#[cfg(feature = "object")]
+mod object;
+
+pub use config::{AddressPolicy, MergeConfig, Threads};
+
+use crate::lift::lift_function;
+use crate::lower::{lower_function_with, special_name, NameResolver};
+use crate::opmap::parse_user_name;
+use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::ir::{self, InstructionData};
+use cranelift_codegen::isa::TargetIsa;
+use cranelift_codegen::{CodegenError, Context};
+use cranelift_entity::packed_option::PackedOption;
+use cranelift_entity::SecondaryMap;
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_module::{
+    DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
+    ModuleRelocTarget, ModuleResult,
+};
+use midend::lir::{self, MergeKind};
+use midend::{PassManager, Stats};
+use std::time::{Duration, Instant};
+
+/// What became of a defined function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum State {
+    /// Declared, not defined (or an import).
+    #[default]
+    Declared,
+    /// Defined, waiting for the next flush.
+    Pending,
+    /// Compiled into the inner module (possibly as a thunk).
+    Compiled,
+    /// Merged away: no code; its id resolves to its survivor.
+    Merged,
+    /// Defined with `define_function_bytes` (passed straight through).
+    Bytes,
+}
+
+/// A hook called with each function compiled into the inner module and the context holding
+/// its compiled code (`ctx.compiled_code()`).
+pub type CompiledHook = Box<dyn FnMut(FuncId, &Context) + Send>;
+
+/// A Cranelift module that merges equal functions and value-numbers the rest before they reach
+/// the module it wraps. See the [module documentation](self).
+pub struct MergeModule<M: Module> {
+    inner: M,
+    config: MergeConfig,
+    core: Core,
+}
+
+/// The state that does not depend on the inner module's type.
+struct Core {
+    lir: lir::Module,
+    /// The LIR function and symbol of each module function lifted so far.
+    lifted: SecondaryMap<FuncId, PackedOption<lir::FuncId>>,
+    /// The module function of each LIR symbol that names one.
+    sym_func: SecondaryMap<lir::Symbol, PackedOption<FuncId>>,
+    state: SecondaryMap<FuncId, State>,
+    /// Survivor and kind of each merged function (a thunk counts: its calls go to the survivor).
+    merged: SecondaryMap<FuncId, Option<(FuncId, MergeKind)>>,
+    pending: Vec<(FuncId, ir::Function)>,
+    /// Functions whose address is observed: taken in IR or stored in data.
+    taken: SecondaryMap<FuncId, bool>,
+    stats: Stats,
+    code_bytes: SecondaryMap<FuncId, u32>,
+    hook: Option<CompiledHook>,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    /// Set when a flush failed half-way: the module can no longer be trusted.
+    poisoned: Option<String>,
+    /// Functions and data objects declared through this module (ids below are valid).
+    declared: (u32, u32),
+}
+
+fn backend(msg: String) -> ModuleError {
+    ModuleError::Backend(anyhow::anyhow!(msg))
+}
+
+/// An error of one function found while flushing (compiling after `define_function`
+/// returned): `ModuleError::Backend` carries it, and `downcast_ref::<FunctionError>()` on the
+/// backend error gives the function's name and the inner module's typed error.
+#[derive(Debug)]
+pub struct FunctionError {
+    /// The function's name (`linkage_name`).
+    pub function: String,
+    /// What the inner module or Cranelift said.
+    pub error: ModuleError,
+    /// The error as text, with verifier findings shown against the function's instructions.
+    detail: String,
+}
+
+impl std::fmt::Display for FunctionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "function {}: {}", self.function, self.detail)
+    }
+}
+
+impl std::error::Error for FunctionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// `e`, said to have happened in function `name` (whose IR `func` shows where, if given).
+pub(crate) fn in_function(name: &str, e: ModuleError, func: Option<&ir::Function>) -> ModuleError {
+    let detail = error_text(&e, func);
+    ModuleError::Backend(anyhow::Error::new(FunctionError {
+        function: name.to_string(),
+        error: e,
+        detail,
+    }))
+}
+
+impl<M: Module> MergeModule<M> {
+    /// Wrap `inner` with the default configuration (`merge` and `lvn`, shared addresses, no
+    /// threads).
+    pub fn new(inner: M) -> Self {
+        Self::with_config(inner, MergeConfig::default())
+    }
+
+    /// Wrap `inner` with `config`.
+    pub fn with_config(inner: M, config: MergeConfig) -> Self {
+        let declared = (
+            inner.declarations().get_functions().count() as u32,
+            inner.declarations().get_data_objects().count() as u32,
+        );
+        MergeModule {
+            inner,
+            config,
+            core: Core {
+                lir: lir::Module::new(),
+                lifted: SecondaryMap::new(),
+                sym_func: SecondaryMap::new(),
+                state: SecondaryMap::new(),
+                merged: SecondaryMap::new(),
+                pending: Vec::new(),
+                taken: SecondaryMap::new(),
+                stats: Stats::default(),
+                code_bytes: SecondaryMap::new(),
+                hook: None,
+                ctx: Context::new(),
+                fctx: FunctionBuilderContext::new(),
+                poisoned: None,
+                declared,
+            },
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MergeConfig {
+        &self.config
+    }
+
+    /// The wrapped module.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// The wrapped module, mutably. Functions defined in it directly bypass Mergelift (they
+    /// are not merged, and calls to them are not redirected).
+    pub fn inner_mut(&mut self) -> &mut M {
+        &mut self.inner
+    }
+
+    /// The survivor of a merged function: the function whose code `id` now uses (directly, or
+    /// through a thunk of its own when its address had to stay distinct). `None` for a
+    /// function that was not merged.
+    pub fn merged_into(&self, id: FuncId) -> Option<FuncId> {
+        self.core.merged.get(id).copied().flatten().map(|(f, _)| f)
+    }
+
+    /// How a merged function was folded into its survivor.
+    pub fn merge_kind(&self, id: FuncId) -> Option<MergeKind> {
+        self.core.merged.get(id).copied().flatten().map(|(_, k)| k)
+    }
+
+    /// Every merged function with its survivor and kind, in id order.
+    pub fn merges(&self) -> impl Iterator<Item = (FuncId, FuncId, MergeKind)> + '_ {
+        self.core
+            .merged
+            .iter()
+            .filter_map(|(g, m)| m.map(|(f, k)| (g, f, k)))
+    }
+
+    /// Statistics of every flush so far: counters (`functions_in`, `merged`, `compiled`,
+    /// `compiled_from_input`, `lowered`, `code_bytes`, and each pass's own) and phase times
+    /// (`lift`, each pass, `lower`, `compile`, `verify`).
+    pub fn stats(&self) -> &Stats {
+        &self.core.stats
+    }
+
+    /// Machine-code bytes of a function compiled by a flush (`None`: merged away, pending, or
+    /// not compiled by Mergelift).
+    pub fn code_bytes(&self, id: FuncId) -> Option<usize> {
+        match self.core.state.get(id) {
+            Some(State::Compiled) => Some(self.core.code_bytes[id] as usize),
+            _ => None,
+        }
+    }
+
+    /// Machine-code bytes of every function compiled so far.
+    pub fn total_code_bytes(&self) -> usize {
+        self.core.stats.get("code_bytes") as usize
+    }
+
+    /// Call `hook` with each function compiled into the inner module, and the context holding
+    /// its compiled code, right after it is defined (what `ctx.compiled_code()` would have
+    /// shown after `define_function` on the inner module).
+    pub fn on_compiled(&mut self, hook: impl FnMut(FuncId, &Context) + Send + 'static) {
+        self.core.hook = Some(Box::new(hook));
+    }
+
+    /// The LIR of everything lifted so far (for inspection).
+    pub fn lir(&self) -> &lir::Module {
+        &self.core.lir
+    }
+
+    /// Is `id` defined and waiting for the next flush?
+    pub fn is_pending(&self, id: FuncId) -> bool {
+        self.core.state.get(id) == Some(&State::Pending)
+    }
+
+    /// Run the passes over the functions defined since the last flush and define them in the
+    /// inner module. `finalize_definitions` and `finish` call it; call it yourself to use
+    /// another inner module.
+    pub fn flush(&mut self) -> ModuleResult<()> {
+        if let Some(p) = &self.core.poisoned {
+            return Err(backend(format!(
+                "an earlier flush failed ({p}); this module cannot be used further"
+            )));
+        }
+        let r = self.core.flush(&mut self.inner, &self.config);
+        if let Err(e) = &r {
+            self.core.poisoned = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Flush, then give back the inner module.
+    pub fn into_inner(mut self) -> ModuleResult<M> {
+        self.flush()?;
+        Ok(self.inner)
+    }
+
+    fn func_name(&self, id: FuncId) -> String {
+        self.inner
+            .declarations()
+            .get_function_decl(id)
+            .linkage_name(id)
+            .into_owned()
+    }
+}
+
+impl<M: Module> Module for MergeModule<M> {
+    fn isa(&self) -> &dyn TargetIsa {
+        self.inner.isa()
+    }
+
+    fn declarations(&self) -> &ModuleDeclarations {
+        self.inner.declarations()
+    }
+
+    fn get_name(&self, name: &str) -> Option<cranelift_module::FuncOrDataId> {
+        self.inner.get_name(name)
+    }
+
+    fn target_config(&self) -> cranelift_codegen::isa::TargetFrontendConfig {
+        self.inner.target_config()
+    }
+
+    fn make_context(&self) -> Context {
+        self.inner.make_context()
+    }
+
+    fn clear_context(&self, ctx: &mut Context) {
+        self.inner.clear_context(ctx)
+    }
+
+    fn make_signature(&self) -> ir::Signature {
+        self.inner.make_signature()
+    }
+
+    fn clear_signature(&self, sig: &mut ir::Signature) {
+        self.inner.clear_signature(sig)
+    }
+
+    fn declare_function(
+        &mut self,
+        name: &str,
+        linkage: Linkage,
+        signature: &ir::Signature,
+    ) -> ModuleResult<FuncId> {
+        let id = self.inner.declare_function(name, linkage, signature)?;
+        self.core.declared.0 = self.core.declared.0.max(id.as_u32() + 1);
+        Ok(id)
+    }
+
+    fn declare_anonymous_function(&mut self, signature: &ir::Signature) -> ModuleResult<FuncId> {
+        let id = self.inner.declare_anonymous_function(signature)?;
+        self.core.declared.0 = self.core.declared.0.max(id.as_u32() + 1);
+        Ok(id)
+    }
+
+    fn declare_data(
+        &mut self,
+        name: &str,
+        linkage: Linkage,
+        writable: bool,
+        tls: bool,
+    ) -> ModuleResult<DataId> {
+        let id = self.inner.declare_data(name, linkage, writable, tls)?;
+        self.core.declared.1 = self.core.declared.1.max(id.as_u32() + 1);
+        Ok(id)
+    }
+
+    fn declare_anonymous_data(&mut self, writable: bool, tls: bool) -> ModuleResult<DataId> {
+        let id = self.inner.declare_anonymous_data(writable, tls)?;
+        self.core.declared.1 = self.core.declared.1.max(id.as_u32() + 1);
+        Ok(id)
+    }
+
+    fn declare_func_in_func(&mut self, func_id: FuncId, func: &mut ir::Function) -> ir::FuncRef {
+        self.inner.declare_func_in_func(func_id, func)
+    }
+
+    fn declare_data_in_func(&self, data: DataId, func: &mut ir::Function) -> ir::GlobalValue {
+        self.inner.declare_data_in_func(data, func)
+    }
+
+    fn declare_func_in_data(&self, func_id: FuncId, data: &mut DataDescription) -> ir::FuncRef {
+        self.inner.declare_func_in_data(func_id, data)
+    }
+
+    fn declare_data_in_data(&self, data_id: DataId, data: &mut DataDescription) -> ir::GlobalValue {
+        self.inner.declare_data_in_data(data_id, data)
+    }
+
+    /// Keep the function for the next flush. Unlike the inner module, this does not compile:
+    /// `ctx` is left holding an empty function and no compiled code (use
+    /// [`MergeModule::on_compiled`] to see the code). Defining an import, defining twice, and a
+    /// body whose signature differs from the declaration are errors here, at once.
+    fn define_function_with_control_plane(
+        &mut self,
+        func: FuncId,
+        ctx: &mut Context,
+        _ctrl_plane: &mut ControlPlane,
+    ) -> ModuleResult<()> {
+        let decl = self.inner.declarations().get_function_decl(func);
+        let name = || decl.linkage_name(func).into_owned();
+        if !decl.linkage.is_definable() {
+            return Err(ModuleError::InvalidImportDefinition(name()));
+        }
+        if self.core.state[func] != State::Declared {
+            return Err(ModuleError::DuplicateDefinition(name()));
+        }
+        if ctx.func.signature != decl.signature {
+            return Err(ModuleError::IncompatibleSignature(
+                name(),
+                decl.signature.clone(),
+                ctx.func.signature.clone(),
+            ));
+        }
+        let f = std::mem::replace(&mut ctx.func, ir::Function::new());
+        self.core.state[func] = State::Pending;
+        self.core.pending.push((func, f));
+        Ok(())
+    }
+
+    /// Passed straight to the inner module (machine code cannot be merged).
+    fn define_function_bytes(
+        &mut self,
+        func_id: FuncId,
+        alignment: u64,
+        bytes: &[u8],
+        relocs: &[ModuleReloc],
+    ) -> ModuleResult<()> {
+        if self.core.state[func_id] != State::Declared {
+            return Err(ModuleError::DuplicateDefinition(self.func_name(func_id)));
+        }
+        self.inner
+            .define_function_bytes(func_id, alignment, bytes, relocs)?;
+        self.core.state[func_id] = State::Bytes;
+        Ok(())
+    }
+
+    /// Passed to the inner module at once. A function whose address the data holds keeps an
+    /// address of its own (it is never merged away); an address of a function merged away
+    /// before is written as its survivor's.
+    fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
+        let mut rewritten: Option<DataDescription> = None;
+        for (fr, target) in data.function_decls.iter() {
+            if let ModuleRelocTarget::User {
+                namespace: 0,
+                index,
+            } = *target
+            {
+                let g = FuncId::from_u32(index);
+                self.core.taken[g] = true;
+                if self.core.state[g] == State::Merged {
+                    let f = self.core.merged[g].expect("merged").0;
+                    rewritten.get_or_insert_with(|| data.clone()).function_decls[fr] =
+                        ModuleRelocTarget::user(0, f.as_u32());
+                }
+            }
+        }
+        self.inner
+            .define_data(data_id, rewritten.as_ref().unwrap_or(data))
+    }
+}
+
+/// LIR linkage of a module linkage (`Import` has no body and never reaches here).
+fn lir_linkage(l: Linkage) -> lir::Linkage {
+    match l {
+        Linkage::Local => lir::Linkage::Local,
+        Linkage::Preemptible => lir::Linkage::Preemptible,
+        Linkage::Import => lir::Linkage::Import,
+        Linkage::Hidden | Linkage::Export => lir::Linkage::Export,
+    }
+}
+
+/// LIR symbols name module functions `u0:N` and data objects `u1:N`, as Cranelift prints
+/// `UserExternalName`s.
+fn func_symbol_name(id: FuncId) -> String {
+    format!("u0:{}", id.as_u32())
+}
+
+/// Names of lowered functions: LIR symbols back to the module's ids, through merge aliases.
+struct ModuleNames<'a> {
+    sym_func: &'a SecondaryMap<lir::Symbol, PackedOption<FuncId>>,
+}
+
+impl ModuleNames<'_> {
+    fn user(func: &mut ir::Function, namespace: u32, index: u32) -> ir::ExternalName {
+        ir::ExternalName::user(
+            func.declare_imported_user_function(ir::UserExternalName { namespace, index }),
+        )
+    }
+    fn other(m: &lir::Module, func: &mut ir::Function, sym: lir::Symbol) -> ir::ExternalName {
+        let name = &m.symbols[sym].name;
+        if let Some(u) = parse_user_name(name) {
+            return Self::user(func, u.namespace, u.index);
+        }
+        special_name(name).unwrap_or_else(|| ir::ExternalName::testcase(name))
+    }
+}
+
+impl NameResolver for ModuleNames<'_> {
+    fn function(
+        &mut self,
+        m: &lir::Module,
+        func: &mut ir::Function,
+        sym: lir::Symbol,
+        _sig: ir::SigRef,
+    ) -> ir::ExternalName {
+        let sym = m.resolve_alias(sym);
+        match self.sym_func.get(sym).and_then(|f| f.expand()) {
+            Some(id) => Self::user(func, 0, id.as_u32()),
+            None => Self::other(m, func, sym),
+        }
+    }
+    fn data(
+        &mut self,
+        m: &lir::Module,
+        func: &mut ir::Function,
+        sym: lir::Symbol,
+    ) -> ir::ExternalName {
+        match self.sym_func.get(sym).and_then(|f| f.expand()) {
+            // A function symbol used as data: its address in a global value.
+            Some(id) => Self::user(func, 0, id.as_u32()),
+            None => Self::other(m, func, sym),
+        }
+    }
+}
+
+impl Core {
+    fn name(inner: &dyn Module, id: FuncId) -> String {
+        inner
+            .declarations()
+            .get_function_decl(id)
+            .linkage_name(id)
+            .into_owned()
+    }
+
+    /// The module function a LIR symbol names, if any.
+    fn func_of(&self, s: lir::Symbol) -> Option<FuncId> {
+        if let Some(f) = self.sym_func.get(s).and_then(|f| f.expand()) {
+            return Some(f);
+        }
+        match parse_user_name(&self.lir.symbols[s].name) {
+            Some(u) if u.namespace == 0 => Some(FuncId::from_u32(u.index)),
+            _ => None,
+        }
+    }
+
+    /// The final survivor of `g` when direct calls to it go elsewhere.
+    fn call_target(&self, mut g: FuncId) -> Option<FuncId> {
+        let mut moved = false;
+        let mut steps = 0;
+        while let Some(Some((f, _))) = self.merged.get(g) {
+            g = *f;
+            moved = true;
+            steps += 1;
+            if steps > self.merged.capacity() {
+                break;
+            }
+        }
+        moved.then_some(g)
+    }
+
+    fn flush(&mut self, inner: &mut dyn Module, config: &MergeConfig) -> ModuleResult<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let verify = inner.isa().flags().enable_verifier();
+        self.lir.allow_tail_calls = tail_calls_allowed(inner.isa());
+
+        // 1. Lift.
+        let t = Instant::now();
+        let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
+        let mut originals: SecondaryMap<lir::FuncId, Option<ir::Function>> =
+            SecondaryMap::with_capacity(self.lir.functions.len() + pending.len());
+        for (id, mut func) in pending {
+            let decl = inner.declarations().get_function_decl(id);
+            self.check_references(inner, id, &func)?;
+            func.name = ir::UserFuncName::user(0, id.as_u32());
+            let lid = lift_function(&mut self.lir, &func, lir_linkage(decl.linkage))
+                .map_err(|e| backend(format!("function {}: {e}", Self::name(inner, id))))?;
+            let sym = self
+                .lir
+                .symbol(&func_symbol_name(id), lir::SymbolKind::Function);
+            self.sym_func[sym] = id.into();
+            self.lifted[id] = lid.into();
+            if config.address_policy == AddressPolicy::Distinct && decl.linkage != Linkage::Local {
+                self.lir.functions[lid].address_significant = true;
+            }
+            originals[lid] = Some(func);
+            batch.push((id, lid));
+        }
+        // Addresses taken in the new code, and stored in data: such functions keep an address
+        // of their own.
+        for &(_, lid) in &batch {
+            let f = &self.lir.functions[lid];
+            let mut taken = Vec::new();
+            f.for_each_taken_symbol(|s| taken.push(s));
+            for s in taken {
+                if let Some(g) = self.func_of(s) {
+                    self.taken[g] = true;
+                }
+            }
+        }
+        for &(id, lid) in &batch {
+            if self.taken[id] {
+                self.lir.functions[lid].address_significant = true;
+            }
+        }
+        self.stats.add_time("lift", t.elapsed());
+        self.stats.add("functions_in", batch.len() as u64);
+        let insts = |lir: &lir::Module| -> u64 {
+            batch
+                .iter()
+                .filter(|(_, lid)| !lir.removed[*lid])
+                .map(|(_, lid)| lir.functions[*lid].inst_count() as u64)
+                .sum()
+        };
+        self.stats.add("lir_insts_in", insts(&self.lir));
+
+        // 2. The passes, over the new functions (frozen ones only survive).
+        let merges_before = self.lir.merges.len();
+        let mut pm = PassManager::from_kinds(&config.passes);
+        pm.verify = config.verify_lir;
+        pm.run(&mut self.lir, &mut self.stats)
+            .map_err(|e| backend(e.to_string()))?;
+        self.stats.add("lir_insts_out", insts(&self.lir));
+        for r in &self.lir.merges[merges_before..] {
+            let (Some(g), Some(f)) = (self.func_of(r.merged), self.func_of(r.survivor)) else {
+                continue;
+            };
+            self.merged[g] = Some((f, r.kind));
+            if !r.callers_redirected {
+                // A preemptible function keeps its callers; it is still "merged" for reports.
+                self.merged[g] = Some((f, MergeKind::Thunked));
+            }
+        }
+
+        // 3. Compile.
+        let mut lower_time = Duration::ZERO;
+        let mut compile_time = Duration::ZERO;
+        let mut verify_time = Duration::ZERO;
+        let config_fe = inner.isa().frontend_config();
+        for &(id, lid) in &batch {
+            let name = || Self::name(inner, id);
+            if self.lir.removed[lid] {
+                // Merged away: no code. Verify what was defined, as its compile would have.
+                self.state[id] = State::Merged;
+                if verify {
+                    let t = Instant::now();
+                    let orig = originals[lid].as_ref().expect("original");
+                    cranelift_codegen::verify_function(orig, inner.isa()).map_err(|e| {
+                        let e = ModuleError::Compilation(CodegenError::Verifier(e));
+                        in_function(&name(), e, Some(orig))
+                    })?;
+                    verify_time += t.elapsed();
+                }
+                continue;
+            }
+            let f = &self.lir.functions[lid];
+            let func = if f.modified || config.lower_all {
+                if verify {
+                    // The input is verified as its own compile would have verified it.
+                    let t = Instant::now();
+                    let orig = originals[lid].as_ref().expect("original");
+                    cranelift_codegen::verify_function(orig, inner.isa()).map_err(|e| {
+                        let e = ModuleError::Compilation(CodegenError::Verifier(e));
+                        in_function(&name(), e, Some(orig))
+                    })?;
+                    verify_time += t.elapsed();
+                }
+                let t = Instant::now();
+                let mut names = ModuleNames {
+                    sym_func: &self.sym_func,
+                };
+                let mut func =
+                    lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx)
+                        .map_err(|e| backend(e.to_string()))?;
+                func.name = ir::UserFuncName::user(0, id.as_u32());
+                lower_time += t.elapsed();
+                self.stats.add("lowered", 1);
+                func
+            } else {
+                let mut func = originals[lid].take().expect("original");
+                self.redirect_calls(&mut func);
+                self.stats.add("compiled_from_input", 1);
+                func
+            };
+            let t = Instant::now();
+            self.compile(inner, id, func)?;
+            compile_time += t.elapsed();
+            self.state[id] = State::Compiled;
+        }
+        for &(_, lid) in &batch {
+            let f = &mut self.lir.functions[lid];
+            f.frozen = true;
+            f.modified = false;
+        }
+        self.stats.add_time("lower", lower_time);
+        self.stats.add_time("compile", compile_time);
+        if verify_time > Duration::ZERO {
+            self.stats.add_time("verify", verify_time);
+        }
+        self.stats.add("flushes", 1);
+        Ok(())
+    }
+
+    /// References the inner module could not link: a `colocated` (near) reference to an
+    /// imported function or data object, which a JIT places anywhere in the address space.
+    fn check_references(
+        &self,
+        inner: &dyn Module,
+        id: FuncId,
+        func: &ir::Function,
+    ) -> ModuleResult<()> {
+        let decls = inner.declarations();
+        let user = |r: ir::UserExternalNameRef| func.params.user_named_funcs().get(r).cloned();
+        let bad = |what: &str, name: String| {
+            Err(backend(format!(
+                "function {}: refers to the imported {what} {name} as `colocated` (a near \
+                 reference), but an import may be anywhere in memory: declare the reference \
+                 without `colocated` (Module::declare_func_in_func does)",
+                Self::name(inner, id)
+            )))
+        };
+        for (_, ext) in func.dfg.ext_funcs.iter() {
+            if let (true, ir::ExternalName::User(r)) = (ext.colocated, &ext.name) {
+                if let Some(u) = user(*r) {
+                    if u.namespace == 0 && u.index < self.declared.0 {
+                        let f = FuncId::from_u32(u.index);
+                        let d = decls.get_function_decl(f);
+                        if d.linkage == Linkage::Import {
+                            return bad("function", d.linkage_name(f).into_owned());
+                        }
+                    }
+                }
+            }
+        }
+        for (_, gv) in func.global_values.iter() {
+            if let ir::GlobalValueData::Symbol {
+                name: ir::ExternalName::User(r),
+                colocated: true,
+                ..
+            } = gv
+            {
+                if let Some(u) = user(*r) {
+                    if u.namespace == 1 && u.index < self.declared.1 {
+                        let d = DataId::from_u32(u.index);
+                        let dd = decls.get_data_decl(d);
+                        if dd.linkage == Linkage::Import {
+                            return bad("data object", dd.linkage_name(d).into_owned());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Point the direct calls of an unchanged function at the survivors of merged callees
+    /// (a merged function may have no code at all). Addresses (`func_addr`) stay: a function
+    /// whose address is taken keeps code of its own.
+    fn redirect_calls(&self, func: &mut ir::Function) {
+        if self.merged.iter().all(|(_, m)| m.is_none()) {
+            return;
+        }
+        let mut moves: Vec<(ir::FuncRef, FuncId)> = Vec::new();
+        for (fr, ext) in func.dfg.ext_funcs.iter() {
+            if let ir::ExternalName::User(r) = ext.name {
+                let u = func.params.user_named_funcs()[r].clone();
+                if u.namespace == 0 {
+                    if let Some(f) = self.call_target(FuncId::from_u32(u.index)) {
+                        moves.push((fr, f));
+                    }
+                }
+            }
+        }
+        if moves.is_empty() {
+            return;
+        }
+        // A new function reference per redirected one, used by calls only.
+        let mut new_ref: SecondaryMap<ir::FuncRef, PackedOption<ir::FuncRef>> = SecondaryMap::new();
+        for (fr, f) in moves {
+            let ext = func.dfg.ext_funcs[fr].clone();
+            let nr = func.declare_imported_user_function(ir::UserExternalName {
+                namespace: 0,
+                index: f.as_u32(),
+            });
+            new_ref[fr] = func
+                .import_function(ir::ExtFuncData {
+                    name: ir::ExternalName::user(nr),
+                    ..ext
+                })
+                .into();
+        }
+        let blocks: Vec<ir::Block> = func.layout.blocks().collect();
+        for b in blocks {
+            let mut cur = func.layout.first_inst(b);
+            while let Some(i) = cur {
+                cur = func.layout.next_inst(i);
+                if let InstructionData::Call { func_ref, .. }
+                | InstructionData::TryCall { func_ref, .. } = &mut func.dfg.insts[i]
+                {
+                    if let Some(n) = new_ref[*func_ref].expand() {
+                        *func_ref = n;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Compile `func` as `id` into the inner module; a panic inside Cranelift becomes an error
+    /// naming the function.
+    fn compile(
+        &mut self,
+        inner: &mut dyn Module,
+        id: FuncId,
+        func: ir::Function,
+    ) -> ModuleResult<()> {
+        self.ctx.clear();
+        self.ctx.func = func;
+        let ctx = &mut self.ctx;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            inner.define_function(id, ctx)
+        }));
+        let name = || Self::name(inner, id);
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(in_function(&name(), e, Some(&self.ctx.func))),
+            Err(p) => {
+                return Err(backend(format!(
+                    "function {}: Cranelift panicked: {}",
+                    name(),
+                    panic_text(&p)
+                )))
+            }
+        }
+        let bytes = self
+            .ctx
+            .compiled_code()
+            .map_or(0, |c| c.code_buffer().len());
+        self.code_bytes[id] = bytes as u32;
+        self.stats.add("code_bytes", bytes as u64);
+        self.stats.add("compiled", 1);
+        if let Some(h) = &mut self.hook {
+            h(id, &self.ctx);
+        }
+        Ok(())
+    }
+}
+
+/// Can `isa` compile `return_call`? On x86-64 Cranelift needs frame pointers for it.
+pub fn tail_calls_allowed(isa: &dyn TargetIsa) -> bool {
+    isa.triple().architecture != target_lexicon::Architecture::X86_64
+        || isa.flags().preserve_frame_pointers()
+}
+
+/// A module error as text, with the verifier's findings spelled out (against `func` when
+/// given, so they show the instructions).
+pub fn error_text(e: &ModuleError, func: Option<&ir::Function>) -> String {
+    match e {
+        ModuleError::Compilation(CodegenError::Verifier(errs)) => match func {
+            Some(f) => format!(
+                "Cranelift's verifier rejects it:\n{}",
+                cranelift_codegen::print_errors::pretty_verifier_error(f, None, errs.clone())
+            ),
+            None => format!("Cranelift's verifier rejects it: {errs}"),
+        },
+        // `Backend` shows its whole chain of causes.
+        ModuleError::Backend(b) => format!("{b:#}"),
+        other => other.to_string(),
+    }
+}
+
+/// The message of a caught panic.
+pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into())
+}
+
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Core>();
+};
