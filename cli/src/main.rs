@@ -54,6 +54,10 @@ enum Cmd {
         /// Also print why files or targets were skipped.
         #[arg(long, short)]
         verbose: bool,
+        /// Compile every function from its lowered LIR (by default a function that no pass
+        /// changed is compiled from its input, exactly as given).
+        #[arg(long)]
+        lower_all: bool,
         /// `.clif` files or directories (searched recursively).
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -122,8 +126,9 @@ fn main() -> ExitCode {
             passes,
             opt_level,
             verbose,
+            lower_all,
             files,
-        } => cmd_run(&passes, opt_level.as_deref(), verbose, &files),
+        } => cmd_run(&passes, opt_level.as_deref(), verbose, lower_all, &files),
         Cmd::Size {
             passes,
             opt_level,
@@ -269,12 +274,14 @@ fn cmd_run(
     passes: &str,
     opt_level: Option<&str>,
     verbose: bool,
+    lower_all: bool,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
     PassManager::from_names(passes)?;
     let opts = RunOptions {
         passes: midend::parse_pass_list(passes)?,
         opt_level: opt_level.and_then(OptLevel::parse),
+        lower_all,
     };
     let paths = collect_files(files).map_err(|e| anyhow!(e))?;
     let mut report = RunReport::default();

@@ -21,10 +21,11 @@ fn corpus() -> Option<PathBuf> {
 }
 
 /// Run the corpus with `passes`; return (passed, failed, skipped) and the output.
-fn run(passes: &str) -> Option<(usize, usize, usize, String)> {
+fn run(passes: &str, lower_all: bool) -> Option<(usize, usize, usize, String)> {
     let dir = corpus()?;
     let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
         .args(["run", "--passes", passes])
+        .args(if lower_all { &["--lower-all"][..] } else { &[] })
         .arg(&dir)
         .output()
         .expect("run mergelift");
@@ -49,8 +50,8 @@ fn unexpected(out: &str) -> Vec<&str> {
 }
 
 /// Every x86-64 run line passes after `passes`.
-fn check(passes: &str) {
-    let Some((passed, failed, _skipped, out)) = run(passes) else {
+fn check(passes: &str, lower_all: bool) {
+    let Some((passed, failed, _skipped, out)) = run(passes, lower_all) else {
         return;
     };
     assert!(
@@ -67,22 +68,24 @@ fn check(passes: &str) {
     );
 }
 
+/// Lift and lower every function, no pass.
 #[test]
 fn runtests_round_trip() {
-    check("none");
+    check("none", true);
 }
 
+/// Functions no pass changed compile from their input; calls to merged ones are redirected.
 #[test]
 fn runtests_merge_lvn() {
-    check("merge,lvn");
+    check("merge,lvn", false);
 }
 
 #[test]
-fn runtests_lvn() {
-    check("lvn");
+fn runtests_lvn_lowered() {
+    check("lvn", true);
 }
 
 #[test]
-fn runtests_gvn_dce() {
-    check("gvn,dce");
+fn runtests_merge_gvn_dce_lowered() {
+    check("merge,gvn,dce", true);
 }

@@ -9,7 +9,7 @@ pub mod pass;
 pub mod passes;
 
 pub use pass::{parse_pass_list, Pass, PassManager, Stats};
-pub use passes::PassKind;
+pub use passes::{PassKind, PassOptions};
 
 /// The mid-end's one error type.
 #[derive(Debug, thiserror::Error)]

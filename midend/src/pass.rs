@@ -3,7 +3,7 @@
 //! builds.
 
 use crate::lir::{verify_module, Module};
-use crate::passes::PassKind;
+use crate::passes::{PassKind, PassOptions};
 use crate::Error;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -133,9 +133,14 @@ impl PassManager {
 
     /// Build from passes given as values.
     pub fn from_kinds(kinds: &[PassKind]) -> Self {
+        Self::from_kinds_with(kinds, &PassOptions::default())
+    }
+
+    /// Build from passes given as values, with `opts`.
+    pub fn from_kinds_with(kinds: &[PassKind], opts: &PassOptions) -> Self {
         let mut pm = PassManager::new();
         for k in kinds {
-            pm.add(k.create());
+            pm.add(k.create_with(opts));
         }
         pm
     }

@@ -22,6 +22,8 @@ pub struct RunOptions {
     pub passes: Vec<PassKind>,
     /// Override the files' `opt_level`.
     pub opt_level: Option<OptLevel>,
+    /// Compile every function from its lowered LIR (`MergeConfig::lower_all`).
+    pub lower_all: bool,
 }
 
 /// What a run over files found.
@@ -276,6 +278,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
         let config = MergeConfig {
             passes: opts.passes.clone(),
             verify_lir: true,
+            lower_all: opts.lower_all,
             ..Default::default()
         };
         let compiled = match Harness::compile(isa, funcs, config, &sigs) {

@@ -31,6 +31,7 @@ fn run_with(name: &str, text: &str, passes: &str) -> RunReport {
         &RunOptions {
             passes: midend::parse_pass_list(passes).unwrap(),
             opt_level: None,
+            lower_all: true,
         },
         &mut r,
         true,

@@ -40,7 +40,7 @@ use cranelift_module::{
     ModuleRelocTarget, ModuleResult,
 };
 use midend::lir::{self, MergeKind};
-use midend::{PassManager, Stats};
+use midend::{PassManager, PassOptions, Stats};
 use std::time::{Duration, Instant};
 
 /// What became of a defined function.
@@ -93,6 +93,8 @@ struct Core {
     poisoned: Option<String>,
     /// Functions and data objects declared through this module (ids below are valid).
     declared: (u32, u32),
+    /// Some function was merged (calls may need redirecting).
+    any_merged: bool,
 }
 
 fn backend(msg: String) -> ModuleError {
@@ -165,6 +167,7 @@ impl<M: Module> MergeModule<M> {
                 fctx: FunctionBuilderContext::new(),
                 poisoned: None,
                 declared,
+                any_merged: false,
             },
         }
     }
@@ -541,8 +544,8 @@ impl Core {
         // 1. Lift.
         let t = Instant::now();
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
-        let mut originals: SecondaryMap<lir::FuncId, Option<ir::Function>> =
-            SecondaryMap::with_capacity(self.lir.functions.len() + pending.len());
+        // The input of each function of the batch, by position in `batch`.
+        let mut originals: Vec<Option<ir::Function>> = Vec::with_capacity(pending.len());
         for (id, mut func) in pending {
             let decl = inner.declarations().get_function_decl(id);
             self.check_references(inner, id, &func)?;
@@ -557,7 +560,7 @@ impl Core {
             if config.address_policy == AddressPolicy::Distinct && decl.linkage != Linkage::Local {
                 self.lir.functions[lid].address_significant = true;
             }
-            originals[lid] = Some(func);
+            originals.push(Some(func));
             batch.push((id, lid));
         }
         // Addresses taken in the new code, and stored in data: such functions keep an address
@@ -590,7 +593,12 @@ impl Core {
 
         // 2. The passes, over the new functions (frozen ones only survive).
         let merges_before = self.lir.merges.len();
-        let mut pm = PassManager::from_kinds(&config.passes);
+        let mut pm = PassManager::from_kinds_with(
+            &config.passes,
+            &PassOptions {
+                threads: config.threads.get(),
+            },
+        );
         pm.verify = config.verify_lir;
         pm.run(&mut self.lir, &mut self.stats)
             .map_err(|e| backend(e.to_string()))?;
@@ -599,10 +607,20 @@ impl Core {
             let (Some(g), Some(f)) = (self.func_of(r.merged), self.func_of(r.survivor)) else {
                 continue;
             };
-            self.merged[g] = Some((f, r.kind));
-            if !r.callers_redirected {
-                // A preemptible function keeps its callers; it is still "merged" for reports.
-                self.merged[g] = Some((f, MergeKind::Thunked));
+            // A preemptible function keeps its callers and its code (a thunk).
+            let kind = if r.callers_redirected {
+                r.kind
+            } else {
+                MergeKind::Thunked
+            };
+            self.merged[g] = Some((f, kind));
+            self.any_merged = true;
+        }
+        // Survivors merged in turn (into a function of an earlier batch): point at the last.
+        for &(g, _) in &batch {
+            if let Some((f, k)) = self.merged[g] {
+                let last = self.call_target(f).unwrap_or(f);
+                self.merged[g] = Some((last, k));
             }
         }
 
@@ -611,14 +629,14 @@ impl Core {
         let mut compile_time = Duration::ZERO;
         let mut verify_time = Duration::ZERO;
         let config_fe = inner.isa().frontend_config();
-        for &(id, lid) in &batch {
+        for (pos, &(id, lid)) in batch.iter().enumerate() {
             let name = || Self::name(inner, id);
             if self.lir.removed[lid] {
                 // Merged away: no code. Verify what was defined, as its compile would have.
                 self.state[id] = State::Merged;
                 if verify {
                     let t = Instant::now();
-                    let orig = originals[lid].as_ref().expect("original");
+                    let orig = originals[pos].as_ref().expect("original");
                     cranelift_codegen::verify_function(orig, inner.isa()).map_err(|e| {
                         let e = ModuleError::Compilation(CodegenError::Verifier(e));
                         in_function(&name(), e, Some(orig))
@@ -632,7 +650,7 @@ impl Core {
                 if verify {
                     // The input is verified as its own compile would have verified it.
                     let t = Instant::now();
-                    let orig = originals[lid].as_ref().expect("original");
+                    let orig = originals[pos].as_ref().expect("original");
                     cranelift_codegen::verify_function(orig, inner.isa()).map_err(|e| {
                         let e = ModuleError::Compilation(CodegenError::Verifier(e));
                         in_function(&name(), e, Some(orig))
@@ -651,7 +669,7 @@ impl Core {
                 self.stats.add("lowered", 1);
                 func
             } else {
-                let mut func = originals[lid].take().expect("original");
+                let mut func = originals[pos].take().expect("original");
                 self.redirect_calls(&mut func);
                 self.stats.add("compiled_from_input", 1);
                 func
@@ -661,11 +679,9 @@ impl Core {
             compile_time += t.elapsed();
             self.state[id] = State::Compiled;
         }
-        for &(_, lid) in &batch {
-            let f = &mut self.lir.functions[lid];
-            f.frozen = true;
-            f.modified = false;
-        }
+        // What was compiled never changes again; later batches merge into it.
+        let open = self.lir.open_function_ids();
+        midend::passes::merge::freeze(&mut self.lir, &open);
         self.stats.add_time("lower", lower_time);
         self.stats.add_time("compile", compile_time);
         if verify_time > Duration::ZERO {
@@ -731,7 +747,7 @@ impl Core {
     /// (a merged function may have no code at all). Addresses (`func_addr`) stay: a function
     /// whose address is taken keeps code of its own.
     fn redirect_calls(&self, func: &mut ir::Function) {
-        if self.merged.iter().all(|(_, m)| m.is_none()) {
+        if !self.any_merged {
             return;
         }
         let mut moves: Vec<(ir::FuncRef, FuncId)> = Vec::new();

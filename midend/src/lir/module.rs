@@ -7,7 +7,7 @@ use super::inst::Opcode;
 use super::operand::Operand;
 use crate::hash::HashMap;
 use cranelift_entity::packed_option::PackedOption;
-use cranelift_entity::{PrimaryMap, SecondaryMap};
+use cranelift_entity::{EntityRef, PrimaryMap, SecondaryMap};
 
 /// What a symbol names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,6 +62,13 @@ pub struct Module {
     /// Names that resolve to another symbol's code (aliases made by merging).
     pub aliases: HashMap<Symbol, Symbol>,
     pub merges: Vec<MergeRecord>,
+    /// Functions with ids from here on are *open*: passes may change them. Those before are
+    /// frozen (compiled by an earlier batch; `passes::merge::freeze`).
+    pub first_open: u32,
+    /// Fingerprints of frozen functions, for merging later batches into them.
+    pub frozen_index: crate::passes::merge::FrozenIndex,
+    /// The symbol of each function (set by `add_function`).
+    func_symbol: SecondaryMap<FuncId, PackedOption<Symbol>>,
     /// The target compiles tail calls (`tail_call`) where calling conventions allow them.
     /// Passes that create calls (merge thunks) emit a tail call only then; otherwise a call
     /// and a return. Off by default (x86-64 needs frame pointers for tail calls).
@@ -105,6 +112,7 @@ impl Module {
         }
         let id = self.functions.push(f);
         self.symbols[sym].def = id.into();
+        self.func_symbol[id] = sym.into();
         self.symbols[sym].kind = SymbolKind::Function;
         Ok(id)
     }
@@ -130,9 +138,21 @@ impl Module {
         t
     }
 
-    /// Live functions that passes may change (not frozen by an earlier compile).
+    /// The symbol naming function `f`.
+    pub fn symbol_of(&self, f: FuncId) -> Option<Symbol> {
+        self.func_symbol
+            .get(f)
+            .and_then(|s| s.expand())
+            .or_else(|| self.lookup_symbol(&self.functions[f].name))
+    }
+
+    /// Live functions that passes may change (those from `first_open` on; the others were
+    /// frozen by an earlier compile).
     pub fn open_functions(&self) -> impl Iterator<Item = (FuncId, &Function)> {
-        self.live_functions().filter(|(_, f)| !f.frozen)
+        (self.first_open as usize..self.functions.len())
+            .map(FuncId::new)
+            .filter(move |&id| !self.removed[id])
+            .map(move |id| (id, &self.functions[id]))
     }
 
     /// The ids of `open_functions`.

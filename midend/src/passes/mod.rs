@@ -9,6 +9,13 @@ pub mod merge;
 use crate::pass::Pass;
 use crate::Error;
 
+/// What passes may use besides the module.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PassOptions {
+    /// Threads a pass may start (0 and 1: none).
+    pub threads: usize,
+}
+
 /// A pass, as a value: what `--passes` names and what library users configure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PassKind {
@@ -44,8 +51,17 @@ impl PassKind {
 
     /// A new instance of the pass.
     pub fn create(self) -> Box<dyn Pass> {
+        self.create_with(&PassOptions::default())
+    }
+
+    /// A new instance of the pass with `opts`.
+    pub fn create_with(self, opts: &PassOptions) -> Box<dyn Pass> {
         match self {
-            PassKind::Merge => Box::new(merge::Merge),
+            PassKind::Merge => Box::new(merge::Merge {
+                opts: merge::MergeOptions {
+                    threads: opts.threads.max(1),
+                },
+            }),
             PassKind::Lvn => Box::new(lvn::Lvn),
             PassKind::Gvn => Box::new(gvn::Gvn),
             PassKind::Dce => Box::new(dce::Dce),

@@ -1,0 +1,378 @@
+//! Exact merging: FnTree and Deferred (seeds 000 and 001), the lookup of frozen functions, and
+//! folding each merged function into its survivor.
+
+#[cfg(debug_assertions)]
+use super::comparator::validate_merge;
+use super::comparator::FunctionComparator;
+use super::index::fingerprint;
+use super::refine::refine_classes;
+use super::scope::ScopeMap;
+use super::walk::{walk_module, Callee, HashScratch, WalkOut, PRIO_FROZEN, PRIO_PREEMPTIBLE};
+use super::{MergeOptions, MergeReport};
+use crate::hash::HashMap;
+use crate::lir::*;
+use core::cmp::Ordering;
+use smallvec::SmallVec;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Run MergeFunctions on the open functions of a module (all of them, unless some were frozen
+/// by an incremental compile: then frozen functions are found by fingerprint and survive).
+pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
+    let mut report = MergeReport::default();
+    let base = m.first_open;
+    let ids: Vec<FuncId> = m
+        .open_functions()
+        .filter(|(_, f)| f.entry().is_some())
+        .map(|(id, _)| id)
+        .collect();
+    // One walk over every body: hashes, direct calls, taken addresses.
+    let mut clock = Instant::now();
+    let w = walk_module(m, base, &ids, opts.threads, &mut report);
+    report.lap("merge.walk", &mut clock);
+    // The hash filter: only functions sharing a shape with another (so a weak hash, a local
+    // hash and a token stream) are candidates; no other function can ever merge.
+    let candidates: Vec<FuncId> = ids
+        .iter()
+        .copied()
+        .filter(|&f| w.shape_size[w.shape[f] as usize] > 1)
+        .collect();
+    let (class, strong) = refine_classes(m, &w, &candidates, &mut report);
+    report.lap("merge.refine", &mut clock);
+
+    // The symbol of each function, and the candidates calling each symbol (to re-queue them).
+    let n = m.functions.len();
+    let mut sym_of: ScopeMap<Option<Symbol>> = ScopeMap::new(base, n, None);
+    for &f in &ids {
+        sym_of[f] = m.symbol_of(f);
+    }
+    let mut callers: Vec<(Symbol, FuncId)> = Vec::new();
+    for &c in &candidates {
+        let (a, b) = w.calls[c];
+        for &(s, _) in &w.sites[a as usize..b as usize] {
+            callers.push((s, c));
+        }
+    }
+    callers.sort_unstable();
+    callers.dedup();
+    let callers_of = |s: Symbol| {
+        let a = callers.partition_point(|&(x, _)| x < s);
+        let b = callers.partition_point(|&(x, _)| x <= s);
+        callers[a..b].iter().map(|&(_, c)| c)
+    };
+    // Symbols folded into each survivor symbol (their callers now call the survivor), as a
+    // list per survivor: first and last member, and each member's successor.
+    let mut absorbed: HashMap<Symbol, (Symbol, Symbol)> = HashMap::default();
+    let mut absorbed_next: HashMap<Symbol, Symbol> = HashMap::default();
+
+    let mut in_tree: ScopeMap<bool> = ScopeMap::new(base, n, false);
+    let mut merged_into: ScopeMap<Option<FuncId>> = ScopeMap::new(base, n, None);
+    if !candidates.is_empty() {
+        // Deferred: strong functions first, then preemptible ones.
+        let mut deferred: Vec<FuncId> = candidates.clone();
+        deferred.sort_unstable_by_key(|&f| (w.prio[f], f));
+        deferred.reverse(); // pop from the end
+        let mut state = Some(FunctionComparator::new(m, &class).into_state());
+        // FnTree: ordered by (strong hash, FunctionComparator); each entry is the short list of
+        // unique functions sharing a strong hash, kept in comparator order. Refinement proved
+        // members of one class equal under the comparator, so a lookup meeting its own class
+        // needs no body walk; any other meeting is compared in full.
+        let mut fn_tree: BTreeMap<u64, SmallVec<[FuncId; 1]>> = BTreeMap::new();
+        let mut requeue: Vec<FuncId> = Vec::new();
+        while let Some(g) = deferred.pop() {
+            if m.removed[g] || merged_into[g].is_some() {
+                continue;
+            }
+            let found = {
+                let mut cmpr = FunctionComparator::from_state(m, &class, state.take().unwrap());
+                let bucket = fn_tree.entry(strong[g]).or_default();
+                let pos = bucket.binary_search_by(|&x| {
+                    if class[x] == class[g] {
+                        return Ordering::Equal;
+                    }
+                    report.comparisons += 1;
+                    cmpr.compare(&m.functions[x], &m.functions[g])
+                });
+                state = Some(cmpr.into_state());
+                match pos {
+                    Err(p) => {
+                        bucket.insert(p, g);
+                        in_tree[g] = true;
+                        None
+                    }
+                    Ok(p) => {
+                        let f = bucket[p];
+                        // The better survivor stays in the tree.
+                        if w.prio[g] < w.prio[f] {
+                            bucket[p] = g;
+                            in_tree[g] = true;
+                            in_tree[f] = false;
+                            Some((g, f))
+                        } else {
+                            Some((f, g))
+                        }
+                    }
+                }
+            };
+            let Some((f, g)) = found else { continue };
+            if w.prio[f] == PRIO_PREEMPTIBLE {
+                continue; // no safe survivor (see the module comment)
+            }
+            if w.prio[g] == PRIO_FROZEN {
+                continue; // both compiled already: neither may change
+            }
+            // The merge validator re-checks every pair in debug builds (and in tests).
+            #[cfg(debug_assertions)]
+            if let Err(e) = validate_merge(m, &class, f, g) {
+                panic!("merge validator: {e}");
+            }
+            let (fs, gs) = (sym_of[f].expect("symbol"), sym_of[g].expect("symbol"));
+            let significant = w.significant[g] || w.taken.contains(&gs);
+            merge_two(m, g, w.linkage[g], (fs, gs), significant, &mut report);
+            merged_into[g] = Some(f);
+            report.pairs.push((g, f));
+            // G's callers now call F (unless G is preemptible): they leave FnTree and return
+            // to Deferred.
+            if w.prio[g] != PRIO_PREEMPTIBLE {
+                requeue.clear();
+                requeue.extend(callers_of(gs));
+                // G and what G absorbed move to F's list.
+                let mut moved = (gs, gs);
+                if let Some((first, last)) = absorbed.remove(&gs) {
+                    let mut s = Some(first);
+                    while let Some(x) = s {
+                        requeue.extend(callers_of(x));
+                        s = absorbed_next.get(&x).copied();
+                    }
+                    absorbed_next.insert(gs, first);
+                    moved.1 = last;
+                }
+                let entry = match absorbed.get(&fs).copied() {
+                    None => moved,
+                    Some((first, last)) => {
+                        absorbed_next.insert(last, moved.0);
+                        (first, moved.1)
+                    }
+                };
+                absorbed.insert(fs, entry);
+                for &c in &requeue {
+                    if in_tree[c] && c != f {
+                        if let Some(bucket) = fn_tree.get_mut(&strong[c]) {
+                            bucket.retain(|x| *x != c);
+                        }
+                        in_tree[c] = false;
+                        deferred.push(c);
+                    }
+                }
+            }
+        }
+    }
+    report.lap("merge.fn_tree", &mut clock);
+
+    // Functions compiled by earlier batches: a survivor equal to one merges into it.
+    if !m.frozen_index.is_empty() {
+        merge_into_frozen(m, &w, &ids, &sym_of, &mut merged_into, &mut report);
+        report.lap("merge.frozen", &mut clock);
+    }
+
+    // Direct calls to a merged function call its final survivor (a preemptible G may be
+    // replaced at link time: calls to it stay).
+    let final_of = |mut f: FuncId| {
+        while let Some(Some(h)) = merged_into.get(f) {
+            f = *h;
+        }
+        f
+    };
+    let mut redirect: HashMap<Symbol, Symbol> = HashMap::default();
+    for &(g, _) in &report.pairs {
+        if w.prio[g] == PRIO_PREEMPTIBLE {
+            continue;
+        }
+        let f = final_of(g);
+        if let (Some(gs), Some(fs)) = (sym_of[g], m.symbol_of(f)) {
+            redirect.insert(gs, fs);
+        }
+    }
+    if !redirect.is_empty() {
+        // The call sites to rewrite, found from the walk's tables alone; then each rewrite,
+        // with the instruction data of the next functions on its way into the cache.
+        let mut edits: Vec<(FuncId, Inst, Symbol, Symbol)> = Vec::new();
+        for &c in &ids {
+            if m.removed[c] || merged_into[c].is_some() {
+                continue; // deleted, or its body is now a thunk
+            }
+            let (a, b) = w.calls[c];
+            for &(s, inst) in &w.sites[a as usize..b as usize] {
+                if let Some(&t) = redirect.get(&s) {
+                    edits.push((c, inst, s, t));
+                }
+            }
+        }
+        for (k, &(c, inst, s, t)) in edits.iter().enumerate() {
+            if let Some(&(n, ..)) = edits.get(k + 4) {
+                m.functions[n].prefetch();
+            }
+            let op = &mut m.functions[c].operands_mut(inst)[0];
+            if *op == Operand::Sym(s, 0) {
+                *op = Operand::Sym(t, 0);
+            }
+        }
+    }
+    report.lap("merge.redirect", &mut clock);
+    report
+}
+
+/// Merge each open survivor that equals a frozen function into it. Survivors are visited
+/// callees first, so a caller sees its callees' merges (a new `reverse<T>` calling a new
+/// `swap<T>` finds the frozen `reverse<U>` once `swap<T>` has merged into `swap<U>`).
+fn merge_into_frozen(
+    m: &mut Module,
+    w: &super::walk::Walked,
+    ids: &[FuncId],
+    sym_of: &ScopeMap<Option<Symbol>>,
+    merged_into: &mut ScopeMap<Option<FuncId>>,
+    report: &mut MergeReport,
+) {
+    // Callees first: a post-order over the calls between open functions.
+    let mut order: Vec<FuncId> = Vec::with_capacity(ids.len());
+    let mut state: ScopeMap<u8> = ScopeMap::new(w.weak.base(), m.functions.len(), 0);
+    let mut stack: Vec<(FuncId, usize)> = Vec::new();
+    for &root in ids {
+        if state[root] != 0 {
+            continue;
+        }
+        state[root] = 1;
+        stack.push((root, 0));
+        while let Some(&mut (f, ref mut k)) = stack.last_mut() {
+            let targets = w.targets_of(f);
+            if let Some(&t) = targets.get(*k) {
+                *k += 1;
+                if let Callee::Func(c) = t {
+                    if state[c] == 0 {
+                        state[c] = 1;
+                        stack.push((c, 0));
+                    }
+                }
+            } else {
+                state[f] = 2;
+                order.push(f);
+                stack.pop();
+            }
+        }
+    }
+    let mut scratch = HashScratch::default();
+    let mut walk = WalkOut::default();
+    let mut fp = Vec::new();
+    for g in order {
+        if m.removed[g] || merged_into[g].is_some() || w.prio[g] == PRIO_FROZEN {
+            continue;
+        }
+        // A callee resolves to its final survivor; the fingerprint exists only when every
+        // callee is final (frozen, outside, or `g` itself).
+        let resolve = |s: Symbol| -> Option<Symbol> {
+            let s = m.resolve_alias(s);
+            let Some(mut d) = m.defined(s) else {
+                return Some(s);
+            };
+            while let Some(Some(h)) = merged_into.get(d) {
+                d = *h;
+            }
+            if merged_into.contains(d) && d != g {
+                return None; // an open function: not final yet
+            }
+            m.symbol_of(d)
+        };
+        if !fingerprint(m, g, &mut scratch, &mut walk, resolve, &mut fp) {
+            continue;
+        }
+        let Some(f) = m.frozen_index.find(&fp) else {
+            continue;
+        };
+        let (Some(gs), Some(fs)) = (sym_of[g], m.symbol_of(f)) else {
+            continue;
+        };
+        let significant = w.significant[g] || w.taken.contains(&gs);
+        merge_two(m, g, w.linkage[g], (fs, gs), significant, report);
+        merged_into[g] = Some(f);
+        report.pairs.push((g, f));
+        report.into_frozen += 1;
+    }
+}
+
+/// Fold G into F: G is deleted (replaced), becomes an alias, or becomes a thunk. Direct calls
+/// are redirected by the caller of this function.
+pub(super) fn merge_two(
+    m: &mut Module,
+    g: FuncId,
+    linkage: Linkage,
+    (fs, gs): (Symbol, Symbol),
+    significant: bool,
+    report: &mut MergeReport,
+) {
+    let preemptible = linkage == Linkage::Preemptible;
+    let kind = if significant || preemptible {
+        MergeKind::Thunked
+    } else if linkage == Linkage::Local {
+        MergeKind::Replaced
+    } else {
+        MergeKind::Aliased
+    };
+    match kind {
+        MergeKind::Replaced | MergeKind::Aliased => {
+            m.removed[g] = true;
+            m.symbols[gs].def = None.into();
+            m.aliases.insert(gs, fs);
+            if kind == MergeKind::Aliased {
+                report.aliased += 1;
+            } else {
+                report.replaced += 1;
+            }
+        }
+        MergeKind::Thunked => {
+            make_thunk(m, g, fs);
+            report.thunked += 1;
+        }
+    }
+    report.merged += 1;
+    m.merges.push(MergeRecord {
+        merged: gs,
+        survivor: fs,
+        kind,
+        callers_redirected: !preemptible,
+    });
+}
+
+/// Replace G's body with a call to `target`: a tail call where the calling convention is
+/// `tail` and the target allows tail calls (`Module::allow_tail_calls`), else call and return.
+pub(super) fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
+    let old = &m.functions[g];
+    let mut t = Function::new(old.name.clone(), old.sig.clone(), old.linkage);
+    t.address_significant = old.address_significant;
+    t.modified = true;
+    t.stack_limit = None;
+    let sig = t.sigs.push(old.sig.clone());
+    let b = t.new_block();
+    let mut args = Vec::new();
+    for (k, p) in old.sig.params.iter().enumerate() {
+        let r = t.new_reg(p.ty);
+        let i = t.make_inst(Opcode::Copy, p.ty, &[r], &[Operand::Arg(k as u32)]);
+        t.append_inst(b, i);
+        args.push(Operand::Reg(r));
+    }
+    let mut ops = vec![Operand::Sym(target, 0)];
+    ops.extend(args);
+    if old.sig.call_conv == CallConv::Tail && m.allow_tail_calls {
+        let i = t.make_inst(Opcode::TailCall, Type::VOID, &[], &ops);
+        t.insts[i].aux = sig.as_u32();
+        t.append_inst(b, i);
+    } else {
+        let rets: Vec<Reg> = old.sig.returns.iter().map(|p| t.new_reg(p.ty)).collect();
+        let i = t.make_inst(Opcode::Call, Type::VOID, &rets, &ops);
+        t.insts[i].aux = sig.as_u32();
+        t.append_inst(b, i);
+        let rv: Vec<Operand> = rets.into_iter().map(Operand::Reg).collect();
+        let i = t.make_inst(Opcode::Ret, Type::VOID, &[], &rv);
+        t.append_inst(b, i);
+    }
+    m.functions[g] = t;
+}

@@ -1,0 +1,123 @@
+//! The fingerprints of frozen functions, for incremental merging.
+//!
+//! A module that is compiled batch by batch freezes what each batch compiled (`freeze`).
+//! Frozen functions never change and never merge away, so their equivalence is final: each is
+//! kept as a *fingerprint*, its token stream (what the comparator compares, up to callees)
+//! followed by its callees resolved to final symbols, a call to itself written as `SELF`. A
+//! function of a later batch whose fingerprint is equal is equal to the frozen function under
+//! the comparator, with callees compared by identity; one hash lookup finds it, and the exact
+//! words confirm it (equal hashes are never taken for equal functions).
+
+use super::walk::{function_hashes, hash_words, priority, HashScratch, WalkOut, PRIO_PREEMPTIBLE};
+use crate::hash::{finish, HashMap};
+use crate::lir::*;
+use smallvec::SmallVec;
+
+/// The word that stands for a call of a function to itself.
+const SELF: u32 = u32::MAX;
+/// The word before a resolved callee symbol.
+const CALLEE: u32 = u32::MAX - 1;
+
+/// Fingerprints of frozen functions (see the module documentation).
+#[derive(Clone, Debug, Default)]
+pub struct FrozenIndex {
+    /// Every fingerprint's words, one after another.
+    words: Vec<u32>,
+    /// Fingerprint hash → (frozen function, start and length in `words`).
+    table: HashMap<u64, SmallVec<[(FuncId, u32, u32); 1]>>,
+}
+
+impl FrozenIndex {
+    /// Number of frozen functions indexed.
+    pub fn len(&self) -> usize {
+        self.table.values().map(|v| v.len()).sum()
+    }
+
+    /// Is the index empty?
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// A frozen function whose fingerprint is `fp`, if any.
+    pub(super) fn find(&self, fp: &[u32]) -> Option<FuncId> {
+        let h = finish(hash_words(fp));
+        self.table
+            .get(&h)?
+            .iter()
+            .find_map(|&(f, a, n)| (self.words[a as usize..(a + n) as usize] == *fp).then_some(f))
+    }
+
+    fn insert(&mut self, f: FuncId, fp: &[u32]) {
+        let h = finish(hash_words(fp));
+        let start = self.words.len() as u32;
+        self.words.extend_from_slice(fp);
+        self.table
+            .entry(h)
+            .or_default()
+            .push((f, start, fp.len() as u32));
+    }
+}
+
+/// The fingerprint of `f` into `out`: its token stream, then for each direct call (in the
+/// comparator's order) its callee resolved by `resolve` (`None`: the callee is not final, so
+/// `f` has no fingerprint yet). Returns false when `f` has none.
+pub(super) fn fingerprint(
+    m: &Module,
+    f: FuncId,
+    scratch: &mut HashScratch,
+    walk: &mut WalkOut,
+    mut resolve: impl FnMut(Symbol) -> Option<Symbol>,
+    out: &mut Vec<u32>,
+) -> bool {
+    let func = &m.functions[f];
+    if func.entry().is_none() {
+        return false;
+    }
+    walk.tokens.clear();
+    walk.callees.clear();
+    function_hashes(func, scratch, walk);
+    out.clear();
+    out.extend_from_slice(&walk.tokens);
+    let me = m.symbol_of(f);
+    for &(s, _) in &walk.callees {
+        match resolve(s) {
+            Some(t) if Some(t) == me => out.push(SELF),
+            Some(t) => out.extend_from_slice(&[CALLEE, t.as_u32()]),
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Freeze `ids`: they were compiled, so passes will never change them again and merging keeps
+/// them as survivors. Each live one is indexed by its fingerprint (callees resolved through
+/// merge aliases). Every function from `Module::first_open` on must be among `ids` or removed:
+/// afterwards no function is open.
+pub fn freeze(m: &mut Module, ids: &[FuncId]) {
+    let mut scratch = HashScratch::default();
+    let mut walk = WalkOut::default();
+    let mut fp = Vec::new();
+    let mut index = core::mem::take(&mut m.frozen_index);
+    for &f in ids {
+        if m.removed[f] {
+            continue;
+        }
+        let indexable = priority(&m.functions[f]) < PRIO_PREEMPTIBLE
+            && fingerprint(
+                m,
+                f,
+                &mut scratch,
+                &mut walk,
+                |s| Some(m.resolve_alias(s)),
+                &mut fp,
+            );
+        if indexable {
+            index.insert(f, &fp);
+        }
+        let func = &mut m.functions[f];
+        func.frozen = true;
+        func.modified = false;
+    }
+    m.frozen_index = index;
+    m.first_open = m.functions.len() as u32;
+}

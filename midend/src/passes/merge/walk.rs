@@ -1,0 +1,739 @@
+//! The hashing walk: one walk per function, in the order `FunctionComparator` visits it,
+//! produces the weak hash (seed 001's cheap filter), a token stream (everything the comparator
+//! looks at except which function a direct call calls) with its hash, and the direct call
+//! sites; functions are classed into *shapes* (equal token streams) on the way.
+
+use super::scope::ScopeMap;
+use super::MergeReport;
+use crate::hash::{finish, HashSet};
+use crate::lir::*;
+use core::hash::{Hash, Hasher};
+use cranelift_entity::EntityRef;
+use rustc_hash::FxHasher;
+
+/// Scratch tables of the hashing walk, reused across functions.
+#[derive(Default)]
+pub struct HashScratch {
+    reg_sn: Vec<u32>,
+    block_sn: Vec<u32>,
+    order: Vec<Block>,
+}
+
+/// What the hashing walk collects besides the hashes.
+#[derive(Default)]
+pub struct WalkOut {
+    /// Direct calls: callee symbol and call instruction, in the comparator's walk order.
+    pub callees: Vec<(Symbol, Inst)>,
+    /// Symbols used other than as a direct callee (taken addresses, data references).
+    pub taken: Vec<Symbol>,
+    /// The token streams of the functions walked, one after another.
+    pub tokens: Vec<u32>,
+}
+
+#[inline]
+fn serial(map: &mut [u32], next: &mut u32, r: Reg) -> u32 {
+    let x = &mut map[r.index()];
+    if *x == 0 {
+        *x = *next;
+        *next += 1;
+    }
+    *x
+}
+
+/// A `Hasher` that records what is hashed instead of mixing it: every `write_*` appends
+/// whole words to a token stream. Derived `Hash` writes prefix-free streams (lengths before
+/// contents, discriminants before fields), so two values of one type give equal token
+/// streams exactly when they are equal.
+struct Tokens<'a>(&'a mut Vec<u32>);
+
+impl Hasher for Tokens<'_> {
+    fn finish(&self) -> u64 {
+        0 // never used: the stream itself is the result
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.push(bytes.len() as u32);
+        for c in bytes.chunks(4) {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            self.0.push(u32::from_le_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, x: u8) {
+        self.0.push(x as u32)
+    }
+    #[inline]
+    fn write_u16(&mut self, x: u16) {
+        self.0.push(x as u32)
+    }
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.0.push(x)
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0.extend_from_slice(&[x as u32, (x >> 32) as u32])
+    }
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64)
+    }
+}
+
+/// Token kinds: the top four bits of an operand's first token (a register operand is its
+/// serial number alone, kind 0).
+const TK_BIG_REG: u32 = 0xF << 28;
+const TK_IMM: u32 = 1 << 28;
+const TK_BLOCK: u32 = 2 << 28;
+const TK_MEM: u32 = 3 << 28;
+const TK_CALLEE: u32 = 4 << 28;
+const TK_SYM: u32 = 5 << 28;
+const TK_STACK: u32 = 6 << 28;
+const TK_PRED: u32 = 7 << 28;
+const TK_ARG: u32 = 8 << 28;
+
+#[inline]
+fn push_reg(t: &mut Vec<u32>, sn: u32) {
+    if sn < 1 << 28 {
+        t.push(sn)
+    } else {
+        t.extend_from_slice(&[TK_BIG_REG, sn])
+    }
+}
+
+fn hash_memflags(f: &Function, r: MemFlagsRef, h: &mut Tokens) {
+    let x = f.memflags[r];
+    match x.region {
+        None => h.0.push(x.bits as u32 | (x.trap as u32) << 8),
+        Some(g) => h.0.extend_from_slice(&[
+            x.bits as u32 | (x.trap as u32) << 8 | 1 << 16,
+            f.regions[g].id,
+        ]),
+    }
+}
+
+/// A signature: one token for the convention and the counts, one per parameter.
+fn push_sig(sig: &Signature, t: &mut Vec<u32>) {
+    let (np, nr) = (sig.params.len(), sig.returns.len());
+    if np < 0xFFF && nr < 0xFFF {
+        t.push(sig.call_conv as u32 | (np as u32) << 8 | (nr as u32) << 20);
+    } else {
+        t.extend_from_slice(&[sig.call_conv as u32 | 0xFFF << 8, np as u32, nr as u32]);
+    }
+    for p in sig.params.iter().chain(&sig.returns) {
+        let (tag, extra) = match p.purpose {
+            Purpose::Normal => (0, None),
+            Purpose::VmCtx => (1, None),
+            Purpose::StructReturn => (2, None),
+            Purpose::StructArgument(n) => (3, Some(n)),
+        };
+        t.push(p.ty.raw() as u32 | (p.ext as u32) << 16 | tag << 18);
+        if let Some(n) = extra {
+            t.push(n);
+        }
+    }
+}
+
+fn push_i64(t: &mut Vec<u32>, kind: u32, x: i64) {
+    if x == x as i32 as i64 {
+        t.extend_from_slice(&[kind, x as u32]);
+    } else {
+        t.extend_from_slice(&[kind | 1, x as u32, (x >> 32) as u32]);
+    }
+}
+
+fn hash_global(f: &Function, g: GlobalRef, h: &mut Tokens) {
+    match f.globals[g] {
+        GlobalData::VmCtx => 0u8.hash(h),
+        GlobalData::Load {
+            base,
+            offset,
+            ty,
+            flags,
+        } => {
+            (1u8, offset, ty.raw()).hash(h);
+            hash_memflags(f, flags, h);
+            hash_global(f, base, h);
+        }
+        GlobalData::IAddImm { base, offset, ty } => {
+            (2u8, offset, ty.raw()).hash(h);
+            hash_global(f, base, h);
+        }
+        GlobalData::Symbol {
+            sym,
+            offset,
+            colocated,
+            tls,
+        } => (3u8, sym, offset, colocated, tls).hash(h),
+    }
+}
+
+/// One walk over a function that visits blocks and values in the order `FunctionComparator`
+/// does (blocks by first reference from the entry, which is a CFG order; registers by first
+/// appearance, results before operands). It appends to `out`:
+/// - `tokens`: everything the comparator looks at except *which* function a direct call
+///   calls, registers and blocks by serial number, as a decodable token stream: two functions
+///   have equal streams exactly when the comparator finds them equal up to their callees;
+/// - `callees`: the direct calls in walk order (the comparator's order), so the classes of
+///   callees can be compared without a second walk of the body;
+/// - `taken`: symbols used other than as a direct callee.
+///
+/// It returns two hashes:
+/// - `weak`: signature, reachable block count and opcode sequence: the cheap filter of seed
+///   001. Functions with a unique weak hash are never compared.
+/// - `local`: the hash of the token stream.
+pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64) {
+    let mut weak = FxHasher::default();
+    f.sig.hash(&mut weak);
+    let mut weak = weak.finish();
+    let start = out.tokens.len();
+    let t = &mut out.tokens;
+    push_sig(&f.sig, t);
+    match f.stack_limit {
+        Some(g) => {
+            t.push(1);
+            hash_global(f, g, &mut Tokens(t));
+        }
+        None => t.push(0),
+    }
+    if let Some(entry) = f.entry() {
+        t.push(1);
+        s.reg_sn.clear();
+        s.reg_sn.resize(f.regs.len(), 0);
+        s.block_sn.clear();
+        s.block_sn.resize(f.blocks.len(), 0);
+        s.order.clear();
+        let (mut next_b, mut next_r) = (2u32, 1u32);
+        s.block_sn[entry.index()] = 1;
+        s.order.push(entry);
+        // The opcode sequence for the weak hash, eight opcodes to a word.
+        let (mut opcodes, mut pending) = (0u64, 0u32);
+        let mut k = 0;
+        while k < s.order.len() {
+            let b = s.order[k];
+            k += 1;
+            let insts = f.block_insts(b);
+            t.push(insts.len() as u32);
+            for &i in insts {
+                let d = &f.insts[i];
+                opcodes = opcodes << 8 | d.opcode as u64;
+                pending += 1;
+                if pending == 8 {
+                    weak = mix(weak, opcodes);
+                    (opcodes, pending) = (0, 0);
+                }
+                // One head word: opcode, type, result and operand counts (a long form, type
+                // field 0xFF, when they do not fit). The top bit says the instruction has one
+                // result, of its own type, a register not seen before: its serial number is
+                // the next one, and no result word follows (the common case in SSA form).
+                let (ty, nres, nops) = (d.ty.raw() as u32, d.results.len, d.operands.len);
+                let results = f.results(i);
+                let fresh = match results {
+                    [r] => s.reg_sn[r.index()] == 0 && f.reg_type(*r) == d.ty,
+                    _ => false,
+                };
+                if ty < 0xFF && nres < 1 << 4 && nops < 1 << 11 {
+                    t.push(
+                        d.opcode as u32 | ty << 8 | nres << 16 | nops << 20 | (fresh as u32) << 31,
+                    );
+                } else {
+                    t.extend_from_slice(&[
+                        d.opcode as u32 | 0xFF << 8 | (fresh as u32) << 31,
+                        ty,
+                        nres,
+                        nops,
+                    ]);
+                }
+                let format = d.opcode.format();
+                match format {
+                    Format::Load | Format::Store => {
+                        hash_memflags(f, MemFlagsRef::from_u32(d.aux), &mut Tokens(t))
+                    }
+                    Format::Call => {
+                        push_sig(&f.sigs[SigRef::from_u32(d.aux)], t);
+                        if d.opcode == Opcode::TryCall {
+                            f.exn_tables[ExnTable::from_u32(d.aux2)].hash(&mut Tokens(t));
+                        }
+                    }
+                    Format::Addr if d.opcode == Opcode::FuncAddr => {
+                        push_sig(&f.sigs[SigRef::from_u32(d.aux)], t)
+                    }
+                    Format::Trap | Format::CondTrap => t.push(d.aux),
+                    Format::GlobalValue => {
+                        hash_global(f, GlobalRef::from_u32(d.aux), &mut Tokens(t))
+                    }
+                    Format::Opaque => {
+                        let o = &f.opaques[OpaqueRef::from_u32(d.aux)];
+                        (&o.name, &o.imms, o.effects).hash(&mut Tokens(t));
+                        t.push(d.aux2.min(1));
+                        if d.aux2 != 0 {
+                            hash_memflags(f, MemFlagsRef::from_u32(d.aux2 - 1), &mut Tokens(t));
+                        }
+                    }
+                    _ => {}
+                }
+                if fresh {
+                    serial(&mut s.reg_sn, &mut next_r, results[0]);
+                } else {
+                    for &r in results {
+                        let sn = serial(&mut s.reg_sn, &mut next_r, r);
+                        let ty = f.reg_type(r).raw() as u32;
+                        if sn < 1 << 16 {
+                            t.push(ty | sn << 16);
+                        } else {
+                            t.extend_from_slice(&[ty, sn]);
+                        }
+                    }
+                }
+                let ops = &f.operand_pool[d.operands.range()];
+                let mut ops_iter = ops.iter();
+                if format == Format::Call {
+                    if let Some(Operand::Sym(sym, off)) = ops.first() {
+                        // The callee: compared by class, so only its position and offset here.
+                        out.callees.push((*sym, i));
+                        push_i64(t, TK_CALLEE, *off);
+                        ops_iter.next();
+                    }
+                }
+                for &op in ops_iter {
+                    match op {
+                        Operand::Reg(r) => {
+                            let sn = serial(&mut s.reg_sn, &mut next_r, r);
+                            push_reg(t, sn)
+                        }
+                        Operand::Int(x) => push_i64(t, TK_IMM, x),
+                        Operand::F32(x) => t.extend_from_slice(&[TK_IMM | 2, x]),
+                        Operand::F64(x) => {
+                            t.extend_from_slice(&[TK_IMM | 3, x as u32, (x >> 32) as u32])
+                        }
+                        Operand::Block(bb) => {
+                            let x = &mut s.block_sn[bb.index()];
+                            if *x == 0 {
+                                *x = next_b;
+                                next_b += 1;
+                                s.order.push(bb);
+                            }
+                            if *x < (1 << 28) - 1 {
+                                t.push(TK_BLOCK | *x);
+                            } else {
+                                t.extend_from_slice(&[TK_BLOCK | ((1 << 28) - 1), *x]);
+                            }
+                        }
+                        Operand::Mem {
+                            base,
+                            index,
+                            scale,
+                            disp,
+                        } => {
+                            t.extend_from_slice(&[
+                                TK_MEM
+                                    | (scale as u32) << 8
+                                    | (base.is_some() as u32) << 1
+                                    | index.is_some() as u32,
+                                disp as u32,
+                            ]);
+                            if let Some(x) = base.expand() {
+                                let sn = serial(&mut s.reg_sn, &mut next_r, x);
+                                push_reg(t, sn);
+                            }
+                            if let Some(x) = index.expand() {
+                                let sn = serial(&mut s.reg_sn, &mut next_r, x);
+                                push_reg(t, sn);
+                            }
+                        }
+                        Operand::Sym(sym, off) => {
+                            out.taken.push(sym);
+                            push_i64(t, TK_SYM, off);
+                            t.push(sym.as_u32());
+                        }
+                        Operand::Stack(so, off) => {
+                            let sd = f.stack_objs[so];
+                            t.extend_from_slice(&[
+                                TK_STACK,
+                                so.as_u32(),
+                                sd.size,
+                                sd.align_shift as u32,
+                                off as u32,
+                            ]);
+                        }
+                        Operand::Pred(c) => t.push(TK_PRED | c as u32),
+                        Operand::Arg(n) => t.extend_from_slice(&[TK_ARG, n]),
+                    }
+                }
+            }
+        }
+        weak = mix(
+            mix(weak, opcodes),
+            pending as u64 | (s.order.len() as u64) << 8,
+        );
+    } else {
+        t.push(0);
+    }
+    (finish(weak), finish(hash_words(&out.tokens[start..])))
+}
+
+#[inline(always)]
+pub(super) fn mix(h: u64, w: u64) -> u64 {
+    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// A hash of a token stream, four independent lanes so the multiplies overlap (the stream
+/// is long: a few words per instruction). Only a filter: equal hashes are confirmed by
+/// comparing the streams.
+pub(super) fn hash_words(words: &[u32]) -> u64 {
+    let mut lanes = [
+        0x243f_6a88_85a3_08d3u64,
+        0x1319_8a2e_0370_7344,
+        0xa409_3822_299f_31d0,
+        0x082e_fa98_ec4e_6c89,
+    ];
+    let mut chunks = words.chunks_exact(8);
+    for c in &mut chunks {
+        for (j, lane) in lanes.iter_mut().enumerate() {
+            let w = c[2 * j] as u64 | (c[2 * j + 1] as u64) << 32;
+            *lane = mix(*lane, w);
+        }
+    }
+    for (j, &w) in chunks.remainder().iter().enumerate() {
+        lanes[j & 3] = mix(lanes[j & 3], w as u64 | 1 << 32);
+    }
+    let [a, b, c, d] = lanes;
+    mix(mix(mix(mix(words.len() as u64, a), b), c), d)
+}
+
+/// The cheap function hash (seed 001): signature, block count and the opcode sequence in CFG
+/// order.
+pub fn function_hash(f: &Function) -> u64 {
+    function_hashes(f, &mut HashScratch::default(), &mut WalkOut::default()).0
+}
+
+/// Survivor priority: frozen (compiled already: it must survive) first, then exported strong,
+/// then local, then preemptible; then by id.
+pub(super) fn priority(f: &Function) -> u8 {
+    if f.frozen {
+        return PRIO_FROZEN;
+    }
+    match f.linkage {
+        Linkage::Export => 1,
+        Linkage::Local => 2,
+        Linkage::Preemptible => PRIO_PREEMPTIBLE,
+        Linkage::Import => 4,
+    }
+}
+
+pub(super) const PRIO_FROZEN: u8 = 0;
+pub(super) const PRIO_PREEMPTIBLE: u8 = 3;
+
+/// The facts of one walk over the functions in scope (`ScopeMap`s: indexed by function, for
+/// the open functions only, so a run costs in proportion to them, not to the module).
+pub(super) struct Walked {
+    pub weak: ScopeMap<u64>,
+    pub local: ScopeMap<u64>,
+    /// The shape of each walked function: functions share a shape exactly when their token
+    /// streams are equal (equal under the comparator up to their callees).
+    pub shape: ScopeMap<u32>,
+    /// Number of functions of each shape.
+    pub shape_size: Vec<u32>,
+    /// Direct call sites of all walked functions; `calls[f]` is f's range.
+    pub sites: Vec<(Symbol, Inst)>,
+    /// The callee of each site as the comparator sees it (`callee_key`), resolved once.
+    pub targets: Vec<Callee>,
+    pub calls: ScopeMap<(u32, u32)>,
+    /// Symbols whose address is taken by a walked function (significant addresses).
+    pub taken: HashSet<Symbol>,
+    /// Survivor priority (`priority`), linkage and whether the address is declared
+    /// significant: read while the function is in the cache.
+    pub prio: ScopeMap<u8>,
+    pub linkage: ScopeMap<Linkage>,
+    pub significant: ScopeMap<bool>,
+}
+
+/// A callee: a function in scope (compared by class) or another symbol (by identity: a frozen
+/// function, an import).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Callee {
+    Func(FuncId),
+    Other(Symbol),
+}
+
+impl Callee {
+    /// What a call to `sym` calls, as the comparator sees it: through merge aliases to a live
+    /// function in scope, or the symbol itself.
+    #[inline]
+    pub fn resolve(m: &Module, scope: u32, sym: Symbol) -> Callee {
+        let s = if m.aliases.is_empty() {
+            sym
+        } else {
+            m.resolve_alias(sym)
+        };
+        match m.defined(s) {
+            Some(d) if d.as_u32() >= scope && !m.removed[d] => Callee::Func(d),
+            _ => Callee::Other(s),
+        }
+    }
+
+    #[inline]
+    pub fn key(self, class: &ScopeMap<u32>) -> (u32, u32) {
+        match self {
+            Callee::Func(f) => (0, class[f]),
+            Callee::Other(s) => (1, s.as_u32()),
+        }
+    }
+}
+
+impl Walked {
+    pub fn targets_of(&self, f: FuncId) -> &[Callee] {
+        let (a, b) = self.calls[f];
+        &self.targets[a as usize..b as usize]
+    }
+
+    /// The hash of f's callee keys under `class`, in walk order.
+    pub fn callee_hash(&self, f: FuncId, class: &ScopeMap<u32>) -> u64 {
+        let mut h = FxHasher::default();
+        for c in self.targets_of(f) {
+            let (k, v) = c.key(class);
+            h.write_u64((k as u64) << 32 | v as u64);
+        }
+        finish(h.finish())
+    }
+}
+
+/// Shapes told apart by hash, then by comparing token streams: open addressing over (a hash
+/// of the weak and local hashes, shape + 1). Only the first function of a shape keeps its
+/// stream here.
+struct ShapeTable {
+    tokens: Vec<u32>,
+    /// Each shape's hash key and stream (a range of `tokens`).
+    shapes: Vec<(u64, u32, u32)>,
+    slot_hash: Vec<u64>,
+    slot_shape: Vec<u32>,
+    comparisons: u64,
+}
+
+impl ShapeTable {
+    fn with_capacity(n: usize) -> Self {
+        let cap = (2 * n).next_power_of_two().max(16);
+        ShapeTable {
+            tokens: Vec::new(),
+            shapes: Vec::new(),
+            slot_hash: vec![0; cap],
+            slot_shape: vec![0; cap],
+            comparisons: 0,
+        }
+    }
+
+    fn tokens_of(&self, sh: u32) -> &[u32] {
+        let (_, a, len) = self.shapes[sh as usize];
+        &self.tokens[a as usize..(a + len) as usize]
+    }
+
+    /// The shape of a stream with hash key `key`, added if no shape has that stream.
+    fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
+        let mask = self.slot_shape.len() - 1;
+        let mut i = key as usize & mask;
+        loop {
+            let v = self.slot_shape[i];
+            if v == 0 {
+                break;
+            }
+            if self.slot_hash[i] == key {
+                self.comparisons += 1;
+                if self.tokens_of(v - 1) == tokens {
+                    return v - 1;
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        if self.shapes.len() * 2 >= self.slot_shape.len() {
+            self.grow();
+            return self.intern(key, tokens);
+        }
+        let sh = self.shapes.len() as u32;
+        self.shapes
+            .push((key, self.tokens.len() as u32, tokens.len() as u32));
+        self.tokens.extend_from_slice(tokens);
+        self.slot_hash[i] = key;
+        self.slot_shape[i] = sh + 1;
+        sh
+    }
+
+    /// Double the slots (shapes and streams stay).
+    #[cold]
+    fn grow(&mut self) {
+        let cap = self.slot_shape.len() * 2;
+        self.slot_hash = vec![0; cap];
+        self.slot_shape = vec![0; cap];
+        for (sh, &(key, _, _)) in self.shapes.iter().enumerate() {
+            let mut i = key as usize & (cap - 1);
+            while self.slot_shape[i] != 0 {
+                i = (i + 1) & (cap - 1);
+            }
+            self.slot_hash[i] = key;
+            self.slot_shape[i] = sh as u32 + 1;
+        }
+    }
+}
+
+/// What the walk learns about one function.
+#[derive(Clone, Copy)]
+struct FnFacts {
+    weak: u64,
+    local: u64,
+    /// Shape in the walking part's table.
+    shape: u32,
+    /// Range of the part's call sites.
+    calls: (u32, u32),
+    prio: u8,
+    linkage: Linkage,
+    significant: bool,
+}
+
+/// The walk over a run of functions (one thread's share).
+struct WalkPart {
+    shapes: ShapeTable,
+    facts: Vec<FnFacts>,
+    sites: Vec<(Symbol, Inst)>,
+    targets: Vec<Callee>,
+    taken: Vec<Symbol>,
+}
+
+/// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
+/// addresses. Callees are resolved against the scope (functions from `scope` on).
+fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
+    let mut part = WalkPart {
+        shapes: ShapeTable::with_capacity(ids.len()),
+        facts: Vec::with_capacity(ids.len()),
+        sites: Vec::new(),
+        targets: Vec::new(),
+        taken: Vec::new(),
+    };
+    let mut scratch = HashScratch::default();
+    let mut out = WalkOut::default();
+    for (k, &id) in ids.iter().enumerate() {
+        m.prefetch_ahead(ids, k);
+        let f = &m.functions[id];
+        out.callees.clear();
+        out.tokens.clear();
+        let (weak, local) = function_hashes(f, &mut scratch, &mut out);
+        if part.shapes.tokens.is_empty() {
+            // Room for a stream per function or so: one allocation, no regrowth.
+            part.shapes.tokens.reserve(out.tokens.len() * ids.len() / 2);
+        }
+        let shape = part.shapes.intern(finish(mix(weak, local)), &out.tokens);
+        let start = part.sites.len() as u32;
+        for &(sym, inst) in &out.callees {
+            part.sites.push((sym, inst));
+            part.targets.push(Callee::resolve(m, scope, sym));
+        }
+        for gv in f.globals.values() {
+            if let GlobalData::Symbol { sym, .. } = gv {
+                out.taken.push(*sym);
+            }
+        }
+        part.facts.push(FnFacts {
+            weak,
+            local,
+            shape,
+            calls: (start, part.sites.len() as u32),
+            prio: priority(f),
+            linkage: f.linkage,
+            significant: f.address_significant,
+        });
+    }
+    part.taken = out.taken;
+    part
+}
+
+/// Modules smaller than this are walked on one thread (threads cost more than they save).
+const PARALLEL_WALK_MIN: usize = 2048;
+
+/// Walk the functions `ids` (all from `scope` on) once: hashes, shape, direct calls, taken
+/// addresses.
+///
+/// Shapes are found on the way (the hash filter and the first stage of refinement in one):
+/// a function's token stream goes to a buffer reused for every function; functions with the
+/// same (weak, local) hashes are compared with the first function of each shape already seen
+/// under those hashes (a `memcmp` of the streams). Only the first function of a shape keeps
+/// its stream, so a duplicate costs no memory, and a function with a unique weak hash is
+/// never compared with anything.
+///
+/// Functions are independent here, so a large module is walked in `threads` runs at once
+/// (as lld's ICF hashes sections in parallel); the runs' shapes are then joined in order, so
+/// shapes are numbered exactly as one thread would number them.
+pub(super) fn walk_module(
+    m: &Module,
+    scope: u32,
+    ids: &[FuncId],
+    threads: usize,
+    report: &mut MergeReport,
+) -> Walked {
+    let threads = if ids.len() >= PARALLEL_WALK_MIN {
+        threads.max(1)
+    } else {
+        1
+    };
+    let chunk = ids.len().div_ceil(threads).max(1);
+    let mut parts: Vec<WalkPart> = if threads == 1 {
+        vec![walk_part(m, scope, ids)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ids
+                .chunks(chunk)
+                .map(|c| s.spawn(move || walk_part(m, scope, c)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a merge walk thread panicked"))
+                .collect()
+        })
+    };
+    let n = m.functions.len();
+    let mut w = Walked {
+        weak: ScopeMap::new(scope, n, 0),
+        local: ScopeMap::new(scope, n, 0),
+        shape: ScopeMap::new(scope, n, 0),
+        shape_size: Vec::new(),
+        sites: Vec::new(),
+        targets: Vec::new(),
+        calls: ScopeMap::new(scope, n, (0, 0)),
+        taken: HashSet::default(),
+        prio: ScopeMap::new(scope, n, 0),
+        linkage: ScopeMap::new(scope, n, Linkage::Import),
+        significant: ScopeMap::new(scope, n, false),
+    };
+    // The first part's shapes are the first global shapes; every later part's shapes are
+    // looked up there (and added when new), in order.
+    let mut global = core::mem::replace(&mut parts[0].shapes, ShapeTable::with_capacity(0));
+    let mut to_global: Vec<u32> = Vec::new();
+    for (p, part) in parts.iter().enumerate() {
+        to_global.clear();
+        if p == 0 {
+            to_global.extend(0..global.shapes.len() as u32);
+        } else {
+            for sh in 0..part.shapes.shapes.len() as u32 {
+                let key = part.shapes.shapes[sh as usize].0;
+                to_global.push(global.intern(key, part.shapes.tokens_of(sh)));
+            }
+        }
+        report.comparisons += part.shapes.comparisons;
+        w.shape_size.resize(global.shapes.len(), 0);
+        let base = w.sites.len() as u32;
+        w.sites.extend_from_slice(&part.sites);
+        w.targets.extend_from_slice(&part.targets);
+        w.taken.extend(part.taken.iter().copied());
+        for (&id, facts) in ids[p * chunk..].iter().zip(&part.facts) {
+            let sh = to_global[facts.shape as usize];
+            w.shape[id] = sh;
+            w.shape_size[sh as usize] += 1;
+            w.weak[id] = facts.weak;
+            w.local[id] = facts.local;
+            w.calls[id] = (base + facts.calls.0, base + facts.calls.1);
+            w.prio[id] = facts.prio;
+            w.linkage[id] = facts.linkage;
+            w.significant[id] = facts.significant;
+        }
+    }
+    report.comparisons += global.comparisons;
+    report.rounds += 1;
+    w
+}
