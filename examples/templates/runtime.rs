@@ -9,6 +9,8 @@
 //! Used by `examples/templates` and by `benches/module.rs`.
 
 #![allow(dead_code)]
+// `ModuleResult` is cranelift-module's own (large) error type.
+#![allow(clippy::result_large_err)]
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{

@@ -2,6 +2,10 @@
 //! LIR back to Cranelift IR, JIT-compile modules with cranelift-jit, and run Cranelift's
 //! `.clif` run tests through the whole pipeline.
 
+// `ModuleResult` is cranelift-module's own type, large as it is: the wrapper returns what
+// `JITModule` and `ObjectModule` return.
+#![allow(clippy::result_large_err)]
+
 pub mod lift;
 pub mod lower;
 pub mod module;
@@ -30,7 +34,7 @@ pub enum Error {
     #[error("{0}")]
     Midend(#[from] midend::Error),
     #[error("{0}")]
-    Module(#[from] cranelift_module::ModuleError),
+    Module(Box<cranelift_module::ModuleError>),
     #[error("{0}")]
     Other(String),
 }
@@ -47,3 +51,9 @@ pub use lift::lift_functions;
 pub use link::{declare_by_name, define_by_name};
 #[cfg(feature = "jit")]
 pub use pipeline::{JitModule, Pipeline, PipelineOptions};
+
+impl From<cranelift_module::ModuleError> for Error {
+    fn from(e: cranelift_module::ModuleError) -> Self {
+        Error::Module(Box::new(e))
+    }
+}

@@ -1,7 +1,7 @@
 //! `MergeModule<ObjectModule>`: object files where a merged function is an alias symbol.
 
 use super::{MergeModule, State};
-use cranelift_module::ModuleResult;
+use cranelift_module::{Module, ModuleResult};
 use cranelift_object::object::write::SymbolSection;
 use cranelift_object::{ObjectModule, ObjectProduct};
 
@@ -18,6 +18,11 @@ impl MergeModule<ObjectModule> {
             .filter(|&(g, _, _)| self.core.state[g] == State::Merged)
             .map(|(g, f, _)| (g, f))
             .collect();
+        // An object file must define every non-import symbol: a merged function gets an empty
+        // definition here, moved onto its survivor's code below.
+        for &(g, _) in &merged {
+            self.inner.define_function_bytes(g, 1, &[], &[])?;
+        }
         let mut product = self.inner.finish();
         for (g, f) in merged {
             let (Some((fsym, true)), Some((gsym, _))) =

@@ -18,13 +18,16 @@ const SELF: u32 = u32::MAX;
 /// The word before a resolved callee symbol.
 const CALLEE: u32 = u32::MAX - 1;
 
+/// A frozen function and where its fingerprint sits in `FrozenIndex::words`.
+type Entry = (FuncId, u32, u32);
+
 /// Fingerprints of frozen functions (see the module documentation).
 #[derive(Clone, Debug, Default)]
 pub struct FrozenIndex {
     /// Every fingerprint's words, one after another.
     words: Vec<u32>,
-    /// Fingerprint hash → (frozen function, start and length in `words`).
-    table: HashMap<u64, SmallVec<[(FuncId, u32, u32); 1]>>,
+    /// Fingerprint hash → the frozen functions with that hash.
+    table: HashMap<u64, SmallVec<[Entry; 1]>>,
 }
 
 impl FrozenIndex {

@@ -1,0 +1,492 @@
+//! `MergeModule` through the `cranelift_module::Module` trait only, as a JIT runtime or an
+//! object-file producer would use it: identical and near-identical functions, recursion and
+//! mutual recursion, addresses taken and compared in IR and by the host, data objects holding
+//! function addresses, later batches merging into earlier code, and every error case.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, Signature};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{
+    default_libcall_names, DataDescription, FuncId, Linkage, Module, ModuleError,
+};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use mergelift::{AddressPolicy, MergeConfig, MergeKind, MergeModule, PassKind};
+
+fn isa(flags: &[(&str, &str)]) -> cranelift_codegen::isa::OwnedTargetIsa {
+    let mut b = settings::builder();
+    for (k, v) in flags {
+        b.set(k, v).unwrap();
+    }
+    cranelift_native::builder()
+        .unwrap()
+        .finish(settings::Flags::new(b))
+        .unwrap()
+}
+
+fn jit_with(config: MergeConfig) -> MergeModule<JITModule> {
+    let b = JITBuilder::with_isa(isa(&[]), default_libcall_names());
+    MergeModule::with_config(JITModule::new(b), config)
+}
+
+fn jit() -> MergeModule<JITModule> {
+    jit_with(MergeConfig::default())
+}
+
+fn sig(m: &dyn Module, params: usize) -> Signature {
+    let mut s = m.make_signature();
+    for _ in 0..params {
+        s.params.push(AbiParam::new(types::I64));
+    }
+    s.returns.push(AbiParam::new(types::I64));
+    s
+}
+
+/// Define `id` as `body(builder, params, callees)` with `callees` declared in it.
+fn define(
+    m: &mut dyn Module,
+    id: FuncId,
+    callees: &[FuncId],
+    body: impl FnOnce(&mut FunctionBuilder, &[cranelift_codegen::ir::Value], &[FuncRef]),
+) {
+    let mut ctx = m.make_context();
+    ctx.func.signature = m.declarations().get_function_decl(id).signature.clone();
+    let refs: Vec<FuncRef> = callees
+        .iter()
+        .map(|&c| m.declare_func_in_func(c, &mut ctx.func))
+        .collect();
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    body(&mut b, &params, &refs);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    m.define_function(id, &mut ctx).unwrap();
+}
+
+/// `x * k + 1`.
+fn affine(m: &mut dyn Module, id: FuncId, k: i64) {
+    define(m, id, &[], |b, p, _| {
+        let y = b.ins().imul_imm_s(p[0], k);
+        let z = b.ins().iadd_imm_s(y, 1);
+        b.ins().return_(&[z]);
+    });
+}
+
+/// `n <= 1 ? 1 : n * callee(n - 1)`.
+fn fact(m: &mut dyn Module, id: FuncId, callee: FuncId) {
+    define(m, id, &[callee], |b, p, f| {
+        let (base, rec) = (b.create_block(), b.create_block());
+        let small = b.ins().icmp_imm_s(IntCC::SignedLessThanOrEqual, p[0], 1);
+        b.ins().brif(small, base, &[], rec, &[]);
+        b.switch_to_block(base);
+        let one = b.ins().iconst(types::I64, 1);
+        b.ins().return_(&[one]);
+        b.switch_to_block(rec);
+        let n1 = b.ins().iadd_imm_s(p[0], -1);
+        let c = b.ins().call(f[0], &[n1]);
+        let r = b.inst_results(c)[0];
+        let prod = b.ins().imul(p[0], r);
+        b.ins().return_(&[prod]);
+    });
+}
+
+fn call1(m: &MergeModule<JITModule>, id: FuncId, x: i64) -> i64 {
+    // SAFETY: every function called here has the signature `(i64) -> i64`.
+    let f: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(m.get_finalized_function(id)) };
+    f(x)
+}
+
+#[test]
+fn identical_functions_merge_and_both_ids_work() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+    let g = m.declare_function("g", Linkage::Export, &s).unwrap();
+    let h = m.declare_function("h", Linkage::Local, &s).unwrap();
+    affine(&mut m, f, 3);
+    affine(&mut m, g, 3);
+    affine(&mut m, h, 3);
+    m.finalize_definitions().unwrap();
+    for id in [f, g, h] {
+        assert_eq!(call1(&m, id, 5), 16);
+    }
+    assert_eq!(m.merged_into(g), Some(f));
+    assert_eq!(m.merged_into(h), Some(f));
+    assert_eq!(m.merge_kind(g), Some(MergeKind::Aliased));
+    assert_eq!(m.merge_kind(h), Some(MergeKind::Replaced));
+    assert_eq!(m.merged_into(f), None);
+    assert_eq!(m.stats().get("compiled"), 1, "one body for three functions");
+    assert!(m.code_bytes(f).unwrap() > 0);
+    assert_eq!(m.code_bytes(g), None);
+}
+
+#[test]
+fn near_identical_functions_stay_apart() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+    let g = m.declare_function("g", Linkage::Export, &s).unwrap();
+    affine(&mut m, f, 3);
+    affine(&mut m, g, 4);
+    m.finalize_definitions().unwrap();
+    assert_eq!(call1(&m, f, 5), 16);
+    assert_eq!(call1(&m, g, 5), 21);
+    assert_eq!(m.merged_into(g), None);
+    assert_eq!(m.stats().get("compiled"), 2);
+}
+
+#[test]
+fn recursion_and_mutual_recursion_merge() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    let [f0, f1, ping, pong] = ["fact0", "fact1", "ping", "pong"]
+        .map(|n| m.declare_function(n, Linkage::Export, &s).unwrap());
+    fact(&mut m, f0, f0);
+    fact(&mut m, f1, f1);
+    // ping and pong call each other and compute the same factorial.
+    fact(&mut m, ping, pong);
+    fact(&mut m, pong, ping);
+    m.finalize_definitions().unwrap();
+    for id in [f0, f1, ping, pong] {
+        assert_eq!(call1(&m, id, 10), 3_628_800);
+    }
+    assert_eq!(m.merged_into(f1), Some(f0));
+    assert!(m.merged_into(ping).is_some() || m.merged_into(pong).is_some());
+    assert!(m.stats().get("compiled") <= 2);
+}
+
+/// `func_addr a == func_addr b` must stay false for two functions, equal or not.
+#[test]
+fn addresses_taken_and_compared_in_ir_stay_distinct() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    let f = m.declare_function("f", Linkage::Local, &s).unwrap();
+    let g = m.declare_function("g", Linkage::Local, &s).unwrap();
+    let cmp = m
+        .declare_function("same", Linkage::Export, &sig(&m, 0))
+        .unwrap();
+    affine(&mut m, f, 2);
+    affine(&mut m, g, 2);
+    define(&mut m, cmp, &[f, g], |b, _, r| {
+        let a = b.ins().func_addr(types::I64, r[0]);
+        let c = b.ins().func_addr(types::I64, r[1]);
+        let eq = b.ins().icmp(IntCC::Equal, a, c);
+        let w = b.ins().uextend(types::I64, eq);
+        b.ins().return_(&[w]);
+    });
+    m.finalize_definitions().unwrap();
+    // SAFETY: `same` has the signature `() -> i64`.
+    let same: extern "C" fn() -> i64 =
+        unsafe { std::mem::transmute(m.get_finalized_function(cmp)) };
+    assert_eq!(same(), 0);
+    assert_eq!(call1(&m, f, 4), 9);
+    assert_eq!(call1(&m, g, 4), 9);
+    assert_ne!(m.get_finalized_function(f), m.get_finalized_function(g));
+    assert_eq!(
+        m.merge_kind(g),
+        Some(MergeKind::Thunked),
+        "g keeps an address of its own"
+    );
+}
+
+/// What the host sees: shared addresses by default, distinct ones with `AddressPolicy::Distinct`.
+#[test]
+fn host_visible_addresses_follow_the_policy() {
+    for policy in [AddressPolicy::Shared, AddressPolicy::Distinct] {
+        let mut m = jit_with(MergeConfig {
+            address_policy: policy,
+            ..Default::default()
+        });
+        let s = sig(&m, 1);
+        let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+        let g = m.declare_function("g", Linkage::Export, &s).unwrap();
+        affine(&mut m, f, 7);
+        affine(&mut m, g, 7);
+        m.finalize_definitions().unwrap();
+        assert_eq!(call1(&m, g, 1), 8);
+        let (pf, pg) = (m.get_finalized_function(f), m.get_finalized_function(g));
+        match policy {
+            AddressPolicy::Shared => assert_eq!(pf, pg),
+            AddressPolicy::Distinct => {
+                assert_ne!(pf, pg);
+                assert_eq!(m.merge_kind(g), Some(MergeKind::Thunked));
+            }
+        }
+    }
+}
+
+/// A vtable in data holding the addresses of two equal functions: both entries work and
+/// differ.
+#[test]
+fn data_objects_hold_function_addresses() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+    let g = m.declare_function("g", Linkage::Export, &s).unwrap();
+    affine(&mut m, f, 5);
+    affine(&mut m, g, 5);
+    let vt = m
+        .declare_data("vtable", Linkage::Export, false, false)
+        .unwrap();
+    let mut d = DataDescription::new();
+    d.define_zeroinit(16);
+    let (rf, rg) = (
+        m.declare_func_in_data(f, &mut d),
+        m.declare_func_in_data(g, &mut d),
+    );
+    d.write_function_addr(0, rf);
+    d.write_function_addr(8, rg);
+    m.define_data(vt, &d).unwrap();
+    m.finalize_definitions().unwrap();
+    let (p, len) = m.get_finalized_data(vt);
+    assert_eq!(len, 16);
+    // SAFETY: the data object is 16 bytes: two function pointers.
+    let slots = unsafe { std::slice::from_raw_parts(p as *const usize, 2) };
+    assert_ne!(slots[0], slots[1], "addresses in data stay distinct");
+    for &a in slots {
+        // SAFETY: both slots hold `(i64) -> i64` functions.
+        let fp: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(a) };
+        assert_eq!(fp(2), 11);
+    }
+}
+
+/// Batches after a finalize merge into earlier code: a function equal to one compiled before
+/// costs no compile, calls from new code into old code work, and a third batch too.
+#[test]
+fn later_batches_merge_into_earlier_code() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+    let fact0 = m.declare_function("fact0", Linkage::Export, &s).unwrap();
+    affine(&mut m, f, 9);
+    fact(&mut m, fact0, fact0);
+    m.finalize_definitions().unwrap();
+    let compiled = m.stats().get("compiled");
+    assert_eq!(compiled, 2);
+
+    // Batch 2: a copy of f, a copy of the recursive fact0, and a caller of old code.
+    let g = m.declare_function("g", Linkage::Export, &s).unwrap();
+    let fact1 = m.declare_function("fact1", Linkage::Export, &s).unwrap();
+    let user = m.declare_function("user", Linkage::Export, &s).unwrap();
+    affine(&mut m, g, 9);
+    fact(&mut m, fact1, fact1);
+    define(&mut m, user, &[f, fact0], |b, p, r| {
+        let c = b.ins().call(r[0], &[p[0]]);
+        let x = b.inst_results(c)[0];
+        let c = b.ins().call(r[1], &[x]);
+        let y = b.inst_results(c)[0];
+        b.ins().return_(&[y]);
+    });
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(g), Some(f));
+    assert_eq!(m.merged_into(fact1), Some(fact0));
+    assert_eq!(
+        m.stats().get("compiled"),
+        compiled + 1,
+        "only `user` is compiled"
+    );
+    assert_eq!(m.stats().get("merge.into_frozen"), 2);
+    assert_eq!(call1(&m, g, 1), 10);
+    assert_eq!(call1(&m, fact1, 5), 120);
+    assert_eq!(call1(&m, user, 0), 1);
+
+    // Batch 3: a caller of the merged g (its call goes to f's code) and another fact copy.
+    let user2 = m.declare_function("user2", Linkage::Export, &s).unwrap();
+    let fact2 = m.declare_function("fact2", Linkage::Local, &s).unwrap();
+    define(&mut m, user2, &[g, fact2], |b, p, r| {
+        let c = b.ins().call(r[0], &[p[0]]);
+        let x = b.inst_results(c)[0];
+        let c = b.ins().call(r[1], &[x]);
+        let y = b.inst_results(c)[0];
+        b.ins().return_(&[y]);
+    });
+    fact(&mut m, fact2, fact2);
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(fact2), Some(fact0));
+    assert_eq!(call1(&m, user2, 0), 1); // fact(9 * 0 + 1)
+    assert_eq!(call1(&m, user2, 1), 3_628_800); // fact(10)
+}
+
+/// One function per finalize (a lazy JIT): each equal one merges into existing code.
+#[test]
+fn lazy_jit_one_function_per_finalize() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    let mut ids = Vec::new();
+    for k in 0..12 {
+        let id = m
+            .declare_function(&format!("f{k}"), Linkage::Export, &s)
+            .unwrap();
+        affine(&mut m, id, (k % 3) as i64 + 2);
+        m.finalize_definitions().unwrap();
+        ids.push(id);
+    }
+    assert_eq!(m.stats().get("compiled"), 3);
+    assert_eq!(m.stats().get("flushes"), 12);
+    for (k, &id) in ids.iter().enumerate() {
+        assert_eq!(call1(&m, id, 10), 10 * ((k % 3) as i64 + 2) + 1);
+        if k >= 3 {
+            assert_eq!(m.merged_into(id), Some(ids[k % 3]));
+        }
+    }
+}
+
+#[test]
+fn errors_are_typed_and_clear() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    // A body for an import.
+    let imp = m.declare_function("imp", Linkage::Import, &s).unwrap();
+    let mut ctx = m.make_context();
+    ctx.func.signature = s.clone();
+    assert!(matches!(
+        m.define_function(imp, &mut ctx),
+        Err(ModuleError::InvalidImportDefinition(n)) if n == "imp"
+    ));
+    // Declared again with another signature.
+    let mut s32 = m.make_signature();
+    s32.params.push(AbiParam::new(types::I32));
+    s32.returns.push(AbiParam::new(types::I32));
+    let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+    assert!(matches!(
+        m.declare_function("f", Linkage::Import, &s32),
+        Err(ModuleError::IncompatibleSignature(..))
+    ));
+    // A body whose signature is not the declared one.
+    let mut ctx = m.make_context();
+    ctx.func.signature = s32.clone();
+    assert!(matches!(
+        m.define_function(f, &mut ctx),
+        Err(ModuleError::IncompatibleSignature(..))
+    ));
+    // Defined twice.
+    affine(&mut m, f, 1);
+    let mut ctx = m.make_context();
+    ctx.func.signature = s.clone();
+    assert!(matches!(
+        m.define_function(f, &mut ctx),
+        Err(ModuleError::DuplicateDefinition(n)) if n == "f"
+    ));
+    // A `colocated` reference to an imported host function: an error naming both, not a panic.
+    let host = m.declare_function("host_fn", Linkage::Import, &s).unwrap();
+    let user = m.declare_function("user", Linkage::Export, &s).unwrap();
+    let mut ctx = m.make_context();
+    ctx.func.signature = s.clone();
+    let r = m.declare_func_in_func(host, &mut ctx.func);
+    ctx.func.dfg.ext_funcs[r].colocated = true;
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let e = b.create_block();
+    b.append_block_params_for_function_params(e);
+    b.switch_to_block(e);
+    let p = b.block_params(e)[0];
+    let c = b.ins().call(r, &[p]);
+    let v = b.inst_results(c)[0];
+    b.ins().return_(&[v]);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    m.define_function(user, &mut ctx).unwrap();
+    let err = m.finalize_definitions().unwrap_err().to_string();
+    assert!(
+        err.contains("user") && err.contains("host_fn") && err.contains("colocated"),
+        "{err}"
+    );
+}
+
+/// A function merged away is not compiled, but it is verified when the ISA asks for the
+/// verifier (as its compile would have verified it); with the verifier off, it is not.
+#[test]
+fn merged_functions_are_verified_when_the_isa_verifies() {
+    for verifier in ["true", "false"] {
+        let b = JITBuilder::with_isa(
+            isa(&[("enable_verifier", verifier)]),
+            default_libcall_names(),
+        );
+        let mut m = MergeModule::new(JITModule::new(b));
+        let s = sig(&m, 1);
+        let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+        let g = m.declare_function("g", Linkage::Export, &s).unwrap();
+        affine(&mut m, f, 3);
+        affine(&mut m, g, 3);
+        m.finalize_definitions().unwrap();
+        assert_eq!(m.merged_into(g), Some(f));
+        let verified = m.stats().times.iter().any(|(p, _)| p == "verify");
+        assert_eq!(verified, verifier == "true");
+    }
+}
+
+/// Object files: a merged function is an alias symbol at its survivor's code; a thunk has
+/// code of its own; the object is smaller than a plain one.
+#[test]
+fn object_files_get_alias_symbols() {
+    let make = |merge: bool| {
+        let b = ObjectBuilder::new(isa(&[]), "t", default_libcall_names()).unwrap();
+        let inner = ObjectModule::new(b);
+        let mut m: Box<dyn Module> = if merge {
+            Box::new(MergeModule::new(inner))
+        } else {
+            Box::new(inner)
+        };
+        let s = sig(&*m, 1);
+        let ids: Vec<FuncId> = ["f", "g", "h"]
+            .iter()
+            .map(|n| m.declare_function(n, Linkage::Export, &s).unwrap())
+            .collect();
+        for &id in &ids {
+            affine(&mut *m, id, 11);
+        }
+        (m, ids)
+    };
+    let (plain, _) = make(false);
+    let (merged, ids) = make(true);
+    // Recover the concrete types to finish.
+    let plain = unsafe { Box::from_raw(Box::into_raw(plain) as *mut ObjectModule) };
+    let merged = unsafe { Box::from_raw(Box::into_raw(merged) as *mut MergeModule<ObjectModule>) };
+    let p = plain.finish();
+    let q = merged.finish().unwrap();
+    let sym = |f: FuncId| {
+        let (id, defined) = q.functions[f].unwrap();
+        let s = q.object.symbol(id);
+        (defined, s.section, s.value)
+    };
+    let (df, sf, vf) = sym(ids[0]);
+    assert!(df);
+    for &g in &ids[1..] {
+        let (dg, sg, vg) = sym(g);
+        assert!(dg, "merged function's symbol is defined");
+        assert_eq!((sg, vg), (sf, vf), "at the survivor's code");
+    }
+    let (pb, qb) = (p.emit().unwrap().len(), q.emit().unwrap().len());
+    assert!(qb < pb, "object with aliases {qb} bytes, plain {pb}");
+}
+
+#[test]
+fn merge_module_is_send() {
+    fn send<T: Send>() {}
+    send::<MergeModule<JITModule>>();
+    send::<MergeModule<ObjectModule>>();
+    send::<mergelift::Pipeline>();
+    send::<mergelift::JitModule>();
+}
+
+/// Typed configuration: passes as values, no threads by default.
+#[test]
+fn typed_configuration() {
+    let c = MergeConfig::default();
+    assert_eq!(c.passes, vec![PassKind::Merge, PassKind::Lvn]);
+    assert_eq!(c.threads.get(), 1);
+    let mut m = jit_with(MergeConfig::with_passes(&[]));
+    let s = sig(&m, 1);
+    let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+    let g = m.declare_function("g", Linkage::Export, &s).unwrap();
+    affine(&mut m, f, 3);
+    affine(&mut m, g, 3);
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(g), None, "no pass, no merge");
+    assert_eq!(m.stats().get("compiled"), 2);
+}
