@@ -21,7 +21,7 @@ pub enum Error {
         after: String,
         errors: lir::VerifierErrors,
     },
-    #[error("unknown pass '{0}' (known: merge, lvn, gvn, dce; or `none` alone)")]
+    #[error("unknown pass '{0}' (known: merge, merge-similar, lvn, gvn, dce; or `none` alone)")]
     UnknownPass(String),
     #[error("{0}")]
     PassList(String),

@@ -34,6 +34,8 @@ pub struct SizeReport {
     pub replaced: usize,
     pub aliased: usize,
     pub thunked: usize,
+    /// Folded into a shared body by merge-similar (no code).
+    pub folded: usize,
     pub clif_insts: usize,
     pub lir_insts_before: usize,
     pub lir_insts_after: usize,
@@ -80,6 +82,7 @@ impl SizeReport {
             "replaced": self.replaced,
             "aliased": self.aliased,
             "thunked": self.thunked,
+            "folded": self.folded,
             "lowered": self.lowered,
             "clif_insts": self.clif_insts,
             "lir_insts_before": self.lir_insts_before,
@@ -225,6 +228,7 @@ pub fn measure(
             MergeKind::Replaced => r.replaced += 1,
             MergeKind::Aliased => r.aliased += 1,
             MergeKind::Thunked => r.thunked += 1,
+            MergeKind::Folded => r.folded += 1,
         }
     }
     if opts.object {

@@ -3,6 +3,7 @@
 use super::{MergeModule, State};
 use cranelift_jit::JITModule;
 use cranelift_module::{DataId, FuncId, ModuleResult};
+use midend::lir::MergeKind;
 
 impl MergeModule<JITModule> {
     /// Run the passes over the functions defined since the last call, compile what is left
@@ -26,6 +27,12 @@ impl MergeModule<JITModule> {
         );
         match self.core.state.get(id) {
             Some(State::Merged) => {
+                assert!(
+                    self.merge_kind(id) != Some(MergeKind::Folded),
+                    "function {} is local and was folded into a shared body by merge-similar: \
+                     it has no code of its own (declare functions the host calls as Export)",
+                    self.func_name(id)
+                );
                 let f = self
                     .merged_into(id)
                     .expect("a merged function has a survivor");

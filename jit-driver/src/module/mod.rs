@@ -59,6 +59,16 @@ enum State {
     Bytes,
 }
 
+/// A merged function: its survivor, how it was merged, and whether its direct calls go to
+/// the survivor (not for a preemptible function, nor for one folded by `merge-similar`,
+/// whose callers pass extra arguments and were rewritten in the IR).
+#[derive(Clone, Copy, Debug)]
+struct Merged {
+    into: FuncId,
+    kind: MergeKind,
+    redirect: bool,
+}
+
 /// A hook called with each function compiled into the inner module and the context holding
 /// its compiled code (`ctx.compiled_code()`).
 pub type CompiledHook = Box<dyn FnMut(FuncId, &Context) + Send>;
@@ -79,8 +89,8 @@ struct Core {
     /// The module function of each LIR symbol that names one.
     sym_func: SecondaryMap<lir::Symbol, PackedOption<FuncId>>,
     state: SecondaryMap<FuncId, State>,
-    /// Survivor and kind of each merged function (a thunk counts: its calls go to the survivor).
-    merged: SecondaryMap<FuncId, Option<(FuncId, MergeKind)>>,
+    /// What each merged function became (a thunk counts).
+    merged: SecondaryMap<FuncId, Option<Merged>>,
     pending: Vec<(FuncId, ir::Function)>,
     /// Functions whose address is observed: taken in IR or stored in data.
     taken: SecondaryMap<FuncId, bool>,
@@ -192,12 +202,12 @@ impl<M: Module> MergeModule<M> {
     /// through a thunk of its own when its address had to stay distinct). `None` for a
     /// function that was not merged.
     pub fn merged_into(&self, id: FuncId) -> Option<FuncId> {
-        self.core.merged.get(id).copied().flatten().map(|(f, _)| f)
+        self.core.merged.get(id).copied().flatten().map(|m| m.into)
     }
 
     /// How a merged function was folded into its survivor.
     pub fn merge_kind(&self, id: FuncId) -> Option<MergeKind> {
-        self.core.merged.get(id).copied().flatten().map(|(_, k)| k)
+        self.core.merged.get(id).copied().flatten().map(|m| m.kind)
     }
 
     /// Every merged function with its survivor and kind, in id order.
@@ -205,7 +215,7 @@ impl<M: Module> MergeModule<M> {
         self.core
             .merged
             .iter()
-            .filter_map(|(g, m)| m.map(|(f, k)| (g, f, k)))
+            .filter_map(|(g, m)| m.map(|m| (g, m.into, m.kind)))
     }
 
     /// Statistics of every flush so far: counters (`functions_in`, `merged`, `compiled`,
@@ -423,7 +433,7 @@ impl<M: Module> Module for MergeModule<M> {
                 let g = FuncId::from_u32(index);
                 self.core.taken[g] = true;
                 if self.core.state[g] == State::Merged {
-                    let f = self.core.merged[g].expect("merged").0;
+                    let f = self.core.merged[g].expect("merged").into;
                     rewritten.get_or_insert_with(|| data.clone()).function_decls[fr] =
                         ModuleRelocTarget::user(0, f.as_u32());
                 }
@@ -522,7 +532,12 @@ impl Core {
     fn call_target(&self, mut g: FuncId) -> Option<FuncId> {
         let mut moved = false;
         let mut steps = 0;
-        while let Some(Some((f, _))) = self.merged.get(g) {
+        while let Some(Some(Merged {
+            into: f,
+            redirect: true,
+            ..
+        })) = self.merged.get(g)
+        {
             g = *f;
             moved = true;
             steps += 1;
@@ -603,24 +618,41 @@ impl Core {
         pm.run(&mut self.lir, &mut self.stats)
             .map_err(|e| backend(e.to_string()))?;
         self.stats.add("lir_insts_out", insts(&self.lir));
+        // Functions the passes made (shared bodies of `merge-similar`): declared in the inner
+        // module as local anonymous functions, compiled with the batch.
+        let mut made: Vec<(FuncId, lir::FuncId)> = Vec::new();
+        let first_made = batch.last().map_or(0, |&(_, lid)| lid.as_u32() + 1);
+        for lid in self.lir.open_function_ids() {
+            if lid.as_u32() < first_made {
+                continue;
+            }
+            let sig = crate::lower::clif_signature(&self.lir.functions[lid].sig);
+            let id = inner.declare_anonymous_function(&sig)?;
+            self.declared.0 = self.declared.0.max(id.as_u32() + 1);
+            if let Some(sym) = self.lir.symbol_of(lid) {
+                self.sym_func[sym] = id.into();
+            }
+            self.lifted[id] = lid.into();
+            made.push((id, lid));
+        }
         for r in &self.lir.merges[merges_before..] {
             let (Some(g), Some(f)) = (self.func_of(r.merged), self.func_of(r.survivor)) else {
                 continue;
             };
-            // A preemptible function keeps its callers and its code (a thunk).
-            let kind = if r.callers_redirected {
-                r.kind
-            } else {
-                MergeKind::Thunked
-            };
-            self.merged[g] = Some((f, kind));
+            self.merged[g] = Some(Merged {
+                into: f,
+                kind: r.kind,
+                redirect: r.callers_redirected,
+            });
             self.any_merged = true;
         }
         // Survivors merged in turn (into a function of an earlier batch): point at the last.
         for &(g, _) in &batch {
-            if let Some((f, k)) = self.merged[g] {
-                let last = self.call_target(f).unwrap_or(f);
-                self.merged[g] = Some((last, k));
+            if let Some(mg) = self.merged[g] {
+                if mg.redirect {
+                    let last = self.call_target(mg.into).unwrap_or(mg.into);
+                    self.merged[g] = Some(Merged { into: last, ..mg });
+                }
             }
         }
 
@@ -674,6 +706,22 @@ impl Core {
                 self.stats.add("compiled_from_input", 1);
                 func
             };
+            let t = Instant::now();
+            self.compile(inner, id, func)?;
+            compile_time += t.elapsed();
+            self.state[id] = State::Compiled;
+        }
+        for &(id, lid) in &made {
+            let t = Instant::now();
+            let mut names = ModuleNames {
+                sym_func: &self.sym_func,
+            };
+            let f = &self.lir.functions[lid];
+            let mut func = lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx)
+                .map_err(|e| backend(e.to_string()))?;
+            func.name = ir::UserFuncName::user(0, id.as_u32());
+            lower_time += t.elapsed();
+            self.stats.add("lowered", 1);
             let t = Instant::now();
             self.compile(inner, id, func)?;
             compile_time += t.elapsed();

@@ -4,6 +4,7 @@ use super::{MergeModule, State};
 use cranelift_module::{Module, ModuleResult};
 use cranelift_object::object::write::SymbolSection;
 use cranelift_object::{ObjectModule, ObjectProduct};
+use midend::lir::MergeKind;
 
 impl MergeModule<ObjectModule> {
     /// Run the passes over the pending functions, compile what is left, and finish the object
@@ -16,15 +17,17 @@ impl MergeModule<ObjectModule> {
         let merged: Vec<_> = self
             .merges()
             .filter(|&(g, _, _)| self.core.state[g] == State::Merged)
-            .map(|(g, f, _)| (g, f))
             .collect();
         // An object file must define every non-import symbol: a merged function gets an empty
         // definition here, moved onto its survivor's code below.
-        for &(g, _) in &merged {
+        for &(g, _, _) in &merged {
             self.inner.define_function_bytes(g, 1, &[], &[])?;
         }
         let mut product = self.inner.finish();
-        for (g, f) in merged {
+        for (g, f, kind) in merged {
+            if kind == MergeKind::Folded {
+                continue; // a local folded by merge-similar: nothing may call it by name
+            }
             let (Some((fsym, true)), Some((gsym, _))) =
                 (product.functions[f], product.functions[g])
             else {

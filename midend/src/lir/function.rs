@@ -596,6 +596,40 @@ impl Function {
         }
     }
 
+    /// The type a constant operand stands for: what lowering materialises for operand `k` of
+    /// `inst` (the instruction's type; a shift amount or a select condition, a call argument
+    /// or a returned value by its own type; integers of other types as `i64`).
+    pub fn constant_type(&self, inst: Inst, k: usize) -> Type {
+        let d = self.insts[inst];
+        match self.operands(inst)[k] {
+            Operand::F32(_) => return Type::F32,
+            Operand::F64(_) => return Type::F64,
+            _ => {}
+        }
+        let t = match d.opcode.format() {
+            Format::Unary | Format::Binary | Format::Ternary => match d.opcode {
+                Opcode::Shl | Opcode::Ushr | Opcode::Sshr | Opcode::Rotl | Opcode::Rotr
+                    if k == 1 =>
+                {
+                    Type::I64
+                }
+                Opcode::Select | Opcode::SelectSpectreGuard if k == 0 => Type::I8,
+                _ => d.ty,
+            },
+            Format::Return => self.sig.returns.get(k).map_or(Type::I64, |p| p.ty),
+            Format::Call => self.sigs[SigRef::from_u32(d.aux)]
+                .params
+                .get(k.wrapping_sub(1))
+                .map_or(Type::I64, |p| p.ty),
+            _ => d.ty,
+        };
+        if t.is_scalar_int() {
+            t
+        } else {
+            Type::I64
+        }
+    }
+
     /// The terminator of a block, if its last instruction is one.
     pub fn terminator(&self, block: Block) -> Option<Inst> {
         let last = *self.block_insts(block).last()?;

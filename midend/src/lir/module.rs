@@ -37,6 +37,10 @@ pub enum MergeKind {
     Aliased,
     /// A small function that tail-calls (or calls) the survivor keeps a distinct address.
     Thunked,
+    /// Folded into a shared body with extra parameters (`merge-similar`): callers call the
+    /// shared body with the function's own values; no code is left, and the name must not be
+    /// used to call it (the survivor's signature differs).
+    Folded,
 }
 
 /// A record of one merge, kept for the JIT and for reports: the symbols (names) of the merged

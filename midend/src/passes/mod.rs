@@ -1,5 +1,6 @@
-//! The passes: `merge` (MergeFunctions), `lvn` (local value numbering), `gvn` (dominator-scoped
-//! value numbering), `dce` (dead-code removal).
+//! The passes: `merge` (MergeFunctions), `merge-similar` (one body for functions equal up to
+//! constants and callees), `lvn` (local value numbering), `gvn` (dominator-scoped value
+//! numbering), `dce` (dead-code removal).
 
 pub mod dce;
 pub mod gvn;
@@ -21,6 +22,8 @@ pub struct PassOptions {
 pub enum PassKind {
     /// MergeFunctions: functions equal under the comparator share one body.
     Merge,
+    /// Functions equal up to constants and direct callees share one parameterised body.
+    MergeSimilar,
     /// Local value numbering (seed 002), with store-to-load forwarding.
     Lvn,
     /// Value numbering scoped along the dominator tree.
@@ -31,13 +34,19 @@ pub enum PassKind {
 
 impl PassKind {
     /// Every pass, in the order they are usually run.
-    pub const ALL: &'static [PassKind] =
-        &[PassKind::Merge, PassKind::Lvn, PassKind::Gvn, PassKind::Dce];
+    pub const ALL: &'static [PassKind] = &[
+        PassKind::Merge,
+        PassKind::MergeSimilar,
+        PassKind::Lvn,
+        PassKind::Gvn,
+        PassKind::Dce,
+    ];
 
     /// The name used in `--passes` and in statistics.
     pub fn name(self) -> &'static str {
         match self {
             PassKind::Merge => "merge",
+            PassKind::MergeSimilar => "merge-similar",
             PassKind::Lvn => "lvn",
             PassKind::Gvn => "gvn",
             PassKind::Dce => "dce",
@@ -62,6 +71,7 @@ impl PassKind {
                     threads: opts.threads.max(1),
                 },
             }),
+            PassKind::MergeSimilar => Box::new(merge::MergeSimilar::default()),
             PassKind::Lvn => Box::new(lvn::Lvn),
             PassKind::Gvn => Box::new(gvn::Gvn),
             PassKind::Dce => Box::new(dce::Dce),

@@ -332,6 +332,7 @@ pub(super) fn merge_two(
             make_thunk(m, g, fs);
             report.thunked += 1;
         }
+        MergeKind::Folded => unreachable!("exact merging never folds"),
     }
     report.merged += 1;
     m.merges.push(MergeRecord {
@@ -345,12 +346,25 @@ pub(super) fn merge_two(
 /// Replace G's body with a call to `target`: a tail call where the calling convention is
 /// `tail` and the target allows tail calls (`Module::allow_tail_calls`), else call and return.
 pub(super) fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
+    let sig = m.functions[g].sig.clone();
+    make_thunk_with(m, g, target, sig, |_, _| Vec::new());
+}
+
+/// `make_thunk` calling `target` with signature `call_sig`: G's arguments, then the
+/// operands `extra` sets up in the thunk's block.
+pub(super) fn make_thunk_with(
+    m: &mut Module,
+    g: FuncId,
+    target: Symbol,
+    call_sig: Signature,
+    extra: impl FnOnce(&mut Function, Block) -> Vec<Operand>,
+) {
     let old = &m.functions[g];
     let mut t = Function::new(old.name.clone(), old.sig.clone(), old.linkage);
     t.address_significant = old.address_significant;
     t.modified = true;
     t.stack_limit = None;
-    let sig = t.sigs.push(old.sig.clone());
+    let sig = t.sigs.push(call_sig);
     let b = t.new_block();
     let mut args = Vec::new();
     for (k, p) in old.sig.params.iter().enumerate() {
@@ -359,6 +373,7 @@ pub(super) fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
         t.append_inst(b, i);
         args.push(Operand::Reg(r));
     }
+    args.extend(extra(&mut t, b));
     let mut ops = vec![Operand::Sym(target, 0)];
     ops.extend(args);
     if old.sig.call_conv == CallConv::Tail && m.allow_tail_calls {

@@ -44,12 +44,14 @@ mod exact;
 mod index;
 mod refine;
 mod scope;
+mod similar;
 mod walk;
 
 pub use comparator::{validate_merge, ComparatorState, FunctionComparator};
 pub use exact::merge_functions_with;
 pub use index::{freeze, FrozenIndex};
 pub use scope::{Classes, ScopeMap};
+pub use similar::{merge_similar, CostModel, MergeSimilar, SimilarOptions, SimilarReport};
 pub use walk::{function_hash, function_hashes, HashScratch, WalkOut};
 
 use crate::lir::{FuncId, Module};

@@ -28,6 +28,13 @@ pub struct WalkOut {
     pub taken: Vec<Symbol>,
     /// The token streams of the functions walked, one after another.
     pub tokens: Vec<u32>,
+    /// Walk for `merge-similar`: constant operands are *holes*, written in the stream as
+    /// their kind only (so functions equal up to their constants have equal streams) and
+    /// listed in `holes`.
+    pub similar: bool,
+    /// With `similar`: each constant operand (instruction, operand index, the constant), in
+    /// walk order.
+    pub holes: Vec<(Inst, u16, Operand)>,
 }
 
 #[inline]
@@ -91,6 +98,8 @@ const TK_SYM: u32 = 5 << 28;
 const TK_STACK: u32 = 6 << 28;
 const TK_PRED: u32 = 7 << 28;
 const TK_ARG: u32 = 8 << 28;
+/// A constant operand in a `similar` walk (the low bits tell integer, f32, f64).
+const TK_HOLE: u32 = 9 << 28;
 
 #[inline]
 fn push_reg(t: &mut Vec<u32>, sn: u32) {
@@ -295,7 +304,19 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
                         ops_iter.next();
                     }
                 }
-                for &op in ops_iter {
+                let first = ops.len() - ops_iter.len();
+                let holes = out.similar && d.opcode != Opcode::ExnHandlerAddr;
+                for (k, &op) in ops_iter.enumerate() {
+                    if holes && op.is_imm() {
+                        let kind = match op {
+                            Operand::Int(_) => 0,
+                            Operand::F32(_) => 2,
+                            _ => 3,
+                        };
+                        t.push(TK_HOLE | kind);
+                        out.holes.push((i, (first + k) as u16, op));
+                        continue;
+                    }
                     match op {
                         Operand::Reg(r) => {
                             let sn = serial(&mut s.reg_sn, &mut next_r, r);
@@ -501,7 +522,7 @@ impl Walked {
 /// Shapes told apart by hash, then by comparing token streams: open addressing over (a hash
 /// of the weak and local hashes, shape + 1). Only the first function of a shape keeps its
 /// stream here.
-struct ShapeTable {
+pub(super) struct ShapeTable {
     tokens: Vec<u32>,
     /// Each shape's hash key and stream (a range of `tokens`).
     shapes: Vec<(u64, u32, u32)>,
@@ -511,7 +532,7 @@ struct ShapeTable {
 }
 
 impl ShapeTable {
-    fn with_capacity(n: usize) -> Self {
+    pub(super) fn with_capacity(n: usize) -> Self {
         let cap = (2 * n).next_power_of_two().max(16);
         ShapeTable {
             tokens: Vec::new(),
@@ -528,7 +549,7 @@ impl ShapeTable {
     }
 
     /// The shape of a stream with hash key `key`, added if no shape has that stream.
-    fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
+    pub(super) fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
         let mask = self.slot_shape.len() - 1;
         let mut i = key as usize & mask;
         loop {
