@@ -25,7 +25,8 @@ use super::exact::make_thunk_with;
 use super::walk::{function_hashes, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
-use smallvec::SmallVec;
+use cranelift_entity::packed_option::PackedOption;
+use cranelift_entity::SecondaryMap;
 
 /// Machine-code bytes, as the cost model counts them (calibrated on Cranelift's x86-64 output
 /// at opt level none; BENCHMARKS.md).
@@ -87,6 +88,18 @@ pub struct SimilarReport {
     pub too_many_params: usize,
     pub unprofitable: usize,
     pub rounds: usize,
+    /// Wall time of each phase: the scan, walks, plans, folds and caller rewrites.
+    pub times: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl SimilarReport {
+    fn add_time(&mut self, phase: &'static str, t: std::time::Instant) {
+        let d = t.elapsed();
+        match self.times.iter_mut().find(|(p, _)| *p == phase) {
+            Some(e) => e.1 += d,
+            None => self.times.push((phase, d)),
+        }
+    }
 }
 
 /// The `merge-similar` pass.
@@ -108,6 +121,9 @@ impl crate::pass::Pass for MergeSimilar {
         stats.add("similar.callers_rewritten", r.callers_rewritten as u64);
         stats.add("similar.too_many_params", r.too_many_params as u64);
         stats.add("similar.unprofitable", r.unprofitable as u64);
+        for (phase, d) in r.times {
+            stats.add_time(phase, d);
+        }
         Ok(())
     }
 }
@@ -164,113 +180,186 @@ struct Plan {
 /// Run `merge-similar` over the open functions of `m`.
 pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
     let mut report = SimilarReport::default();
-    // Functions changed by the last round: a later round looks only at groups they are in.
-    let mut touched: HashSet<FuncId> = HashSet::default();
+    let mut st = State::new(m);
+    // The functions a round walks, and those whose groups it plans: every open function at
+    // first; then those the last round changed or deferred, and the shared bodies it made.
+    let mut dirty: Vec<FuncId> = m.open_function_ids();
+    let mut rewalk = dirty.clone();
     for k in 0..opts.max_rounds.max(1) {
         report.rounds += 1;
-        if !round(m, &opts, k, &mut touched, &mut report) {
-            break;
+        match round(m, &opts, &mut st, (&rewalk, k == 0), &dirty, &mut report) {
+            Some((w, d)) => (rewalk, dirty) = (w, d),
+            None => break,
         }
     }
     report
 }
 
-/// Functions whose address is observable, or that must keep their own code.
-fn observed(m: &Module, ids: &[FuncId]) -> HashSet<Symbol> {
-    let mut seen = HashSet::default();
-    for &id in ids {
-        let f = &m.functions[id];
-        f.for_each_taken_symbol(|s| {
-            seen.insert(m.resolve_alias(s));
-        });
-        for &b in &f.layout {
-            for &i in f.block_insts(b) {
-                if f.insts[i].opcode == Opcode::TryCall {
-                    if let Some(Operand::Sym(s, _)) = f.operands(i).first() {
-                        seen.insert(m.resolve_alias(*s));
-                    }
-                }
-            }
-        }
-    }
-    seen
+/// What the rounds keep: skeleton classes of the walked functions, with their holes; which
+/// functions are observed; the direct calls of each function.
+struct State {
+    table: ShapeTable,
+    /// Per walked function: its skeleton class and its holes (ranges of the stores).
+    walked: SecondaryMap<FuncId, Option<Walked>>,
+    /// The functions of each class as a list through `next` (newest first; entries whose
+    /// class changed since are skipped).
+    head: Vec<PackedOption<FuncId>>,
+    next: SecondaryMap<FuncId, PackedOption<FuncId>>,
+    consts: Vec<(Inst, u16, Operand)>,
+    callees: Vec<(Symbol, Inst)>,
+    /// Functions whose address is observable (taken, or called by `try_call`).
+    observed: HashSet<Symbol>,
+    /// The direct calls (`call`, `tail_call`) of each function: (caller, call).
+    calls: HashMap<Symbol, Vec<(FuncId, Inst)>>,
+    scratch: HashScratch,
+    out: WalkOut,
 }
 
-/// One round: find groups, fold the profitable ones. Returns whether anything was folded.
-fn round(
-    m: &mut Module,
-    opts: &SimilarOptions,
-    round_no: usize,
-    touched: &mut HashSet<FuncId>,
-    report: &mut SimilarReport,
-) -> bool {
-    let ids: Vec<FuncId> = m
-        .open_functions()
-        .filter(|(_, f)| f.entry().is_some() && f.linkage != Linkage::Preemptible)
-        .map(|(id, _)| id)
-        .collect();
-    // Skeletons, classed by exact stream equality.
-    let mut table = ShapeTable::with_capacity(ids.len());
-    let mut scratch = HashScratch::default();
-    let mut out = WalkOut {
-        similar: true,
-        ..Default::default()
-    };
-    let mut class_members: HashMap<u32, Vec<Member>> = HashMap::default();
-    let mut class_order: Vec<u32> = Vec::new();
-    for &id in &ids {
-        let f = &m.functions[id];
-        if f.inst_count() < 3 {
-            continue; // a thunk or a stub: nothing to share
+#[derive(Clone, Copy)]
+struct Walked {
+    class: u32,
+    consts: (u32, u32),
+    callees: (u32, u32),
+}
+
+impl State {
+    fn new(m: &Module) -> State {
+        State {
+            table: ShapeTable::with_capacity(m.functions.len() - m.first_open as usize),
+            walked: SecondaryMap::with_capacity(m.functions.len()),
+            head: Vec::new(),
+            next: SecondaryMap::with_capacity(m.functions.len()),
+            consts: Vec::new(),
+            callees: Vec::new(),
+            observed: HashSet::default(),
+            calls: HashMap::default(),
+            scratch: HashScratch::default(),
+            out: WalkOut {
+                similar: true,
+                ..Default::default()
+            },
         }
-        let Some(sym) = m.symbol_of(id) else { continue };
+    }
+
+    /// Walk `id` (again) and class its skeleton. The first walk of a function also records
+    /// the addresses it observes and its direct calls.
+    fn walk(&mut self, m: &Module, id: FuncId, first: bool) {
+        self.walked[id] = None;
+        let f = &m.functions[id];
+        if m.removed[id] || f.entry().is_none() {
+            return;
+        }
+        let out = &mut self.out;
         out.tokens.clear();
         out.callees.clear();
         out.holes.clear();
-        let (weak, local) = function_hashes(f, &mut scratch, &mut out);
-        if out.holes.is_empty() && out.callees.is_empty() {
-            continue; // equal ones were merged exactly
-        }
-        let class = table.intern(finish(mix(weak, local)), &out.tokens);
-        let v = class_members.entry(class).or_default();
-        if v.is_empty() {
-            class_order.push(class);
-        }
-        v.push(Member {
-            f: id,
-            sym,
-            consts: out.holes.clone(),
-            callees: out.callees.clone(),
-        });
-    }
-    let observed = observed(m, &ids);
-    let folded = folded_symbols(m);
-    // Direct calls of each function, for the cost model.
-    let mut call_counts: HashMap<Symbol, usize> = HashMap::default();
-    for &id in &ids {
-        let f = &m.functions[id];
-        for &b in &f.layout {
-            for &i in f.block_insts(b) {
-                if matches!(f.insts[i].opcode, Opcode::Call | Opcode::TailCall) {
-                    if let Some(Operand::Sym(s, _)) = f.operands(i).first() {
-                        *call_counts.entry(*s).or_default() += 1;
-                    }
+        out.taken.clear();
+        let (weak, local) = function_hashes(f, &mut self.scratch, out);
+        if first {
+            for &s in &out.taken {
+                self.observed.insert(m.resolve_alias(s));
+            }
+            for g in f.globals.values() {
+                if let GlobalData::Symbol { sym, .. } = g {
+                    self.observed.insert(m.resolve_alias(*sym));
+                }
+            }
+            for &(s, i) in &out.callees {
+                if f.insts[i].opcode == Opcode::TryCall {
+                    self.observed.insert(m.resolve_alias(s));
+                } else {
+                    self.calls.entry(s).or_default().push((id, i));
                 }
             }
         }
+        if f.inst_count() < 3 || f.linkage == Linkage::Preemptible {
+            return; // a thunk or a stub (nothing to share), or left alone
+        }
+        if out.holes.is_empty() && out.callees.is_empty() {
+            return; // equal ones were merged exactly
+        }
+        if self.table.tokens_reserved() == 0 {
+            // Room for a stream per walked function or so: one allocation, no regrowth.
+            let open = m.functions.len() - m.first_open as usize;
+            self.table.reserve_tokens(out.tokens.len() * open);
+        }
+        let class = self.table.intern(finish(mix(weak, local)), &out.tokens);
+        let c0 = self.consts.len() as u32;
+        self.consts.extend_from_slice(&out.holes);
+        let k0 = self.callees.len() as u32;
+        self.callees.extend_from_slice(&out.callees);
+        self.walked[id] = Some(Walked {
+            class,
+            consts: (c0, self.consts.len() as u32),
+            callees: (k0, self.callees.len() as u32),
+        });
+        if self.head.len() <= class as usize {
+            self.head.resize(class as usize + 1, None.into());
+        }
+        self.next[id] = self.head[class as usize];
+        self.head[class as usize] = id.into();
     }
-    // Plans, then a second look: a group whose differing callees are members of planned
-    // groups waits for the next round.
+
+    /// The current members of `class`, with their holes.
+    fn members(&self, m: &Module, class: u32) -> Vec<Member> {
+        let mut v: Vec<Member> = Vec::new();
+        let mut cur = self.head.get(class as usize).and_then(|h| h.expand());
+        while let Some(f) = cur {
+            cur = self.next[f].expand();
+            let Some(w) = self.walked[f] else { continue };
+            if w.class != class || v.iter().any(|x| x.f == f) {
+                continue;
+            }
+            let Some(sym) = m.symbol_of(f) else { continue };
+            v.push(Member {
+                f,
+                sym,
+                consts: self.consts[w.consts.0 as usize..w.consts.1 as usize].to_vec(),
+                callees: self.callees[w.callees.0 as usize..w.callees.1 as usize].to_vec(),
+            });
+        }
+        v
+    }
+
+    fn call_count(&self, s: Symbol) -> usize {
+        self.calls.get(&s).map_or(0, |v| v.len())
+    }
+}
+
+/// One round: walk `rewalk`, plan the groups of `dirty`, fold the profitable ones. Returns
+/// what the next round walks and plans, or `None` when nothing was folded.
+fn round(
+    m: &mut Module,
+    opts: &SimilarOptions,
+    st: &mut State,
+    (rewalk, first): (&[FuncId], bool),
+    dirty: &[FuncId],
+    report: &mut SimilarReport,
+) -> Option<(Vec<FuncId>, Vec<FuncId>)> {
+    let t = std::time::Instant::now();
+    for (k, &id) in rewalk.iter().enumerate() {
+        m.prefetch_ahead(rewalk, k);
+        st.walk(m, id, first);
+    }
+    if std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some() {
+        eprintln!("walked {} in {:?}", rewalk.len(), t.elapsed());
+    }
+    report.add_time("similar.walk", t);
+    let t = std::time::Instant::now();
+    let folded = folded_symbols(m);
+    // The classes to plan, each once, in the order their functions come.
+    let mut seen_class: HashSet<u32> = HashSet::default();
     let mut plans: Vec<Plan> = Vec::new();
-    for class in class_order {
-        let members = class_members.remove(&class).unwrap_or_default();
+    for &f in dirty {
+        let Some(w) = st.walked[f] else { continue };
+        if !seen_class.insert(w.class) {
+            continue;
+        }
+        let members = st.members(m, w.class);
         if members.len() < 2 {
             continue;
         }
-        if round_no > 0 && !members.iter().any(|x| touched.contains(&x.f)) {
-            continue; // unchanged since an earlier round looked at it
-        }
-        if let Some(p) = plan(m, members, opts, &observed, &call_counts, &folded, report) {
+        if let Some(p) = plan(m, members, opts, st, &folded, report) {
             plans.push(p);
         }
     }
@@ -287,7 +376,7 @@ fn round(
                 .map(|(x, _)| x.sym)
         })
         .collect();
-    touched.clear();
+    let mut next_dirty: Vec<FuncId> = Vec::new();
     plans.retain(|p| {
         let waits = p.params.iter().any(|q| {
             q.values
@@ -295,20 +384,32 @@ fn round(
                 .any(|v| matches!(v, Value::Callee(s) if rewritten.contains(s)))
         });
         if waits {
-            touched.extend(p.members.iter().map(|x| x.f));
+            next_dirty.extend(p.members.iter().map(|x| x.f));
         }
         !waits
     });
+    report.add_time("similar.plan", t);
     if plans.is_empty() {
-        return false;
+        return None;
     }
     // Fold: shared bodies and members first, then every call of a member.
+    let t = std::time::Instant::now();
+    let mut next_walk: Vec<FuncId> = Vec::new();
     let mut calls_to: HashMap<Symbol, (Symbol, Vec<Extra>)> = HashMap::default();
     for p in plans {
-        fold(m, p, &mut calls_to, report);
+        // Members become thunks or go: no member is walked again (a thunk shares nothing).
+        let (shared, members) = fold(m, p, st, &mut calls_to, report);
+        next_walk.push(shared);
+        for t in members {
+            st.walked[t] = None;
+        }
     }
-    rewrite_callers(m, &calls_to, touched, report);
-    true
+    report.add_time("similar.fold", t);
+    let t = std::time::Instant::now();
+    rewrite_callers(m, st, &calls_to, &mut next_walk, report);
+    report.add_time("similar.rewrite", t);
+    next_dirty.extend_from_slice(&next_walk);
+    Some((next_walk, next_dirty))
 }
 
 /// Decide what a group shares and whether it pays.
@@ -316,8 +417,7 @@ fn plan(
     m: &Module,
     members: Vec<Member>,
     opts: &SimilarOptions,
-    observed: &HashSet<Symbol>,
-    call_counts: &HashMap<Symbol, usize>,
+    st: &State,
     folded: &HashSet<Symbol>,
     report: &mut SimilarReport,
 ) -> Option<Plan> {
@@ -423,9 +523,9 @@ fn plan(
     let k = params.len() as f64;
     let thunk: Vec<bool> = members
         .iter()
-        .map(|mb| keeps_thunk(&m.functions[mb.f], mb.sym, observed))
+        .map(|mb| keeps_thunk(&m.functions[mb.f], mb.sym, &st.observed))
         .collect();
-    let sites = |mb: &Member| call_counts.get(&mb.sym).copied().unwrap_or(0) as f64;
+    let sites = |mb: &Member| st.call_count(mb.sym) as f64;
     // Saved bytes when the thunked members' callers are left alone, and what rewriting them
     // costs.
     let mut saved = -body;
@@ -494,12 +594,14 @@ fn shared_name(m: &Module, base: &str) -> String {
 
 /// Build the shared body of a plan, make each member a thunk or fold it away, and record how
 /// calls of each member become calls of the shared body.
+/// Returns the shared body and the members that kept a body (thunks), to walk again.
 fn fold(
     m: &mut Module,
     p: Plan,
+    st: &mut State,
     calls_to: &mut HashMap<Symbol, (Symbol, Vec<Extra>)>,
     report: &mut SimilarReport,
-) {
+) -> (FuncId, Vec<FuncId>) {
     let rep = &p.members[0];
     let mut s = m.functions[rep.f].clone();
     s.name = shared_name(m, &m.functions[rep.f].name);
@@ -546,10 +648,34 @@ fn fold(
             }
         }
     }
+    // The shared body's own direct calls (a clone's instructions keep their ids).
+    let kept_calls: Vec<(Symbol, Inst)> = rep
+        .callees
+        .iter()
+        .zip(&p.callee_fate)
+        .filter_map(|(&(c, i), fate)| match fate {
+            Fate::Keep => Some((c, i)),
+            Fate::SelfCall => Some((shared, i)),
+            Fate::Param(_) => None,
+        })
+        .collect();
     let sid = m.add_function(s).expect("a fresh name");
-    let _ = sid;
+    for (c, i) in kept_calls {
+        if m.functions[sid].insts[i].opcode != Opcode::TryCall {
+            st.calls.entry(c).or_default().push((sid, i));
+        }
+    }
+    // Addresses the extra arguments take are observed from now on.
+    for q in &p.params {
+        for v in &q.values {
+            if let Value::Callee(c) = v {
+                st.observed.insert(*c);
+            }
+        }
+    }
     report.groups += 1;
     report.params += tys.len();
+    let mut thunks = Vec::new();
     // Members: a thunk passing the member's values, or nothing.
     for (j, mb) in p.members.iter().enumerate() {
         let (thunk, rewrite) = (p.thunk[j], p.rewrite[j]);
@@ -564,6 +690,16 @@ fn fold(
                 let n = t.block_insts(b).len();
                 materialize(t, b, n, &e).0
             });
+            // The thunk's call of the shared body.
+            let t = &m.functions[mb.f];
+            if let Some(&i) = t.layout.first().and_then(|&b| {
+                t.block_insts(b)
+                    .iter()
+                    .find(|&&i| t.insts[i].opcode.is_call())
+            }) {
+                st.calls.entry(shared).or_default().push((mb.f, i));
+            }
+            thunks.push(mb.f);
             report.thunks += 1;
             MergeKind::Thunked
         } else {
@@ -582,6 +718,7 @@ fn fold(
             calls_to.insert(mb.sym, (shared, extras));
         }
     }
+    (sid, thunks)
 }
 
 /// Materialise the extra arguments of a call in `f` before position `pos` of block `b`:
@@ -613,67 +750,61 @@ fn materialize(f: &mut Function, b: Block, pos: usize, extras: &[Extra]) -> (Vec
 }
 
 /// Every direct call (`call`, `tail_call`) of a folded member now calls its shared body with
-/// the member's extra arguments.
+/// the member's extra arguments. The callers changed are added to `changed`.
 fn rewrite_callers(
     m: &mut Module,
+    st: &mut State,
     calls_to: &HashMap<Symbol, (Symbol, Vec<Extra>)>,
-    touched: &mut HashSet<FuncId>,
+    changed: &mut Vec<FuncId>,
     report: &mut SimilarReport,
 ) {
-    let ids = m.open_function_ids();
-    for id in ids {
-        let mut sites: SmallVec<[(Block, Inst); 4]> = SmallVec::new();
-        {
-            let f = &m.functions[id];
-            for &b in &f.layout {
-                for &i in f.block_insts(b) {
-                    if matches!(f.insts[i].opcode, Opcode::Call | Opcode::TailCall) {
-                        if let Some(Operand::Sym(s, _)) = f.operands(i).first() {
-                            if calls_to.contains_key(s) {
-                                sites.push((b, i));
-                            }
-                        }
-                    }
-                }
+    let mut members: Vec<Symbol> = calls_to.keys().copied().collect();
+    members.sort_unstable();
+    let mut seen: HashSet<FuncId> = changed.iter().copied().collect();
+    for member in members {
+        let (shared, extras) = &calls_to[&member];
+        let sig = m.functions[m.defined(*shared).expect("a shared body")]
+            .sig
+            .clone();
+        let sites = st.calls.remove(&member).unwrap_or_default();
+        for (id, i) in sites {
+            if m.removed[id] {
+                continue;
             }
-        }
-        if sites.is_empty() {
-            continue;
-        }
-        touched.insert(id);
-        let shared_sigs: Vec<(Symbol, Signature)> = sites
-            .iter()
-            .map(|&(_, i)| {
-                let Some(Operand::Sym(s, _)) = m.functions[id].operands(i).first().copied() else {
-                    unreachable!()
-                };
-                let (shared, _) = &calls_to[&s];
-                let def = m.defined(*shared).expect("shared body");
-                (*shared, m.functions[def].sig.clone())
-            })
-            .collect();
-        let f = &mut m.functions[id];
-        for (&(b, i), (shared, sig)) in sites.iter().zip(shared_sigs) {
-            let Some(Operand::Sym(member, _)) = f.operands(i).first().copied() else {
+            let f = &mut m.functions[id];
+            // The index may be stale (a body replaced by a thunk): check the call is there.
+            let here = matches!(
+                f.insts.get(i).map(|d| d.opcode),
+                Some(Opcode::Call | Opcode::TailCall)
+            ) && f.operands(i).first() == Some(&Operand::Sym(member, 0));
+            let Some((b, pos)) = here
+                .then(|| {
+                    f.layout.iter().find_map(|&b| {
+                        f.block_insts(b)
+                            .iter()
+                            .position(|&x| x == i)
+                            .map(|p| (b, p))
+                    })
+                })
+                .flatten()
+            else {
                 continue;
             };
-            let (_, extras) = &calls_to[&member];
-            let pos = f
-                .block_insts(b)
-                .iter()
-                .position(|&x| x == i)
-                .expect("placed");
             let (regs, _) = materialize(f, b, pos, extras);
             let mut ops: Vec<Operand> = f.operands(i).to_vec();
-            ops[0] = Operand::Sym(shared, 0);
+            ops[0] = Operand::Sym(*shared, 0);
             let nargs = 1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len();
             let tail: Vec<Operand> = ops.split_off(nargs.min(ops.len()));
             ops.extend(regs);
             ops.extend(tail);
             f.set_operands(i, &ops);
-            let sr = f.sigs.push(sig);
+            let sr = f.sigs.push(sig.clone());
             f.insts[i].aux = sr.as_u32();
             f.modified = true;
+            st.calls.entry(*shared).or_default().push((id, i));
+            if seen.insert(id) {
+                changed.push(id);
+            }
             report.callers_rewritten += 1;
         }
     }

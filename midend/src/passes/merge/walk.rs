@@ -543,6 +543,16 @@ impl ShapeTable {
         }
     }
 
+    /// Words the stream store has room for.
+    pub(super) fn tokens_reserved(&self) -> usize {
+        self.tokens.capacity()
+    }
+
+    /// Make room for `n` more stream words.
+    pub(super) fn reserve_tokens(&mut self, n: usize) {
+        self.tokens.reserve(n);
+    }
+
     fn tokens_of(&self, sh: u32) -> &[u32] {
         let (_, a, len) = self.shapes[sh as usize];
         &self.tokens[a as usize..(a + len) as usize]
