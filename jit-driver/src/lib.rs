@@ -11,7 +11,7 @@ pub mod lower;
 pub mod module;
 pub mod opmap;
 
-pub use lift::{lift_function, mark_address_taken};
+pub use lift::{lift_function, lift_function_with, mark_address_taken, mark_taken, LiftContext};
 pub use lower::{clif_signature, lower_function, lower_function_with, NameResolver, OriginalNames};
 pub use module::{AddressPolicy, FunctionError, MergeConfig, MergeModule, Threads};
 

@@ -26,18 +26,50 @@ type Edge = (
 /// Phi sources per block: (predecessor, arguments).
 type Sources = SecondaryMap<ir::Block, Vec<(lir::Block, SmallVec<[lir::Reg; 4]>)>>;
 
-struct Lifter<'a> {
-    src: &'a ir::Function,
-    m: &'a mut lir::Module,
-    f: lir::Function,
-    regs: SecondaryMap<ir::Value, Option<lir::Reg>>,
-    blocks: SecondaryMap<ir::Block, Option<lir::Block>>,
+/// The lifter's tables, reused from one function to the next (as cranelift-frontend's
+/// `FunctionBuilderContext`): lifting a module allocates them once, not per function.
+#[derive(Default)]
+pub struct LiftContext {
+    regs: SecondaryMap<ir::Value, PackedOption<lir::Reg>>,
+    blocks: SecondaryMap<ir::Block, PackedOption<lir::Block>>,
     /// Phis created for block parameters: (CLIF block) → phi instructions.
     phis: SecondaryMap<ir::Block, SmallVec<[lir::Inst; 4]>>,
     /// The symbol of each function reference, once looked up.
     func_syms: SecondaryMap<ir::FuncRef, PackedOption<lir::Symbol>>,
     /// Edges with arguments, to fill phis: (pred, terminator, operand index, target, args).
     edges: Vec<Edge>,
+    /// (target, pred) → arguments already recorded (`fill_phis`).
+    seen: rustc_hash::FxHashMap<(ir::Block, lir::Block), SmallVec<[lir::Reg; 4]>>,
+    sources: Sources,
+    /// Symbols whose address the lifted functions take (`func_addr`, `symbol_value`, symbol
+    /// global values), in order, possibly repeated: what `mark_address_taken` needs, found
+    /// while lifting instead of in a second walk.
+    pub taken: Vec<lir::Symbol>,
+}
+
+impl LiftContext {
+    /// Empty tables sized for `func` (sized once, so no access grows them one by one).
+    fn clear_for(&mut self, func: &ir::Function) {
+        self.regs.clear();
+        self.regs.resize(func.dfg.num_values());
+        self.blocks.clear();
+        self.blocks.resize(func.dfg.num_blocks());
+        self.phis.clear();
+        self.phis.resize(func.dfg.num_blocks());
+        self.func_syms.clear();
+        self.func_syms.resize(func.dfg.ext_funcs.len());
+        self.edges.clear();
+        self.seen.clear();
+        self.sources.clear();
+        self.sources.resize(func.dfg.num_blocks());
+    }
+}
+
+struct Lifter<'a> {
+    src: &'a ir::Function,
+    m: &'a mut lir::Module,
+    f: lir::Function,
+    ctx: &'a mut LiftContext,
     cur_inst: Option<ir::Inst>,
 }
 
@@ -56,14 +88,25 @@ impl<'a> Lifter<'a> {
         lir_type(t).ok_or_else(|| self.err(format!("unsupported type {t}")))
     }
 
+    #[inline]
     fn reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
-        let v = self.src.dfg.resolve_aliases(v);
-        if let Some(r) = self.regs[v] {
+        if let Some(r) = self.ctx.regs[v].expand() {
             return Ok(r);
         }
-        let ty = self.ty(self.src.dfg.value_type(v))?;
+        self.new_reg(v)
+    }
+
+    /// The register of a value seen for the first time (through its alias, if it is one).
+    fn new_reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
+        let rv = self.src.dfg.resolve_aliases(v);
+        if let Some(r) = self.ctx.regs[rv].expand() {
+            self.ctx.regs[v] = r.into();
+            return Ok(r);
+        }
+        let ty = self.ty(self.src.dfg.value_type(rv))?;
         let r = self.f.new_reg(ty);
-        self.regs[v] = Some(r);
+        self.ctx.regs[rv] = r.into();
+        self.ctx.regs[v] = r.into();
         Ok(r)
     }
 
@@ -120,11 +163,11 @@ impl<'a> Lifter<'a> {
         }
         let sig = lir::SigRef::from_u32(ext.signature.as_u32());
         // One name lookup per function reference, not per call.
-        if let Some(s) = self.func_syms[fr].expand() {
+        if let Some(s) = self.ctx.func_syms[fr].expand() {
             return Ok((s, sig));
         }
         let s = self.symbol(&ext.name, SymbolKind::Function, ext.colocated);
-        self.func_syms[fr] = s.into();
+        self.ctx.func_syms[fr] = s.into();
         Ok((s, sig))
     }
 
@@ -267,12 +310,13 @@ impl<'a> Lifter<'a> {
                     .ok_or_else(|| self.err("try_call payload index out of range"))?,
             });
         }
-        self.edges.push((pred, term, idx, target, args));
+        self.ctx.edges.push((pred, term, idx, target, args));
         Ok(())
     }
 
     fn block_op(&self, b: ir::Block) -> Result<Operand, Error> {
-        self.blocks[b]
+        self.ctx.blocks[b]
+            .expand()
             .map(Operand::Block)
             .ok_or_else(|| self.err(format!("branch to {b}, which is not in the layout")))
     }
@@ -282,12 +326,21 @@ impl<'a> Lifter<'a> {
         let dfg = &self.src.dfg;
         let data = dfg.insts[inst];
         let opcode = data.opcode();
-        let mut ctrl = self.ty(dfg.ctrl_typevar(inst))?;
         let src = self.src;
         let mut results: SmallVec<[lir::Reg; 2]> = SmallVec::new();
         for &v in src.dfg.inst_results(inst) {
             results.push(self.reg(v)?);
         }
+        // The controlling type: the first result's, unless the opcode takes it from an
+        // operand (`dfg.ctrl_typevar`, without its second look-up of the result).
+        let constraints = opcode.constraints();
+        let mut ctrl = if !constraints.is_polymorphic() {
+            lir::Type::VOID
+        } else if constraints.requires_typevar_operand() || results.is_empty() {
+            self.ty(dfg.ctrl_typevar(inst))?
+        } else {
+            self.f.reg_type(results[0])
+        };
         if ctrl.is_void() && !results.is_empty() && !opcode.is_call() {
             // Non-polymorphic opcodes (f64const, get_frame_pointer..) have no controlling
             // type: LIR uses the result type.
@@ -379,6 +432,7 @@ impl<'a> Lifter<'a> {
                 } => {
                     let name = name.clone();
                     let s = self.symbol(&name, SymbolKind::Data, colocated);
+                    self.ctx.taken.push(s);
                     self.push(
                         b,
                         L::SymbolValue,
@@ -401,6 +455,7 @@ impl<'a> Lifter<'a> {
             },
             D::FuncAddr { func_ref, .. } => {
                 let (s, sig) = self.func_symbol(func_ref)?;
+                self.ctx.taken.push(s);
                 self.push(
                     b,
                     L::FuncAddr,
@@ -778,6 +833,7 @@ impl<'a> Lifter<'a> {
                 } => {
                     let name = name.clone();
                     let sym = self.symbol(&name, SymbolKind::Data, colocated);
+                    self.ctx.taken.push(sym);
                     lir::GlobalData::Symbol {
                         sym,
                         offset: offset.bits(),
@@ -800,14 +856,13 @@ impl<'a> Lifter<'a> {
         };
         for b in src.layout.blocks() {
             let lb = self.f.new_block();
-            // Exact capacity: one allocation per block instead of a doubling series.
-            let n = src.dfg.num_block_params(b) + src.layout.block_insts(b).count();
-            self.f.reserve_block(lb, n);
-            self.blocks[b] = Some(lb);
+            self.ctx.blocks[b] = lb.into();
         }
-        // Entry parameters become argument copies; others become phis.
+        // One block after the other, so each block's list grows at the end of the function's
+        // one instruction array (in place): entry parameters become argument copies, others
+        // phis, then the instructions.
         for b in src.layout.blocks() {
-            let lb = self.blocks[b].unwrap();
+            let lb = self.ctx.blocks[b].unwrap();
             for (k, &v) in src.dfg.block_params(b).iter().enumerate() {
                 let r = self.reg(v)?;
                 let ty = self.f.reg_type(r);
@@ -815,12 +870,9 @@ impl<'a> Lifter<'a> {
                     self.push(lb, L::Copy, ty, &[r], &[Operand::Arg(k as u32)], 0);
                 } else {
                     let phi = self.push(lb, L::Phi, ty, &[r], &[], 0);
-                    self.phis[b].push(phi);
+                    self.ctx.phis[b].push(phi);
                 }
             }
-        }
-        for b in src.layout.blocks() {
-            let lb = self.blocks[b].unwrap();
             for inst in src.layout.block_insts(b) {
                 self.lift_inst(lb, inst)?;
             }
@@ -837,20 +889,19 @@ impl<'a> Lifter<'a> {
     /// Turn recorded edges into phi sources, splitting edges where one predecessor reaches a
     /// block twice with different arguments.
     fn fill_phis(&mut self, entry: ir::Block) -> Result<(), Error> {
-        let edges = std::mem::take(&mut self.edges);
-        // (target, pred) → args already recorded
-        let mut seen: rustc_hash::FxHashMap<(ir::Block, lir::Block), SmallVec<[lir::Reg; 4]>> =
-            Default::default();
-        let mut sources: Sources = SecondaryMap::new();
-        for (pred, term, idx, target, args) in edges {
+        let edges = std::mem::take(&mut self.ctx.edges);
+        let mut seen = std::mem::take(&mut self.ctx.seen);
+        let mut sources = std::mem::take(&mut self.ctx.sources);
+        let mut edges = edges;
+        for (pred, term, idx, target, args) in edges.drain(..) {
             if target == entry {
                 return Err(self.err("branch to the entry block is not supported"));
             }
-            if args.len() != self.phis[target].len() {
+            if args.len() != self.ctx.phis[target].len() {
                 return Err(self.err(format!(
                     "branch to {target} passes {} arguments, the block has {} parameters",
                     args.len(),
-                    self.phis[target].len()
+                    self.ctx.phis[target].len()
                 )));
             }
             if args.is_empty() {
@@ -861,7 +912,7 @@ impl<'a> Lifter<'a> {
                 Some(_) => {
                     // Split: pred → E → target, with E carrying these arguments.
                     let e = self.f.new_block();
-                    let tb = self.blocks[target].unwrap();
+                    let tb = self.ctx.blocks[target].unwrap();
                     self.push(e, L::Jump, lir::Type::VOID, &[], &[Operand::Block(tb)], 0);
                     self.f.operands_mut(term)[idx] = Operand::Block(e);
                     seen.insert((target, e), args.clone());
@@ -873,17 +924,22 @@ impl<'a> Lifter<'a> {
                 }
             }
         }
-        let blocks: Vec<ir::Block> = self.src.layout.blocks().collect();
-        for b in blocks {
-            let phis = self.phis[b].clone();
-            for (k, phi) in phis.into_iter().enumerate() {
-                let ops: Vec<Operand> = sources[b]
-                    .iter()
-                    .flat_map(|(p, args)| [Operand::Reg(args[k]), Operand::Block(*p)])
-                    .collect();
+        let mut ops: Vec<Operand> = Vec::new();
+        for b in self.src.layout.blocks() {
+            for (k, &phi) in self.ctx.phis[b].iter().enumerate() {
+                ops.clear();
+                ops.extend(
+                    sources[b]
+                        .iter()
+                        .flat_map(|(p, args)| [Operand::Reg(args[k]), Operand::Block(*p)]),
+                );
                 self.f.set_operands(phi, &ops);
             }
         }
+        // The tables go back to the context, their allocations kept for the next function.
+        self.ctx.edges = edges;
+        self.ctx.seen = seen;
+        self.ctx.sources = sources;
         Ok(())
     }
 }
@@ -894,16 +950,24 @@ pub fn lift_function(
     func: &ir::Function,
     linkage: lir::Linkage,
 ) -> Result<lir::FuncId, Error> {
+    lift_function_with(module, func, linkage, &mut LiftContext::default())
+}
+
+/// `lift_function` reusing the tables of `ctx`; the symbols whose address the function takes
+/// are appended to `ctx.taken`.
+pub fn lift_function_with(
+    module: &mut lir::Module,
+    func: &ir::Function,
+    linkage: lir::Linkage,
+    ctx: &mut LiftContext,
+) -> Result<lir::FuncId, Error> {
     let name = opmap::func_name(&func.name);
+    ctx.clear_for(func);
     let mut l = Lifter {
         src: func,
         m: module,
         f: lir::Function::new(name, lir::Signature::new(lir::CallConv::SystemV), linkage),
-        regs: SecondaryMap::with_capacity(func.dfg.num_values()),
-        blocks: SecondaryMap::with_capacity(func.dfg.num_blocks()),
-        phis: SecondaryMap::new(),
-        func_syms: SecondaryMap::new(),
-        edges: Vec::new(),
+        ctx,
         cur_inst: None,
     };
     l.f.sig = l.sig(&func.signature)?;
@@ -911,6 +975,9 @@ pub fn lift_function(
     l.f.insts.reserve(n + func.dfg.num_blocks());
     l.f.regs.reserve(func.dfg.num_values());
     l.f.operand_pool.reserve(2 * n);
+    // Block lists grow at the end of one array (`run`): room for them all, and a block's
+    // first doubling or two.
+    l.f.reserve_insts(n + func.dfg.num_values() / 2 + 8 * func.dfg.num_blocks());
 
     l.run()
 }
@@ -923,12 +990,24 @@ pub fn lift_functions<'a>(
 ) -> Result<lir::Module, Error> {
     let t = std::time::Instant::now();
     let mut m = lir::Module::new();
+    let mut ctx = LiftContext::default();
+    let funcs = funcs.into_iter();
+    m.functions.reserve(funcs.size_hint().0);
     for f in funcs {
-        lift_function(&mut m, f, lir::Linkage::Export)?;
+        lift_function_with(&mut m, f, lir::Linkage::Export, &mut ctx)?;
     }
-    mark_address_taken(&mut m);
+    mark_taken(&mut m, &ctx.taken);
     stats.add_time("lift", t.elapsed());
     Ok(m)
+}
+
+/// Mark the functions defined by `taken` symbols as address-significant.
+pub fn mark_taken(module: &mut lir::Module, taken: &[lir::Symbol]) {
+    for &s in taken {
+        if let Some(f) = module.symbols[s].def.expand() {
+            module.functions[f].address_significant = true;
+        }
+    }
 }
 
 /// Mark functions whose address is taken (`func_addr`, symbol globals) as address-significant.

@@ -25,7 +25,7 @@ mod object;
 
 pub use config::{AddressPolicy, MergeConfig, Threads};
 
-use crate::lift::lift_function;
+use crate::lift::{lift_function_with, LiftContext};
 use crate::lower::{lower_function_with, special_name, NameResolver};
 use crate::opmap::parse_user_name;
 use cranelift_codegen::control::ControlPlane;
@@ -105,6 +105,7 @@ struct Core {
     declared: (u32, u32),
     /// Some function was merged (calls may need redirecting).
     any_merged: bool,
+    lift_ctx: LiftContext,
 }
 
 fn backend(msg: String) -> ModuleError {
@@ -178,6 +179,7 @@ impl<M: Module> MergeModule<M> {
                 poisoned: None,
                 declared,
                 any_merged: false,
+                lift_ctx: LiftContext::default(),
             },
         }
     }
@@ -559,14 +561,20 @@ impl Core {
         // 1. Lift.
         let t = Instant::now();
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
+        self.lir.functions.reserve(pending.len());
         // The input of each function of the batch, by position in `batch`.
         let mut originals: Vec<Option<ir::Function>> = Vec::with_capacity(pending.len());
         for (id, mut func) in pending {
             let decl = inner.declarations().get_function_decl(id);
             self.check_references(inner, id, &func)?;
             func.name = ir::UserFuncName::user(0, id.as_u32());
-            let lid = lift_function(&mut self.lir, &func, lir_linkage(decl.linkage))
-                .map_err(|e| backend(format!("function {}: {e}", Self::name(inner, id))))?;
+            let lid = lift_function_with(
+                &mut self.lir,
+                &func,
+                lir_linkage(decl.linkage),
+                &mut self.lift_ctx,
+            )
+            .map_err(|e| backend(format!("function {}: {e}", Self::name(inner, id))))?;
             let sym = self
                 .lir
                 .symbol(&func_symbol_name(id), lir::SymbolKind::Function);
@@ -580,16 +588,14 @@ impl Core {
         }
         // Addresses taken in the new code, and stored in data: such functions keep an address
         // of their own.
-        for &(_, lid) in &batch {
-            let f = &self.lir.functions[lid];
-            let mut taken = Vec::new();
-            f.for_each_taken_symbol(|s| taken.push(s));
-            for s in taken {
-                if let Some(g) = self.func_of(s) {
-                    self.taken[g] = true;
-                }
+        let taken = std::mem::take(&mut self.lift_ctx.taken);
+        for &s in &taken {
+            if let Some(g) = self.func_of(s) {
+                self.taken[g] = true;
             }
         }
+        self.lift_ctx.taken = taken;
+        self.lift_ctx.taken.clear();
         for &(id, lid) in &batch {
             if self.taken[id] {
                 self.lir.functions[lid].address_significant = true;

@@ -461,6 +461,11 @@ impl Function {
         &self.inst_order[d.start as usize..(d.start + d.len) as usize]
     }
 
+    /// Make room for `n` more placed instructions in the function (all blocks' lists).
+    pub fn reserve_insts(&mut self, n: usize) {
+        self.inst_order.reserve(n);
+    }
+
     /// Make room for `n` more instructions in block `b` (so appending them moves nothing).
     pub fn reserve_block(&mut self, b: Block, n: usize) {
         let d = self.blocks[b];
