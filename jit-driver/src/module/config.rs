@@ -50,7 +50,8 @@ impl Threads {
 /// What a [`MergeModule`](super::MergeModule) does with the functions defined in it.
 #[derive(Clone, Debug)]
 pub struct MergeConfig {
-    /// The passes, in order (default: `merge`, `lvn`).
+    /// The passes, in order (default: `merge`, `merge-similar`; `lvn` changes many functions,
+    /// which must then be lowered, for a few bytes at opt level none: BENCHMARKS.md).
     pub passes: Vec<PassKind>,
     /// Threads for the per-function steps and the merge walk (default: none).
     pub threads: Threads,
@@ -62,16 +63,24 @@ pub struct MergeConfig {
     pub lower_all: bool,
     /// Run the LIR verifier after every pass (default: in debug builds).
     pub verify_lir: bool,
+    /// Verify every defined function with Cranelift's verifier before the passes (about a
+    /// tenth of a compile per function). Off by default: what is compiled is verified by
+    /// Cranelift when the ISA's `enable_verifier` is on, and a function merged away has the
+    /// LIR of one that is compiled (types, arities and the use of every value are compared).
+    /// Turn it on to have an invalid function reported even when it merges away or a pass
+    /// removes its fault.
+    pub verify_input: bool,
 }
 
 impl Default for MergeConfig {
     fn default() -> Self {
         MergeConfig {
-            passes: vec![PassKind::Merge, PassKind::Lvn],
+            passes: vec![PassKind::Merge, PassKind::MergeSimilar],
             threads: Threads::None,
             address_policy: AddressPolicy::Shared,
             lower_all: false,
             verify_lir: cfg!(debug_assertions),
+            verify_input: false,
         }
     }
 }

@@ -555,7 +555,18 @@ impl Core {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        let verify = inner.isa().flags().enable_verifier();
+        // Input verification, when asked for: every function as its own compile would.
+        let mut verify_time = Duration::ZERO;
+        if config.verify_input {
+            let t = Instant::now();
+            for (id, func) in &pending {
+                cranelift_codegen::verify_function(func, inner.isa()).map_err(|e| {
+                    let e = ModuleError::Compilation(CodegenError::Verifier(e));
+                    in_function(&Self::name(inner, *id), e, Some(func))
+                })?;
+            }
+            verify_time = t.elapsed();
+        }
         self.lir.allow_tail_calls = tail_calls_allowed(inner.isa());
 
         // 1. Lift.
@@ -603,6 +614,17 @@ impl Core {
         }
         self.stats.add_time("lift", t.elapsed());
         self.stats.add("functions_in", batch.len() as u64);
+        if config.verify_lir {
+            // The input as lifted, before any pass: a fault here is the input's, not a pass's.
+            for &(id, lid) in &batch {
+                lir::verify_function(&self.lir, &self.lir.functions[lid], true).map_err(|e| {
+                    backend(format!(
+                        "function {}: invalid input: {e}",
+                        Self::name(inner, id)
+                    ))
+                })?;
+            }
+        }
         let insts = |lir: &lir::Module| -> u64 {
             batch
                 .iter()
@@ -665,36 +687,15 @@ impl Core {
         // 3. Compile.
         let mut lower_time = Duration::ZERO;
         let mut compile_time = Duration::ZERO;
-        let mut verify_time = Duration::ZERO;
         let config_fe = inner.isa().frontend_config();
         for (pos, &(id, lid)) in batch.iter().enumerate() {
-            let name = || Self::name(inner, id);
             if self.lir.removed[lid] {
-                // Merged away: no code. Verify what was defined, as its compile would have.
+                // Merged away: no code (its LIR is its survivor's, which is compiled).
                 self.state[id] = State::Merged;
-                if verify {
-                    let t = Instant::now();
-                    let orig = originals[pos].as_ref().expect("original");
-                    cranelift_codegen::verify_function(orig, inner.isa()).map_err(|e| {
-                        let e = ModuleError::Compilation(CodegenError::Verifier(e));
-                        in_function(&name(), e, Some(orig))
-                    })?;
-                    verify_time += t.elapsed();
-                }
                 continue;
             }
             let f = &self.lir.functions[lid];
             let func = if f.modified || config.lower_all {
-                if verify {
-                    // The input is verified as its own compile would have verified it.
-                    let t = Instant::now();
-                    let orig = originals[pos].as_ref().expect("original");
-                    cranelift_codegen::verify_function(orig, inner.isa()).map_err(|e| {
-                        let e = ModuleError::Compilation(CodegenError::Verifier(e));
-                        in_function(&name(), e, Some(orig))
-                    })?;
-                    verify_time += t.elapsed();
-                }
                 let t = Instant::now();
                 let mut names = ModuleNames {
                     sym_func: &self.sym_func,
