@@ -54,7 +54,7 @@ impl Stats {
 }
 
 /// A transformation over a whole module.
-pub trait Pass {
+pub trait Pass: Send {
     /// The name used in `--passes` and in statistics.
     fn name(&self) -> &'static str;
     fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error>;

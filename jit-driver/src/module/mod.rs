@@ -106,6 +106,8 @@ struct Core {
     /// Some function was merged (calls may need redirecting).
     any_merged: bool,
     lift_ctx: LiftContext,
+    /// The passes, made at the first flush.
+    passes: Option<PassManager>,
 }
 
 fn backend(msg: String) -> ModuleError {
@@ -180,6 +182,7 @@ impl<M: Module> MergeModule<M> {
                 declared,
                 any_merged: false,
                 lift_ctx: LiftContext::default(),
+                passes: None,
             },
         }
     }
@@ -262,12 +265,17 @@ impl<M: Module> MergeModule<M> {
     /// inner module. `finalize_definitions` and `finish` call it; call it yourself to use
     /// another inner module.
     pub fn flush(&mut self) -> ModuleResult<()> {
+        self.flush_batch(false)
+    }
+
+    /// `flush`; a `last` one is followed by no other batch.
+    pub(crate) fn flush_batch(&mut self, last: bool) -> ModuleResult<()> {
         if let Some(p) = &self.core.poisoned {
             return Err(backend(format!(
                 "an earlier flush failed ({p}); this module cannot be used further"
             )));
         }
-        let r = self.core.flush(&mut self.inner, &self.config);
+        let r = self.core.flush(&mut self.inner, &self.config, last);
         if let Err(e) = &r {
             self.core.poisoned = Some(e.to_string());
         }
@@ -550,7 +558,14 @@ impl Core {
         moved.then_some(g)
     }
 
-    fn flush(&mut self, inner: &mut dyn Module, config: &MergeConfig) -> ModuleResult<()> {
+    /// Compile the pending functions. A `last` flush (an object file's `finish`) is followed
+    /// by no other: what it compiles is not indexed for later batches.
+    fn flush(
+        &mut self,
+        inner: &mut dyn Module,
+        config: &MergeConfig,
+        last: bool,
+    ) -> ModuleResult<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -568,6 +583,7 @@ impl Core {
             verify_time = t.elapsed();
         }
         self.lir.allow_tail_calls = tail_calls_allowed(inner.isa());
+        self.lir.incremental = !last;
 
         // 1. Lift.
         let t = Instant::now();
@@ -636,13 +652,16 @@ impl Core {
 
         // 2. The passes, over the new functions (frozen ones only survive).
         let merges_before = self.lir.merges.len();
-        let mut pm = PassManager::from_kinds_with(
-            &config.passes,
-            &PassOptions {
-                threads: config.threads.get(),
-            },
-        );
-        pm.verify = config.verify_lir;
+        let pm = self.passes.get_or_insert_with(|| {
+            let mut pm = PassManager::from_kinds_with(
+                &config.passes,
+                &PassOptions {
+                    threads: config.threads.get(),
+                },
+            );
+            pm.verify = config.verify_lir;
+            pm
+        });
         pm.run(&mut self.lir, &mut self.stats)
             .map_err(|e| backend(e.to_string()))?;
         self.stats.add("lir_insts_out", insts(&self.lir));
@@ -736,7 +755,7 @@ impl Core {
         }
         // What was compiled never changes again; later batches merge into it.
         let open = self.lir.open_function_ids();
-        midend::passes::merge::freeze(&mut self.lir, &open);
+        midend::passes::merge::freeze(&mut self.lir, &open, !last);
         self.stats.add_time("lower", lower_time);
         self.stats.add_time("compile", compile_time);
         if verify_time > Duration::ZERO {

@@ -13,7 +13,7 @@ impl MergeModule<ObjectModule> {
     ///
     /// Unlike `ObjectModule::finish`, this returns a `Result`: the compiles happen here.
     pub fn finish(mut self) -> ModuleResult<ObjectProduct> {
-        self.flush()?;
+        self.flush_batch(true)?;
         let merged: Vec<_> = self
             .merges()
             .filter(|&(g, _, _)| self.core.state[g] == State::Merged)

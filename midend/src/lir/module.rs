@@ -71,6 +71,9 @@ pub struct Module {
     pub first_open: u32,
     /// Fingerprints of frozen functions, for merging later batches into them.
     pub frozen_index: crate::passes::merge::FrozenIndex,
+    /// This batch's functions will be frozen and indexed (an incremental module): passes keep
+    /// what the index needs.
+    pub incremental: bool,
     /// The symbol of each function (set by `add_function`).
     func_symbol: SecondaryMap<FuncId, PackedOption<Symbol>>,
     /// The target compiles tail calls (`tail_call`) where calling conventions allow them.

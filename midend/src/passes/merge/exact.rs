@@ -4,7 +4,7 @@
 #[cfg(debug_assertions)]
 use super::comparator::validate_merge;
 use super::comparator::FunctionComparator;
-use super::index::fingerprint;
+use super::index::{fingerprint, fingerprint_of};
 use super::refine::refine_classes;
 use super::scope::ScopeMap;
 use super::walk::{walk_module, Callee, HashScratch, WalkOut, PRIO_FROZEN, PRIO_PREEMPTIBLE};
@@ -169,8 +169,9 @@ pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
     }
     report.lap("merge.fn_tree", &mut clock);
 
-    // Functions compiled by earlier batches: a survivor equal to one merges into it.
-    if !m.frozen_index.is_empty() {
+    // Functions compiled by earlier batches: a survivor equal to one merges into it (and in an
+    // incremental module every survivor's walk is kept for freezing it).
+    if !m.frozen_index.is_empty() || m.incremental {
         merge_into_frozen(m, &w, &ids, &sym_of, &mut merged_into, &mut report);
         report.lap("merge.frozen", &mut clock);
     }
@@ -282,10 +283,19 @@ fn merge_into_frozen(
             }
             m.symbol_of(d)
         };
-        if !fingerprint(m, g, &mut scratch, &mut walk, resolve, &mut fp) {
-            continue;
-        }
-        let Some(f) = m.frozen_index.find(&fp) else {
+        let known = !m.functions[g].modified;
+        let ok = if known {
+            fingerprint_of(m, g, w.tokens_of(g), w.callee_symbols(g), resolve, &mut fp)
+        } else {
+            fingerprint(m, g, &mut scratch, &mut walk, resolve, &mut fp)
+        };
+        let found = if ok { m.frozen_index.find(&fp) } else { None };
+        let Some(f) = found else {
+            if known && m.incremental {
+                // Unchanged: freezing it later reuses this walk.
+                let callees = w.callee_symbols(g).collect();
+                m.frozen_index.remember(g, w.tokens_of(g), callees);
+            }
             continue;
         };
         let (Some(gs), Some(fs)) = (sym_of[g], m.symbol_of(f)) else {

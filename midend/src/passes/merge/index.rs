@@ -24,6 +24,9 @@ type Entry = (FuncId, u32, u32);
 /// Fingerprints of frozen functions (see the module documentation).
 #[derive(Clone, Debug, Default)]
 pub struct FrozenIndex {
+    /// What the merge walk of this batch learnt of each unchanged survivor (its token stream
+    /// and callee symbols), so that freezing it needs no second walk.
+    pending: crate::hash::HashMap<FuncId, (Vec<u32>, Vec<Symbol>)>,
     /// Every fingerprint's words, one after another.
     words: Vec<u32>,
     /// Fingerprint hash → the frozen functions with that hash.
@@ -50,6 +53,11 @@ impl FrozenIndex {
             .find_map(|&(f, a, n)| (self.words[a as usize..(a + n) as usize] == *fp).then_some(f))
     }
 
+    /// Keep `f`'s token stream and callees from the merge walk for `freeze`.
+    pub(super) fn remember(&mut self, f: FuncId, tokens: &[u32], callees: Vec<Symbol>) {
+        self.pending.insert(f, (tokens.to_vec(), callees));
+    }
+
     fn insert(&mut self, f: FuncId, fp: &[u32]) {
         let h = finish(hash_words(fp));
         let start = self.words.len() as u32;
@@ -69,7 +77,7 @@ pub(super) fn fingerprint(
     f: FuncId,
     scratch: &mut HashScratch,
     walk: &mut WalkOut,
-    mut resolve: impl FnMut(Symbol) -> Option<Symbol>,
+    resolve: impl FnMut(Symbol) -> Option<Symbol>,
     out: &mut Vec<u32>,
 ) -> bool {
     let func = &m.functions[f];
@@ -79,10 +87,23 @@ pub(super) fn fingerprint(
     walk.tokens.clear();
     walk.callees.clear();
     function_hashes(func, scratch, walk);
+    let callees: Vec<Symbol> = walk.callees.iter().map(|&(s, _)| s).collect();
+    fingerprint_of(m, f, &walk.tokens, callees.into_iter(), resolve, out)
+}
+
+/// `fingerprint` from a token stream and callee symbols already known (the merge walk's).
+pub(super) fn fingerprint_of(
+    m: &Module,
+    f: FuncId,
+    tokens: &[u32],
+    callees: impl Iterator<Item = Symbol>,
+    mut resolve: impl FnMut(Symbol) -> Option<Symbol>,
+    out: &mut Vec<u32>,
+) -> bool {
     out.clear();
-    out.extend_from_slice(&walk.tokens);
+    out.extend_from_slice(tokens);
     let me = m.symbol_of(f);
-    for &(s, _) in &walk.callees {
+    for s in callees {
         match resolve(s) {
             Some(t) if Some(t) == me => out.push(SELF),
             Some(t) => out.extend_from_slice(&[CALLEE, t.as_u32()]),
@@ -93,10 +114,10 @@ pub(super) fn fingerprint(
 }
 
 /// Freeze `ids`: they were compiled, so passes will never change them again and merging keeps
-/// them as survivors. Each live one is indexed by its fingerprint (callees resolved through
-/// merge aliases). Every function from `Module::first_open` on must be among `ids` or removed:
-/// afterwards no function is open.
-pub fn freeze(m: &mut Module, ids: &[FuncId]) {
+/// them as survivors. With `index`, each live one is indexed by its fingerprint (callees
+/// resolved through merge aliases), for later batches to merge into. Every function from
+/// `Module::first_open` on must be among `ids` or removed: afterwards no function is open.
+pub fn freeze(m: &mut Module, ids: &[FuncId], index_them: bool) {
     let mut scratch = HashScratch::default();
     let mut walk = WalkOut::default();
     let mut fp = Vec::new();
@@ -105,15 +126,19 @@ pub fn freeze(m: &mut Module, ids: &[FuncId]) {
         if m.removed[f] {
             continue;
         }
-        let indexable = priority(&m.functions[f]) < PRIO_PREEMPTIBLE
-            && fingerprint(
-                m,
-                f,
-                &mut scratch,
-                &mut walk,
-                |s| Some(m.resolve_alias(s)),
-                &mut fp,
-            );
+        let known = index
+            .pending
+            .remove(&f)
+            .filter(|_| !m.functions[f].modified);
+        let resolve = |s| Some(m.resolve_alias(s));
+        let indexable = index_them
+            && priority(&m.functions[f]) < PRIO_PREEMPTIBLE
+            && match known {
+                Some((tokens, callees)) => {
+                    fingerprint_of(m, f, &tokens, callees.into_iter(), resolve, &mut fp)
+                }
+                None => fingerprint(m, f, &mut scratch, &mut walk, resolve, &mut fp),
+            };
         if indexable {
             index.insert(f, &fp);
         }
@@ -121,6 +146,7 @@ pub fn freeze(m: &mut Module, ids: &[FuncId]) {
         func.frozen = true;
         func.modified = false;
     }
+    index.pending.clear();
     m.frozen_index = index;
     m.first_open = m.functions.len() as u32;
 }

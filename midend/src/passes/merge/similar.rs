@@ -26,7 +26,6 @@ use super::walk::{function_hashes, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
 use cranelift_entity::packed_option::PackedOption;
-use cranelift_entity::SecondaryMap;
 
 /// Machine-code bytes, as the cost model counts them (calibrated on Cranelift's x86-64 output
 /// at opt level none; BENCHMARKS.md).
@@ -180,6 +179,9 @@ struct Plan {
 /// Run `merge-similar` over the open functions of `m`.
 pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
     let mut report = SimilarReport::default();
+    if m.open_functions().nth(1).is_none() {
+        return report; // a group needs two functions (a lazy JIT's batch of one has none)
+    }
     let mut st = State::new(m);
     // The functions a round walks, and those whose groups it plans: every open function at
     // first; then those the last round changed or deferred, and the shared bodies it made.
@@ -200,11 +202,13 @@ pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
 struct State {
     table: ShapeTable,
     /// Per walked function: its skeleton class and its holes (ranges of the stores).
-    walked: SecondaryMap<FuncId, Option<Walked>>,
+    walked: OpenMap<Option<Walked>>,
     /// The functions of each class as a list through `next` (newest first; entries whose
     /// class changed since are skipped).
     head: Vec<PackedOption<FuncId>>,
-    next: SecondaryMap<FuncId, PackedOption<FuncId>>,
+    next: OpenMap<PackedOption<FuncId>>,
+    /// The merges recorded before this pass (later ones are this pass's).
+    merges_start: usize,
     consts: Vec<(Inst, u16, Operand)>,
     callees: Vec<(Symbol, Inst)>,
     /// Functions whose address is observable (taken, or called by `try_call`).
@@ -213,6 +217,44 @@ struct State {
     calls: HashMap<Symbol, Vec<(FuncId, Inst)>>,
     scratch: HashScratch,
     out: WalkOut,
+}
+
+/// Per-function data for the open functions (ids from `base` on), growing as functions are
+/// added: tables that cost in proportion to the open functions, not to the module.
+struct OpenMap<T> {
+    base: u32,
+    data: Vec<T>,
+    /// What an entry never written reads as.
+    default: T,
+}
+
+impl<T: Clone + Default> OpenMap<T> {
+    fn new(base: u32) -> Self {
+        OpenMap {
+            base,
+            data: Vec::new(),
+            default: T::default(),
+        }
+    }
+}
+
+impl<T: Clone + Default> core::ops::Index<FuncId> for OpenMap<T> {
+    type Output = T;
+    fn index(&self, f: FuncId) -> &T {
+        self.data
+            .get((f.as_u32() - self.base) as usize)
+            .unwrap_or(&self.default)
+    }
+}
+
+impl<T: Clone + Default> core::ops::IndexMut<FuncId> for OpenMap<T> {
+    fn index_mut(&mut self, f: FuncId) -> &mut T {
+        let k = (f.as_u32() - self.base) as usize;
+        if k >= self.data.len() {
+            self.data.resize(k + 1, T::default());
+        }
+        &mut self.data[k]
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -226,9 +268,10 @@ impl State {
     fn new(m: &Module) -> State {
         State {
             table: ShapeTable::with_capacity(m.functions.len() - m.first_open as usize),
-            walked: SecondaryMap::with_capacity(m.functions.len()),
+            walked: OpenMap::new(m.first_open),
             head: Vec::new(),
-            next: SecondaryMap::with_capacity(m.functions.len()),
+            next: OpenMap::new(m.first_open),
+            merges_start: m.merges.len(),
             consts: Vec::new(),
             callees: Vec::new(),
             observed: HashSet::default(),
@@ -346,7 +389,7 @@ fn round(
     }
     report.add_time("similar.walk", t);
     let t = std::time::Instant::now();
-    let folded = folded_symbols(m);
+    let folded = folded_symbols(m, st.merges_start);
     // The classes to plan, each once, in the order their functions come.
     let mut seen_class: HashSet<u32> = HashSet::default();
     let mut plans: Vec<Plan> = Vec::new();
@@ -571,9 +614,9 @@ fn keeps_thunk(f: &Function, sym: Symbol, observed: &HashSet<Symbol>) -> bool {
     f.linkage != Linkage::Local || f.address_significant || observed.contains(&sym)
 }
 
-/// The symbols folded away by earlier rounds (no code left).
-fn folded_symbols(m: &Module) -> HashSet<Symbol> {
-    m.merges
+/// The symbols folded away by earlier rounds of this pass (no code left).
+fn folded_symbols(m: &Module, since: usize) -> HashSet<Symbol> {
+    m.merges[since..]
         .iter()
         .filter(|r| r.kind == MergeKind::Folded)
         .map(|r| r.merged)

@@ -448,6 +448,8 @@ pub(super) const PRIO_PREEMPTIBLE: u8 = 3;
 /// The facts of one walk over the functions in scope (`ScopeMap`s: indexed by function, for
 /// the open functions only, so a run costs in proportion to them, not to the module).
 pub(super) struct Walked {
+    /// The token stream of each shape (its first function's).
+    pub shapes: ShapeTable,
     pub weak: ScopeMap<u64>,
     pub local: ScopeMap<u64>,
     /// The shape of each walked function: functions share a shape exactly when their token
@@ -503,6 +505,17 @@ impl Callee {
 }
 
 impl Walked {
+    /// The token stream of `f` (its shape's).
+    pub fn tokens_of(&self, f: FuncId) -> &[u32] {
+        self.shapes.tokens_of(self.shape[f])
+    }
+
+    /// The callee symbols of `f`'s direct calls, in walk order.
+    pub fn callee_symbols(&self, f: FuncId) -> impl Iterator<Item = Symbol> + '_ {
+        let (a, b) = self.calls[f];
+        self.sites[a as usize..b as usize].iter().map(|&(s, _)| s)
+    }
+
     pub fn targets_of(&self, f: FuncId) -> &[Callee] {
         let (a, b) = self.calls[f];
         &self.targets[a as usize..b as usize]
@@ -553,7 +566,7 @@ impl ShapeTable {
         self.tokens.reserve(n);
     }
 
-    fn tokens_of(&self, sh: u32) -> &[u32] {
+    pub(super) fn tokens_of(&self, sh: u32) -> &[u32] {
         let (_, a, len) = self.shapes[sh as usize];
         &self.tokens[a as usize..(a + len) as usize]
     }
@@ -720,6 +733,7 @@ pub(super) fn walk_module(
     };
     let n = m.functions.len();
     let mut w = Walked {
+        shapes: ShapeTable::with_capacity(0),
         weak: ScopeMap::new(scope, n, 0),
         local: ScopeMap::new(scope, n, 0),
         shape: ScopeMap::new(scope, n, 0),
@@ -766,5 +780,6 @@ pub(super) fn walk_module(
     }
     report.comparisons += global.comparisons;
     report.rounds += 1;
+    w.shapes = global;
     w
 }
