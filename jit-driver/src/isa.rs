@@ -7,12 +7,15 @@ use cranelift_codegen::settings::{self, Configurable};
 /// Cranelift optimization level for the final compile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum OptLevel {
+    /// `opt_level=none`: what a JIT compiles with first.
     #[default]
     None,
+    /// `opt_level=speed`.
     Speed,
 }
 
 impl OptLevel {
+    /// `none` or `speed`.
     pub fn parse(s: &str) -> Option<OptLevel> {
         match s {
             "none" => Some(OptLevel::None),
@@ -20,6 +23,7 @@ impl OptLevel {
             _ => None,
         }
     }
+    /// The setting's value, as Cranelift spells it.
     pub fn name(self) -> &'static str {
         match self {
             OptLevel::None => "none",

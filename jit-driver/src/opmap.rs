@@ -96,14 +96,17 @@ impl OpMap {
         }
         OpMap { to_lir, to_clif }
     }
+    /// The LIR opcode modelling `c` natively, if any.
     pub fn lir(&self, c: C) -> Option<L> {
         self.to_lir.get(c as usize).copied().flatten()
     }
+    /// The Cranelift opcode of a native LIR opcode.
     pub fn clif(&self, l: L) -> Option<C> {
         self.to_clif[l as usize]
     }
 }
 
+/// The opcode tables, built on first use.
 pub fn opmap() -> &'static OpMap {
     static MAP: std::sync::OnceLock<OpMap> = std::sync::OnceLock::new();
     MAP.get_or_init(OpMap::build)
@@ -157,6 +160,7 @@ pub fn clif_type(t: lir::Type) -> ir::Type {
     }
 }
 
+/// An integer condition as a LIR predicate.
 pub fn int_cond(c: IntCC) -> Cond {
     match c {
         IntCC::Equal => Cond::Eq,
@@ -172,6 +176,7 @@ pub fn int_cond(c: IntCC) -> Cond {
     }
 }
 
+/// A float condition as a LIR predicate.
 pub fn float_cond(c: FloatCC) -> Cond {
     match c {
         FloatCC::Ordered => Cond::FOrd,
@@ -193,10 +198,13 @@ pub fn float_cond(c: FloatCC) -> Cond {
 
 /// LIR predicate → Cranelift condition (integer or float).
 pub enum ClifCond {
+    /// For `icmp`.
     Int(IntCC),
+    /// For `fcmp`.
     Float(FloatCC),
 }
 
+/// A LIR predicate as a Cranelift condition.
 pub fn clif_cond(c: Cond) -> ClifCond {
     use ClifCond::*;
     match c {
@@ -232,6 +240,7 @@ pub fn lir_call_conv(cc: cranelift_codegen::isa::CallConv) -> Option<lir::CallCo
     lir::CallConv::parse(&cc.to_string())
 }
 
+/// A LIR calling convention as Cranelift's.
 pub fn clif_call_conv(cc: lir::CallConv) -> cranelift_codegen::isa::CallConv {
     cc.name()
         .parse()
