@@ -12,7 +12,7 @@ use cranelift_module::{
     default_libcall_names, DataDescription, FuncId, Linkage, Module, ModuleError,
 };
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use mergelift::{AddressPolicy, MergeConfig, MergeKind, MergeModule, PassKind};
+use mergelift::{AddressPolicy, MergeConfig, MergeKind, MergeModule, PassKind, Threads};
 
 fn isa(flags: &[(&str, &str)]) -> cranelift_codegen::isa::OwnedTargetIsa {
     let mut b = settings::builder();
@@ -497,4 +497,62 @@ fn typed_configuration() {
     m.finalize_definitions().unwrap();
     assert_eq!(m.merged_into(g), None, "no pass, no merge");
     assert_eq!(m.stats().get("compiled"), 2);
+}
+
+/// Compiling on several threads gives the same merges, code bytes and behaviour as on one, in
+/// a JIT and in an object file.
+#[test]
+fn threads_compile_the_same_module() {
+    let build = |m: &mut dyn Module| -> Vec<FuncId> {
+        let s = sig(m, 1);
+        let mut ids = Vec::new();
+        for k in 0..24 {
+            let id = m
+                .declare_function(&format!("f{k}"), Linkage::Export, &s)
+                .unwrap();
+            // Every third function repeats an earlier one.
+            affine(
+                m,
+                id,
+                (k % 8) as i64 + 2 + (k / 3) as i64 * (k % 3 != 0) as i64,
+            );
+            ids.push(id);
+        }
+        ids
+    };
+    let mut bytes = Vec::new();
+    let mut results = Vec::new();
+    for threads in [Threads::None, Threads::Count(2), Threads::Count(5)] {
+        let mut m = jit_with(MergeConfig {
+            threads,
+            ..MergeConfig::default()
+        });
+        let ids = build(&mut m);
+        m.finalize_definitions().unwrap();
+        results.push(ids.iter().map(|&id| call1(&m, id, 7)).collect::<Vec<_>>());
+        bytes.push((
+            ids.iter().map(|&id| m.code_bytes(id)).collect::<Vec<_>>(),
+            ids.iter().map(|&id| m.merged_into(id)).collect::<Vec<_>>(),
+        ));
+        // The same through an object file.
+        let b = ObjectBuilder::new(isa(&[]), "t", default_libcall_names()).unwrap();
+        let mut o = MergeModule::with_config(
+            ObjectModule::new(b),
+            MergeConfig {
+                threads,
+                ..MergeConfig::default()
+            },
+        );
+        build(&mut o);
+        let product = o.finish().unwrap();
+        assert!(!product.emit().unwrap().is_empty());
+    }
+    assert_eq!(results[0], results[1]);
+    assert_eq!(results[0], results[2]);
+    assert_eq!(bytes[0], bytes[1]);
+    assert_eq!(bytes[0], bytes[2]);
+    assert!(
+        bytes[0].1.iter().any(|m| m.is_some()),
+        "some functions merge"
+    );
 }

@@ -53,7 +53,8 @@ pub struct MergeConfig {
     /// The passes, in order (default: `merge`, `merge-similar`; `lvn` changes many functions,
     /// which must then be lowered, for a few bytes at opt level none: BENCHMARKS.md).
     pub passes: Vec<PassKind>,
-    /// Threads for the per-function steps and the merge walk (default: none).
+    /// Threads for the merge walk and for compiling (default: none). Code is defined in the
+    /// inner module in the same order, so the result does not depend on the thread count.
     pub threads: Threads,
     /// Whether functions the host can see may share an address (default: they may).
     pub address_policy: AddressPolicy,

@@ -22,6 +22,7 @@ mod config;
 mod jit;
 #[cfg(feature = "object")]
 mod object;
+mod parallel;
 
 pub use config::{AddressPolicy, MergeConfig, Threads};
 
@@ -707,6 +708,8 @@ impl Core {
         let mut lower_time = Duration::ZERO;
         let mut compile_time = Duration::ZERO;
         let config_fe = inner.isa().frontend_config();
+        // What to compile, in order: the batch's functions, then those the passes made.
+        let mut jobs: Vec<(FuncId, ir::Function)> = Vec::with_capacity(batch.len());
         for (pos, &(id, lid)) in batch.iter().enumerate() {
             if self.lir.removed[lid] {
                 // Merged away: no code (its LIR is its survivor's, which is compiled).
@@ -732,10 +735,7 @@ impl Core {
                 self.stats.add("compiled_from_input", 1);
                 func
             };
-            let t = Instant::now();
-            self.compile(inner, id, func)?;
-            compile_time += t.elapsed();
-            self.state[id] = State::Compiled;
+            jobs.push((id, func));
         }
         for &(id, lid) in &made {
             let t = Instant::now();
@@ -748,11 +748,19 @@ impl Core {
             func.name = ir::UserFuncName::user(0, id.as_u32());
             lower_time += t.elapsed();
             self.stats.add("lowered", 1);
-            let t = Instant::now();
-            self.compile(inner, id, func)?;
-            compile_time += t.elapsed();
-            self.state[id] = State::Compiled;
+            jobs.push((id, func));
         }
+        let t = Instant::now();
+        let threads = config.threads.get();
+        if threads > 1 && jobs.len() > 1 {
+            self.compile_parallel(inner, jobs, threads)?;
+        } else {
+            for (id, func) in jobs {
+                self.compile(inner, id, func)?;
+                self.state[id] = State::Compiled;
+            }
+        }
+        compile_time += t.elapsed();
         // What was compiled never changes again; later batches merge into it.
         let open = self.lir.open_function_ids();
         midend::passes::merge::freeze(&mut self.lir, &open, !last);
@@ -867,6 +875,45 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Compile `jobs` on `threads` threads and define their code in the inner module, in order
+    /// (`define_function_bytes`: an inner module that does more in `define_function`, such as
+    /// an object file's unwind information, does not see it; the hook does).
+    fn compile_parallel(
+        &mut self,
+        inner: &mut dyn Module,
+        jobs: Vec<(FuncId, ir::Function)>,
+        threads: usize,
+    ) -> ModuleResult<()> {
+        let done = parallel::compile_all(inner.isa(), jobs, threads);
+        for (id, r) in done {
+            let c = match r {
+                Ok(c) => c,
+                Err(parallel::Failure::Error(e, func)) => {
+                    return Err(in_function(&Self::name(inner, id), e, Some(&func)))
+                }
+                Err(parallel::Failure::Panic(msg)) => {
+                    return Err(backend(format!(
+                        "function {}: Cranelift panicked: {msg}",
+                        Self::name(inner, id)
+                    )))
+                }
+            };
+            let code = c.ctx.compiled_code().expect("compiled");
+            inner
+                .define_function_bytes(id, c.alignment, code.code_buffer(), &c.relocs)
+                .map_err(|e| in_function(&Self::name(inner, id), e, None))?;
+            let bytes = code.code_buffer().len();
+            self.code_bytes[id] = bytes as u32;
+            self.stats.add("code_bytes", bytes as u64);
+            self.stats.add("compiled", 1);
+            self.state[id] = State::Compiled;
+            if let Some(h) = &mut self.hook {
+                h(id, &c.ctx);
+            }
+        }
+        Ok(())
     }
 
     /// Compile `func` as `id` into the inner module; a panic inside Cranelift becomes an error
