@@ -1,16 +1,28 @@
 //! The `mergelift` command: `opt`, `run`, `size`, `gen`, `fuzz`.
 
-use anyhow::{anyhow, bail, Context as _, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::{Parser, Subcommand};
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
-use jit_driver::{lift_functions, lower_function, OptLevel, OriginalNames};
-use mergelift_tools::input::collect_files;
+use cranelift_reader::IsaSpec;
+use jit_driver::{
+    lift_function_with, lower_function, mark_taken, LiftContext, OptLevel, OriginalNames,
+};
+use mergelift_tools::input::{collect_files, parse_test_text, read_text};
 use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
 use midend::lir::{self, MergeKind};
-use midend::{PassManager, Stats};
+use midend::{PassKind, PassManager, Stats};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Exit status of a run with test failures (`run`: a run line failed; `fuzz`: a mismatch).
+const EXIT_FAILURES: u8 = 1;
+/// Exit status of bad input or usage, and of any other error.
+const EXIT_BAD_INPUT: u8 = 2;
+
+/// The largest module `gen` makes (about 900 MB of CLIF text).
+const GEN_MAX_FUNCTIONS: u64 = 1_000_000;
 
 #[derive(Parser)]
 #[command(
@@ -19,8 +31,12 @@ use std::time::Instant;
     about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
     long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
 (LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
-JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, lvn, gvn, dce; `none` means \
-lift and lower only. Default: merge,lvn."
+JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, merge-similar, lvn, gvn, \
+dce; `none` means lift and lower only. Default: merge,lvn.\n\nExit status: 0 success; 1 test \
+failures (`run`: a run line failed or its file did not compile; `fuzz`: a mismatch); 2 bad input \
+or usage (a file that cannot be read, parsed or verified, an unknown pass, a bad option) and \
+any other error, reported as one `error:` line on stderr. A closed stdout (`| head`) ends a \
+command quietly with 0."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -31,7 +47,7 @@ struct Cli {
 enum Cmd {
     /// Transform `.lir` or `.clif` files and print the result on stdout.
     Opt {
-        /// Comma list of passes (merge, lvn, gvn, dce; `none` = round trip only).
+        /// Comma list of passes (merge, merge-similar, lvn, gvn, dce; `none` = round trip only).
         #[arg(long, default_value = "merge,lvn")]
         passes: String,
         /// What to print: the LIR, the lowered Cranelift IR, or nothing.
@@ -40,7 +56,12 @@ enum Cmd {
         /// Print one JSON object of statistics as the last line on stderr.
         #[arg(long)]
         stats: bool,
-        /// Input files (`.lir` or `.clif`); all functions of all inputs form one module.
+        /// Do not run the LIR verifier after each pass (it runs by default: a pass that breaks
+        /// the IR is reported by name; its cost is `time_ms.verify` in --stats).
+        #[arg(long)]
+        no_verify: bool,
+        /// Input files (`.lir` or `.clif`); all functions of all inputs form one module. Every
+        /// input function is in the output: a merged one as a thunk calling its survivor.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -58,7 +79,20 @@ enum Cmd {
         /// changed is compiled from its input, exactly as given).
         #[arg(long)]
         lower_all: bool,
-        /// `.clif` files or directories (searched recursively).
+        /// Seconds one run line may take before it is killed and counted as failed (0: no
+        /// limit).
+        #[arg(
+            long,
+            default_value_t = 10.0,
+            value_name = "SECONDS",
+            allow_negative_numbers = true
+        )]
+        timeout: f64,
+        /// Do not run the LIR verifier after each pass.
+        #[arg(long)]
+        no_verify: bool,
+        /// `.clif` files or directories (searched recursively; each directory once, however
+        /// many links lead to it; only regular files).
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -86,14 +120,16 @@ enum Cmd {
     },
     /// Generate a deterministic template-heavy CLIF module on stdout; counts on stderr.
     Gen {
-        /// Number of functions.
-        #[arg(long, default_value_t = 1000)]
-        functions: usize,
-        /// Fraction of identical duplicates (including those equal only after their callees merge).
-        #[arg(long, default_value_t = 0.5)]
+        /// Number of functions (1 to 1,000,000; written as they are made).
+        #[arg(long, default_value_t = 1000,
+              value_parser = clap::value_parser!(u64).range(1..=GEN_MAX_FUNCTIONS))]
+        functions: u64,
+        /// Fraction of identical duplicates (including those equal only after their callees
+        /// merge), from 0 to 1.
+        #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
         dup_ratio: f64,
-        /// Fraction of near-duplicates (one constant apart).
-        #[arg(long, default_value_t = 0.1)]
+        /// Fraction of near-duplicates (one constant apart), from 0 to 1.
+        #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
         near_ratio: f64,
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -120,15 +156,27 @@ fn main() -> ExitCode {
             passes,
             emit,
             stats,
+            no_verify,
             files,
-        } => cmd_opt(&passes, &emit, stats, &files),
+        } => cmd_opt(&passes, &emit, stats, !no_verify, &files),
         Cmd::Run {
             passes,
             opt_level,
             verbose,
             lower_all,
+            timeout,
+            no_verify,
             files,
-        } => cmd_run(&passes, opt_level.as_deref(), verbose, lower_all, &files),
+        } => {
+            let opts = RunCli {
+                opt_level: opt_level.as_deref(),
+                verbose,
+                lower_all,
+                timeout,
+                verify: !no_verify,
+            };
+            cmd_run(&passes, &opts, &files)
+        }
         Cmd::Size {
             passes,
             opt_level,
@@ -159,10 +207,56 @@ fn main() -> ExitCode {
     };
     match r {
         Ok(code) => code,
+        // The reader of stdout went away (`| head`): a normal end.
+        Err(e) if e.downcast_ref::<ClosedStdout>().is_some() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            ExitCode::from(EXIT_BAD_INPUT)
         }
+    }
+}
+
+/// Stdout was closed by its reader.
+#[derive(Debug)]
+struct ClosedStdout;
+
+impl std::fmt::Display for ClosedStdout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stdout was closed")
+    }
+}
+
+impl std::error::Error for ClosedStdout {}
+
+fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        anyhow::Error::new(ClosedStdout)
+    } else {
+        anyhow!("writing to stdout: {e}")
+    }
+}
+
+/// Buffered stdout whose every failure is an error: a closed pipe ([`ClosedStdout`]) or, say,
+/// a full disk; never a panic.
+struct Out(std::io::BufWriter<std::io::Stdout>);
+
+impl Out {
+    fn new() -> Self {
+        Out(std::io::BufWriter::with_capacity(
+            1 << 16,
+            std::io::stdout(),
+        ))
+    }
+    fn put(&mut self, s: &str) -> Result<()> {
+        self.0.write_all(s.as_bytes()).map_err(stdout_error)
+    }
+    fn line(&mut self, s: &str) -> Result<()> {
+        self.put(s)?;
+        self.put("\n")
+    }
+    /// Flush: an error not reported here would be lost.
+    fn finish(mut self) -> Result<()> {
+        self.0.flush().map_err(stdout_error)
     }
 }
 
@@ -174,73 +268,111 @@ fn frontend_config() -> TargetFrontendConfig {
     }
 }
 
-/// Parse `.lir` and `.clif` inputs into one LIR module.
+/// Parse `.lir` and `.clif` inputs into one LIR module. Every `.clif` function must pass
+/// Cranelift's verifier, and the lifted module the LIR verifier, before any pass: a fault
+/// there is the input's, and the error names its file and function.
 fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
     let mut module = lir::Module::new();
-    let mut clif_funcs = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read", path.display()))?;
+    let mut ctx = LiftContext::default();
+    // The file of each lifted function, by LIR function id.
+    let mut file_of: Vec<usize> = Vec::new();
+    let mut lift_time = Duration::ZERO;
+    let mut verify_time = Duration::ZERO;
+    for (k, path) in files.iter().enumerate() {
+        let text = read_text(path).map_err(|e| anyhow!(e))?;
         let t = Instant::now();
         if path.extension().is_some_and(|e| e == "lir") {
-            let m = lir::parse_module(&text).map_err(|e| anyhow!("{}:{e}", path.display()))?;
-            stats.add_time("parse", t.elapsed());
             if files.len() > 1 {
                 bail!("{}: .lir input must be the only input", path.display());
             }
-            lir::verify_module(&m, true).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-            module = m;
-        } else {
-            let test =
-                cranelift_reader::parse_test(&text, cranelift_reader::ParseOptions::default())
-                    .map_err(|e| {
-                        anyhow!(
-                            "{}:{}: {}",
-                            path.display(),
-                            e.location.line_number,
-                            e.message
-                        )
-                    })?;
+            let m = lir::parse_module(&text).map_err(|e| anyhow!("{}:{e}", path.display()))?;
             stats.add_time("parse", t.elapsed());
-            clif_funcs.extend(test.functions.into_iter().map(|(f, _)| (path.clone(), f)));
+            lir::verify_module(&m, true).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            return Ok(m);
+        }
+        let test = parse_test_text(path, &text).map_err(|e| anyhow!(e))?;
+        stats.add_time("parse", t.elapsed());
+        let flags = match &test.isa_spec {
+            IsaSpec::None(flags) => flags.clone(),
+            IsaSpec::Some(list) => list[0].flags().clone(),
+        };
+        for (f, _) in &test.functions {
+            let t = Instant::now();
+            cranelift_codegen::verify_function(f, &flags).map_err(|e| {
+                anyhow!(
+                    "{}: function {}: invalid input: Cranelift's verifier rejects it: {}",
+                    path.display(),
+                    jit_driver::opmap::func_name(&f.name),
+                    e.to_string().trim_end()
+                )
+            })?;
+            verify_time += t.elapsed();
+            let t = Instant::now();
+            lift_function_with(&mut module, f, lir::Linkage::Export, &mut ctx)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            lift_time += t.elapsed();
+            file_of.push(k);
         }
     }
-    if !clif_funcs.is_empty() {
-        let funcs: Vec<&cranelift_codegen::ir::Function> =
-            clif_funcs.iter().map(|(_, f)| f).collect();
-        module = lift_functions(funcs, stats).map_err(|e| {
-            let file = clif_funcs
-                .first()
-                .map(|(p, _)| p.display().to_string())
-                .unwrap_or_default();
-            anyhow!("{file}: {e}")
+    mark_taken(&mut module, &ctx.taken);
+    stats.add_time("lift", lift_time);
+    let t = Instant::now();
+    for (id, f) in module.functions.iter() {
+        lir::verify_function(&module, f, true).map_err(|e| {
+            anyhow!(
+                "{}: invalid input (as lifted to LIR): {e}",
+                files[file_of[id.as_u32() as usize]].display()
+            )
         })?;
     }
+    stats.add_time("verify_input", verify_time + t.elapsed());
     Ok(module)
 }
 
-fn cmd_opt(passes: &str, emit: &str, want_stats: bool, files: &[PathBuf]) -> Result<ExitCode> {
+fn cmd_opt(
+    passes: &str,
+    emit: &str,
+    want_stats: bool,
+    verify: bool,
+    files: &[PathBuf],
+) -> Result<ExitCode> {
+    let mut pm = PassManager::from_names(passes)?;
+    pm.verify = verify;
     let mut stats = Stats::default();
     let mut module = load_module(files, &mut stats)?;
     let functions_in = module.live_functions().count();
     let insts_before = module.inst_count();
-    let mut pm = PassManager::from_names(passes)?;
+    // Functions folded by merge-similar are emitted as they came in (they are local, and
+    // nothing calls them any more, but the output keeps every input function).
+    let input = (emit == "clif"
+        && midend::parse_pass_list(passes)?.contains(&PassKind::MergeSimilar))
+    .then(|| module.clone());
     pm.run(&mut module, &mut stats)?;
-    let mut out = String::new();
+    let functions_out = module.live_functions().count();
+    let insts_after = module.inst_count();
+    let mut out = Out::new();
     match emit {
-        "lir" => out = module.to_string(),
+        "lir" => out.put(&module.to_string())?,
         "clif" => {
             let t = Instant::now();
-            for (_, f) in module.live_functions() {
-                let func = lower_function(&module, f, &mut OriginalNames, frontend_config())?;
-                out.push_str(&func.display().to_string());
-                out.push('\n');
+            midend::passes::merge::thunk_merged(&mut module);
+            for (id, f) in module.functions.iter() {
+                let (m, f) = if !module.removed[id] {
+                    (&module, f)
+                } else if let Some(input) = &input {
+                    (input, &input.functions[id])
+                } else {
+                    continue;
+                };
+                let func = lower_function(m, f, &mut OriginalNames, frontend_config())?;
+                out.put(&func.display().to_string())?;
+                out.put("\n")?;
             }
             stats.add_time("lower", t.elapsed());
         }
         _ => {}
     }
-    print!("{out}");
+    out.finish()?;
     if want_stats {
         let count = |k: MergeKind| module.merges.iter().filter(|r| r.kind == k).count();
         let mut time = serde_json::Map::new();
@@ -253,52 +385,67 @@ fn cmd_opt(passes: &str, emit: &str, want_stats: bool, files: &[PathBuf]) -> Res
         }
         let mut obj = serde_json::json!({
             "functions_in": functions_in,
-            "functions_out": module.live_functions().count(),
+            "functions_out": functions_out,
             "merged": module.merges.len(),
             "replaced": count(MergeKind::Replaced),
             "aliased": count(MergeKind::Aliased),
             "thunked": count(MergeKind::Thunked),
+            "folded": count(MergeKind::Folded),
             "lir_insts_before": insts_before,
-            "lir_insts_after": module.inst_count(),
+            "lir_insts_after": insts_after,
             "time_ms": time,
         });
         for (k, v) in &stats.counters {
             obj[k.as_str()] = serde_json::json!(v);
         }
-        eprintln!("{obj}");
+        let _ = writeln!(std::io::stderr(), "{obj}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_run(
-    passes: &str,
-    opt_level: Option<&str>,
+/// The options of `run` besides passes and files.
+struct RunCli<'a> {
+    opt_level: Option<&'a str>,
     verbose: bool,
     lower_all: bool,
-    files: &[PathBuf],
-) -> Result<ExitCode> {
-    PassManager::from_names(passes)?;
+    timeout: f64,
+    verify: bool,
+}
+
+fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
+    if !(cli.timeout >= 0.0 && cli.timeout.is_finite()) {
+        bail!("--timeout must be a number of seconds, 0 or more");
+    }
     let opts = RunOptions {
         passes: midend::parse_pass_list(passes)?,
-        opt_level: opt_level.and_then(OptLevel::parse),
-        lower_all,
+        opt_level: cli.opt_level.and_then(OptLevel::parse),
+        lower_all: cli.lower_all,
+        timeout: (cli.timeout > 0.0).then(|| Duration::from_secs_f64(cli.timeout)),
+        verify: cli.verify,
     };
     let paths = collect_files(files).map_err(|e| anyhow!(e))?;
     let mut report = RunReport::default();
     for p in &paths {
-        run_file(Path::new(p), &opts, &mut report, verbose);
+        run_file(Path::new(p), &opts, &mut report, cli.verbose);
     }
+    let mut out = Out::new();
     for f in &report.failures {
-        println!("{f}");
+        out.line(f)?;
     }
-    if verbose {
+    if cli.verbose {
         for (file, why) in &report.skips {
-            println!("skipped {file}: {why}");
+            out.line(&format!("skipped {file}: {why}"))?;
         }
     }
-    println!("{}", report.summary());
-    Ok(if report.failed > 0 {
-        ExitCode::from(1)
+    out.line(&report.summary())?;
+    out.finish()?;
+    for e in &report.errors {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
+    }
+    Ok(if !report.errors.is_empty() {
+        ExitCode::from(EXIT_BAD_INPUT)
+    } else if report.failed > 0 {
+        ExitCode::from(EXIT_FAILURES)
     } else {
         ExitCode::SUCCESS
     })
@@ -318,7 +465,7 @@ fn cmd_size(
     let t = Instant::now();
     let mut inputs = Vec::new();
     for p in &paths {
-        let text = mergelift_tools::input::read_text(p).map_err(|e| anyhow!(e))?;
+        let text = read_text(p).map_err(|e| anyhow!(e))?;
         inputs.push(mergelift_tools::input::parse_clif(p, &text).map_err(|e| anyhow!(e))?);
     }
     let parse_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -358,61 +505,69 @@ fn cmd_size(
     .map_err(|e| anyhow!(e))?;
     bar.finish_and_clear();
     if let (Some(path), Some(obj)) = (emit_object, &r.object) {
-        std::fs::write(path, obj).with_context(|| format!("{}: cannot write", path.display()))?;
+        std::fs::write(path, obj).map_err(|e| anyhow!("{}: cannot write: {e}", path.display()))?;
     }
+    let mut out = Out::new();
     if json {
-        println!("{}", r.to_json());
+        out.line(&r.to_json().to_string())?;
     } else {
-        println!(
+        out.line(&format!(
             "functions       {:>10} -> {:>10}  (merged {}: replaced {}, aliased {}, thunked {})",
             r.functions_in, r.functions_out, r.merged, r.replaced, r.aliased, r.thunked
-        );
-        println!(
+        ))?;
+        out.line(&format!(
             "LIR insts       {:>10} -> {:>10}",
             r.lir_insts_before, r.lir_insts_after
-        );
+        ))?;
         let pct = if r.code_bytes_before > 0 {
             100.0 * (r.code_bytes_after as f64 / r.code_bytes_before as f64 - 1.0)
         } else {
             0.0
         };
-        println!(
+        out.line(&format!(
             "code bytes      {:>10} -> {:>10}  ({pct:+.2}%)",
             r.code_bytes_before, r.code_bytes_after
-        );
+        ))?;
         for (phase, ms) in &r.time_ms {
-            println!("time {phase:<14} {ms:>10.1} ms");
+            out.line(&format!("time {phase:<14} {ms:>10.1} ms"))?;
         }
         let before = r.time("compile_before");
         if before > 0.0 {
-            println!(
+            out.line(&format!(
                 "pipeline / plain compile: {:.3} ({:.1} ms / {:.1} ms)",
                 r.pipeline_ms() / before,
                 r.pipeline_ms(),
                 before
-            );
+            ))?;
         }
     }
+    out.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_gen(functions: usize, dup_ratio: f64, near_ratio: f64, seed: u64) -> Result<ExitCode> {
+fn cmd_gen(functions: u64, dup_ratio: f64, near_ratio: f64, seed: u64) -> Result<ExitCode> {
     if !(0.0..=1.0).contains(&dup_ratio)
         || !(0.0..=1.0).contains(&near_ratio)
         || dup_ratio + near_ratio > 1.0
     {
         bail!("--dup-ratio and --near-ratio must be in [0, 1] and add up to at most 1");
     }
-    let out = mergelift_tools::gen::generate(&mergelift_tools::gen::GenOptions {
-        functions,
-        dup_ratio,
-        near_ratio,
-        seed,
-    });
-    print!("{}", out.text);
-    eprintln!(
+    let mut out = Out::new();
+    let r = mergelift_tools::gen::generate_to(
+        &mergelift_tools::gen::GenOptions {
+            functions: functions as usize,
+            dup_ratio,
+            near_ratio,
+            seed,
+        },
+        &mut out.0,
+    )
+    .map_err(stdout_error)?;
+    out.finish()?;
+    let _ = writeln!(
+        std::io::stderr(),
         "generated {} functions ({} CLIF instructions, {} blocks, {} calls): {} identical duplicates (counting transitive ones), {} near-duplicates",
-        out.functions, out.clif_insts, out.blocks, out.calls, out.duplicates, out.near_duplicates
+        r.functions, r.clif_insts, r.blocks, r.calls, r.duplicates, r.near_duplicates
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -425,12 +580,14 @@ fn cmd_fuzz(iterations: usize, seed: u64, passes: &str, out_dir: PathBuf) -> Res
         passes: passes.to_string(),
         out_dir,
     });
+    let mut out = Out::new();
     for f in &r.failures {
-        println!("{f}");
+        out.line(f)?;
     }
-    println!("{}", r.summary());
+    out.line(&r.summary())?;
+    out.finish()?;
     Ok(if r.failed > 0 {
-        ExitCode::from(1)
+        ExitCode::from(EXIT_FAILURES)
     } else {
         ExitCode::SUCCESS
     })

@@ -157,12 +157,14 @@ impl PassManager {
             stats.add_time(name, t.elapsed());
             if self.verify {
                 // The functions the pass may have changed: the open ones.
+                let t = Instant::now();
                 let mut errors = Vec::new();
                 for (_, f) in module.open_functions() {
                     if let Err(e) = verify_function(module, f, true) {
                         errors.extend(e.0);
                     }
                 }
+                stats.add_time("verify", t.elapsed());
                 if !errors.is_empty() {
                     return Err(Error::Verify {
                         after: name.to_string(),

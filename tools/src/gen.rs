@@ -748,6 +748,15 @@ fn pick_callees(
 
 /// Generate a module. Deterministic: the same options give byte-identical output.
 pub fn generate(opts: &GenOptions) -> GenOutput {
+    let mut text = Vec::new();
+    let mut out = generate_to(opts, &mut text).expect("writing to memory does not fail");
+    out.text = String::from_utf8(text).expect("generated text is UTF-8");
+    out
+}
+
+/// [`generate`], writing each function to `w` as it is made (the returned `text` is empty):
+/// memory stays in proportion to the functions' records, not to the text.
+pub fn generate_to(opts: &GenOptions, w: &mut dyn std::io::Write) -> std::io::Result<GenOutput> {
     let n = opts.functions;
     let mut rng = Rng::new(opts.seed ^ 0x6D65_7267_656C_6966);
     let near_target = ((opts.near_ratio.clamp(0.0, 1.0) * n as f64).round() as usize).min(n);
@@ -795,7 +804,7 @@ pub fn generate(opts: &GenOptions) -> GenOutput {
                 depth,
             });
             let (text, insts, blocks, calls) = render(&records, id, t);
-            out.text.push_str(&text);
+            w.write_all(text.as_bytes())?;
             out.clif_insts += insts;
             out.blocks += blocks;
             out.calls += calls;
@@ -860,7 +869,7 @@ pub fn generate(opts: &GenOptions) -> GenOutput {
         }
         for t in set.members() {
             let (text, insts, blocks, calls) = render(&records, id, t);
-            out.text.push_str(&text);
+            w.write_all(text.as_bytes())?;
             out.clif_insts += insts;
             out.blocks += blocks;
             out.calls += calls;
@@ -868,5 +877,5 @@ pub fn generate(opts: &GenOptions) -> GenOutput {
         }
         out.duplicates += size - 1;
     }
-    out
+    Ok(out)
 }

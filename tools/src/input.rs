@@ -40,21 +40,168 @@ fn has_header(text: &str) -> bool {
     false
 }
 
-/// Read `path` as UTF-8 text.
+/// The largest input file read (bytes): larger ones are refused before reading.
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// Read `path` as UTF-8 text. Only regular files are read (a FIFO, socket or device would
+/// block or never end), and at most [`MAX_INPUT_BYTES`].
 pub fn read_text(path: &Path) -> Result<String, String> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{}: cannot read: not a regular file{}",
+            path.display(),
+            if meta.is_dir() { " (a directory)" } else { "" }
+        ));
+    }
+    if meta.len() > MAX_INPUT_BYTES {
+        return Err(format!(
+            "{}: cannot read: {} bytes is more than the {} bytes an input may have",
+            path.display(),
+            meta.len(),
+            MAX_INPUT_BYTES
+        ));
+    }
     std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+}
+
+/// The entity prefixes cranelift-reader numbers (`v12`, `block3`, `ss0`, ...): it allocates
+/// every entity up to the largest number it reads, so `v99999999` in a 90-byte file would
+/// take gigabytes.
+const DENSE_ENTITY_PREFIXES: &[&str] = &[
+    "v",
+    "block",
+    "ss",
+    "dss",
+    "dt",
+    "gv",
+    "mt",
+    "const",
+    "fn",
+    "sig",
+    "userextname",
+    "extable",
+    "tag",
+    "region",
+    "ret",
+    "exn",
+];
+
+/// How many entities the functions of a `.clif` text of `len` bytes may number in all (the
+/// sum, over functions and entity kinds, of the largest number used). Honest inputs use well
+/// under one per 10 bytes (Cranelift's run tests and the wasm corpus: at most 0.09).
+pub fn entity_budget(len: usize) -> u64 {
+    (1 << 20) + 4 * len as u64
+}
+
+/// Check, before cranelift-reader sees it, that `text` numbers no absurd entities (see
+/// [`DENSE_ENTITY_PREFIXES`]): the largest number of each kind in each function, summed, must
+/// stay within [`entity_budget`]. The error names the line and the entity.
+pub fn prescan_clif(text: &str) -> Result<(), String> {
+    let budget = entity_budget(text.len());
+    let mut total: u64 = 0;
+    let mut maxima = [0u64; DENSE_ENTITY_PREFIXES.len()];
+    for (k, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("function") {
+            total += maxima.iter().sum::<u64>();
+            maxima = [0; DENSE_ENTITY_PREFIXES.len()];
+        }
+        let code = line.split(';').next().unwrap_or("");
+        let b = code.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            let starts_word = (c.is_ascii_alphabetic() || c == b'_')
+                && (i == 0
+                    || !(b[i - 1].is_ascii_alphanumeric() || matches!(b[i - 1], b'_' | b'%')));
+            if !starts_word {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let word = &code[start..i];
+            let digits = word
+                .find(|c: char| c.is_ascii_digit())
+                .unwrap_or(word.len());
+            let (prefix, number) = word.split_at(digits);
+            if number.is_empty() || !number.bytes().all(|d| d.is_ascii_digit()) {
+                continue;
+            }
+            let Some(kind) = DENSE_ENTITY_PREFIXES.iter().position(|p| *p == prefix) else {
+                continue;
+            };
+            let n = number.parse::<u64>().unwrap_or(u64::MAX);
+            if n > budget || total.saturating_add(n) > budget {
+                return Err(format!(
+                    "{}: entity `{word}` is numbered beyond what this input may use (at most {budget} \
+                     {prefix} entities in all for a file of {} bytes; cranelift-reader allocates \
+                     every number up to the largest)",
+                    k + 1,
+                    text.len()
+                ));
+            }
+            maxima[kind] = maxima[kind].max(n + 1);
+            if total + maxima.iter().sum::<u64>() > budget {
+                return Err(format!(
+                    "{}: the functions number more entities than an input of {} bytes may use \
+                     (at most {budget} in all; cranelift-reader allocates every number up to \
+                     the largest)",
+                    k + 1,
+                    text.len()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parse `.clif` text with cranelift-reader after [`prescan_clif`]; errors are
+/// `file:line: message`, with the offending line quoted.
+pub fn parse_test_text<'a>(
+    path: &Path,
+    text: &'a str,
+) -> Result<cranelift_reader::TestFile<'a>, String> {
+    prescan_clif(text).map_err(|e| format!("{}:{e}", path.display()))?;
+    parse_test(text, ParseOptions::default()).map_err(|e| {
+        let n = e.location.line_number;
+        let mut msg = format!("{}:{n}: {}", path.display(), e.message);
+        if let Some(src) = n.checked_sub(1).and_then(|k| text.lines().nth(k)) {
+            let src = src.trim_end();
+            if !src.is_empty() && src.len() <= 300 {
+                msg.push_str(&format!("\n    {n} | {src}"));
+                // A column where the message quotes a token found on the line.
+                if let Some(col) = quoted(&e.message).and_then(|q| src.find(q)) {
+                    let pad = " ".repeat(n.to_string().len() + 3 + col + 4);
+                    msg.push_str(&format!("\n{pad}^ column {}", col + 1));
+                }
+            }
+        }
+        msg
+    })
+}
+
+/// The first quoted (`'x'` or `"x"` or `` `x` ``) token of a message.
+fn quoted(msg: &str) -> Option<&str> {
+    for q in ['\'', '"', '`'] {
+        if let Some(a) = msg.find(q) {
+            if let Some(len) = msg[a + 1..].find(q) {
+                let t = &msg[a + 1..a + 1 + len];
+                if !t.trim().is_empty() {
+                    return Some(t);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Parse the text of a `.clif` file.
 pub fn parse_clif(path: &Path, text: &str) -> Result<ClifFile, String> {
-    let test = parse_test(text, ParseOptions::default()).map_err(|e| {
-        format!(
-            "{}:{}: {}",
-            path.display(),
-            e.location.line_number,
-            e.message
-        )
-    })?;
+    let test = parse_test_text(path, text)?;
     let (flags, target, foreign_only) = match test.isa_spec {
         IsaSpec::None(flags) => (flags, None, false),
         IsaSpec::Some(list) => {
@@ -149,27 +296,51 @@ pub fn isa_signature(file: &ClifFile) -> String {
     s.join(" ")
 }
 
-/// Collect `.clif` files from files and directories (recursively, sorted).
+/// Collect `.clif` files from files and directories (recursively, sorted). Each directory is
+/// walked once, however many links lead to it (a symlink loop ends), each file is taken once
+/// (by its canonical path), and only regular files are taken from directories.
 pub fn collect_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
+    let mut seen_dirs = std::collections::HashSet::new();
+    let mut seen_files = std::collections::HashSet::new();
+    let mut take = |path: PathBuf, out: &mut Vec<PathBuf>| {
+        let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        if seen_files.insert(key) {
+            out.push(path);
+        }
+    };
     for p in inputs {
-        if p.is_dir() {
-            let mut stack = vec![p.clone()];
-            while let Some(d) = stack.pop() {
-                let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
-                for e in rd.flatten() {
-                    let path = e.path();
-                    if path.is_dir() {
-                        stack.push(path);
-                    } else if path.extension().is_some_and(|x| x == "clif") {
-                        out.push(path);
-                    }
+        let meta = std::fs::metadata(p).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{}: no such file or directory", p.display()),
+            _ => format!("{}: {e}", p.display()),
+        })?;
+        if !meta.is_dir() {
+            // Named on the command line: taken as it is (reading it says what is wrong).
+            take(p.clone(), &mut out);
+            continue;
+        }
+        let mut stack = vec![p.clone()];
+        while let Some(d) = stack.pop() {
+            let Ok(dm) = std::fs::metadata(&d) else {
+                continue;
+            };
+            if !seen_dirs.insert((dm.dev(), dm.ino())) {
+                continue; // walked already (a link back up, or two links to one place)
+            }
+            let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+            for e in rd.flatten() {
+                let path = e.path();
+                // Follows links; a dangling link is skipped.
+                let Ok(m) = std::fs::metadata(&path) else {
+                    continue;
+                };
+                if m.is_dir() {
+                    stack.push(path);
+                } else if m.is_file() && path.extension().is_some_and(|x| x == "clif") {
+                    take(path, &mut out);
                 }
             }
-        } else if p.exists() {
-            out.push(p.clone());
-        } else {
-            return Err(format!("{}: no such file or directory", p.display()));
         }
     }
     out.sort();

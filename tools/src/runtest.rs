@@ -8,15 +8,14 @@ use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_reader::{
-    parse_run_command, parse_test, Comparison, IsaSpec, ParseOptions, RunCommand,
-};
+use cranelift_reader::{parse_run_command, Comparison, IsaSpec, RunCommand};
 use jit_driver::{MergeConfig, OptLevel};
 use midend::{PassKind, Stats};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Options of `mergelift run`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RunOptions {
     /// The passes (empty: lift only).
     pub passes: Vec<PassKind>,
@@ -24,6 +23,25 @@ pub struct RunOptions {
     pub opt_level: Option<OptLevel>,
     /// Compile every function from its lowered LIR (`MergeConfig::lower_all`).
     pub lower_all: bool,
+    /// How long one run line may take before it is killed and fails (`None`: no limit).
+    pub timeout: Option<Duration>,
+    /// Run the LIR verifier after every pass (`MergeConfig::verify_lir`).
+    pub verify: bool,
+}
+
+/// The default time limit of one run line.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            passes: Vec::new(),
+            opt_level: None,
+            lower_all: false,
+            timeout: Some(DEFAULT_TIMEOUT),
+            verify: true,
+        }
+    }
 }
 
 /// What a run over files found.
@@ -32,8 +50,12 @@ pub struct RunReport {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
-    /// One line per failure: `file:line: %f(args) == expected, got actual`.
+    /// One line per failure: `file:line: %f(args) == expected, got actual`, or one line per
+    /// file whose functions did not compile (its run lines all count as failed).
     pub failures: Vec<String>,
+    /// Input errors, one per file: it cannot be read, does not parse, is not valid Cranelift
+    /// IR, or has a malformed run line (`mergelift run` exits with 2).
+    pub errors: Vec<String>,
     /// (file, reason) per skipped file or target.
     pub skips: Vec<(String, String)>,
     pub stats: Stats,
@@ -45,11 +67,17 @@ impl RunReport {
         if self.skipped > 0 {
             s.push_str(&format!(", {} skipped", self.skipped));
         }
+        if !self.errors.is_empty() {
+            s.push_str(&format!(", {} input errors", self.errors.len()));
+        }
         s
     }
     fn fail(&mut self, line: String) {
         self.failed += 1;
         self.failures.push(line);
+    }
+    fn error(&mut self, line: String) {
+        self.errors.push(line);
     }
 }
 
@@ -98,12 +126,14 @@ fn line_of(text: &str, sub: &str) -> usize {
     text[..off].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
-/// Run one call in a forked child; a signal (trap) becomes an error.
+/// Run one call in a forked child; a signal (trap) becomes an error, and so does a call that
+/// has not returned within `timeout` (the child is killed).
 fn call_isolated(
     module: &Harness,
     name: &str,
     sig: &ir::Signature,
     args: &[DataValue],
+    timeout: Option<Duration>,
 ) -> Result<Vec<DataValue>, String> {
     let slots = sig.params.len().max(sig.returns.len()).max(1);
     let mut buf = vec![0u128; slots];
@@ -133,7 +163,30 @@ fn call_isolated(
         libc::close(fds[1]);
         let mut out = vec![0u8; std::mem::size_of_val(buf.as_slice())];
         let mut got = 0usize;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut timed_out = false;
         while got < out.len() {
+            if let Some(d) = deadline {
+                // Wait for the child's answer (or its end) until the deadline.
+                let left = d.saturating_duration_since(Instant::now());
+                let mut pfd = libc::pollfd {
+                    fd: fds[0],
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ms = left.as_millis().min(i32::MAX as u128) as i32;
+                let r = libc::poll(&mut pfd, 1, ms);
+                if r < 0
+                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                {
+                    continue;
+                }
+                if r == 0 {
+                    timed_out = true;
+                    libc::kill(pid, libc::SIGKILL);
+                    break;
+                }
+            }
             let n = libc::read(
                 fds[0],
                 out[got..].as_mut_ptr() as *mut libc::c_void,
@@ -147,6 +200,12 @@ fn call_isolated(
         libc::close(fds[0]);
         let mut status = 0;
         libc::waitpid(pid, &mut status, 0);
+        if timed_out {
+            return Err(format!(
+                "timeout: no result after {:.1} s (the limit is set with --timeout)",
+                timeout.unwrap_or_default().as_secs_f64()
+            ));
+        }
         if libc::WIFSIGNALED(status) {
             return Err(format!("trap (signal {})", libc::WTERMSIG(status)));
         }
@@ -160,6 +219,18 @@ fn call_isolated(
             .map(|(i, r)| DataValue::read_from_slice_ne(&out[i * 16..i * 16 + 16], r.value_type))
             .collect())
     }
+}
+
+/// The first lines of a long message (a verifier error quotes the whole function).
+fn clip(e: &str) -> String {
+    const LINES: usize = 12;
+    let n = e.lines().count();
+    if n <= LINES {
+        return e.to_string();
+    }
+    let mut s: String = e.lines().take(LINES).collect::<Vec<_>>().join("\n");
+    s.push_str(&format!("\n    ... ({} more lines)", n - LINES));
+    s
 }
 
 fn bytemuck_slot(x: &mut u128) -> &mut [u8] {
@@ -179,18 +250,13 @@ fn show(vals: &[DataValue]) -> String {
 /// Run one test file, adding to `report`.
 pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_skips: bool) {
     let file = path.display().to_string();
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::input::read_text(path) {
         Ok(t) => t,
-        Err(e) => return report.fail(format!("{file}: cannot read: {e}")),
+        Err(e) => return report.error(e),
     };
-    let test = match parse_test(&text, ParseOptions::default()) {
+    let test = match crate::input::parse_test_text(path, &text) {
         Ok(t) => t,
-        Err(e) => {
-            return report.fail(format!(
-                "{file}:{}: parse error: {}",
-                e.location.line_number, e.message
-            ))
-        }
+        Err(e) => return report.error(e),
     };
     // `test interpret` alone runs only on Cranelift's interpreter: no native target.
     if !test.commands.iter().any(|c| c.command == "run") {
@@ -261,7 +327,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
                     cmd,
                 )),
                 Ok(None) => {}
-                Err(e) => report.fail(format!(
+                Err(e) => report.error(format!(
                     "{file}:{}: bad run command: {}",
                     line_of(&text, c.text),
                     e.message
@@ -272,12 +338,22 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     if commands.is_empty() {
         return;
     }
+    // The input must be valid Cranelift IR before any pass: a fault here is the input's.
+    for (func, _) in &test.functions {
+        if let Err(e) = cranelift_codegen::verify_function(func, &*isas[0]) {
+            return report.error(format!(
+                "{file}: function {}: invalid input: Cranelift's verifier rejects it: {}",
+                jit_driver::opmap::func_name(&func.name),
+                clip(e.to_string().trim_end())
+            ));
+        }
+    }
     let sigs: Vec<ir::Signature> = commands.iter().map(|c| c.2.clone()).collect();
     for isa in isas {
         let funcs: Vec<ir::Function> = test.functions.iter().map(|(f, _)| f.clone()).collect();
         let config = MergeConfig {
             passes: opts.passes.clone(),
-            verify_lir: true,
+            verify_lir: opts.verify,
             lower_all: opts.lower_all,
             ..Default::default()
         };
@@ -287,9 +363,13 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
                 c
             }
             Err(e) => {
-                for (line, _, _, _) in &commands {
-                    report.fail(format!("{file}:{line}: {e}"));
-                }
+                // One report for the file, however many run lines it has; each line fails.
+                report.fail(format!(
+                    "{file}: {} run lines not run: {}",
+                    commands.len(),
+                    clip(&e)
+                ));
+                report.failed += commands.len() - 1;
                 continue;
             }
         };
@@ -310,7 +390,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
             // As in Cranelift's filetests, a run line calls the function it follows; the name
             // it spells is informational.
             let (target, tsig) = (name.as_str(), sig.clone());
-            let got = call_isolated(&compiled, target, &tsig, &inv.args);
+            let got = call_isolated(&compiled, target, &tsig, &inv.args, opts.timeout);
             match (got, expect) {
                 (Ok(_), None) => report.passed += 1,
                 (Ok(actual), Some((cmp, expected))) => {

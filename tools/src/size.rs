@@ -119,11 +119,27 @@ fn object_module(isa: OwnedTargetIsa) -> Result<ObjectModule, String> {
     Ok(ObjectModule::new(b))
 }
 
+/// The file that defines each function, by name.
+type FileOf<'a> = midend::hash::HashMap<String, &'a std::path::Path>;
+
+/// Prefix an error that names `function NAME:` with NAME's file.
+fn in_file(e: String, file_of: &FileOf) -> String {
+    if let Some(rest) = e.find("function ").map(|a| &e[a + "function ".len()..]) {
+        // Names may hold `:` (`u0:12`): try each split.
+        for (k, _) in rest.match_indices(':') {
+            if let Some(p) = file_of.get(&rest[..k]) {
+                return format!("{}: {e}", p.display());
+            }
+        }
+    }
+    e
+}
+
 /// The functions of all files, with a name defined twice reported with both files.
 fn functions(
     files: &[ClifFile],
-) -> Result<Vec<(Linkage, cranelift_codegen::ir::Function)>, String> {
-    let mut seen: midend::hash::HashMap<String, &std::path::Path> = Default::default();
+) -> Result<(Vec<(Linkage, cranelift_codegen::ir::Function)>, FileOf<'_>), String> {
+    let mut seen: FileOf = Default::default();
     let mut out = Vec::new();
     for file in files {
         for f in &file.functions {
@@ -143,7 +159,7 @@ fn functions(
             out.push((Linkage::Export, f.clone()));
         }
     }
-    Ok(out)
+    Ok((out, seen))
 }
 
 /// Measure `files` as one module. `progress(phase, k, n)` is called before each function of
@@ -154,7 +170,8 @@ pub fn measure(
     parse_ms: f64,
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<SizeReport, String> {
-    let funcs = functions(files)?;
+    let (funcs, file_of) = functions(files)?;
+    let file_of = &file_of;
     let mut r = SizeReport {
         functions_in: funcs.len(),
         clif_insts: funcs.iter().map(|(_, f)| f.dfg.num_insts()).sum(),
@@ -164,7 +181,8 @@ pub fn measure(
 
     // Before: plain Cranelift.
     let mut plain = object_module(common_isa(files, opts.opt_level)?)?;
-    let declared = declare_by_name(&mut plain, funcs.clone()).map_err(|e| format!("{e:#}"))?;
+    let declared = declare_by_name(&mut plain, funcs.clone())
+        .map_err(|e| in_file(format!("{e:#}"), file_of))?;
     let n = declared.len();
     let mut ctx = Context::new();
     let t = Instant::now();
@@ -180,15 +198,21 @@ pub fn measure(
                 r.code_bytes_before += ctx.compiled_code().map_or(0, |c| c.code_buffer().len())
             }
             Ok(Err(e)) => {
-                return Err(format!(
-                    "function {name}: Cranelift cannot compile it: {}",
-                    jit_driver::module::error_text(&e, Some(&ctx.func))
+                return Err(in_file(
+                    format!(
+                        "function {name}: Cranelift cannot compile it: {}",
+                        jit_driver::module::error_text(&e, Some(&ctx.func))
+                    ),
+                    file_of,
                 ))
             }
             Err(p) => {
-                return Err(format!(
-                    "function {name}: Cranelift cannot compile it (it panicked: {})",
-                    panic_text(&p)
+                return Err(in_file(
+                    format!(
+                        "function {name}: Cranelift cannot compile it (it panicked: {})",
+                        panic_text(&p)
+                    ),
+                    file_of,
                 ))
             }
         }
@@ -200,14 +224,15 @@ pub fn measure(
     // After: the pipeline.
     let inner = object_module(common_isa(files, opts.opt_level)?)?;
     let mut m = MergeModule::with_config(inner, opts.config.clone());
-    let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
+    let declared =
+        declare_by_name(&mut m, funcs).map_err(|e| in_file(format!("{e:#}"), file_of))?;
     for (_, id, f) in declared {
         ctx.clear();
         ctx.func = f;
         m.define_function(id, &mut ctx)
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(|e| in_file(format!("{e:#}"), file_of))?;
     }
-    m.flush().map_err(|e| format!("{e:#}"))?;
+    m.flush().map_err(|e| in_file(format!("{e:#}"), file_of))?;
     let stats = m.stats().clone();
     for (phase, d) in &stats.times {
         let name = if phase == "compile" {

@@ -32,6 +32,7 @@ fn run_with(name: &str, text: &str, passes: &str) -> RunReport {
             passes: midend::parse_pass_list(passes).unwrap(),
             opt_level: None,
             lower_all: true,
+            ..Default::default()
         },
         &mut r,
         true,

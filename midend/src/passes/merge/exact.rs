@@ -401,3 +401,35 @@ pub(super) fn make_thunk_with(
     }
     m.functions[g] = t;
 }
+
+/// Give every function merged into an equal one (an alias or a replaced local) a body again: a
+/// thunk that calls its survivor. For output that must stay a whole module, such as
+/// `mergelift opt --emit clif`, where every input function must still be there and callable by
+/// name. Returns the functions made thunks. Functions folded by `merge-similar` are not
+/// touched: they are local and nothing calls them by name.
+pub fn thunk_merged(m: &mut Module) -> Vec<FuncId> {
+    let mut done = Vec::new();
+    // A merged function's slot stays (with its name) when it is removed.
+    let removed: HashMap<String, FuncId> = m
+        .functions
+        .iter()
+        .filter(|(g, _)| m.removed[*g])
+        .map(|(g, f)| (f.name.clone(), g))
+        .collect();
+    for k in 0..m.merges.len() {
+        let r = m.merges[k];
+        if !matches!(r.kind, MergeKind::Aliased | MergeKind::Replaced) {
+            continue;
+        }
+        let Some(&g) = removed.get(&m.symbols[r.merged].name) else {
+            continue;
+        };
+        let target = m.resolve_alias(r.survivor);
+        m.aliases.remove(&r.merged);
+        m.removed[g] = false;
+        m.symbols[r.merged].def = Some(g).into();
+        make_thunk(m, g, target);
+        done.push(g);
+    }
+    done
+}
