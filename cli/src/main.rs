@@ -149,8 +149,54 @@ enum Cmd {
     },
 }
 
+/// The last panic's message and place. Cranelift panics on some input it cannot compile; the
+/// tools catch those panics and report them as errors naming the function, so the default
+/// hook's report (with a backtrace) would only repeat them as noise.
+static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    {
+        std::panic::set_hook(Box::new(|info| {
+            let p = info.payload();
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panic".into());
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            // With `RUST_BACKTRACE` set, a backtrace (shown only if the panic is not caught).
+            let bt = std::backtrace::Backtrace::capture();
+            let bt = match bt.status() {
+                std::backtrace::BacktraceStatus::Captured => format!("\n{bt}"),
+                _ => String::new(),
+            };
+            if let Ok(mut last) = LAST_PANIC.lock() {
+                *last = Some(format!("{msg}{at}{bt}"));
+            }
+        }));
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
+        Ok(code) => code,
+        Err(_) => {
+            let msg = LAST_PANIC
+                .lock()
+                .ok()
+                .and_then(|mut l| l.take())
+                .unwrap_or_else(|| "panic".into());
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: internal error, a bug in mergelift (please report it with the input): {msg}"
+            );
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
     let r = match cli.cmd {
         Cmd::Opt {
             passes,
