@@ -21,11 +21,16 @@ fn corpus() -> Option<PathBuf> {
 }
 
 /// Run the corpus with `passes`; return (passed, failed, skipped) and the output.
-fn run(passes: &str, lower_all: bool) -> Option<(usize, usize, usize, String)> {
+fn run(passes: &str, lower_all: bool, speed: bool) -> Option<(usize, usize, usize, String)> {
     let dir = corpus()?;
     let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
         .args(["run", "--passes", passes])
         .args(if lower_all { &["--lower-all"][..] } else { &[] })
+        .args(if speed {
+            &["--opt-level", "speed"][..]
+        } else {
+            &[]
+        })
         .arg(&dir)
         .output()
         .expect("run mergelift");
@@ -51,7 +56,12 @@ fn unexpected(out: &str) -> Vec<&str> {
 
 /// Every x86-64 run line passes after `passes`.
 fn check(passes: &str, lower_all: bool) {
-    let Some((passed, failed, _skipped, out)) = run(passes, lower_all) else {
+    check_at(passes, lower_all, false)
+}
+
+/// `check`, at opt level `speed` when `speed`.
+fn check_at(passes: &str, lower_all: bool, speed: bool) {
+    let Some((passed, failed, _skipped, out)) = run(passes, lower_all, speed) else {
         return;
     };
     assert!(
@@ -88,4 +98,20 @@ fn runtests_lvn_lowered() {
 #[test]
 fn runtests_merge_gvn_dce_lowered() {
     check("merge,gvn,dce", true);
+}
+
+/// Near-duplicates share a body; functions no pass changed compile from their input.
+#[test]
+fn runtests_merge_similar() {
+    check("merge,merge-similar", false);
+}
+
+#[test]
+fn runtests_merge_similar_lvn_gvn_dce_lowered() {
+    check("merge,merge-similar,lvn,gvn,dce", true);
+}
+
+#[test]
+fn runtests_merge_similar_lvn_speed() {
+    check_at("merge,merge-similar,lvn", false, true);
 }
