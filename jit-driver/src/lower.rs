@@ -635,20 +635,66 @@ impl Lowerer<'_, '_> {
         Ok(())
     }
 
+    /// Rebuild an opaque instruction. Never panics and never allocates in proportion to an
+    /// immediate, whatever the instruction holds: the mid-end's checks (`check_opaque`) come
+    /// first, then Cranelift's own view of the opcode's types and operands.
     fn lower_opaque(&mut self, inst: lir::Inst) -> Result<(), Error> {
         let f = self.f;
         let d = f.insts[inst];
-        let o = &f.opaques[lir::OpaqueRef::from_u32(d.aux)];
+        let o = f
+            .opaques
+            .get(lir::OpaqueRef::from_u32(d.aux))
+            .ok_or_else(|| self.err("opaque record does not exist"))?;
+        lir::verify::check_opaque(f, inst).map_err(|msg| self.err(msg))?;
         let opcode = C::from_str(&o.name)
             .map_err(|_| self.err(format!("unknown Cranelift opcode '{}'", o.name)))?;
-        let mut vals = Vec::new();
-        for &op in f.operands(inst) {
-            vals.push(self.reg_value(op)?);
+        let constraints = opcode.constraints();
+        let ctrl = clif_type(d.ty);
+        if let Some(ts) = constraints.ctrl_typeset() {
+            if !ts.contains(ctrl) {
+                return Err(self.err(format!("'{}' does not take type {}", o.name, d.ty)));
+            }
         }
-        let flags = if d.aux2 != 0 {
-            Some(self.mf(lir::MemFlagsRef::from_u32(d.aux2 - 1)))
-        } else {
-            None
+        let ops = f.operands(inst);
+        if ops.len() != constraints.num_fixed_value_arguments() {
+            return Err(self.err(format!(
+                "'{}' takes {} operand(s), found {}",
+                o.name,
+                constraints.num_fixed_value_arguments(),
+                ops.len()
+            )));
+        }
+        let mut vals = Vec::with_capacity(ops.len());
+        for (k, &op) in ops.iter().enumerate() {
+            let Operand::Reg(r) = op else {
+                return Err(self.err(format!("'{}' operand {k} must be a register", o.name)));
+            };
+            if f.regs.get(r).is_none() {
+                return Err(self.err(format!("{r} does not exist")));
+            }
+            let v = self.reg_value(op)?;
+            let t = self.b.func.dfg.value_type(v);
+            let ok = match constraints.value_argument_constraint(k, ctrl) {
+                ir::instructions::ResolvedConstraint::Bound(want) => t == want,
+                ir::instructions::ResolvedConstraint::Free(ts) => ts.contains(t),
+            };
+            if !ok {
+                return Err(self.err(format!(
+                    "'{}' operand {r} has a type Cranelift's instruction does not take",
+                    o.name
+                )));
+            }
+            vals.push(v);
+        }
+        let flags = match d.aux2 {
+            0 => None,
+            n => {
+                let r = lir::MemFlagsRef::from_u32(n - 1);
+                if f.memflags.get(r).is_none() {
+                    return Err(self.err("memory flags do not exist"));
+                }
+                Some(self.mf(r))
+            }
         };
         let here = self.err(String::new());
         let fail = |msg: String| match &here {
@@ -665,19 +711,42 @@ impl Lowerer<'_, '_> {
                 .copied()
                 .ok_or_else(|| fail(format!("'{}' is missing immediate {k}", o.name)))
         };
+        let narrow = |k: usize, bits: u32| -> Result<u64, Error> {
+            let v = imm(k)?;
+            if bits < 64 && v >> bits != 0 {
+                return Err(fail(format!(
+                    "'{}' immediate {v:#x} does not fit {bits} bits",
+                    o.name
+                )));
+            }
+            Ok(v)
+        };
+        let offset = |k: usize| -> Result<immediates::Offset32, Error> {
+            let v = imm(k)? as i64;
+            i32::try_from(v)
+                .map(Into::into)
+                .map_err(|_| fail(format!("'{}' offset {v} does not fit 32 bits", o.name)))
+        };
         let flags_or = || flags.ok_or_else(|| fail(format!("'{}' needs memory flags", o.name)));
         let arg = |k: usize| {
             vals.get(k)
                 .copied()
                 .ok_or_else(|| fail(format!("'{}' is missing operand {k}", o.name)))
         };
+        // The byte length, then the bytes in words: the length is bounded by the words the
+        // instruction holds, never trusted for an allocation.
         let unpack = || -> Result<Vec<u8>, Error> {
-            let len = imm(0)? as usize;
-            let mut bytes = Vec::with_capacity(len);
-            for k in 0..len.div_ceil(8) {
-                bytes.extend_from_slice(&imm(1 + k)?.to_le_bytes());
+            let len = imm(0)?;
+            let words = &o.imms[1..];
+            if len.div_ceil(8) != words.len() as u64 {
+                return Err(fail(format!(
+                    "'{}' packs {len} bytes in {} word(s)",
+                    o.name,
+                    words.len()
+                )));
             }
-            bytes.truncate(len);
+            let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            bytes.truncate(len as usize);
             Ok(bytes)
         };
         use cranelift_codegen::ir::instructions::InstructionFormat as F;
@@ -701,11 +770,11 @@ impl Lowerer<'_, '_> {
             },
             F::UnaryIeee16 => D::UnaryIeee16 {
                 opcode,
-                imm: immediates::Ieee16::with_bits(imm(0)? as u16),
+                imm: immediates::Ieee16::with_bits(narrow(0, 16)? as u16),
             },
             F::UnaryIeee32 => D::UnaryIeee32 {
                 opcode,
-                imm: immediates::Ieee32::with_bits(imm(0)? as u32),
+                imm: immediates::Ieee32::with_bits(narrow(0, 32)? as u32),
             },
             F::UnaryIeee64 => D::UnaryIeee64 {
                 opcode,
@@ -726,6 +795,9 @@ impl Lowerer<'_, '_> {
             }
             F::Shuffle => {
                 let bytes = unpack()?;
+                if bytes.len() != 16 {
+                    return Err(fail(format!("'{}' mask is not 16 bytes", o.name)));
+                }
                 let h = self
                     .b
                     .func
@@ -741,16 +813,18 @@ impl Lowerer<'_, '_> {
             F::BinaryImm8 => D::BinaryImm8 {
                 opcode,
                 arg: arg(0)?,
-                imm: immediates::Uimm8::from(imm(0)? as u8),
+                imm: immediates::Uimm8::from(narrow(0, 8)? as u8),
             },
             F::TernaryImm8 => D::TernaryImm8 {
                 opcode,
                 args: [arg(0)?, arg(1)?],
-                imm: immediates::Uimm8::from(imm(0)? as u8),
+                imm: immediates::Uimm8::from(narrow(0, 8)? as u8),
             },
             F::AtomicRmw => {
-                let op = *ir::AtomicRmwOp::all()
-                    .get(imm(0)? as usize)
+                let op = usize::try_from(imm(0)?)
+                    .ok()
+                    .and_then(|k| ir::AtomicRmwOp::all().get(k))
+                    .copied()
                     .ok_or_else(|| fail("bad atomic op".into()))?;
                 D::AtomicRmw {
                     opcode,
@@ -778,39 +852,42 @@ impl Lowerer<'_, '_> {
                 opcode,
                 arg: arg(0)?,
                 flags: flags_or()?,
-                offset: (imm(0)? as i64 as i32).into(),
+                offset: offset(0)?,
             },
             F::Store => D::Store {
                 opcode,
                 args: [arg(0)?, arg(1)?],
                 flags: flags_or()?,
-                offset: (imm(0)? as i64 as i32).into(),
+                offset: offset(0)?,
             },
             F::IntAddTrap => D::IntAddTrap {
                 opcode,
                 args: [arg(0)?, arg(1)?],
-                code: trap_code(imm(0)? as u32).ok_or_else(|| fail("bad trap code".into()))?,
+                code: trap_code_imm(imm(0)?).ok_or_else(|| fail("bad trap code".into()))?,
             },
             F::CondTrap => D::CondTrap {
                 opcode,
                 arg: arg(0)?,
-                code: trap_code(imm(0)? as u32).ok_or_else(|| fail("bad trap code".into()))?,
+                code: trap_code_imm(imm(0)?).ok_or_else(|| fail("bad trap code".into()))?,
             },
-            F::IntCompare | F::FloatCompare => {
-                let c = *lir::Cond::all()
-                    .get(imm(0)? as usize)
+            format @ (F::IntCompare | F::FloatCompare) => {
+                let c = usize::try_from(imm(0)?)
+                    .ok()
+                    .and_then(|k| lir::Cond::all().get(k))
+                    .copied()
                     .ok_or_else(|| fail("bad condition".into()))?;
-                match clif_cond(c) {
-                    ClifCond::Int(cond) => D::IntCompare {
+                match (clif_cond(c), format) {
+                    (ClifCond::Int(cond), F::IntCompare) => D::IntCompare {
                         opcode,
                         args: [arg(0)?, arg(1)?],
                         cond,
                     },
-                    ClifCond::Float(cond) => D::FloatCompare {
+                    (ClifCond::Float(cond), F::FloatCompare) => D::FloatCompare {
                         opcode,
                         args: [arg(0)?, arg(1)?],
                         cond,
                     },
+                    _ => return Err(fail(format!("'{}' does not take predicate {c}", o.name))),
                 }
             }
             other => {
@@ -820,9 +897,26 @@ impl Lowerer<'_, '_> {
                 )))
             }
         };
-        let (ci, _) = self.b.ins().build(data, clif_type(d.ty));
+        let (ci, _) = self.b.ins().build(data, ctrl);
+        let rs = f.results(inst);
+        let vs = self.b.inst_results(ci);
+        if rs.len() == vs.len() {
+            for (&r, &v) in rs.iter().zip(vs) {
+                if f.regs.get(r).map(|d| clif_type(d.ty)) != Some(self.b.func.dfg.value_type(v)) {
+                    return Err(self.err(format!(
+                        "'{}' result {r} does not have the type Cranelift's instruction gives",
+                        o.name
+                    )));
+                }
+            }
+        }
         self.define_results(inst, ci)
     }
+}
+
+/// A trap code immediate (1 to 255).
+fn trap_code_imm(raw: u64) -> Option<ir::TrapCode> {
+    trap_code(u32::try_from(raw).ok()?)
 }
 
 fn trap_code(raw: u32) -> Option<ir::TrapCode> {

@@ -176,3 +176,99 @@ impl PassManager {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message of the error `parse_pass_list(list)` gives.
+    fn list_error(list: &str) -> String {
+        match parse_pass_list(list) {
+            Ok(kinds) => panic!("`{list}` parsed as {kinds:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn pass_lists() {
+        assert_eq!(parse_pass_list("none").unwrap(), []);
+        assert_eq!(parse_pass_list(" none ").unwrap(), []);
+        assert_eq!(parse_pass_list("merge").unwrap(), [PassKind::Merge]);
+        assert_eq!(
+            parse_pass_list("merge, lvn,gvn ,dce,merge-similar").unwrap(),
+            [
+                PassKind::Merge,
+                PassKind::Lvn,
+                PassKind::Gvn,
+                PassKind::Dce,
+                PassKind::MergeSimilar
+            ]
+        );
+        assert_eq!(
+            parse_pass_list("lvn,lvn").unwrap(),
+            [PassKind::Lvn, PassKind::Lvn]
+        );
+    }
+
+    /// Issue 13: `--passes ''`, `,` and `merge,,lvn` were accepted silently.
+    #[test]
+    fn empty_pass_lists_and_names_are_errors() {
+        let empty = "empty pass list (give pass names separated by commas, from merge, \
+                     merge-similar, lvn, gvn, dce; or `none`)";
+        assert_eq!(list_error(""), empty);
+        assert_eq!(list_error("  "), empty);
+        assert_eq!(list_error(","), "empty pass name at position 1 of `,`");
+        assert_eq!(
+            list_error("merge,,lvn"),
+            "empty pass name at position 2 of `merge,,lvn`"
+        );
+        assert_eq!(
+            list_error("merge,"),
+            "empty pass name at position 2 of `merge,`"
+        );
+        assert_eq!(
+            list_error(",lvn"),
+            "empty pass name at position 1 of `,lvn`"
+        );
+        assert_eq!(
+            list_error("merge, ,lvn"),
+            "empty pass name at position 2 of `merge, ,lvn`"
+        );
+    }
+
+    #[test]
+    fn none_must_stand_alone() {
+        assert_eq!(
+            list_error("none,merge"),
+            "`none` must stand alone, not in `none,merge`"
+        );
+        assert_eq!(
+            list_error("merge,none"),
+            "`none` must stand alone, not in `merge,none`"
+        );
+        assert_eq!(
+            list_error("none,none"),
+            "`none` must stand alone, not in `none,none`"
+        );
+    }
+
+    #[test]
+    fn unknown_pass_names() {
+        assert!(matches!(
+            parse_pass_list("merge,frob"),
+            Err(Error::UnknownPass(n)) if n == "frob"
+        ));
+        assert!(matches!(
+            parse_pass_list("Merge"),
+            Err(Error::UnknownPass(n)) if n == "Merge"
+        ));
+        assert!(matches!(
+            PassManager::from_names("merge,,lvn"),
+            Err(Error::PassList(_))
+        ));
+        assert_eq!(
+            PassManager::from_names("merge,lvn").unwrap().names(),
+            ["merge", "lvn"]
+        );
+    }
+}

@@ -711,3 +711,130 @@ fn valid_text_is_valid() {
     assert_eq!(module_to_string(&m), VALID);
     verify_module(&m, true).unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Entity numbers against the input's size (issue 13: a 600-byte file naming %vr16777215 took
+// 4.6 GB, as registers and blocks are allocated densely up to the number).
+
+/// `body` padded with a comment to `len` bytes in all.
+fn padded(text: &str, len: usize) -> String {
+    let pad = len - text.len() - 2;
+    format!("{text};{}\n", "x".repeat(pad))
+}
+
+#[test]
+fn register_number_beyond_the_input_budget() {
+    let src = padded(
+        &func("bb0:\n    %vr16777215 = copy.i32 arg0\n    ret %vr16777215\n"),
+        600,
+    );
+    assert_eq!(src.len(), 600);
+    assert_parse_error(
+        &src,
+        3,
+        5,
+        "register number %vr16777215 is out of range (at most 4799 for an input of this size)",
+    );
+    // As an operand, and in a memory reference.
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = copy.i32 arg0\n    ret %vr9999\n"),
+        4,
+        9,
+        "register number %vr9999 is out of range (at most 4095 for an input of this size)",
+    );
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = load.i32 [%vr7000 + 8]\n    ret %vr0\n"),
+        3,
+        22,
+        "register number %vr7000 is out of range (at most 4095 for an input of this size)",
+    );
+}
+
+#[test]
+fn block_number_beyond_the_input_budget() {
+    assert_parse_error(
+        &func("bb0:\n    jump bb16777215\n"),
+        3,
+        10,
+        "block number bb16777215 is out of range (at most 4095 for an input of this size)",
+    );
+    assert_parse_error(
+        &func("bb0:\n    %vr0 = copy.i32 arg0\n    ret %vr0\nbb5000:\n    ret %vr0\n"),
+        5,
+        1,
+        "block number bb5000 is out of range (at most 4095 for an input of this size)",
+    );
+}
+
+#[test]
+fn entity_budget_is_shared_by_the_functions() {
+    // Each function alone fits; together they exceed the budget.
+    let f = |name: &str| {
+        format!(
+            "function @{name}() -> i32 system_v export {{\nbb0:\n    %vr3000 = copy.i32 1\n    ret %vr3000\n}}\n"
+        )
+    };
+    let src = format!("{}{}", f("a"), f("b"));
+    assert!(parse::entity_budget(src.len()) == 4096);
+    assert_parse_error(
+        &src,
+        8,
+        5,
+        "register number %vr3000 is out of range (at most 1094 for an input of this size)",
+    );
+    // Once used up, no number is left.
+    let g = |name: &str| {
+        format!(
+            "function @{name}() -> i32 system_v export {{\nbb0:\n    %vr4095 = copy.i32 1\n    ret %vr4095\n}}\n"
+        )
+    };
+    let src = format!("{}{}", g("a"), g("b"));
+    assert_parse_error(
+        &src,
+        8,
+        5,
+        "register number %vr4095 is out of range (the input's budget is used up by the \
+         functions before)",
+    );
+}
+
+#[test]
+fn entity_budget_grows_with_the_input() {
+    assert_eq!(parse::entity_budget(0), 4096);
+    assert_eq!(parse::entity_budget(512), 4096);
+    assert_eq!(parse::entity_budget(10_000), 80_000);
+    assert_eq!(parse::entity_budget(usize::MAX), usize::MAX);
+    // A sparse but honest numbering (a pass removed most instructions) parses.
+    let text = func("bb0:\n    %vr0 = copy.i32 arg0\n    %vr79990 = add.i32 %vr0, 1\n    jump bb79990\nbb79990:\n    ret %vr79990\n");
+    let src = padded(&text, 10_000);
+    let m = parse_module(&src).unwrap();
+    verify_module(&m, true).unwrap();
+    let src = padded(&text.replace("79990", "80000"), 10_000);
+    assert_parse_error(
+        &src,
+        4,
+        5,
+        "register number %vr80000 is out of range (at most 79999 for an input of this size)",
+    );
+}
+
+#[test]
+fn stack_alignment_beyond_the_maximum() {
+    // The verifier's cap (Cranelift keeps the alignment as a shift below 32, and lays frames
+    // out in 32 bits).
+    assert_eq!(verify::MAX_STACK_ALIGN, 65536);
+    for align in ["131072", "1099511627776", "9223372036854775808"] {
+        assert_parse_error(
+            &func(&format!(
+                "    stack_obj.0 = size 8, align {align}\nbb0:\n    %vr0 = copy.i32 arg0\n    ret %vr0\n"
+            )),
+            2,
+            33,
+            &format!("alignment {align} is more than the maximum 65536"),
+        );
+    }
+    let src = func(
+        "    stack_obj.0 = size 8, align 65536\nbb0:\n    %vr0 = copy.i32 arg0\n    ret %vr0\n",
+    );
+    verify_module(&parse_module(&src).unwrap(), true).unwrap();
+}

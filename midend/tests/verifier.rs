@@ -909,3 +909,317 @@ fn errors_from_several_functions_are_all_reported() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// 6. Entry block and frame.
+
+#[test]
+fn jump_to_the_entry_block() {
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    jump bb0\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb1"),
+        Some("jump bb0"),
+        "branches to the entry block bb0 (the entry block can have no predecessors)",
+    );
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    brif.i32 ne %vr0, bb1, bb0\nbb1:\n    ret %vr0\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("brif.i32 ne %vr0, bb1, bb0"),
+        "branches to the entry block bb0 (the entry block can have no predecessors)",
+    );
+    let src = func(
+        "",
+        "bb0:\n    %vr0 = copy.i32 arg0\n    br_table.i32 %vr0, bb1, [bb0]\nbb1:\n    ret %vr0\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("br_table.i32 %vr0, bb1, [bb0]"),
+        "branches to the entry block bb0 (the entry block can have no predecessors)",
+    );
+}
+
+#[test]
+fn phi_in_the_entry_block() {
+    let src = func(
+        "",
+        "bb0:\n    %vr1 = phi.i32 [%vr0, bb1]\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    ret %vr1\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = phi.i32 [%vr0, bb1]"),
+        "phi in the entry block (the entry block has no predecessors)",
+    );
+    // Even one with no pairs, which matches the entry block's (empty) predecessors.
+    let src = func(
+        "",
+        "bb0:\n    %vr1 = phi.i32\n    %vr0 = copy.i32 arg0\n    ret %vr0\n",
+    );
+    assert_reports(
+        &src,
+        Some("bb0"),
+        Some("%vr1 = phi.i32"),
+        "phi in the entry block (the entry block has no predecessors)",
+    );
+}
+
+/// Verifier errors of `src` after setting stack object `k` to `size` and `align_shift`.
+fn stack_errors(src: &str, objs: &[(u32, u8)]) -> Result<(), VerifierErrors> {
+    let mut m = parse_module(src).unwrap();
+    let f = &mut m.functions[FuncId::from_u32(0)];
+    f.stack_objs.clear();
+    for &(size, align_shift) in objs {
+        f.stack_objs.push(StackObjData { size, align_shift });
+    }
+    verify_module(&m, true)
+}
+
+#[test]
+fn stack_alignment_that_overflows() {
+    let src = func(
+        "    stack_obj.0 = size 8, align 8\n",
+        "bb0:\n    %vr0 = load.i32 [stack_obj.0]\n    ret %vr0\n",
+    );
+    let message = |objs: &[(u32, u8)]| stack_errors(&src, objs).unwrap_err().to_string();
+    // Cranelift debug-asserts align_shift < 32 and shifts a u32 by it.
+    assert_eq!(
+        message(&[(8, 32)]),
+        "function f: stack_obj.0 has alignment 2^32, more than the maximum 65536"
+    );
+    assert_eq!(
+        message(&[(8, 255)]),
+        "function f: stack_obj.0 has alignment 2^255, more than the maximum 65536"
+    );
+    assert_eq!(
+        message(&[(8, 17)]),
+        "function f: stack_obj.0 has alignment 2^17, more than the maximum 65536"
+    );
+    // Size plus padding beyond 32 bits.
+    assert_eq!(
+        message(&[(u32::MAX, 3)]),
+        "function f: stack_obj.0 of size 4294967295 with alignment 8 overflows 32 bits"
+    );
+    assert_eq!(
+        message(&[(u32::MAX - 65534, 16)]),
+        "function f: stack_obj.0 of size 4294901761 with alignment 65536 overflows 32 bits"
+    );
+    // Each fits, together they do not.
+    assert_eq!(
+        message(&[(1 << 31, 3), (1 << 31, 3)]),
+        "function f: stack objects need up to 4294967310 bytes with alignment padding, more \
+         than 32 bits hold"
+    );
+    // The largest that fit.
+    stack_errors(&src, &[(u32::MAX - 65535, 16)]).unwrap();
+    stack_errors(&src, &[(u32::MAX, 0)]).unwrap();
+    verify_module(&parse_module(&src).unwrap(), true).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Opaque instructions, for lowering.
+
+/// The errors of `verify_module_for_lowering` on the module `src`, rendered.
+fn lowering_errors(src: &str) -> String {
+    let m = parse_module(src).unwrap_or_else(|e| panic!("{e} in:\n{src}"));
+    verify::verify_module_for_lowering(&m, true)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn opaques_are_checked_for_lowering_only() {
+    // The mid-end does not look inside opaques: any name verifies...
+    let src = func(
+        "",
+        "bb0:\n    %vr0: i32 = opaque \"x\" [0x1] pure\n    ret %vr0\n",
+    );
+    verify_module(&parse_module(&src).unwrap(), true).unwrap();
+    // ...but lowering needs a Cranelift opcode it can rebuild.
+    assert_eq!(
+        lowering_errors(&src),
+        "function f, bb0, `%vr0: i32 = opaque \"x\" [0x1] pure`: 'x' is not a Cranelift \
+         opcode an opaque instruction can carry"
+    );
+}
+
+#[test]
+fn opaque_iconst_without_a_type() {
+    // Lowered, this made a Cranelift instruction that panics when printed ("Polymorphic
+    // instruction must produce a result").
+    let src = func(
+        "",
+        "bb0:\n    %vr0: i32 = opaque \"iconst\" [0x5] pure\n    ret %vr0\n",
+    );
+    assert_eq!(
+        lowering_errors(&src),
+        "function f, bb0, `%vr0: i32 = opaque \"iconst\" [0x5] pure`: 'iconst' needs a \
+         controlling type (iconst.T, T one of i8, i16, i32, i64)"
+    );
+    let src = func(
+        "",
+        "bb0:\n    %vr0: i32 = opaque.f32 \"iconst\" [0x5] pure\n    ret %vr0\n",
+    );
+    assert!(
+        lowering_errors(&src).ends_with("'iconst' does not take type f32, only i8, i16, i32, i64"),
+        "{}",
+        lowering_errors(&src)
+    );
+}
+
+#[test]
+fn opaque_vconst_with_a_huge_length() {
+    // Lowered, this allocated the length ("capacity overflow").
+    let src = func(
+        "",
+        "bb0:\n    %vr1: i8x16 = opaque.i8x16 \"vconst\" [0xffffffffffffffff] pure\n    %vr0 = copy.i32 arg0\n    ret %vr0\n",
+    );
+    assert!(
+        lowering_errors(&src)
+            .ends_with("'vconst' constant has 18446744073709551615 bytes, its type needs 16"),
+        "{}",
+        lowering_errors(&src)
+    );
+    let src = src.replace("[0xffffffffffffffff]", "[0x10, 0x1]");
+    assert!(
+        lowering_errors(&src).ends_with("'vconst' packs 16 bytes in 1 word(s), expected 2"),
+        "{}",
+        lowering_errors(&src)
+    );
+    let src = src.replace("[0x10, 0x1]", "[0x10, 0x1, 0x2]");
+    verify::verify_module_for_lowering(&parse_module(&src).unwrap(), true).unwrap();
+}
+
+#[test]
+fn opaque_results_operands_and_immediates() {
+    let cases = [
+        (
+            "%vr1: i32, %vr2: i32 = opaque.i32 \"iadd\" pure %vr0, %vr0",
+            "'iadd' defines 2 result(s), Cranelift's instruction has 1",
+        ),
+        (
+            "%vr1: i32 = opaque.i32 \"iadd\" pure %vr0",
+            "'iadd' takes 2 operand(s), found 1",
+        ),
+        (
+            "%vr1: i64 = opaque.i32 \"iadd\" pure %vr0, %vr0",
+            "'iadd' result %vr1 has type i64, Cranelift's instruction gives i32",
+        ),
+        (
+            "%vr1: i64 = opaque.i64 \"iadd\" pure %vr0, %vr0",
+            "'iadd' operand %vr0 has type i32, expected i64",
+        ),
+        (
+            "%vr1: i32 = opaque.i32 \"iconst\" [0x1, 0x2] pure",
+            "'iconst' takes 1 immediate(s), found 2",
+        ),
+        (
+            "%vr1: i32 = opaque.i32 \"iconst\" [0x100000000] pure",
+            "'iconst' immediate 0x100000000 does not fit i32 (zero-extended)",
+        ),
+        (
+            "%vr1: i8 = opaque.i32 \"icmp\" [0xa] pure %vr0, %vr0",
+            "'icmp' immediate 0xa is not an integer predicate",
+        ),
+        (
+            "%vr1: i32 = opaque.i32 \"load\" [0x0] pure mem() %vr0",
+            "'load' has effects load, but the instruction declares pure",
+        ),
+        (
+            "%vr1: i32 = opaque.i32 \"load\" [0x0] load %vr0",
+            "'load' needs memory flags",
+        ),
+        (
+            "opaque.i32 \"store\" [0x0] store mem(readonly) %vr0, %vr0",
+            "'store' stores, so its memory cannot be readonly",
+        ),
+        (
+            "%vr1: i32 = opaque.i32 \"iadd\" pure mem() %vr0, %vr0",
+            "'iadd' takes no memory flags",
+        ),
+        (
+            "%vr1: i32 = opaque.i32 \"uextend\" pure %vr0",
+            "'uextend' operand %vr0 has type i32, which is not a narrower scalar of the same \
+             kind as i32",
+        ),
+        (
+            "%vr1: i8x16 = opaque \"shuffle\" [0x10, 0x20, 0x0] pure %vr0, %vr0",
+            "'shuffle' operand %vr0 has type i32, expected i8x16",
+        ),
+    ];
+    for (inst, message) in cases {
+        let src = func(
+            "",
+            &format!("bb0:\n    %vr0 = copy.i32 arg0\n    {inst}\n    ret %vr0\n"),
+        );
+        let e = lowering_errors(&src);
+        assert!(
+            e.lines()
+                .any(|l| l.ends_with(&format!("`{inst}`: {message}"))),
+            "no `{message}` for `{inst}` in:\n{e}"
+        );
+    }
+}
+
+#[test]
+fn opaque_table_lookups() {
+    let iadd = verify::opaque_opcode("iadd").unwrap();
+    assert_eq!(iadd.format, verify::OpaqueFormat::Binary);
+    assert_eq!(iadd.args.len(), 2);
+    assert!(verify::opaque_opcode("jump").is_none());
+    assert!(verify::opaque_opcode("").is_none());
+    let names: Vec<&str> = verify::opaque_opcodes().iter().map(|o| o.name).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(names, sorted, "the table must be sorted for binary search");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Source lines of verifier errors.
+
+#[test]
+fn verifier_errors_have_source_lines() {
+    let src = "declare function @g
+
+function @f(i32) -> i32 system_v export {
+bb0:
+    %vr0 = copy.i32 arg0
+    jump bb1
+bb1:
+    %vr1 = add.i32 %vr0, 1
+    ret
+}
+
+function @g() system_v export {
+bb0:
+    ret
+}
+";
+    let (m, lines) = parse::parse_module_with_lines(src).unwrap();
+    let e = verify_module(&m, true).unwrap_err().0;
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].inst.as_deref(), Some("ret"));
+    assert_eq!(lines.error_line(&e[0]), Some(9));
+    assert_eq!(parse::verifier_error_line(src, &e[0]), Some(9));
+    assert_eq!(lines.function_line("f"), Some(3));
+    assert_eq!(lines.function_line("g"), Some(12));
+    assert_eq!(lines.block_line("f", Block::from_u32(1)), Some(7));
+    assert_eq!(lines.inst_line("g", Inst::from_u32(0)), Some(14));
+    // An error about a block, and one about the function, fall back to their lines.
+    let mut block_err = e[0].clone();
+    block_err.inst_id = None;
+    assert_eq!(lines.error_line(&block_err), Some(7));
+    block_err.block = None;
+    assert_eq!(lines.error_line(&block_err), Some(3));
+    block_err.function = "nope".into();
+    assert_eq!(lines.error_line(&block_err), None);
+}

@@ -1,5 +1,11 @@
 //! The `.lir` text parser: reads what `print.rs` writes. Errors carry a line and column and
 //! never panic on any input.
+//!
+//! Registers and blocks live in dense arenas, so a number in the text costs memory up to that
+//! number. The parser bounds them by the input's size: all the functions of a module together
+//! may number at most [`entity_budget`] registers, and as many blocks (a register or block
+//! number counts as all the numbers up to it). Honest text, which defines what it numbers,
+//! stays far below.
 
 use super::entities::*;
 use super::function::*;
@@ -8,8 +14,57 @@ use super::module::{Module, SymbolKind};
 use super::operand::{Cond, MemRef, Operand};
 use super::print::natural_result_type;
 use super::types::Type;
+use super::verify::{VerifierError, MAX_STACK_ALIGN};
+use crate::hash::HashMap;
 use cranelift_entity::EntityRef;
 use smallvec::SmallVec;
+
+/// How many registers, and how many blocks, the functions of a module parsed from `len` bytes
+/// may number in all: `max(4096, 8 * len)`.
+pub fn entity_budget(len: usize) -> usize {
+    len.saturating_mul(8).max(4096)
+}
+
+/// Where the parts of a parsed module are in its text (1-based lines), from
+/// [`parse_module_with_lines`]: for reporting verifier errors at a line.
+#[derive(Debug, Clone, Default)]
+pub struct SourceMap {
+    functions: HashMap<String, FunctionLines>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct FunctionLines {
+    line: u32,
+    /// By block index; 0 where unknown.
+    blocks: Vec<u32>,
+    /// By instruction index.
+    insts: Vec<u32>,
+}
+
+impl SourceMap {
+    /// The line of `function`'s header.
+    pub fn function_line(&self, function: &str) -> Option<u32> {
+        self.functions.get(function).map(|f| f.line)
+    }
+    /// The line of block `b`'s label in `function`.
+    pub fn block_line(&self, function: &str, b: Block) -> Option<u32> {
+        let f = self.functions.get(function)?;
+        f.blocks.get(b.index()).copied().filter(|&l| l != 0)
+    }
+    /// The line where instruction `i` of `function` starts.
+    pub fn inst_line(&self, function: &str, i: Inst) -> Option<u32> {
+        let f = self.functions.get(function)?;
+        f.insts.get(i.index()).copied()
+    }
+    /// The line a verifier error of the parsed module points at: its instruction's, else its
+    /// block's, else its function's.
+    pub fn error_line(&self, e: &VerifierError) -> Option<u32> {
+        e.inst_id
+            .and_then(|i| self.inst_line(&e.function, i))
+            .or_else(|| e.block.and_then(|b| self.block_line(&e.function, b)))
+            .or_else(|| self.function_line(&e.function))
+    }
+}
 
 /// A parse error at a 1-based line and column.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -210,6 +265,14 @@ struct Parser<'a> {
     prev_line: u32,
     prev_col: u32,
     module: Module,
+    /// See `entity_budget`.
+    budget: usize,
+    /// Registers and blocks numbered by the functions parsed so far.
+    regs_used: usize,
+    blocks_used: usize,
+    /// Source lines, when asked for; those of the function being parsed apart.
+    lines: Option<SourceMap>,
+    fn_lines: FunctionLines,
 }
 
 /// What a register or block reference was seen at, for "never defined" errors.
@@ -451,21 +514,61 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn reg(&mut self, f: &mut Function, n: u32) -> Reg {
-        while f.regs.len() <= n as usize {
-            f.new_reg(Type::VOID);
+    /// An error if entity number `n` of a dense arena is beyond the rest of the budget
+    /// (`used` by earlier functions), at `pos`.
+    fn check_budget(&self, n: u32, used: usize, what: &str, pos: (u32, u32)) -> PResult<()> {
+        let left = self.budget.saturating_sub(used);
+        if (n as usize) < left {
+            return Ok(());
         }
-        Reg::from_u32(n)
+        let why = match left {
+            0 => "the input's budget is used up by the functions before".to_string(),
+            _ => format!("at most {} for an input of this size", left - 1),
+        };
+        Err(ParseError {
+            line: pos.0,
+            col: pos.1,
+            msg: format!("{what} is out of range ({why})"),
+        })
     }
 
-    fn block(&mut self, f: &mut Function, st: &mut FnState, n: u32) -> Block {
-        while f.blocks.len() <= n as usize {
-            f.blocks.push(BlockData::default());
-            st.defined_blocks.push(false);
+    /// Register `%vrN`, just read.
+    fn reg(&mut self, f: &mut Function, n: u32) -> PResult<Reg> {
+        if n as usize >= f.regs.len() {
+            let what = format!("register number %vr{n}");
+            self.check_budget(n, self.regs_used, &what, (self.prev_line, self.prev_col))?;
+            while f.regs.len() <= n as usize {
+                f.new_reg(Type::VOID);
+            }
+        }
+        Ok(Reg::from_u32(n))
+    }
+
+    /// Block `bbN`, read at `pos`.
+    fn block(
+        &mut self,
+        f: &mut Function,
+        st: &mut FnState,
+        n: u32,
+        pos: (u32, u32),
+    ) -> PResult<Block> {
+        if n as usize >= f.blocks.len() {
+            let what = format!("block number bb{n}");
+            self.check_budget(n, self.blocks_used, &what, pos)?;
+            while f.blocks.len() <= n as usize {
+                f.blocks.push(BlockData::default());
+                st.defined_blocks.push(false);
+            }
         }
         let b = Block::from_u32(n);
-        st.block_refs.push((b, self.prev_line, self.prev_col)); // called just after reading bbN
-        b
+        st.block_refs.push((b, pos.0, pos.1));
+        Ok(b)
+    }
+
+    /// Block `bbN`, just read.
+    fn block_here(&mut self, f: &mut Function, st: &mut FnState, n: u32) -> PResult<Block> {
+        let pos = (self.prev_line, self.prev_col);
+        self.block(f, st, n, pos)
     }
 
     fn parse_symbol_ref(&mut self, kind: SymbolKind) -> PResult<Symbol> {
@@ -478,7 +581,7 @@ impl<'a> Parser<'a> {
         match self.tok.clone() {
             Tok::Reg(n) => {
                 self.advance()?;
-                Ok(Operand::Reg(self.reg(f, n)))
+                Ok(Operand::Reg(self.reg(f, n)?))
             }
             Tok::Int(v) => {
                 self.advance()?;
@@ -505,7 +608,7 @@ impl<'a> Parser<'a> {
                     Ok(Operand::Arg(n))
                 } else if let Some(n) = self.entity_index(&w, "bb") {
                     self.advance()?;
-                    Ok(Operand::Block(self.block(f, st, n)))
+                    Ok(Operand::Block(self.block_here(f, st, n)?))
                 } else if let Some(n) = self.entity_index(&w, "stack_obj.") {
                     if n as usize >= f.stack_objs.len() {
                         return self.err(format!("stack_obj.{n} is not declared"));
@@ -559,7 +662,7 @@ impl<'a> Parser<'a> {
                         Tok::Reg(n) if !neg => {
                             let (rl, rc) = (self.line, self.col);
                             self.advance()?;
-                            let r = self.reg(f, n);
+                            let r = self.reg(f, n)?;
                             if self.eat_punct('*')? {
                                 let s: u8 = self.int_in("scale")?;
                                 if ![1, 2, 4, 8].contains(&s) {
@@ -679,7 +782,7 @@ impl<'a> Parser<'a> {
                     return self.err("expected a result register");
                 };
                 self.advance()?;
-                let r = self.reg(f, n);
+                let r = self.reg(f, n)?;
                 let ty = if self.eat_punct(':')? {
                     Some(self.parse_type()?)
                 } else {
@@ -790,7 +893,7 @@ impl<'a> Parser<'a> {
                 if opcode == Opcode::TryCall {
                     self.expect_punct(',')?;
                     let n = self.expect_entity("bb", "the normal-return block")?;
-                    ops.push(Operand::Block(self.block(f, st, n)));
+                    ops.push(Operand::Block(self.block_here(f, st, n)?));
                     self.expect_punct(',')?;
                     self.expect_punct('[')?;
                     let mut items = Vec::new();
@@ -800,7 +903,7 @@ impl<'a> Parser<'a> {
                                 self.expect_punct(':')?;
                                 items.push(ExnItem::Default);
                                 let n = self.expect_entity("bb", "a handler block")?;
-                                ops.push(Operand::Block(self.block(f, st, n)));
+                                ops.push(Operand::Block(self.block_here(f, st, n)?));
                             } else if self.eat_ident("context")? {
                                 items.push(ExnItem::Context);
                                 ops.push(self.parse_operand(f, st)?);
@@ -810,7 +913,7 @@ impl<'a> Parser<'a> {
                                 self.expect_punct(':')?;
                                 items.push(ExnItem::Tag(t));
                                 let n = self.expect_entity("bb", "a handler block")?;
-                                ops.push(Operand::Block(self.block(f, st, n)));
+                                ops.push(Operand::Block(self.block_here(f, st, n)?));
                             }
                             if self.eat_punct(']')? {
                                 break;
@@ -919,6 +1022,11 @@ impl<'a> Parser<'a> {
         };
         let regs: Vec<Reg> = results.iter().map(|r| r.0).collect();
         let inst = f.make_inst(opcode, ty, &regs, &ops);
+        if self.lines.is_some() {
+            let il = &mut self.fn_lines.insts;
+            il.resize(inst.index() + 1, line);
+            il[inst.index()] = line;
+        }
         f.insts[inst].aux = aux;
         f.insts[inst].aux2 = aux2;
         for (i, (r, annotated)) in results.iter().enumerate() {
@@ -956,6 +1064,10 @@ impl<'a> Parser<'a> {
         let linkage = Linkage::parse(&lk)
             .map_or_else(|| self.err_prev(format!("unknown linkage '{lk}'")), Ok)?;
         let mut f = Function::new(name, sig, linkage);
+        self.fn_lines = FunctionLines {
+            line: fline,
+            ..FunctionLines::default()
+        };
         if self.eat_ident("address_significant")? {
             f.address_significant = true;
         }
@@ -978,6 +1090,11 @@ impl<'a> Parser<'a> {
                 let align: u64 = self.int_in("alignment")?;
                 if !align.is_power_of_two() {
                     return self.err_prev("alignment must be a power of two");
+                }
+                if align > MAX_STACK_ALIGN {
+                    return self.err_prev(format!(
+                        "alignment {align} is more than the maximum {MAX_STACK_ALIGN}"
+                    ));
                 }
                 f.stack_objs.push(StackObjData {
                     size,
@@ -1025,7 +1142,7 @@ impl<'a> Parser<'a> {
                     let (l, c) = (self.line, self.col);
                     self.advance()?;
                     if self.eat_punct(':')? {
-                        let b = self.block(&mut f, &mut st, n);
+                        let b = self.block(&mut f, &mut st, n, (l, c))?;
                         st.block_refs.pop();
                         if st.defined_blocks[b.index()] {
                             return Err(ParseError {
@@ -1035,6 +1152,13 @@ impl<'a> Parser<'a> {
                             });
                         }
                         st.defined_blocks[b.index()] = true;
+                        if self.lines.is_some() {
+                            let bl = &mut self.fn_lines.blocks;
+                            if bl.len() <= b.index() {
+                                bl.resize(b.index() + 1, 0);
+                            }
+                            bl[b.index()] = l;
+                        }
                         f.layout.push(b);
                         current = Some(b);
                         continue;
@@ -1065,11 +1189,19 @@ impl<'a> Parser<'a> {
                 });
             }
         }
+        self.regs_used += f.regs.len();
+        self.blocks_used += f.blocks.len();
+        let name = f.name.clone();
         self.module.add_function(f).map_err(|msg| ParseError {
             line: fline,
             col: fcol,
             msg,
         })?;
+        if let Some(lines) = &mut self.lines {
+            lines
+                .functions
+                .insert(name, core::mem::take(&mut self.fn_lines));
+        }
         Ok(())
     }
 
@@ -1138,7 +1270,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn parse_module(mut self) -> PResult<Module> {
+    fn parse_module(mut self) -> PResult<(Module, Option<SourceMap>)> {
         self.advance()?;
         loop {
             match &self.tok {
@@ -1186,13 +1318,12 @@ impl<'a> Parser<'a> {
                 return self.err(format!("@{name} is both an alias and a defined function"));
             }
         }
-        Ok(self.module)
+        Ok((self.module, self.lines))
     }
 }
 
-/// Parse a module from `.lir` text.
-pub fn parse_module(text: &str) -> Result<Module, ParseError> {
-    let p = Parser {
+fn parser(text: &str, lines: bool) -> Parser<'_> {
+    Parser {
         lex: Lexer {
             src: text.as_bytes(),
             pos: 0,
@@ -1205,6 +1336,29 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
         prev_line: 1,
         prev_col: 1,
         module: Module::new(),
-    };
-    p.parse_module()
+        budget: entity_budget(text.len()),
+        regs_used: 0,
+        blocks_used: 0,
+        lines: lines.then(SourceMap::default),
+        fn_lines: FunctionLines::default(),
+    }
+}
+
+/// Parse a module from `.lir` text.
+pub fn parse_module(text: &str) -> Result<Module, ParseError> {
+    parser(text, false).parse_module().map(|(m, _)| m)
+}
+
+/// Parse a module from `.lir` text, with the lines of its functions, blocks and instructions.
+pub fn parse_module_with_lines(text: &str) -> Result<(Module, SourceMap), ParseError> {
+    parser(text, true)
+        .parse_module()
+        .map(|(m, lines)| (m, lines.unwrap_or_default()))
+}
+
+/// The line of `text` that verifier error `e`, found in the module parsed from `text`, points
+/// at (see [`SourceMap::error_line`]). Parses `text` again: meant for reporting errors.
+pub fn verifier_error_line(text: &str, e: &VerifierError) -> Option<u32> {
+    let (_, lines) = parse_module_with_lines(text).ok()?;
+    lines.error_line(e)
 }

@@ -15,11 +15,19 @@
 //! 5. **SSA** (when `ssa` is set): each register is defined once, and every use is dominated by
 //!    its definition (a phi's use at the end of the matching predecessor). Unreachable blocks
 //!    are not checked for dominance.
+//! 6. **Entry and frame**: no branch targets the entry block and it has no phi (Cranelift's
+//!    entry block has no predecessors); stack objects are aligned to at most
+//!    [`MAX_STACK_ALIGN`] bytes, and their sizes with alignment padding fit 32 bits.
+//!
+//! What is inside an opaque instruction (its Cranelift opcode, immediates and types) is the
+//! business of lowering, not of the mid-end: [`verify_module_for_lowering`] adds those checks
+//! (against [`opaque_opcode`]'s table of the Cranelift opcodes an opaque may carry).
 
 use super::entities::*;
 use super::function::*;
-use super::inst::{Format, Opcode};
+use super::inst::{effects, Format, Opcode};
 use super::module::{Module, SymbolKind};
+use super::operand::Cond;
 use super::operand::Operand;
 use super::print::write_inst;
 use super::types::Type;
@@ -34,6 +42,9 @@ pub struct VerifierError {
     pub block: Option<Block>,
     /// The instruction as text, when the error concerns one.
     pub inst: Option<String>,
+    /// The instruction itself (an index into the function's instructions; with the source
+    /// map of `parse_module_with_lines`, it gives the instruction's line).
+    pub inst_id: Option<Inst>,
     pub message: String,
 }
 
@@ -85,6 +96,7 @@ impl Ctx<'_> {
             function: self.f.name.clone(),
             block: self.block,
             inst,
+            inst_id: self.inst,
             message: msg.into(),
         });
     }
@@ -188,6 +200,14 @@ impl Ctx<'_> {
                     self.report(format!("{b} is not a block of the function"));
                     return None;
                 }
+                let branch = self
+                    .inst
+                    .is_some_and(|i| self.f.insts[i].opcode.is_terminator());
+                if branch && Some(&b) == self.f.layout.first() {
+                    self.report(format!(
+                        "branches to the entry block {b} (the entry block can have no predecessors)"
+                    ));
+                }
                 Some(b)
             }
             other => {
@@ -250,6 +270,7 @@ pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), Verifi
         c.report("function has no blocks");
         return Err(VerifierErrors(c.errors));
     }
+    check_stack_objs(&mut c);
     let mut def_count: SecondaryMap<Reg, u32> = SecondaryMap::with_capacity(f.regs.len());
     for &b in &f.layout {
         c.block = Some(b);
@@ -274,6 +295,9 @@ pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), Verifi
                 if seen_non_phi {
                     c.report("phi after a non-phi instruction");
                 }
+                if b == f.layout[0] {
+                    c.report("phi in the entry block (the entry block has no predecessors)");
+                }
             } else {
                 seen_non_phi = true;
             }
@@ -294,6 +318,42 @@ pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), Verifi
         Ok(())
     } else {
         Err(VerifierErrors(c.errors))
+    }
+}
+
+/// The largest stack object alignment, in bytes (Cranelift takes any power of two below 2^32
+/// but lays frames out in 32 bits; nothing honest asks for more than a page or so).
+pub const MAX_STACK_ALIGN: u64 = 1 << 16;
+
+/// Stack objects: alignment at most `MAX_STACK_ALIGN`; each size plus worst-case alignment
+/// padding, and all of them together, fit the 32 bits of Cranelift's frame layout.
+fn check_stack_objs(c: &mut Ctx) {
+    let mut total: u64 = 0;
+    let mut each_fits = true;
+    for (s, d) in c.f.stack_objs.iter() {
+        if u64::from(d.align_shift) > u64::from(MAX_STACK_ALIGN.trailing_zeros()) {
+            c.report(format!(
+                "{s} has alignment 2^{}, more than the maximum {MAX_STACK_ALIGN}",
+                d.align_shift
+            ));
+            each_fits = false;
+            continue;
+        }
+        let align = 1u64 << d.align_shift;
+        let need = u64::from(d.size) + align - 1;
+        if need > u64::from(u32::MAX) {
+            c.report(format!(
+                "{s} of size {} with alignment {align} overflows 32 bits",
+                d.size
+            ));
+            each_fits = false;
+        }
+        total += need;
+    }
+    if each_fits && total > u64::from(u32::MAX) {
+        c.report(format!(
+            "stack objects need up to {total} bytes with alignment padding, more than 32 bits hold"
+        ));
     }
 }
 
@@ -772,4 +832,757 @@ pub fn verify_module(m: &Module, ssa: bool) -> Result<(), VerifierErrors> {
     } else {
         Err(VerifierErrors(all))
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opaque instructions, as lowering to Cranelift needs them.
+// ---------------------------------------------------------------------------------------------
+
+/// `verify_function`, and then that each opaque instruction can be rebuilt as the Cranelift
+/// instruction it names ([`check_opaque`]). The mid-end never looks inside opaques, so
+/// `verify_function` does not check them; run this on input that will be lowered.
+pub fn verify_function_for_lowering(
+    m: &Module,
+    f: &Function,
+    ssa: bool,
+) -> Result<(), VerifierErrors> {
+    verify_function(m, f, ssa)?;
+    let mut c = Ctx {
+        m,
+        f,
+        errors: Vec::new(),
+        block: None,
+        inst: None,
+    };
+    for &b in &f.layout {
+        c.block = Some(b);
+        for &i in f.block_insts(b) {
+            if f.insts[i].opcode == Opcode::Opaque {
+                c.inst = Some(i);
+                let mut problems = Vec::new();
+                opaque_problems(f, i, &mut |p| problems.push(p));
+                for p in problems {
+                    c.report(p);
+                }
+            }
+        }
+    }
+    if c.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(VerifierErrors(c.errors))
+    }
+}
+
+/// `verify_module` with the opaque checks of [`verify_function_for_lowering`].
+pub fn verify_module_for_lowering(m: &Module, ssa: bool) -> Result<(), VerifierErrors> {
+    let mut all = Vec::new();
+    for (_, f) in m.live_functions() {
+        if let Err(e) = verify_function_for_lowering(m, f, ssa) {
+            all.extend(e.0);
+        }
+    }
+    if all.is_empty() {
+        Ok(())
+    } else {
+        Err(VerifierErrors(all))
+    }
+}
+
+/// Check one opaque instruction `i` of `f` (the rest of `f` need not be valid): its opcode
+/// is one an opaque may carry, and its type, operands, results, immediates, memory flags and
+/// effects are what Cranelift's instruction needs. Returns the opcode's description, or the
+/// first problem.
+pub fn check_opaque(f: &Function, i: Inst) -> Result<&'static OpaqueOpcode, String> {
+    let mut first = None;
+    opaque_problems(f, i, &mut |p| {
+        first.get_or_insert(p);
+    });
+    match first {
+        Some(p) => Err(p),
+        None => {
+            // No problem: the record and its opcode exist.
+            let o = &f.opaques[OpaqueRef::from_u32(f.insts[i].aux)];
+            Ok(opaque_opcode(&o.name).expect("checked"))
+        }
+    }
+}
+
+/// The Cranelift instruction format of an opaque's opcode (Cranelift's names). It fixes the
+/// immediates, in the lifter's encoding:
+/// - `UnaryImm`, `UnaryIeee16/32/64`: the bits; `BinaryImm8`, `TernaryImm8`: the byte (a lane);
+/// - `UnaryConst`, `Shuffle`: the byte length, then the bytes packed little-endian in words;
+/// - `AtomicRmw`: the index of the operation in Cranelift's `AtomicRmwOp::all()`;
+/// - `Load`, `Store`: the offset, sign-extended from 32 bits;
+/// - `IntAddTrap`, `CondTrap`: the trap code (1 to 255);
+/// - `IntCompare`, `FloatCompare`: the index of the predicate in [`Cond::all`];
+/// - the others: none.
+///
+/// The memory formats (`AtomicRmw`, `AtomicCas`, `LoadNoOffset`, `StoreNoOffset`, `Load`,
+/// `Store`) also need memory flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpaqueFormat {
+    NullAry,
+    Unary,
+    Binary,
+    Ternary,
+    UnaryImm,
+    UnaryIeee16,
+    UnaryIeee32,
+    UnaryIeee64,
+    UnaryConst,
+    Shuffle,
+    BinaryImm8,
+    TernaryImm8,
+    AtomicRmw,
+    AtomicCas,
+    LoadNoOffset,
+    StoreNoOffset,
+    Load,
+    Store,
+    IntAddTrap,
+    CondTrap,
+    IntCompare,
+    FloatCompare,
+}
+
+impl OpaqueFormat {
+    /// Does an instruction of this format carry memory flags?
+    pub fn has_memflags(self) -> bool {
+        use OpaqueFormat::*;
+        matches!(
+            self,
+            AtomicRmw | AtomicCas | LoadNoOffset | StoreNoOffset | Load | Store
+        )
+    }
+}
+
+/// The number of Cranelift's atomic read-modify-write operations (`AtomicRmwOp::all()`).
+pub const ATOMIC_RMW_OPS: u64 = 11;
+
+/// A set of fixed-size types (Cranelift's `ValueTypeSet`): bit `k` of `lanes` admits 2^k
+/// lanes, bit `k` of `ints` or `floats` admits lanes of that kind 2^k bits wide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TypeSet {
+    pub lanes: u16,
+    pub ints: u8,
+    pub floats: u8,
+}
+
+impl TypeSet {
+    pub fn contains(self, t: Type) -> bool {
+        if t.is_void() {
+            return false;
+        }
+        let kinds = if t.is_int() { self.ints } else { self.floats };
+        let lanes_ok = t.log2_lanes() < 16 && self.lanes & (1 << t.log2_lanes()) != 0;
+        lanes_ok && kinds & (1 << t.lane_bits().trailing_zeros()) != 0
+    }
+}
+
+impl fmt::Display for TypeSet {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let mut sep = "";
+        for (kinds, prefix) in [(self.ints, "i"), (self.floats, "f")] {
+            for k in 0..8 {
+                if kinds & (1 << k) != 0 {
+                    write!(f, "{sep}{prefix}{}", 1u32 << k)?;
+                    sep = ", ";
+                }
+            }
+        }
+        let counts: Vec<u32> = (0..16).filter(|k| self.lanes & (1 << k) != 0).collect();
+        match counts.as_slice() {
+            [0] => Ok(()),
+            [] => f.write_str(" (no lane count)"),
+            [a, .., b] if (*a..=*b).all(|k| counts.contains(&k)) => {
+                write!(f, " ({} to {} lanes)", 1u32 << a, 1u32 << b)
+            }
+            _ => {
+                let s: Vec<String> = counts.iter().map(|k| (1u32 << k).to_string()).collect();
+                write!(f, " ({} lanes)", s.join(", "))
+            }
+        }
+    }
+}
+
+/// How the type of an opaque's operand or result follows from its controlling type (the
+/// instruction's type, `opaque.T`), as in Cranelift's operand constraints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypeRule {
+    /// The controlling type.
+    Same,
+    /// This lane type with this many lanes.
+    Fixed(Type, u32),
+    /// The controlling type's lane type.
+    LaneOf,
+    /// `i8` for scalars; for vectors, integer lanes of the same width.
+    AsTruthy,
+    /// Lanes half as wide.
+    HalfWidth,
+    /// Lanes twice as wide.
+    DoubleWidth,
+    /// Lanes half as wide, twice as many.
+    SplitLanes,
+    /// Lanes twice as wide, half as many.
+    MergeLanes,
+    /// Any type of the set.
+    In(TypeSet),
+    /// A scalar of the controlling type's kind (integer or float), narrower than it.
+    Narrower,
+    /// A scalar of the controlling type's kind, wider than it.
+    Wider,
+    /// Not checked (left to Cranelift's verifier).
+    Unchecked,
+}
+
+impl TypeRule {
+    /// The one type this rule gives for controlling type `ctrl` (None for `In`, `Unchecked`,
+    /// or a type that has no such derived type).
+    pub fn resolve(self, ctrl: Type) -> Option<Type> {
+        let with_lane = |lane: Option<Type>, lanes: u32| match lane? {
+            l if lanes == 1 => Some(l),
+            l => l.by(lanes),
+        };
+        let lane = ctrl.lane();
+        let half = || {
+            if lane.is_int() {
+                Type::int(lane.lane_bits() / 2)
+            } else {
+                [Type::F16, Type::F32, Type::F64]
+                    .into_iter()
+                    .find(|t| 2 * t.lane_bits() == lane.lane_bits())
+            }
+        };
+        let double = || {
+            if lane.is_int() {
+                Type::int(lane.lane_bits() * 2)
+            } else {
+                [Type::F32, Type::F64, Type::F128]
+                    .into_iter()
+                    .find(|t| t.lane_bits() == 2 * lane.lane_bits())
+            }
+        };
+        if ctrl.is_void() && !matches!(self, TypeRule::Fixed(..)) {
+            return None;
+        }
+        match self {
+            TypeRule::Same => Some(ctrl),
+            TypeRule::Fixed(t, n) => with_lane(Some(t), n),
+            TypeRule::LaneOf => Some(lane),
+            TypeRule::AsTruthy if !ctrl.is_vector() => Some(Type::I8),
+            TypeRule::AsTruthy => with_lane(Type::int(lane.lane_bits()), ctrl.lanes()),
+            TypeRule::HalfWidth => with_lane(half(), ctrl.lanes()),
+            TypeRule::DoubleWidth => with_lane(double(), ctrl.lanes()),
+            TypeRule::SplitLanes => with_lane(half(), ctrl.lanes() * 2),
+            TypeRule::MergeLanes if ctrl.is_vector() => with_lane(double(), ctrl.lanes() / 2),
+            TypeRule::MergeLanes
+            | TypeRule::In(_)
+            | TypeRule::Narrower
+            | TypeRule::Wider
+            | TypeRule::Unchecked => None,
+        }
+    }
+
+    /// Does this rule admit type `t` for controlling type `ctrl`?
+    pub fn admits(self, t: Type, ctrl: Type) -> bool {
+        let same_kind = !t.is_vector() && t.is_int() == ctrl.is_int() && !t.is_void();
+        match self {
+            TypeRule::Unchecked => true,
+            TypeRule::In(ts) => ts.contains(t),
+            TypeRule::Narrower => same_kind && t.lane_bits() < ctrl.lane_bits(),
+            TypeRule::Wider => same_kind && t.lane_bits() > ctrl.lane_bits(),
+            rule => rule.resolve(ctrl) == Some(t),
+        }
+    }
+}
+
+/// A Cranelift opcode an opaque instruction may carry: what lowering needs to rebuild it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpaqueOpcode {
+    /// Cranelift's name (`iadd_pairwise`).
+    pub name: &'static str,
+    pub format: OpaqueFormat,
+    /// The `effects` bits the opcode has; an opaque must declare at least these.
+    pub effects: u8,
+    /// The controlling types, for a polymorphic opcode.
+    pub ctrl: Option<TypeSet>,
+    /// One rule per value operand.
+    pub args: &'static [TypeRule],
+    /// One rule per result.
+    pub results: &'static [TypeRule],
+}
+
+/// The description of Cranelift opcode `name`, if an opaque may carry it (a format lowering
+/// rebuilds, no control flow, no dynamic vectors).
+pub fn opaque_opcode(name: &str) -> Option<&'static OpaqueOpcode> {
+    table::OPAQUE_OPCODES
+        .binary_search_by(|o| o.name.cmp(name))
+        .ok()
+        .map(|k| &table::OPAQUE_OPCODES[k])
+}
+
+/// All opcodes an opaque may carry, by name.
+pub fn opaque_opcodes() -> &'static [OpaqueOpcode] {
+    &table::OPAQUE_OPCODES
+}
+
+fn effects_name(e: u8) -> String {
+    let names: Vec<&str> = [
+        (effects::LOAD, "load"),
+        (effects::STORE, "store"),
+        (effects::TRAP, "trap"),
+        (effects::SIDE, "side"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| e & bit != 0)
+    .map(|(_, n)| n)
+    .collect();
+    if names.is_empty() {
+        "pure".into()
+    } else {
+        names.join("+")
+    }
+}
+
+/// Every problem of opaque instruction `i`, reported in order.
+fn opaque_problems(f: &Function, i: Inst, report: &mut dyn FnMut(String)) {
+    let d = f.insts[i];
+    let Some(o) = f.opaques.get(OpaqueRef::from_u32(d.aux)) else {
+        report("opaque record does not exist".into());
+        return;
+    };
+    let name = o.name.as_str();
+    let Some(op) = opaque_opcode(name) else {
+        report(format!(
+            "'{name}' is not a Cranelift opcode an opaque instruction can carry"
+        ));
+        return;
+    };
+    if o.effects & op.effects != op.effects {
+        report(format!(
+            "'{name}' has effects {}, but the instruction declares {}",
+            effects_name(op.effects),
+            effects_name(o.effects)
+        ));
+    }
+    match (op.format.has_memflags(), d.aux2) {
+        (true, 0) => report(format!("'{name}' needs memory flags")),
+        (false, 0) => {}
+        (false, _) => report(format!("'{name}' takes no memory flags")),
+        (true, n) => match f.memflags.get(MemFlagsRef::from_u32(n - 1)) {
+            None => report("memory flags do not exist".into()),
+            Some(mf) if op.format == OpaqueFormat::Store && mf.readonly() => {
+                report(format!("'{name}' stores, so its memory cannot be readonly"))
+            }
+            Some(_) => {}
+        },
+    }
+    // The controlling type; `None` when types cannot be checked further.
+    let ctrl = match op.ctrl {
+        None => Some(d.ty),
+        Some(ts) if ts.contains(d.ty) => Some(d.ty),
+        Some(ts) if d.ty.is_void() => {
+            report(format!(
+                "'{name}' needs a controlling type ({name}.T, T one of {ts})"
+            ));
+            None
+        }
+        Some(ts) => {
+            report(format!("'{name}' does not take type {}, only {ts}", d.ty));
+            None
+        }
+    };
+    let reg_type = |r: Reg| f.regs.get(r).map(|rd| rd.ty);
+    let ops = f.operands(i);
+    if ops.len() != op.args.len() {
+        report(format!(
+            "'{name}' takes {} operand(s), found {}",
+            op.args.len(),
+            ops.len()
+        ));
+    } else {
+        for (k, (o, rule)) in ops.iter().zip(op.args).enumerate() {
+            let Operand::Reg(r) = *o else {
+                report(format!("'{name}' operand {k} must be a register"));
+                continue;
+            };
+            let (Some(t), Some(ctrl)) = (reg_type(r), ctrl) else {
+                continue;
+            };
+            if rule.admits(t, ctrl) {
+                continue;
+            }
+            match *rule {
+                TypeRule::In(ts) => report(format!(
+                    "'{name}' operand {r} has type {t}, not one of {ts}"
+                )),
+                TypeRule::Narrower | TypeRule::Wider => report(format!(
+                    "'{name}' operand {r} has type {t}, which is not a {} scalar of the \
+                     same kind as {ctrl}",
+                    if *rule == TypeRule::Narrower {
+                        "narrower"
+                    } else {
+                        "wider"
+                    }
+                )),
+                rule => match rule.resolve(ctrl) {
+                    Some(want) => report(format!(
+                        "'{name}' operand {r} has type {t}, expected {want}"
+                    )),
+                    None => report(format!(
+                        "'{name}' has no operand type for controlling type {ctrl}"
+                    )),
+                },
+            }
+        }
+    }
+    if name == "bitcast" {
+        check_bitcast(f, i, ctrl, report);
+    }
+    let results = f.results(i);
+    let mut result_type = None;
+    if results.len() != op.results.len() {
+        report(format!(
+            "'{name}' defines {} result(s), Cranelift's instruction has {}",
+            results.len(),
+            op.results.len()
+        ));
+    } else if let Some(ctrl) = ctrl {
+        for (k, (&r, rule)) in results.iter().zip(op.results).enumerate() {
+            let want = rule.resolve(ctrl);
+            if k == 0 {
+                result_type = want;
+            }
+            match (reg_type(r), want) {
+                (_, None) => report(format!(
+                    "'{name}' has no result type for controlling type {ctrl}"
+                )),
+                (Some(t), Some(want)) if t != want => report(format!(
+                    "'{name}' result {r} has type {t}, Cranelift's instruction gives {want}"
+                )),
+                _ => {}
+            }
+        }
+    }
+    check_opaque_imms(op, &o.imms, ctrl, result_type, report);
+}
+
+/// `bitcast` keeps the bit width; its memory flags give only the byte order (`big` or
+/// `little`), which it needs to change the lane count.
+fn check_bitcast(f: &Function, i: Inst, ctrl: Option<Type>, report: &mut dyn FnMut(String)) {
+    let (Some(ctrl), [Operand::Reg(r)]) = (ctrl, f.operands(i)) else {
+        return;
+    };
+    let Some(t) = f.regs.get(*r).map(|d| d.ty) else {
+        return;
+    };
+    if t.bits() != ctrl.bits() {
+        report(format!(
+            "'bitcast' operand {r} has {} bits, {ctrl} has {}",
+            t.bits(),
+            ctrl.bits()
+        ));
+    }
+    let order = MemFlags::LITTLE | MemFlags::BIG;
+    let Some(mf) = f.insts[i]
+        .aux2
+        .checked_sub(1)
+        .and_then(|k| f.memflags.get(MemFlagsRef::from_u32(k)))
+    else {
+        return;
+    };
+    if mf.region.is_some() || mf.trap != MemFlags::new().trap || mf.bits & !order != 0 {
+        report("'bitcast' takes no memory flags but big or little".into());
+    } else if mf.bits & order == 0 && t.lanes() != ctrl.lanes() {
+        report(format!(
+            "'bitcast' from {t} to {ctrl} changes the lane count: it needs big or little"
+        ));
+    }
+}
+
+fn check_opaque_imms(
+    op: &OpaqueOpcode,
+    imms: &[u64],
+    ctrl: Option<Type>,
+    result_type: Option<Type>,
+    report: &mut dyn FnMut(String),
+) {
+    use OpaqueFormat as F;
+    let name = op.name;
+    let want = match op.format {
+        F::NullAry
+        | F::Unary
+        | F::Binary
+        | F::Ternary
+        | F::AtomicCas
+        | F::LoadNoOffset
+        | F::StoreNoOffset => 0,
+        F::UnaryConst | F::Shuffle => {
+            let Some(&len) = imms.first() else {
+                report(format!("'{name}' needs its byte length as immediate 0"));
+                return;
+            };
+            let need = match op.format {
+                F::Shuffle => Some(16),
+                _ => result_type.map(|t| u64::from(t.bytes())),
+            };
+            if let Some(need) = need {
+                if len != need {
+                    report(format!(
+                        "'{name}' constant has {len} bytes, its type needs {need}"
+                    ));
+                    return;
+                }
+            }
+            let words = len.div_ceil(8);
+            if imms.len() as u64 - 1 != words {
+                report(format!(
+                    "'{name}' packs {len} bytes in {} word(s), expected {words}",
+                    imms.len() - 1
+                ));
+                return;
+            }
+            if op.format == F::Shuffle {
+                let bytes = imms[1..].iter().flat_map(|w| w.to_le_bytes());
+                if let Some(b) = bytes.take(16).find(|&b| b >= 32) {
+                    report(format!("'{name}' lane index {b} is more than 31"));
+                }
+            }
+            return;
+        }
+        _ => 1,
+    };
+    if imms.len() != want {
+        report(format!(
+            "'{name}' takes {want} immediate(s), found {}",
+            imms.len()
+        ));
+        return;
+    }
+    let Some(&v) = imms.first() else {
+        return;
+    };
+    let bad = |what: &str| format!("'{name}' immediate {v:#x} {what}");
+    match op.format {
+        F::UnaryImm => {
+            if let Some(t) = ctrl.filter(|t| t.bits() < 64) {
+                if v >> t.bits() != 0 {
+                    report(bad(&format!("does not fit {t} (zero-extended)")));
+                }
+            }
+        }
+        F::UnaryIeee16 if v > u64::from(u16::MAX) => report(bad("does not fit 16 bits")),
+        F::UnaryIeee32 if v > u64::from(u32::MAX) => report(bad("does not fit 32 bits")),
+        F::BinaryImm8 | F::TernaryImm8 => {
+            if v > 255 {
+                report(bad("does not fit 8 bits"));
+            } else if let Some(t) = ctrl.filter(|t| t.is_vector()) {
+                if v >= u64::from(t.lanes()) {
+                    report(bad(&format!("is not a lane of {t}")));
+                }
+            }
+        }
+        F::AtomicRmw if v >= ATOMIC_RMW_OPS => report(bad("is not an atomic operation")),
+        F::Load | F::Store if i32::try_from(v as i64).is_err() => {
+            report(bad("is not a 32-bit offset"))
+        }
+        F::IntAddTrap | F::CondTrap if v == 0 || v > 255 => report(bad("is not a trap code")),
+        F::IntCompare | F::FloatCompare => {
+            let float = op.format == F::FloatCompare;
+            match Cond::all().get(v as usize) {
+                Some(c) if c.is_float() == float => {}
+                _ => report(bad(if float {
+                    "is not a float predicate"
+                } else {
+                    "is not an integer predicate"
+                })),
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The opcodes an opaque may carry, sorted by name. Generated from Cranelift 0.135.8 by
+/// `cargo test -p jit-driver --test opaque -- --ignored --nocapture print_opaque_table`;
+/// jit-driver's `opaque_table_matches_cranelift` checks it against Cranelift.
+mod table {
+    use super::OpaqueFormat::*;
+    use super::TypeRule::*;
+    use super::{OpaqueFormat, OpaqueOpcode, TypeRule, TypeSet};
+    use crate::lir::types::Type;
+
+    const fn ts(lanes: u16, ints: u8, floats: u8) -> TypeSet {
+        TypeSet {
+            lanes,
+            ints,
+            floats,
+        }
+    }
+
+    const fn op(
+        name: &'static str,
+        format: OpaqueFormat,
+        effects: u8,
+        ctrl: Option<TypeSet>,
+        args: &'static [TypeRule],
+        results: &'static [TypeRule],
+    ) -> OpaqueOpcode {
+        OpaqueOpcode {
+            name,
+            format,
+            effects,
+            ctrl,
+            args,
+            results,
+        }
+    }
+
+    #[rustfmt::skip]
+    pub(super) static OPAQUE_OPCODES: [OpaqueOpcode; 144] = [
+        op("atomic_cas", AtomicCas, 0xb, Some(ts(0x1, 0xf8, 0x0)), &[In(ts(0x1, 0x60, 0x0)), Same, Same], &[Same]),
+        op("atomic_load", LoadNoOffset, 0x9, Some(ts(0x1, 0xf8, 0x0)), &[In(ts(0x1, 0x60, 0x0))], &[Same]),
+        op("atomic_rmw", AtomicRmw, 0xb, Some(ts(0x1, 0xf8, 0x0)), &[In(ts(0x1, 0x60, 0x0)), Same], &[Same]),
+        op("atomic_store", StoreNoOffset, 0xa, Some(ts(0x1, 0xf8, 0x0)), &[Same, In(ts(0x1, 0x60, 0x0))], &[]),
+        op("avg_round", Binary, 0x0, Some(ts(0x1fe, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("band", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[Same, Same], &[Same]),
+        op("bitcast", LoadNoOffset, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[In(ts(0x1ff, 0xf8, 0xf0))], &[Same]),
+        op("bitrev", Unary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same], &[Same]),
+        op("bitselect", Ternary, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[Same, Same, Same], &[Same]),
+        op("blendv", Ternary, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[Same, Same, Same], &[Same]),
+        op("bmask", Unary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[In(ts(0x1, 0xf8, 0x0))], &[Same]),
+        op("bnot", Unary, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[Same], &[Same]),
+        op("bor", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[Same, Same], &[Same]),
+        op("bswap", Unary, 0x0, Some(ts(0x1, 0xf0, 0x0)), &[Same], &[Same]),
+        op("bxor", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[Same, Same], &[Same]),
+        op("ceil", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same], &[Same]),
+        op("cls", Unary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same], &[Same]),
+        op("clz", Unary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same], &[Same]),
+        op("ctz", Unary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same], &[Same]),
+        op("debugtrap", NullAry, 0xb, None, &[], &[]),
+        op("extractlane", BinaryImm8, 0x0, Some(ts(0x1fe, 0xf8, 0xf0)), &[Same], &[LaneOf]),
+        op("f128const", UnaryConst, 0x0, None, &[], &[Fixed(Type::F128, 1)]),
+        op("f16const", UnaryIeee16, 0x0, None, &[], &[Fixed(Type::F16, 1)]),
+        op("f32const", UnaryIeee32, 0x0, None, &[], &[Fixed(Type::F32, 1)]),
+        op("f64const", UnaryIeee64, 0x0, None, &[], &[Fixed(Type::F64, 1)]),
+        op("fabs", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same], &[Same]),
+        op("fadd", Binary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same], &[Same]),
+        op("fcmp", FloatCompare, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same], &[AsTruthy]),
+        op("fcopysign", Binary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same], &[Same]),
+        op("fcvt_from_sint", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[In(ts(0x1ff, 0xf8, 0x0))], &[Same]),
+        op("fcvt_from_uint", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[In(ts(0x1ff, 0xf8, 0x0))], &[Same]),
+        op("fcvt_to_sint", Unary, 0x4, Some(ts(0x1, 0xf8, 0x0)), &[In(ts(0x1, 0x0, 0xf0))], &[Same]),
+        op("fcvt_to_sint_sat", Unary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[In(ts(0x1ff, 0x0, 0xf0))], &[Same]),
+        op("fcvt_to_uint", Unary, 0x4, Some(ts(0x1, 0xf8, 0x0)), &[In(ts(0x1, 0x0, 0xf0))], &[Same]),
+        op("fcvt_to_uint_sat", Unary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[In(ts(0x1ff, 0x0, 0xf0))], &[Same]),
+        op("fdemote", Unary, 0x0, Some(ts(0x1, 0x0, 0xf0)), &[Wider], &[Same]),
+        op("fdiv", Binary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same], &[Same]),
+        op("fence", NullAry, 0x8, None, &[], &[]),
+        op("floor", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same], &[Same]),
+        op("fma", Ternary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same, Same], &[Same]),
+        op("fmax", Binary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same], &[Same]),
+        op("fmin", Binary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same], &[Same]),
+        op("fmul", Binary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same], &[Same]),
+        op("fneg", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same], &[Same]),
+        op("fpromote", Unary, 0x0, Some(ts(0x1, 0x0, 0xf0)), &[Narrower], &[Same]),
+        op("fsub", Binary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same, Same], &[Same]),
+        op("fvdemote", Unary, 0x0, None, &[Fixed(Type::F64, 2)], &[Fixed(Type::F32, 4)]),
+        op("fvpromote_low", Unary, 0x0, None, &[Fixed(Type::F32, 4)], &[Fixed(Type::F64, 2)]),
+        op("get_frame_pointer", NullAry, 0x8, Some(ts(0x1, 0x60, 0x0)), &[], &[Same]),
+        op("get_pinned_reg", NullAry, 0x8, Some(ts(0x1, 0x60, 0x0)), &[], &[Same]),
+        op("get_return_address", NullAry, 0x8, Some(ts(0x1, 0x60, 0x0)), &[], &[Same]),
+        op("get_stack_pointer", NullAry, 0x8, Some(ts(0x1, 0x60, 0x0)), &[], &[Same]),
+        op("iabs", Unary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same], &[Same]),
+        op("iadd", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("iadd_pairwise", Binary, 0x0, Some(ts(0x1e, 0x38, 0x0)), &[Same, Same], &[Same]),
+        op("icmp", IntCompare, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[AsTruthy]),
+        op("iconcat", Binary, 0x0, Some(ts(0x1, 0x78, 0x0)), &[Same, Same], &[DoubleWidth]),
+        op("iconst", UnaryImm, 0x0, Some(ts(0x1, 0x78, 0x0)), &[], &[Same]),
+        op("imul", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("ineg", Unary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same], &[Same]),
+        op("insertlane", TernaryImm8, 0x0, Some(ts(0x1fe, 0xf8, 0xf0)), &[Same, LaneOf], &[Same]),
+        op("ireduce", Unary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Wider], &[Same]),
+        op("ishl", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, In(ts(0x1, 0xf8, 0x0))], &[Same]),
+        op("isplit", Unary, 0x0, Some(ts(0x1, 0xf0, 0x0)), &[Same], &[HalfWidth, HalfWidth]),
+        op("istore16", Store, 0x2, Some(ts(0x1, 0x60, 0x0)), &[Same, In(ts(0x1, 0x60, 0x0))], &[]),
+        op("istore32", Store, 0x2, Some(ts(0x1, 0x40, 0x0)), &[Same, In(ts(0x1, 0x60, 0x0))], &[]),
+        op("istore8", Store, 0x2, Some(ts(0x1, 0x70, 0x0)), &[Same, In(ts(0x1, 0x60, 0x0))], &[]),
+        op("isub", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("load", Load, 0x1, Some(ts(0x1ff, 0xf8, 0xf0)), &[In(ts(0x1, 0x60, 0x0))], &[Same]),
+        op("nearest", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same], &[Same]),
+        op("nop", NullAry, 0x8, None, &[], &[]),
+        op("popcnt", Unary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same], &[Same]),
+        op("rotl", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, In(ts(0x1, 0xf8, 0x0))], &[Same]),
+        op("rotr", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, In(ts(0x1, 0xf8, 0x0))], &[Same]),
+        op("sadd_overflow", Binary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same], &[Same, Fixed(Type::I8, 1)]),
+        op("sadd_overflow_cin", Ternary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same, Fixed(Type::I8, 1)], &[Same, Fixed(Type::I8, 1)]),
+        op("sadd_sat", Binary, 0x0, Some(ts(0x1fe, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("scalar_to_vector", Unary, 0x0, Some(ts(0x1fe, 0xf8, 0xf0)), &[LaneOf], &[Same]),
+        op("sdiv", Binary, 0x4, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("select", Ternary, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[In(ts(0x1, 0xf8, 0x0)), Same, Same], &[Same]),
+        op("select_spectre_guard", Ternary, 0x0, Some(ts(0x1ff, 0xf8, 0xf0)), &[In(ts(0x1, 0xf8, 0x0)), Same, Same], &[Same]),
+        op("sequence_point", NullAry, 0x8, None, &[], &[]),
+        op("set_pinned_reg", Unary, 0x8, Some(ts(0x1, 0x60, 0x0)), &[Same], &[]),
+        op("sextend", Unary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Narrower], &[Same]),
+        op("shuffle", Shuffle, 0x0, None, &[Fixed(Type::I8, 16), Fixed(Type::I8, 16)], &[Fixed(Type::I8, 16)]),
+        op("sload16", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[In(ts(0x1, 0x60, 0x0))], &[Same]),
+        op("sload16x4", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[Same], &[Fixed(Type::I32, 4)]),
+        op("sload32", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[Same], &[Fixed(Type::I64, 1)]),
+        op("sload32x2", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[Same], &[Fixed(Type::I64, 2)]),
+        op("sload8", Load, 0x1, Some(ts(0x1, 0x70, 0x0)), &[In(ts(0x1, 0x60, 0x0))], &[Same]),
+        op("sload8x8", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[Same], &[Fixed(Type::I16, 8)]),
+        op("smax", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("smin", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("smul_overflow", Binary, 0x0, Some(ts(0x1, 0x78, 0x0)), &[Same, Same], &[Same, Fixed(Type::I8, 1)]),
+        op("smulhi", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("snarrow", Binary, 0x0, Some(ts(0xe, 0x70, 0x0)), &[Same, Same], &[SplitLanes]),
+        op("splat", Unary, 0x0, Some(ts(0x1fe, 0xf8, 0xf0)), &[LaneOf], &[Same]),
+        op("sqmul_round_sat", Binary, 0x0, Some(ts(0xc, 0x30, 0x0)), &[Same, Same], &[Same]),
+        op("sqrt", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same], &[Same]),
+        op("srem", Binary, 0x4, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("sshr", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, In(ts(0x1, 0xf8, 0x0))], &[Same]),
+        op("ssub_overflow", Binary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same], &[Same, Fixed(Type::I8, 1)]),
+        op("ssub_overflow_bin", Ternary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same, Fixed(Type::I8, 1)], &[Same, Fixed(Type::I8, 1)]),
+        op("ssub_sat", Binary, 0x0, Some(ts(0x1fe, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("store", Store, 0x2, Some(ts(0x1ff, 0xf8, 0xf0)), &[Same, In(ts(0x1, 0x60, 0x0))], &[]),
+        op("swiden_high", Unary, 0x0, Some(ts(0x1e, 0x38, 0x0)), &[Same], &[MergeLanes]),
+        op("swiden_low", Unary, 0x0, Some(ts(0x1e, 0x38, 0x0)), &[Same], &[MergeLanes]),
+        op("swizzle", Binary, 0x0, None, &[Fixed(Type::I8, 16), Fixed(Type::I8, 16)], &[Fixed(Type::I8, 16)]),
+        op("trapnz", CondTrap, 0x4, Some(ts(0x1, 0xf8, 0x0)), &[Same], &[]),
+        op("trapz", CondTrap, 0x4, Some(ts(0x1, 0xf8, 0x0)), &[Same], &[]),
+        op("trunc", Unary, 0x0, Some(ts(0x1ff, 0x0, 0xf0)), &[Same], &[Same]),
+        op("uadd_overflow", Binary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same], &[Same, Fixed(Type::I8, 1)]),
+        op("uadd_overflow_cin", Ternary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same, Fixed(Type::I8, 1)], &[Same, Fixed(Type::I8, 1)]),
+        op("uadd_overflow_trap", IntAddTrap, 0x4, Some(ts(0x1, 0x60, 0x0)), &[Same, Same], &[Same]),
+        op("uadd_sat", Binary, 0x0, Some(ts(0x1fe, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("udiv", Binary, 0x4, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("uextend", Unary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Narrower], &[Same]),
+        op("uload16", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[In(ts(0x1, 0x60, 0x0))], &[Same]),
+        op("uload16x4", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[Same], &[Fixed(Type::I32, 4)]),
+        op("uload32", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[Same], &[Fixed(Type::I64, 1)]),
+        op("uload32x2", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[Same], &[Fixed(Type::I64, 2)]),
+        op("uload8", Load, 0x1, Some(ts(0x1, 0x70, 0x0)), &[In(ts(0x1, 0x60, 0x0))], &[Same]),
+        op("uload8x8", Load, 0x1, Some(ts(0x1, 0x60, 0x0)), &[Same], &[Fixed(Type::I16, 8)]),
+        op("umax", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("umin", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("umul_overflow", Binary, 0x0, Some(ts(0x1, 0x78, 0x0)), &[Same, Same], &[Same, Fixed(Type::I8, 1)]),
+        op("umulhi", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("unarrow", Binary, 0x0, Some(ts(0xe, 0x70, 0x0)), &[Same, Same], &[SplitLanes]),
+        op("urem", Binary, 0x4, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("ushr", Binary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[Same, In(ts(0x1, 0xf8, 0x0))], &[Same]),
+        op("usub_overflow", Binary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same], &[Same, Fixed(Type::I8, 1)]),
+        op("usub_overflow_bin", Ternary, 0x0, Some(ts(0x1, 0xf8, 0x0)), &[Same, Same, Fixed(Type::I8, 1)], &[Same, Fixed(Type::I8, 1)]),
+        op("usub_sat", Binary, 0x0, Some(ts(0x1fe, 0xf8, 0x0)), &[Same, Same], &[Same]),
+        op("uunarrow", Binary, 0x0, Some(ts(0xe, 0x70, 0x0)), &[Same, Same], &[SplitLanes]),
+        op("uwiden_high", Unary, 0x0, Some(ts(0x1e, 0x38, 0x0)), &[Same], &[MergeLanes]),
+        op("uwiden_low", Unary, 0x0, Some(ts(0x1e, 0x38, 0x0)), &[Same], &[MergeLanes]),
+        op("vall_true", Unary, 0x0, Some(ts(0x1fe, 0xf8, 0xf0)), &[Same], &[Fixed(Type::I8, 1)]),
+        op("vany_true", Unary, 0x0, Some(ts(0x1fe, 0xf8, 0xf0)), &[Same], &[Fixed(Type::I8, 1)]),
+        op("vconst", UnaryConst, 0x0, Some(ts(0x1fe, 0xf8, 0xf0)), &[], &[Same]),
+        op("vhigh_bits", Unary, 0x0, Some(ts(0x1, 0x78, 0x0)), &[In(ts(0x1fe, 0xf8, 0xf0))], &[Same]),
+        op("x86_cvtt2dq", Unary, 0x0, Some(ts(0x1ff, 0xf8, 0x0)), &[In(ts(0x1ff, 0x0, 0xf0))], &[Same]),
+        op("x86_pmaddubsw", Binary, 0x0, None, &[Fixed(Type::I8, 16), Fixed(Type::I8, 16)], &[Fixed(Type::I16, 8)]),
+        op("x86_pmulhrsw", Binary, 0x0, Some(ts(0xc, 0x30, 0x0)), &[Same, Same], &[Same]),
+        op("x86_pshufb", Binary, 0x0, None, &[Fixed(Type::I8, 16), Fixed(Type::I8, 16)], &[Fixed(Type::I8, 16)]),
+    ];
 }
