@@ -331,9 +331,22 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
             if files.len() > 1 {
                 bail!("{}: .lir input must be the only input", path.display());
             }
-            let m = lir::parse_module(&text).map_err(|e| anyhow!("{}:{e}", path.display()))?;
+            let (m, lines) = lir::parse::parse_module_with_lines(&text)
+                .map_err(|e| anyhow!("{}:{e}", path.display()))?;
             stats.add_time("parse", t.elapsed());
-            lir::verify_module(&m, true).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            // Every error with its line; opaque instructions checked as lowering needs them.
+            lir::verify::verify_module_for_lowering(&m, true).map_err(|errs| {
+                let at = |e: &lir::VerifierError| match lines.error_line(e) {
+                    Some(n) => format!("{}:{n}: {e}", path.display()),
+                    None => format!("{}: {e}", path.display()),
+                };
+                let mut msg = at(&errs.0[0]);
+                for e in &errs.0[1..] {
+                    msg.push_str("\n    ");
+                    msg.push_str(&at(e));
+                }
+                anyhow!(msg)
+            })?;
             return Ok(m);
         }
         let test = parse_test_text(path, &text).map_err(|e| anyhow!(e))?;

@@ -525,3 +525,35 @@ block0(v0: i64):
         );
     }
 }
+
+/// LIR that the verifier must refuse before lowering: opaque instructions Cranelift cannot
+/// build (an `iconst` without a type, a `vconst` whose length immediate is absurd) and a jump
+/// to the entry block; each error names the file and the line.
+#[test]
+fn unlowerable_lir_is_an_input_error() {
+    let head = "function @f(i32) -> i32 system_v export {\n";
+    for (name, body, line) in [
+        (
+            "iconst-void.lir",
+            "bb0:\n    %vr0: i32 = opaque \"iconst\" [0x5] pure\n    ret %vr0\n}\n",
+            3,
+        ),
+        (
+            "vconst-huge.lir",
+            "bb0:\n    %vr1: i8x16 = opaque.i8x16 \"vconst\" [0xffffffffffffffff] pure\n    %vr0 = copy.i32 arg0\n    ret %vr0\n}\n",
+            3,
+        ),
+        (
+            "entry-jump.lir",
+            "bb0:\n    %vr0 = copy.i32 arg0\n    jump bb1\nbb1:\n    jump bb0\n}\n",
+            6,
+        ),
+    ] {
+        let p = file(name, format!("{head}{body}").as_bytes());
+        for emit in ["clif", "lir"] {
+            let o = bounded(&["opt", "--passes", "none", "--emit", emit, s(&p)]);
+            assert_clean(&o, 2, &[&format!("{name}:{line}:")]);
+            assert!(o.stdout.is_empty(), "{}", o.stdout);
+        }
+    }
+}
