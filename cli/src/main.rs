@@ -21,6 +21,11 @@ const EXIT_FAILURES: u8 = 1;
 /// Exit status of bad input or usage, and of any other error.
 const EXIT_BAD_INPUT: u8 = 2;
 
+/// The default pipeline of `opt`, `run` and `size`: the library's (`MergeConfig::default`).
+/// `lvn` is left out: on the wasm corpus it saves a few bytes at most, and every function it
+/// changes must be lowered instead of compiled from its input (BENCHMARKS.md).
+const DEFAULT_PASSES: &str = "merge,merge-similar";
+
 /// The largest module `gen` makes (about 900 MB of CLIF text).
 const GEN_MAX_FUNCTIONS: u64 = 1_000_000;
 
@@ -32,7 +37,7 @@ const GEN_MAX_FUNCTIONS: u64 = 1_000_000;
     long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
 (LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
 JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, merge-similar, lvn, gvn, \
-dce; `none` means lift and lower only. Default: merge,lvn.\n\nExit status: 0 success; 1 test \
+dce; `none` means lift and lower only. Default: merge,merge-similar (the library's default).\n\nExit status: 0 success; 1 test \
 failures (`run`: a run line failed or its file did not compile; `fuzz`: a mismatch); 2 bad input \
 or usage (a file that cannot be read, parsed or verified, an unknown pass, a bad option) and \
 any other error, reported as one `error:` line on stderr. A closed stdout (`| head`) ends a \
@@ -48,7 +53,7 @@ enum Cmd {
     /// Transform `.lir` or `.clif` files and print the result on stdout.
     Opt {
         /// Comma list of passes (merge, merge-similar, lvn, gvn, dce; `none` = round trip only).
-        #[arg(long, default_value = "merge,lvn")]
+        #[arg(long, default_value = DEFAULT_PASSES)]
         passes: String,
         /// What to print: the LIR, the lowered Cranelift IR, or nothing.
         #[arg(long, default_value = "lir", value_parser = ["clif", "lir", "none"])]
@@ -67,7 +72,7 @@ enum Cmd {
     },
     /// Run the `; run:` lines of Cranelift test files through the pipeline and the JIT.
     Run {
-        #[arg(long, default_value = "merge,lvn")]
+        #[arg(long, default_value = DEFAULT_PASSES)]
         passes: String,
         /// Override the files' Cranelift opt level (none or speed).
         #[arg(long, value_parser = ["none", "speed"])]
@@ -99,7 +104,7 @@ enum Cmd {
     /// Compile all functions of all inputs (one module) without and with the mid-end, and
     /// report functions, instructions, machine-code bytes and phase times.
     Size {
-        #[arg(long, default_value = "merge,lvn")]
+        #[arg(long, default_value = DEFAULT_PASSES)]
         passes: String,
         /// Cranelift opt level of both compiles.
         #[arg(long, default_value = "none", value_parser = ["none", "speed"])]
@@ -141,7 +146,7 @@ enum Cmd {
         iterations: usize,
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        #[arg(long, default_value = "merge,lvn")]
+        #[arg(long, default_value = "merge,merge-similar,lvn")]
         passes: String,
         /// Where reproducers of failures are written.
         #[arg(long, default_value = "fuzz-failures")]
@@ -650,4 +655,18 @@ fn cmd_fuzz(iterations: usize, seed: u64, passes: &str, out_dir: PathBuf) -> Res
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command's default pipeline is the library's.
+    #[test]
+    fn default_passes_are_the_librarys() {
+        assert_eq!(
+            midend::parse_pass_list(DEFAULT_PASSES).unwrap(),
+            jit_driver::MergeConfig::default().passes
+        );
+    }
 }

@@ -87,3 +87,37 @@ fn wasm_merge_lvn_compiles_and_adds_up() {
         assert!(r["lir_insts_after"].as_u64().unwrap() <= r["lir_insts_before"].as_u64().unwrap());
     }
 }
+
+/// `merge-similar` on top of `merge` never saves less than `merge` alone on any module, and
+/// its shared bodies and thunks are all accounted for.
+#[test]
+fn wasm_merge_similar_saves_at_least_what_merge_saves() {
+    let (mut saved_merge, mut saved_similar) = (0u64, 0u64);
+    for m in modules() {
+        let a = size(&["--passes", "merge"], &m);
+        let b = size(&["--passes", "merge,merge-similar"], &m);
+        let before = a["code_bytes_before"].as_u64().unwrap();
+        let (am, bm) = (
+            a["code_bytes_after"].as_u64().unwrap(),
+            b["code_bytes_after"].as_u64().unwrap(),
+        );
+        assert!(
+            bm <= am,
+            "{}: merge,merge-similar gives {bm} bytes, merge alone {am}",
+            m.display()
+        );
+        assert!(b["merged"].as_u64().unwrap() >= a["merged"].as_u64().unwrap());
+        let n = |k: &str| b[k].as_u64().unwrap();
+        assert_eq!(
+            n("merged"),
+            n("replaced") + n("aliased") + n("thunked") + n("folded"),
+            "{}",
+            m.display()
+        );
+        saved_merge += before - am;
+        saved_similar += before - bm;
+    }
+    if saved_merge > 0 {
+        eprintln!("corpus: merge saves {saved_merge} bytes, merge,merge-similar {saved_similar}");
+    }
+}
