@@ -3,17 +3,13 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common.rs"]
+mod common;
+
 fuzz_target!(|text: &str| {
-    let Ok(funcs) = cranelift_reader::parse_functions(text) else {
+    let Some(funcs) = common::parse_verified_clif(text) else {
         return;
     };
-    let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
-    if funcs
-        .iter()
-        .any(|f| cranelift_codegen::verifier::verify_function(f, &flags).is_err())
-    {
-        return;
-    }
     let mut stats = midend::Stats::default();
     let Ok(m) = jit_driver::lift_functions(funcs.iter(), &mut stats) else {
         return;

@@ -1,25 +1,22 @@
-//! Parse arbitrary text as CLIF, lift, run `merge,lvn` and lower every function back: passes
+//! Parse arbitrary text as CLIF, lift, run every pass (`merge,merge-similar,lvn,gvn,dce`) and
+//! lower every function back: passes
 //! must keep the module valid and every surviving function must lower to valid CLIF.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common.rs"]
+mod common;
+
 fuzz_target!(|text: &str| {
-    let Ok(funcs) = cranelift_reader::parse_functions(text) else {
+    let Some(funcs) = common::parse_verified_clif(text) else {
         return;
     };
-    let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
-    if funcs
-        .iter()
-        .any(|f| cranelift_codegen::verifier::verify_function(f, &flags).is_err())
-    {
-        return;
-    }
     let mut stats = midend::Stats::default();
     let Ok(mut m) = jit_driver::lift_functions(funcs.iter(), &mut stats) else {
         return;
     };
     midend::lir::verify_module(&m, true).expect("lifted module verifies");
-    let mut pm = midend::PassManager::from_names("merge,lvn").unwrap();
+    let mut pm = midend::PassManager::from_names("merge,merge-similar,lvn,gvn,dce").unwrap();
     pm.verify = true;
     if let Err(e) = pm.run(&mut m, &mut stats) {
         panic!("passes failed on a verified module: {e}\n{m}");
@@ -29,6 +26,7 @@ fuzz_target!(|text: &str| {
         pointer_width: target_lexicon::PointerWidth::U64,
         page_size_align_log2: 12,
     };
+    let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
     let ids: Vec<_> = m.live_functions().map(|(id, _)| id).collect();
     for id in ids {
         let f = &m.functions[id];

@@ -14,15 +14,44 @@
 //!
 //! Any difference in results, buffer contents or trapping is a failure; it is minimized (drop
 //! functions, zero inputs) and written as a `.clif` run test into `FuzzOptions::out_dir`.
+//!
+//! ## Edges (issue 13)
+//!
+//! One module in three (chosen by its seed, see [`config_for_seed`]) also exercises a random
+//! non-empty set of edge cases ([`GenConfig::edges`]):
+//! - [`EDGE_CONSTS`]: extreme constants (`iN::MIN`/`MAX`, 0, -1, the width and around it),
+//!   shifts and rotates by amounts >= the width (of any amount type), `sdiv`/`srem` by -1 and
+//!   of `MIN` (guarded so `MIN / -1` never happens), `smulhi`/`umulhi`, extreme floats;
+//! - [`EDGE_OFFSETS`]: load/store immediate offsets near `i32::MAX`, negative ones down to
+//!   `i32::MIN`, address arithmetic through +-2^31, 2^32, 2^40, 2^63, and stack slots of up to
+//!   64 KiB accessed near their ends;
+//! - [`EDGE_SYMBOLS`]: `symbol_value` of libc symbols (non-colocated) and of generated functions
+//!   (colocated) with offsets up to +-2^44, observed only as differences and equalities of two
+//!   values of the same symbol (the only thing both sides can agree on);
+//! - [`EDGE_CHAINS`]: chains of 8 to 1,500 blocks with block parameters and forward skip edges;
+//! - [`EDGE_TAIL`]: `tail`-convention functions (with up to 10 parameters), their addresses
+//!   taken (`func_addr`), compared and called through (`call_indirect`), and, where the ISA
+//!   allows tail calls, `return_call` and `return_call_indirect` to them. A quarter of these
+//!   modules are compiled without frame pointers ([`GenConfig::frame_pointers`]), where x86-64
+//!   cannot compile `return_call`: the generator then makes none, and merging must not either.
+//!
+//! With edge cases the duplicates are planned before the functions are generated, so calls and
+//! taken addresses reach them too (merged functions whose addresses are compared must keep
+//! distinct addresses). A panic in the pipeline is reported as a failure with a reproducer.
+//!
+//! The interpreter cannot resolve symbols and zero-extends negative load/store offsets, so it
+//! runs an *oracle form* of the module ([`oracle_form`]): each `symbol_value` becomes a fixed
+//! fake address plus the offset, and each negative offset an explicit `iadd`.
 
 use crate::harness::Harness;
 use arbitrary::Unstructured;
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
 use cranelift_codegen::data_value::DataValue;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    self, types, AbiParam, ExtFuncData, ExternalName, FuncRef, Function, InstBuilder,
-    InstructionData, JumpTableData, MemFlagsData, Opcode, Signature, StackSlot, StackSlotData,
-    StackSlotKind, Type, UserFuncName, Value,
+    self, types, AbiParam, Block, ExtFuncData, ExternalName, FuncRef, Function, GlobalValueData,
+    InstBuilder, InstructionData, JumpTableData, MemFlagsData, Opcode, SigRef, Signature,
+    StackSlot, StackSlotData, StackSlotKind, Type, UserFuncName, Value,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_codegen::settings;
@@ -74,6 +103,8 @@ pub struct FuzzReport {
     pub traps: usize,
     /// Calls skipped because the interpreter could not decide (fuel exhausted).
     pub skipped_calls: usize,
+    /// Modules generated with edge cases (`config_for_seed`).
+    pub edge_modules: usize,
     /// Pass statistics summed over the iterations (`merged`, `lvn.removed`, ...).
     pub stats: Stats,
 }
@@ -131,6 +162,129 @@ const ALL_TYPES: [Type; 6] = [
     types::F64,
 ];
 
+/// Edge case: extreme constants, shifts by >= the width, division by -1 and of `MIN`.
+pub const EDGE_CONSTS: u32 = 1;
+/// Edge case: huge and negative load/store offsets, 64-bit address arithmetic, big stack slots.
+pub const EDGE_OFFSETS: u32 = 2;
+/// Edge case: `symbol_value` with huge offsets.
+pub const EDGE_SYMBOLS: u32 = 4;
+/// Edge case: long chains of blocks.
+pub const EDGE_CHAINS: u32 = 8;
+/// Edge case: `tail` functions whose addresses are taken, called through them and by
+/// `return_call`.
+pub const EDGE_TAIL: u32 = 16;
+/// Every edge case.
+pub const EDGE_ALL: u32 = 31;
+
+/// How a module is generated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenConfig {
+    /// The edge cases exercised (`EDGE_*` bits; 0 for the plain generator).
+    pub edges: u32,
+    /// May the module use `return_call` (Cranelift on x86-64 needs frame pointers for it)?
+    pub tail_calls: bool,
+    /// Does the pipeline compile with `preserve_frame_pointers` (as `host_isa` does)? Without,
+    /// x86-64 cannot compile `return_call`, so merging must not make tail-call thunks.
+    pub frame_pointers: bool,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            edges: 0,
+            tail_calls: host_tail_calls(),
+            frame_pointers: true,
+        }
+    }
+}
+
+/// The ISA the pipeline compiles for: `host_isa`, or the same without frame pointers.
+pub fn pipeline_isa(
+    frame_pointers: bool,
+) -> Result<cranelift_codegen::isa::OwnedTargetIsa, String> {
+    if frame_pointers {
+        return host_isa(OptLevel::None).map_err(|e| e.to_string());
+    }
+    let mut fb = settings::builder();
+    for (k, v) in [
+        ("opt_level", "none"),
+        ("is_pic", "false"),
+        ("use_colocated_libcalls", "false"),
+        ("preserve_frame_pointers", "false"),
+    ] {
+        settings::Configurable::set(&mut fb, k, v).map_err(|e| e.to_string())?;
+    }
+    cranelift_native::builder()
+        .map_err(|e| e.to_string())?
+        .finish(settings::Flags::new(fb))
+        .map_err(|e| e.to_string())
+}
+
+fn tail_calls_on(frame_pointers: bool) -> bool {
+    static ALLOWED: [std::sync::OnceLock<bool>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    *ALLOWED[frame_pointers as usize].get_or_init(|| {
+        pipeline_isa(frame_pointers)
+            .map(|isa| jit_driver::module::tail_calls_allowed(&*isa))
+            .unwrap_or(false)
+    })
+}
+
+/// Can the host ISA the pipeline compiles for (`host_isa`) compile `return_call`?
+pub fn host_tail_calls() -> bool {
+    tail_calls_on(true)
+}
+
+/// The generator's configuration for an iteration seed: one module in three exercises a random
+/// non-empty set of edge cases, the others none; a quarter of those with `tail` functions are
+/// compiled without frame pointers (and then, on x86-64, have no `return_call`).
+pub fn config_for_seed(seed: u64) -> GenConfig {
+    let r = SplitMix64::new(seed ^ 0xED6E_5EED_0000_0013).next_u64();
+    let edges = if r.is_multiple_of(3) {
+        match (r >> 8) as u32 & EDGE_ALL {
+            0 => EDGE_ALL,
+            e => e,
+        }
+    } else {
+        0
+    };
+    let frame_pointers = edges & EDGE_TAIL == 0 || !(r >> 16).is_multiple_of(4);
+    GenConfig {
+        edges,
+        tail_calls: tail_calls_on(frame_pointers),
+        frame_pointers,
+    }
+}
+
+/// Libc symbols `symbol_value` names (the JIT resolves them in the process; only differences of
+/// two values of one symbol are observed, so their addresses do not matter).
+const EXTERN_SYMBOLS: [&str; 4] = ["malloc", "free", "memcpy", "memset"];
+
+/// Offsets of non-colocated symbols (an absolute 64-bit relocation: the address plus the
+/// offset must stay a valid user-space address, which +-2^44 around libc does).
+const BIG_SYMBOL_OFFSETS: [i64; 16] = [
+    0,
+    1,
+    -1,
+    8,
+    -8,
+    i32::MAX as i64,
+    i32::MIN as i64,
+    1 << 31,
+    (1 << 31) + 1,
+    1 << 32,
+    -(1 << 32),
+    1 << 40,
+    -(1 << 40),
+    (1 << 40) + 8,
+    1 << 44,
+    -(1 << 44),
+];
+
+/// Offsets of colocated symbols (a 32-bit PC-relative relocation: the address plus the offset
+/// must stay within 2 GiB of the code).
+const SMALL_SYMBOL_OFFSETS: [i64; 8] = [0, 1, -1, 8, -16, 4096, 1 << 20, -(1 << 20)];
+
 fn frontend_config() -> TargetFrontendConfig {
     TargetFrontendConfig {
         default_call_conv: CallConv::SystemV,
@@ -157,11 +311,17 @@ struct FnSpec {
     name: String,
     params: Vec<Type>,
     rets: Vec<Type>,
+    /// The `tail` calling convention (else System V).
+    tail: bool,
 }
 
 impl FnSpec {
     fn signature(&self) -> Signature {
-        let mut s = Signature::new(CallConv::SystemV);
+        let mut s = Signature::new(if self.tail {
+            CallConv::Tail
+        } else {
+            CallConv::SystemV
+        });
         s.params.push(AbiParam::new(types::I64));
         s.params.push(AbiParam::new(types::I64));
         s.params
@@ -187,12 +347,18 @@ struct Gen<'a, 'u, 'f> {
     u: &'a mut Unstructured<'u>,
     b: FunctionBuilder<'f>,
     specs: &'a [FnSpec],
+    cfg: GenConfig,
     /// Variables by type.
     vars: Vec<(Variable, Type)>,
     buf: Value,
     depth: Value,
     slots: Vec<(StackSlot, u32)>,
+    /// Big stack slots (`EDGE_OFFSETS`): only their first and last 32 bytes are used.
+    big_slots: Vec<(StackSlot, u32)>,
     fnrefs: Vec<Option<FuncRef>>,
+    sigrefs: Vec<Option<SigRef>>,
+    /// A function has at most one long block chain.
+    long_chain: bool,
     budget: usize,
     loop_depth: usize,
     nest: usize,
@@ -228,7 +394,40 @@ impl Gen<'_, '_, '_> {
         let v = v & mask_of(t);
         self.b.ins().iconst(t, v as i64)
     }
+    fn edge(&self, e: u32) -> bool {
+        self.cfg.edges & e != 0
+    }
+
+    /// An extreme value of `t`: 0, -1, 1, `MIN`, `MAX`, one off them, the width and around
+    /// it, a power of two.
+    fn extreme_value(&mut self, t: Type) -> GResult<u64> {
+        let w = t.bits() as u64;
+        let min = 1u64 << (w - 1);
+        Ok(match self.u.int_in_range(0..=11)? {
+            0 => 0,
+            1 => u64::MAX,
+            2 => min,
+            3 => min - 1,
+            4 => min + 1,
+            5 => 1,
+            6 => w,
+            7 => w - 1,
+            8 => w + 1,
+            9 => 2 * w,
+            10 => u64::MAX - 1,
+            _ => 1u64 << self.u.int_in_range(0..=(w - 1))?,
+        })
+    }
+
     fn rand_iconst(&mut self, t: Type) -> GResult<Value> {
+        if self.edge(EDGE_CONSTS) && self.u.ratio(1, 2)? {
+            let v = self.extreme_value(t)?;
+            let c = self.iconst(t, v);
+            if let Some(i) = self.b.func.dfg.value_def(c).inst() {
+                self.tweakable.push(i);
+            }
+            return Ok(c);
+        }
         let v: u64 = match self.u.int_in_range(0..=5)? {
             0 => 0,
             1 => 1,
@@ -245,7 +444,26 @@ impl Gen<'_, '_, '_> {
     }
     fn rand_fconst(&mut self, t: Type) -> GResult<Value> {
         let choices = [0.0, -0.0, 1.0, -1.5, 0.5, 1e10, -3.25, f64::INFINITY, 7.0];
-        let x = if self.u.ratio(1, 4)? {
+        let extremes = [
+            f64::MAX,
+            f64::MIN,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f32::MAX as f64,
+            f32::MIN_POSITIVE as f64,
+            // 2^63, the largest double below it, -2^63: the ends of saturating conversions.
+            9_223_372_036_854_775_808.0,
+            9_223_372_036_854_774_784.0,
+            -9_223_372_036_854_775_808.0,
+            4_294_967_296.0,
+            2_147_483_648.0,
+            -2_147_483_649.0,
+        ];
+        let x = if self.edge(EDGE_CONSTS) && self.u.ratio(1, 3)? {
+            self.pick(&extremes)?
+        } else if self.u.ratio(1, 4)? {
             let bits: u64 = self.u.arbitrary()?;
             if t == types::F32 {
                 f32::from_bits(bits as u32) as f64
@@ -697,20 +915,7 @@ impl Gen<'_, '_, '_> {
             return self.int_binop(types::I64);
         }
         let j = self.u.choose_index(self.specs.len())?;
-        let fr = match self.fnrefs[j] {
-            Some(f) => f,
-            None => {
-                let sig = self.b.import_signature(self.specs[j].signature());
-                let f = self.b.import_function(ExtFuncData {
-                    name: ExternalName::testcase(self.specs[j].name.as_bytes()),
-                    signature: sig,
-                    colocated: true,
-                    patchable: false,
-                });
-                self.fnrefs[j] = Some(f);
-                f
-            }
-        };
+        let fr = self.fnref(j);
         let zero = self.iconst(types::I64, 0);
         let go = self
             .b
@@ -725,7 +930,14 @@ impl Gen<'_, '_, '_> {
         for t in self.specs[j].params.clone() {
             args.push(self.use_of(t)?);
         }
-        let inst = self.b.ins().call(fr, &args);
+        // With `EDGE_TAIL`, half the calls go through the callee's address.
+        let inst = if self.edge(EDGE_TAIL) && self.u.arbitrary()? {
+            let sig = self.sigref(j);
+            let p = self.b.ins().func_addr(types::I64, fr);
+            self.b.ins().call_indirect(sig, p, &args)
+        } else {
+            self.b.ins().call(fr, &args)
+        };
         let rs = self.b.inst_results(inst).to_vec();
         for r in rs {
             let t = self.b.func.dfg.value_type(r);
@@ -736,7 +948,521 @@ impl Gen<'_, '_, '_> {
         Ok(())
     }
 
+    // -----------------------------------------------------------------------------------------
+    // Edge cases (issue 13).
+
+    /// An integer constant no near-duplicate changes.
+    fn fixed(&mut self, t: Type, v: u64) -> Value {
+        self.iconst(t, v)
+    }
+
+    /// Extreme constants and operations at the edges of `t`.
+    fn extreme_op(&mut self, t: Type) -> GResult<()> {
+        let w = t.bits() as u64;
+        let min = 1u64 << (w - 1);
+        let x = self.use_of(t)?;
+        let r = match self.u.int_in_range(0..=9)? {
+            0..=2 => {
+                // Shift or rotate by a constant >= the width, the amount of any integer type.
+                let at = self.pick(&INT_TYPES)?;
+                let amt = match self.u.int_in_range(0..=4)? {
+                    0 => w,
+                    1 => w + 1,
+                    2 => 2 * w - 1,
+                    3 => mask_of(at),
+                    _ => self.u.int_in_range(w..=4 * w)?,
+                };
+                let a = self.fixed(at, amt);
+                match self.u.int_in_range(0..=4)? {
+                    0 => self.b.ins().ishl(x, a),
+                    1 => self.b.ins().ushr(x, a),
+                    2 => self.b.ins().sshr(x, a),
+                    3 => self.b.ins().rotl(x, a),
+                    _ => self.b.ins().rotr(x, a),
+                }
+            }
+            3 => {
+                // Shift by a variable of another integer type (any value, masked by the width).
+                let at = self.pick(&INT_TYPES)?;
+                let a = self.use_of(at)?;
+                match self.u.int_in_range(0..=2)? {
+                    0 => self.b.ins().ishl(x, a),
+                    1 => self.b.ins().sshr(x, a),
+                    _ => self.b.ins().rotr(x, a),
+                }
+            }
+            4 => {
+                // Wrapping arithmetic with an extreme constant.
+                let v = self.extreme_value(t)?;
+                let op = self.u.int_in_range(0..=6)?;
+                // No division by zero.
+                let v = if op >= 5 && v & mask_of(t) == 0 { 1 } else { v };
+                let c = self.fixed(t, v);
+                match op {
+                    0 => self.b.ins().iadd(x, c),
+                    1 => self.b.ins().isub(c, x),
+                    2 => self.b.ins().imul(x, c),
+                    3 => self.b.ins().smax(x, c),
+                    4 => self.b.ins().umin(x, c),
+                    5 => self.b.ins().udiv(x, c),
+                    _ => self.b.ins().urem(x, c),
+                }
+            }
+            5 => {
+                // Division by -1 of anything but MIN (MIN / -1 overflows: the interpreter traps
+                // where native `srem` gives 0).
+                let m = self.fixed(t, min);
+                let is_min = self.b.ins().icmp(IntCC::Equal, x, m);
+                let zero = self.fixed(t, 0);
+                let xg = self.b.ins().select(is_min, zero, x);
+                let m1 = self.fixed(t, u64::MAX);
+                if self.u.arbitrary()? {
+                    self.b.ins().sdiv(xg, m1)
+                } else {
+                    self.b.ins().srem(xg, m1)
+                }
+            }
+            6 => {
+                // MIN (or MAX) divided by anything but 0 and -1.
+                let v = if self.u.arbitrary()? { min } else { min - 1 };
+                let n = self.fixed(t, v);
+                let zero = self.fixed(t, 0);
+                let m1 = self.fixed(t, u64::MAX);
+                let three = self.fixed(t, 3);
+                let z = self.b.ins().icmp(IntCC::Equal, x, zero);
+                let d = self.b.ins().select(z, three, x);
+                let o = self.b.ins().icmp(IntCC::Equal, d, m1);
+                let d = self.b.ins().select(o, three, d);
+                match self.u.int_in_range(0..=3)? {
+                    0 => self.b.ins().sdiv(n, d),
+                    1 => self.b.ins().srem(n, d),
+                    2 => self.b.ins().udiv(n, d),
+                    _ => self.b.ins().urem(n, d),
+                }
+            }
+            7 => {
+                // Negation, absolute value and counts of a value with the sign bit set.
+                let m = self.fixed(t, min);
+                let xm = self.b.ins().bor(x, m);
+                match self.u.int_in_range(0..=3)? {
+                    0 => self.b.ins().ineg(xm),
+                    1 => self.b.ins().iabs(xm),
+                    2 => self.b.ins().clz(xm),
+                    _ => self.b.ins().cls(xm),
+                }
+            }
+            8 if w >= 32 => {
+                // The high half of a product with an extreme factor.
+                let v = self.extreme_value(t)?;
+                let c = self.fixed(t, v);
+                if self.u.arbitrary()? {
+                    self.b.ins().umulhi(x, c)
+                } else {
+                    self.b.ins().smulhi(x, c)
+                }
+            }
+            _ => {
+                // Comparisons against the ends of the range.
+                let v = self.extreme_value(t)?;
+                let c = self.fixed(t, v);
+                let cc = self.pick(&[
+                    IntCC::SignedLessThan,
+                    IntCC::SignedGreaterThan,
+                    IntCC::UnsignedLessThan,
+                    IntCC::UnsignedGreaterThanOrEqual,
+                    IntCC::Equal,
+                ])?;
+                let k = self.b.ins().icmp(cc, x, c);
+                let k = if t == types::I8 {
+                    k
+                } else {
+                    self.b.ins().uextend(t, k)
+                };
+                self.b.ins().iadd(x, k)
+            }
+        };
+        self.def_of(t, r)
+    }
+
+    /// A load or store of the buffer through a huge or negative offset: the address is always
+    /// `buf + k` (in bounds, aligned), reached by way of an offset immediate near `i32::MAX`
+    /// or `i32::MIN`, or of 64-bit address arithmetic that wraps.
+    fn far_mem(&mut self) -> GResult<()> {
+        let store: bool = self.u.arbitrary()?;
+        let (t, v) = if store {
+            let v = self.storable()?;
+            (self.b.func.dfg.value_type(v), Some(v))
+        } else {
+            (self.pick(&ALL_TYPES)?, None)
+        };
+        let n = t.bytes();
+        // `buf + k`, k static or dynamic.
+        let target = if self.u.arbitrary()? {
+            let k = self.u.int_in_range(0..=(BUF_BYTES / n - 1))? * n;
+            let kc = self.fixed(types::I64, k as u64);
+            self.b.ins().iadd(self.buf, kc)
+        } else {
+            let off = self.dyn_offset(BUF_BYTES, n)?;
+            self.b.ins().iadd(self.buf, off)
+        };
+        let (p, off): (Value, i32) = match self.u.int_in_range(0..=2)? {
+            0 => {
+                let c = match self.u.int_in_range(0..=6)? {
+                    0 => i32::MAX,
+                    1 => i32::MAX - 7,
+                    2 => 1 << 30,
+                    3 => 0x7fff_0000,
+                    4 => 1 << 16,
+                    5 => 4095,
+                    _ => self.u.int_in_range(0..=i32::MAX)?,
+                };
+                let d = self.fixed(types::I64, (c as i64).wrapping_neg() as u64);
+                (self.b.ins().iadd(target, d), c)
+            }
+            1 => {
+                let c = match self.u.int_in_range(0..=6)? {
+                    0 => i32::MIN,
+                    1 => i32::MIN + 8,
+                    2 => -(1 << 30),
+                    3 => -65536,
+                    4 => -8,
+                    5 => -1,
+                    _ => self.u.int_in_range(i32::MIN..=-1)?,
+                };
+                let d = self.fixed(types::I64, (c as i64).wrapping_neg() as u64);
+                (self.b.ins().iadd(target, d), c)
+            }
+            _ => {
+                let d: u64 = match self.u.int_in_range(0..=7)? {
+                    0 => 1 << 40,
+                    1 => 1 << 32,
+                    2 => 1 << 31,
+                    3 => 1 << 63,
+                    4 => (1u64 << 40).wrapping_neg(),
+                    5 => (1u64 << 31).wrapping_neg(),
+                    6 => u64::MAX,
+                    _ => self.u.arbitrary()?,
+                };
+                let small: i32 = self.u.int_in_range(0..=64)?;
+                let dc = self.fixed(types::I64, d);
+                let p1 = self.b.ins().iadd(target, dc);
+                let back = self.fixed(types::I64, d.wrapping_neg().wrapping_sub(small as u64));
+                (self.b.ins().iadd(p1, back), small)
+            }
+        };
+        match v {
+            Some(v) => {
+                self.b.ins().store(flags(), v, p, off);
+            }
+            None => {
+                let v = self.b.ins().load(t, flags(), p, off);
+                self.def_of(t, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A load or store near either end of a big stack slot.
+    fn big_stack_op(&mut self) -> GResult<()> {
+        if self.big_slots.is_empty() {
+            return self.far_mem();
+        }
+        let (ss, size) = self.pick(&self.big_slots.clone())?;
+        let store: bool = self.u.arbitrary()?;
+        let (t, v) = if store {
+            let v = self.storable()?;
+            (self.b.func.dfg.value_type(v), Some(v))
+        } else {
+            (self.pick(&ALL_TYPES)?, None)
+        };
+        let n = t.bytes();
+        let start = if self.u.arbitrary()? { 0 } else { size - 32 };
+        let p = match self.u.int_in_range(0..=2)? {
+            0 => {
+                let off = start + self.u.int_in_range(0..=(32 / n - 1))? * n;
+                self.b.ins().stack_addr(types::I64, ss, off as i32)
+            }
+            1 => {
+                let base = self.b.ins().stack_addr(types::I64, ss, start as i32);
+                let off = self.dyn_offset(32, n)?;
+                self.b.ins().iadd(base, off)
+            }
+            _ => {
+                // From the slot's start, with the offset as a constant.
+                let base = self.b.ins().stack_addr(types::I64, ss, 0);
+                let off = start + self.u.int_in_range(0..=(32 / n - 1))? * n;
+                let c = self.fixed(types::I64, off as u64);
+                self.b.ins().iadd(base, c)
+            }
+        };
+        match v {
+            Some(v) => {
+                self.b.ins().store(flags(), v, p, 0);
+            }
+            None => {
+                let v = self.b.ins().load(t, flags(), p, 0);
+                self.def_of(t, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn symbol_value(&mut self, name: &str, colocated: bool, offset: i64) -> Value {
+        let gv = self.b.create_global_value(GlobalValueData::Symbol {
+            name: ExternalName::testcase(name.as_bytes()),
+            offset: ir::immediates::Imm64::new(offset),
+            colocated,
+            tls: false,
+        });
+        self.b.ins().symbol_value(types::I64, gv)
+    }
+
+    /// Two `symbol_value`s of one symbol with (huge) offsets, observed through their difference
+    /// or equality, sometimes with a value of another symbol in between.
+    fn sym_op(&mut self) -> GResult<()> {
+        let local = !self.specs.is_empty() && self.u.ratio(1, 4)?;
+        let (name, colocated, offs): (String, bool, &[i64]) = if local {
+            let j = self.u.choose_index(self.specs.len())?;
+            (self.specs[j].name.clone(), true, &SMALL_SYMBOL_OFFSETS)
+        } else {
+            (
+                self.pick(&EXTERN_SYMBOLS)?.to_string(),
+                false,
+                &BIG_SYMBOL_OFFSETS,
+            )
+        };
+        let o1 = *self.u.choose(offs)?;
+        let o2 = *self.u.choose(offs)?;
+        let a = self.symbol_value(&name, colocated, o1);
+        if self.u.ratio(1, 3)? {
+            // Another symbol with the other offset: must not be taken for this one.
+            let other = self.pick(&EXTERN_SYMBOLS)?;
+            let c = self.symbol_value(other, false, o2);
+            let c2 = self.symbol_value(other, false, 0);
+            let d = self.b.ins().isub(c, c2);
+            let x = self.use_of(types::I64)?;
+            let r = self.b.ins().bxor(x, d);
+            self.def_of(types::I64, r)?;
+        }
+        let b = self.symbol_value(&name, colocated, o2);
+        let r = match self.u.int_in_range(0..=2)? {
+            0 => self.b.ins().isub(a, b),
+            1 => {
+                let e = self.b.ins().icmp(IntCC::Equal, a, b);
+                self.b.ins().uextend(types::I64, e)
+            }
+            _ => {
+                let d = self.b.ins().isub(b, a);
+                let x = self.use_of(types::I64)?;
+                self.b.ins().iadd(x, d)
+            }
+        };
+        self.def_of(types::I64, r)
+    }
+
+    /// A chain of blocks carrying two values as block parameters, with forward skip edges.
+    fn chain(&mut self) -> GResult<()> {
+        let long =
+            self.nest == 0 && self.loop_depth == 0 && !self.long_chain && self.u.ratio(1, 6)?;
+        let len: usize = if long {
+            self.long_chain = true;
+            self.u.int_in_range(200..=1500)?
+        } else {
+            self.u.int_in_range(8..=48)?
+        };
+        let t2 = self.pick(&ALL_TYPES)?;
+        let blocks: Vec<Block> = (0..=len)
+            .map(|_| {
+                let bl = self.b.create_block();
+                self.b.append_block_param(bl, types::I64);
+                self.b.append_block_param(bl, t2);
+                bl
+            })
+            .collect();
+        let acc = self.use_of(types::I64)?;
+        let x = self.use_of(t2)?;
+        self.b.ins().jump(blocks[0], &[acc.into(), x.into()]);
+        for i in 0..len {
+            self.b.switch_to_block(blocks[i]);
+            self.b.seal_block(blocks[i]);
+            let ps = self.b.block_params(blocks[i]).to_vec();
+            let (acc, mut x) = (ps[0], ps[1]);
+            let acc = match self.u.int_in_range(0..=3)? {
+                0 => {
+                    let c = self.fixed(types::I64, (i as u64).wrapping_mul(0x9E37_79B9));
+                    self.b.ins().iadd(acc, c)
+                }
+                1 => {
+                    let y = self.use_of(types::I64)?;
+                    self.b.ins().bxor(acc, y)
+                }
+                2 => {
+                    let c = self.fixed(types::I64, 2 * i as u64 + 3);
+                    self.b.ins().imul(acc, c)
+                }
+                _ => {
+                    let c = self.fixed(types::I64, i as u64 % 64);
+                    self.b.ins().rotl(acc, c)
+                }
+            };
+            if self.u.ratio(1, 4)? {
+                x = self.use_of(t2)?;
+            }
+            if self.u.ratio(1, 8)? {
+                let t = self.pick(&INT_TYPES)?;
+                self.int_binop(t)?;
+            }
+            if i + 2 < len && self.u.ratio(1, 4)? {
+                let far = (i + 2 + self.u.int_in_range(0..=8)?).min(len);
+                let three = self.fixed(types::I64, 3);
+                let low = self.b.ins().band(acc, three);
+                let zero = self.fixed(types::I64, 0);
+                let c = self.b.ins().icmp(IntCC::Equal, low, zero);
+                let one = self.fixed(types::I64, 1);
+                let acc2 = self.b.ins().iadd(acc, one);
+                self.b.ins().brif(
+                    c,
+                    blocks[far],
+                    &[acc2.into(), x.into()],
+                    blocks[i + 1],
+                    &[acc.into(), x.into()],
+                );
+            } else {
+                self.b.ins().jump(blocks[i + 1], &[acc.into(), x.into()]);
+            }
+        }
+        self.b.switch_to_block(blocks[len]);
+        self.b.seal_block(blocks[len]);
+        let ps = self.b.block_params(blocks[len]).to_vec();
+        self.def_of(types::I64, ps[0])?;
+        self.def_of(t2, ps[1])
+    }
+
+    fn fnref(&mut self, j: usize) -> FuncRef {
+        if let Some(f) = self.fnrefs[j] {
+            return f;
+        }
+        let sig = self.sigref(j);
+        let f = self.b.import_function(ExtFuncData {
+            name: ExternalName::testcase(self.specs[j].name.as_bytes()),
+            signature: sig,
+            colocated: true,
+            patchable: false,
+        });
+        self.fnrefs[j] = Some(f);
+        f
+    }
+
+    fn sigref(&mut self, j: usize) -> SigRef {
+        if let Some(s) = self.sigrefs[j] {
+            return s;
+        }
+        let s = self.b.import_signature(self.specs[j].signature());
+        self.sigrefs[j] = Some(s);
+        s
+    }
+
+    /// Compare the addresses of two generated functions (equal exactly when they are the same
+    /// function, whatever merging did).
+    fn addr_compare(&mut self) -> GResult<()> {
+        if self.specs.is_empty() {
+            return self.int_unop(types::I8);
+        }
+        let a = self.u.choose_index(self.specs.len())?;
+        let b = self.u.choose_index(self.specs.len())?;
+        let (fa, fb) = (self.fnref(a), self.fnref(b));
+        let pa = self.b.ins().func_addr(types::I64, fa);
+        let pb = self.b.ins().func_addr(types::I64, fb);
+        let cc = self.pick(&[IntCC::Equal, IntCC::NotEqual])?;
+        let c = self.b.ins().icmp(cc, pa, pb);
+        let x = self.use_of(types::I8)?;
+        let r = self.b.ins().bxor(x, c);
+        self.def_of(types::I8, r)
+    }
+
+    fn edge_stmt(&mut self) -> GResult<()> {
+        let mut kinds = Vec::new();
+        for e in [
+            EDGE_CONSTS,
+            EDGE_OFFSETS,
+            EDGE_SYMBOLS,
+            EDGE_CHAINS,
+            EDGE_TAIL,
+        ] {
+            if self.edge(e) {
+                kinds.push(e);
+            }
+        }
+        match self.pick(&kinds)? {
+            EDGE_CONSTS => {
+                let t = self.pick(&INT_TYPES)?;
+                self.extreme_op(t)
+            }
+            EDGE_OFFSETS => {
+                if self.u.ratio(1, 3)? {
+                    self.big_stack_op()
+                } else {
+                    self.far_mem()
+                }
+            }
+            EDGE_SYMBOLS => self.sym_op(),
+            EDGE_CHAINS => self.chain(),
+            _ => {
+                if self.u.arbitrary()? {
+                    self.addr_compare()
+                } else {
+                    self.call()
+                }
+            }
+        }
+    }
+
+    /// End a `tail` function: sometimes by a `return_call` (direct or through the address) of
+    /// a `tail` function with the same results, while the depth allows.
+    fn finish(&mut self, me: usize) -> GResult<()> {
+        let spec = &self.specs[me];
+        let my_rets = spec.rets.clone();
+        if spec.tail && self.cfg.tail_calls && self.edge(EDGE_TAIL) && self.u.ratio(2, 3)? {
+            let cands: Vec<usize> = (0..self.specs.len())
+                .filter(|&j| self.specs[j].tail && self.specs[j].rets == my_rets)
+                .collect();
+            let j = *self.u.choose(&cands)?;
+            let zero = self.fixed(types::I64, 0);
+            let go = self
+                .b
+                .ins()
+                .icmp(IntCC::SignedGreaterThan, self.depth, zero);
+            let (tb, rb) = (self.b.create_block(), self.b.create_block());
+            self.b.ins().brif(go, tb, &[], rb, &[]);
+            self.b.switch_to_block(tb);
+            let one = self.fixed(types::I64, 1);
+            let d1 = self.b.ins().isub(self.depth, one);
+            let mut args = vec![self.buf, d1];
+            for t in self.specs[j].params.clone() {
+                args.push(self.use_of(t)?);
+            }
+            let fr = self.fnref(j);
+            if self.u.arbitrary()? {
+                self.b.ins().return_call(fr, &args);
+            } else {
+                let sig = self.sigref(j);
+                let p = self.b.ins().func_addr(types::I64, fr);
+                self.b.ins().return_call_indirect(sig, p, &args);
+            }
+            self.b.switch_to_block(rb);
+        }
+        let mut rets = Vec::new();
+        for &t in &my_rets {
+            rets.push(self.use_of(t)?);
+        }
+        self.b.ins().return_(&rets);
+        Ok(())
+    }
+
     fn stmt(&mut self) -> GResult<()> {
+        if self.cfg.edges != 0 && self.u.ratio(1, 4)? {
+            return self.edge_stmt();
+        }
         let structured = self.nest < 3 && self.budget > 4;
         let k = self.u.int_in_range(0..=99)?;
         match k {
@@ -785,6 +1511,7 @@ fn gen_function(
     u: &mut Unstructured,
     specs: &[FnSpec],
     me: usize,
+    cfg: GenConfig,
     fctx: &mut FunctionBuilderContext,
 ) -> GResult<(Function, Vec<ir::Inst>)> {
     let spec = &specs[me];
@@ -797,11 +1524,15 @@ fn gen_function(
         u,
         b,
         specs,
+        cfg,
         vars: Vec::new(),
         buf: Value::from_u32(0),
         depth: Value::from_u32(0),
         slots: Vec::new(),
+        big_slots: Vec::new(),
         fnrefs: vec![None; specs.len()],
+        sigrefs: vec![None; specs.len()],
+        long_chain: false,
         budget: 0,
         loop_depth: 0,
         nest: 0,
@@ -826,6 +1557,22 @@ fn gen_function(
         }
         g.slots.push((ss, size));
     }
+    // A big slot: zero-filled only where it is used, its first and last 32 bytes.
+    if g.edge(EDGE_OFFSETS) && g.u.arbitrary()? {
+        let size = g.pick(&[4096u32, 32768, 65536])?;
+        let align = g.u.int_in_range(3..=6)?;
+        let ss = g.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            size,
+            align,
+        ));
+        let z = g.iconst(types::I64, 0);
+        for off in (0..32).step_by(8).chain((size - 32..size).step_by(8)) {
+            let p = g.b.ins().stack_addr(types::I64, ss, off as i32);
+            g.b.ins().store(flags(), z, p, 0);
+        }
+        g.big_slots.push((ss, size));
+    }
     // Variables: the parameters, then two of every type.
     for (i, &t) in spec.params.iter().enumerate() {
         let v = g.b.declare_var(t);
@@ -841,11 +1588,7 @@ fn gen_function(
         }
     }
     g.stmts(12)?;
-    let mut rets = Vec::new();
-    for &t in &spec.rets {
-        rets.push(g.use_of(t)?);
-    }
-    g.b.ins().return_(&rets);
+    g.finish(me)?;
     let tweakable = std::mem::take(&mut g.tweakable);
     g.b.seal_all_blocks();
     g.b.finalize(frontend_config());
@@ -982,12 +1725,23 @@ pub struct GeneratedModule {
     pub entries: Vec<String>,
 }
 
-/// Generate a random module from `u`. Every function passes Cranelift's verifier.
+/// Generate a random module from `u` without edge cases. Every function passes Cranelift's
+/// verifier.
 pub fn generate_module(u: &mut Unstructured) -> arbitrary::Result<GeneratedModule> {
+    generate_module_with(u, GenConfig::default())
+}
+
+/// Generate a random module from `u` with the edge cases of `cfg`.
+pub fn generate_module_with(
+    u: &mut Unstructured,
+    cfg: GenConfig,
+) -> arbitrary::Result<GeneratedModule> {
     let n_base = u.int_in_range(1..=5)?;
     let mut specs = Vec::new();
     for i in 0..n_base {
-        let np = u.int_in_range(0..=3)?;
+        // `tail` functions take up to 10 arguments (some on the stack).
+        let tail = cfg.edges & EDGE_TAIL != 0 && u.ratio(2, 3)?;
+        let np = u.int_in_range(0..=if tail { 8 } else { 3 })?;
         let nr = u.int_in_range(1..=2)?;
         let mut params = Vec::new();
         for _ in 0..np {
@@ -1001,34 +1755,50 @@ pub fn generate_module(u: &mut Unstructured) -> arbitrary::Result<GeneratedModul
             name: format!("f{i}"),
             params,
             rets,
+            tail,
         });
+    }
+    // Duplicates and near-duplicates of random base functions: (source, near). With edge
+    // cases they are planned first, so the generated functions can call them, take their
+    // addresses and compare them (the addresses of merged functions must stay distinct).
+    let dup_spec = |specs: &[FnSpec], d: usize, src: usize, near: bool| {
+        let mut s = specs[src].clone();
+        s.name = format!(
+            "{}{}{d}",
+            specs[src].name,
+            if near { "_near" } else { "_dup" }
+        );
+        s
+    };
+    let mut plan = Vec::new();
+    if cfg.edges != 0 {
+        for d in 0..u.int_in_range(0..=4)? {
+            let (src, near) = (u.choose_index(n_base)?, u.arbitrary()?);
+            specs.push(dup_spec(&specs, d, src, near));
+            plan.push((src, near));
+        }
     }
     let mut fctx = FunctionBuilderContext::new();
     let mut funcs = Vec::new();
     let mut tweakables = Vec::new();
     for i in 0..n_base {
-        let (f, t) = gen_function(u, &specs, i, &mut fctx)?;
+        let (f, t) = gen_function(u, &specs, i, cfg, &mut fctx)?;
         funcs.push(f);
         tweakables.push(t);
     }
-    // Duplicates and near-duplicates of random base functions.
-    let n_dup = u.int_in_range(0..=4)?;
-    for d in 0..n_dup {
-        let src = u.choose_index(n_base)?;
-        let near: bool = u.arbitrary()?;
-        let name = format!(
-            "{}{}{d}",
-            specs[src].name,
-            if near { "_near" } else { "_dup" }
-        );
+    if cfg.edges == 0 {
+        for d in 0..u.int_in_range(0..=4)? {
+            let (src, near) = (u.choose_index(n_base)?, u.arbitrary()?);
+            specs.push(dup_spec(&specs, d, src, near));
+            plan.push((src, near));
+        }
+    }
+    for (d, &(src, near)) in plan.iter().enumerate() {
         let mut f = funcs[src].clone();
-        f.name = UserFuncName::testcase(name.as_bytes());
+        f.name = UserFuncName::testcase(specs[n_base + d].name.as_bytes());
         if near {
             perturb_constant(u, &mut f, &tweakables[src])?;
         }
-        let mut s = specs[src].clone();
-        s.name = name;
-        specs.push(s);
         funcs.push(f);
     }
     let mut entries = Vec::new();
@@ -1102,11 +1872,91 @@ pub fn compare_outcomes(oracle: &Outcome, actual: &Outcome) -> Option<String> {
 
 const FUEL: u64 = 2_000_000;
 
+/// The fake address the oracle gives a symbol (only differences and equalities of one symbol's
+/// values are observed, so any address will do).
+fn fake_symbol_address(name: &ExternalName) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.display(None).to_string().bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    0x5000_0000_0000 + ((h & 0xffff) << 24)
+}
+
+fn needs_oracle_form(f: &Function) -> bool {
+    f.layout
+        .blocks()
+        .flat_map(|b| f.layout.block_insts(b))
+        .any(|i| match f.dfg.insts[i] {
+            InstructionData::UnaryGlobalValue { .. } => true,
+            InstructionData::Load { offset, .. } | InstructionData::Store { offset, .. } => {
+                i32::from(offset) < 0
+            }
+            _ => false,
+        })
+}
+
+/// What the interpreter runs for `f`: the same function, except that each `symbol_value` of a
+/// symbol plus an offset becomes a constant (a fake address of the symbol plus the offset; the
+/// interpreter cannot resolve symbols), and each load or store with a negative offset gets the
+/// offset added explicitly (cranelift-interpreter 0.135 zero-extends the offset immediate where
+/// Cranelift's semantics sign-extend it).
+pub fn oracle_form(f: &Function) -> Function {
+    let mut f = f.clone();
+    let mut pos = FuncCursor::new(&mut f);
+    while pos.next_block().is_some() {
+        while let Some(inst) = pos.next_inst() {
+            match pos.func.dfg.insts[inst] {
+                InstructionData::UnaryGlobalValue {
+                    opcode: Opcode::SymbolValue,
+                    global_value,
+                } => {
+                    if let GlobalValueData::Symbol {
+                        ref name, offset, ..
+                    } = pos.func.global_values[global_value]
+                    {
+                        let v = fake_symbol_address(name).wrapping_add(offset.bits() as u64);
+                        // The result (an i64) stays; only the instruction changes.
+                        pos.func.dfg.insts[inst] = InstructionData::UnaryImm {
+                            opcode: Opcode::Iconst,
+                            imm: ir::immediates::Imm64::new(v as i64),
+                        };
+                    }
+                }
+                InstructionData::Load { arg, offset, .. } if i32::from(offset) < 0 => {
+                    let c = pos.ins().iconst(types::I64, i64::from(i32::from(offset)));
+                    let p = pos.ins().iadd(arg, c);
+                    if let InstructionData::Load { arg, offset, .. } = &mut pos.func.dfg.insts[inst]
+                    {
+                        *arg = p;
+                        *offset = 0.into();
+                    }
+                }
+                InstructionData::Store { args, offset, .. } if i32::from(offset) < 0 => {
+                    let c = pos.ins().iconst(types::I64, i64::from(i32::from(offset)));
+                    let p = pos.ins().iadd(args[1], c);
+                    if let InstructionData::Store { args, offset, .. } =
+                        &mut pos.func.dfg.insts[inst]
+                    {
+                        args[1] = p;
+                        *offset = 0.into();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    f
+}
+
 /// Run `entry(args)` in Cranelift's interpreter.
 pub fn interpret(funcs: &[Function], entry: &str, args: &[i64]) -> Outcome {
+    let rewritten: Vec<Option<Function>> = funcs
+        .iter()
+        .map(|f| needs_oracle_form(f).then(|| oracle_form(f)))
+        .collect();
     let mut store = FunctionStore::default();
-    for f in funcs {
-        store.add(f.name.to_string(), f);
+    for (f, r) in funcs.iter().zip(&rewritten) {
+        store.add(f.name.to_string(), r.as_ref().unwrap_or(f));
     }
     let mut interp = Interpreter::new(InterpreterState::default().with_function_store(store))
         .with_fuel(Some(FUEL));
@@ -1142,14 +1992,36 @@ pub fn compile_pipeline_with_stats(
     lower_all: bool,
     stats: &mut Stats,
 ) -> Result<Harness, String> {
+    compile_pipeline_on(true, funcs, passes, lower_all, stats)
+}
+
+/// `compile_pipeline_with_stats` for `pipeline_isa(frame_pointers)`. A panic in the pipeline is
+/// an error (so a campaign goes on and writes a reproducer).
+pub fn compile_pipeline_on(
+    frame_pointers: bool,
+    funcs: &[Function],
+    passes: &str,
+    lower_all: bool,
+    stats: &mut Stats,
+) -> Result<Harness, String> {
     let config = MergeConfig {
         passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
         verify_lir: true,
         lower_all,
         ..Default::default()
     };
-    let isa = host_isa(OptLevel::None).map_err(|e| e.to_string())?;
-    let h = Harness::compile(isa, funcs.to_vec(), config, &[wrapper_signature()])?;
+    let isa = pipeline_isa(frame_pointers)?;
+    let h = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Harness::compile(isa, funcs.to_vec(), config, &[wrapper_signature()])
+    }))
+    .map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        format!("the pipeline panicked: {msg}")
+    })??;
     stats.merge_from(h.stats());
     Ok(h)
 }
@@ -1228,16 +2100,19 @@ pub fn run_jit(module: &Harness, calls: &[(String, Vec<i64>)]) -> Vec<Outcome> {
     out
 }
 
+/// How the pipeline side compiles: passes, every function lowered, frame pointers.
+type Setup<'a> = (&'a str, bool, bool);
+
 /// The first disagreement of a module on the given calls: (call index, description).
 fn first_mismatch(
     funcs: &[Function],
     calls: &[(String, Vec<i64>)],
-    (passes, lower_all): (&str, bool),
+    (passes, lower_all, frame_pointers): Setup,
     mut report: Option<&mut FuzzReport>,
 ) -> Option<(usize, String, Vec<Outcome>)> {
     let oracle: Vec<Outcome> = calls.iter().map(|(n, a)| interpret(funcs, n, a)).collect();
     let mut stats = Stats::default();
-    let compiled = compile_pipeline_with_stats(funcs, passes, lower_all, &mut stats);
+    let compiled = compile_pipeline_on(frame_pointers, funcs, passes, lower_all, &mut stats);
     if let Some(r) = report.as_deref_mut() {
         r.stats.merge_from(&stats);
     }
@@ -1280,7 +2155,7 @@ fn called_names(f: &Function) -> Vec<String> {
 fn minimize(
     mut funcs: Vec<Function>,
     mut call: (String, Vec<i64>),
-    setup: (&str, bool),
+    setup: Setup,
 ) -> (Vec<Function>, (String, Vec<i64>), String) {
     let fails = |fs: &[Function], c: &(String, Vec<i64>)| {
         first_mismatch(fs, std::slice::from_ref(c), setup, None).map(|(_, d, _)| d)
@@ -1329,7 +2204,11 @@ fn minimize(
     (funcs, call, desc)
 }
 
-/// The text of a `.clif` run test reproducing a failure.
+/// The setting of `host_isa` a reproducer states (`return_call` needs it on x86-64).
+const FP_SETTING: &str = "set preserve_frame_pointers=true\n";
+
+/// The text of a `.clif` run test reproducing a failure (symbols and negative offsets: the
+/// interpreter needs the oracle form, see `oracle_form`).
 pub fn reproducer_text(
     funcs: &[Function],
     call: &(String, Vec<i64>),
@@ -1337,7 +2216,9 @@ pub fn reproducer_text(
     header: &str,
 ) -> String {
     let mut s = String::new();
-    s.push_str("test interpret\ntest run\ntarget x86_64\n\n");
+    s.push_str("test interpret\ntest run\n");
+    s.push_str(FP_SETTING);
+    s.push_str("target x86_64\n\n");
     for line in header.lines() {
         s.push_str(&format!("; {line}\n"));
     }
@@ -1397,17 +2278,28 @@ pub fn fuzz(opts: &FuzzOptions) -> FuzzReport {
     report
 }
 
-/// Generate a module from a seed (the same module `fuzz` builds for an iteration seed).
+/// Generate a module from a seed (the same module `fuzz` builds for an iteration seed, with the
+/// edge cases of `config_for_seed`).
 pub fn module_for_seed(seed: u64) -> Result<GeneratedModule, String> {
+    module_for_seed_with(seed, config_for_seed(seed))
+}
+
+/// Generate a module from a seed with the given configuration.
+pub fn module_for_seed_with(seed: u64, cfg: GenConfig) -> Result<GeneratedModule, String> {
     let mut rng = SplitMix64::new(seed);
-    let bytes = rng.bytes(16 * 1024);
+    // Long block chains take more bytes; the plain generator uses a prefix of the same stream.
+    let bytes = rng.bytes(64 * 1024);
     let mut u = Unstructured::new(&bytes);
-    generate_module(&mut u).map_err(|e| format!("generator: {e}"))
+    generate_module_with(&mut u, cfg).map_err(|e| format!("generator: {e}"))
 }
 
 /// One iteration: `None` when everything agreed, else a description of the failure.
 pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> Option<String> {
     let t0 = Instant::now();
+    let cfg = config_for_seed(iter_seed);
+    if cfg.edges != 0 {
+        report.edge_modules += 1;
+    }
     let gm = match module_for_seed(iter_seed) {
         Ok(g) => g,
         Err(e) => return Some(format!("seed {iter_seed:#x}: {e}")),
@@ -1427,18 +2319,23 @@ pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> 
     // Every other module compiles every function from its lowered LIR (testing lift and
     // lower everywhere); the others compile unchanged functions from their input (testing
     // that rule and the redirected calls).
-    let setup = (opts.passes.as_str(), iter_seed & 1 == 1);
+    let setup = (opts.passes.as_str(), iter_seed & 1 == 1, cfg.frame_pointers);
     let (idx, desc, oracle) = first_mismatch(&gm.functions, &calls, setup, Some(report))?;
     let (funcs, call, mdesc) = minimize(gm.functions.clone(), calls[idx].clone(), setup);
     let oracle_min = interpret(&funcs, &call.0, &call.1);
     let _ = oracle;
     let header = format!(
-        "mergelift fuzz: iteration seed {iter_seed:#x}, passes `{}`{}\n{}\n(before minimizing: {desc})",
+        "mergelift fuzz: iteration seed {iter_seed:#x}, passes `{}`{}{}, edge cases {:#x}\n{}\n(before minimizing: {desc})",
         opts.passes,
         if setup.1 { ", every function lowered" } else { "" },
+        if setup.2 { "" } else { ", without frame pointers" },
+        cfg.edges,
         mdesc
     );
-    let text = reproducer_text(&funcs, &call, &oracle_min, &header);
+    let mut text = reproducer_text(&funcs, &call, &oracle_min, &header);
+    if !setup.2 {
+        text = text.replacen(FP_SETTING, "", 1);
+    }
     let _ = std::fs::create_dir_all(&opts.out_dir);
     let path = opts.out_dir.join(format!("fuzz-{iter_seed:016x}.clif"));
     let written = std::fs::write(&path, text).is_ok();

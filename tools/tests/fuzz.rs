@@ -31,9 +31,10 @@ fn bounded_fuzz_run_finds_no_mismatch() {
     let t = std::time::Instant::now();
     let report = fuzz(&opts);
     eprintln!(
-        "fuzz: {} in {:?}; {} calls compared ({} trapped on both sides), {} skipped; merged {}, lvn.removed {}",
+        "fuzz: {} in {:?} ({} modules with edge cases); {} calls compared ({} trapped on both sides), {} skipped; merged {}, lvn.removed {}",
         report.summary(),
         t.elapsed(),
+        report.edge_modules,
         report.calls,
         report.traps,
         report.skipped_calls,
@@ -41,6 +42,12 @@ fn bounded_fuzz_run_finds_no_mismatch() {
         report.stats.get("lvn.removed")
     );
     assert!(report.calls > iterations, "too few calls compared");
+    // About one module in three exercises edge cases (issue 13).
+    assert!(
+        report.edge_modules * 5 >= iterations,
+        "too few modules with edge cases: {} of {iterations}",
+        report.edge_modules
+    );
     for f in &report.failures {
         eprintln!("  {f}");
     }
@@ -160,4 +167,108 @@ fn reproducers_parse_as_run_tests() {
     if matches!(o, Outcome::Values(_)) {
         assert!(text.contains("; run: %run_"));
     }
+}
+
+#[test]
+fn edge_modules_verify_and_run_in_the_interpreter() {
+    use mergelift_tools::fuzz::{module_for_seed_with, GenConfig, EDGE_ALL};
+    let mut bits: Vec<u32> = (0..5).map(|b| 1 << b).collect();
+    bits.push(EDGE_ALL);
+    for edges in bits {
+        for seed in 0..12u64 {
+            let cfg = GenConfig {
+                edges,
+                ..GenConfig::default()
+            };
+            let m = module_for_seed_with(seed, cfg).unwrap();
+            verify_all(&m.functions).unwrap_or_else(|e| panic!("edges {edges}, seed {seed}: {e}"));
+            for e in &m.entries {
+                if let Outcome::Error(err) = interpret(&m.functions, e, &[1, -2, i64::MIN, 4]) {
+                    // Fuel may run out on long chains in deep call trees; nothing else may fail.
+                    assert!(
+                        err.contains("fuel"),
+                        "edges {edges}, seed {seed}: interpreter error on %{e}: {err}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn generator_makes_edge_cases() {
+    use mergelift_tools::fuzz::{module_for_seed_with, GenConfig, EDGE_ALL};
+    let mut text = String::new();
+    let mut max_blocks = 0;
+    for s in 0..60u64 {
+        let cfg = GenConfig {
+            edges: EDGE_ALL,
+            ..GenConfig::default()
+        };
+        let m = module_for_seed_with(s, cfg).unwrap();
+        for f in &m.functions {
+            max_blocks = max_blocks.max(f.layout.blocks().count());
+            text.push_str(&format!("{}\n", f.display()));
+        }
+    }
+    let mut needles = vec![
+        " tail",
+        "func_addr",
+        "call_indirect",
+        "symbol_value",
+        "+0x7fff_",
+        "-0x8000_0000",
+        "0x0100_0000_0000",
+        "symbol %malloc",
+        "ishl",
+        "rotr",
+        "mulhi",
+        "sdiv",
+        "srem",
+        "-9223372036854775808",
+        "0x7fff_ffff_ffff_ffff",
+        "explicit_slot 65536",
+    ];
+    if mergelift_tools::fuzz::host_tail_calls() {
+        needles.extend(["return_call ", "return_call_indirect"]);
+    }
+    for needle in needles {
+        assert!(
+            text.contains(needle),
+            "no `{needle}` in 60 generated edge modules"
+        );
+    }
+    assert!(
+        max_blocks >= 200,
+        "no long block chain ({max_blocks} blocks at most)"
+    );
+    // The mix: about one module in three has edge cases.
+    let edge = (0..300u64)
+        .filter(|&s| mergelift_tools::fuzz::config_for_seed(s).edges != 0)
+        .count();
+    assert!((60..=140).contains(&edge), "{edge} edge modules in 300");
+}
+
+#[test]
+fn the_oracle_form_gives_cranelift_semantics() {
+    // A negative load offset and two symbol values: the interpreter alone zero-extends the
+    // offset and cannot resolve symbols.
+    let text = "function %f(i64, i64, i64, i64) -> i64, i64 {
+    ss0 = explicit_slot 16
+    gv0 = symbol %malloc+1099511627776
+    gv1 = symbol %malloc-8
+block0(v0: i64, v1: i64, v2: i64, v3: i64):
+    v4 = stack_addr.i64 ss0
+    store.i64 v0, v4
+    v5 = iconst.i64 2147483648
+    v6 = iadd v4, v5
+    v7 = load.i64 v6-2147483648
+    v8 = symbol_value.i64 gv0
+    v9 = symbol_value.i64 gv1
+    v10 = isub v8, v9
+    return v7, v10
+}";
+    let funcs = cranelift_reader::parse_functions(text).unwrap();
+    let o = interpret(&funcs, "f", &[77, 0, 0, 0]);
+    assert_eq!(o, Outcome::Values(vec![77, (1u64 << 40) + 8]));
 }
