@@ -362,12 +362,11 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
         };
         for (f, _) in &test.functions {
             let t = Instant::now();
-            cranelift_codegen::verify_function(f, &flags).map_err(|e| {
+            mergelift_tools::input::verify_clif(f, &flags).map_err(|e| {
                 anyhow!(
-                    "{}: function {}: invalid input: Cranelift's verifier rejects it: {}",
+                    "{}: function {}: invalid input: {e}",
                     path.display(),
                     jit_driver::opmap::func_name(&f.name),
-                    e.to_string().trim_end()
                 )
             })?;
             verify_time += t.elapsed();

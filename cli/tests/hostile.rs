@@ -557,3 +557,38 @@ fn unlowerable_lir_is_an_input_error() {
         }
     }
 }
+
+/// Found by the cargo-fuzz targets: input on which cranelift-reader or Cranelift's verifier
+/// panic, or that Cranelift's verifier accepts but names a global value that does not exist.
+/// Each is one error line naming the file, from every command.
+#[test]
+fn inputs_that_panic_cranelift_or_read_out_of_bounds() {
+    for (name, text, needle) in [
+        (
+            "dyn-type.clif",
+            "function %f() {\n    gv0 = dyn_scale_target_const.i8x16\n    dt0 = i8*gv0\n\nblock0:\n    return\n}\n",
+            "cranelift-reader cannot parse it",
+        ),
+        (
+            "stack-limit.clif",
+            "function %a(i64 vmctx) {\n    gv0 = vmctx\n    stack_limit = gv5\n\nblock0(v0: i64):\n    return\n}\n",
+            "stack_limit names gv5",
+        ),
+        (
+            "no-blocks.clif",
+            "function %f() {\n    gv0 = vmctx\n}\n",
+            "Function is empty",
+        ),
+    ] {
+        let p = file(name, text.as_bytes());
+        let o = bounded(&["opt", s(&p)]);
+        assert_clean(&o, 2, &[name, needle]);
+        for cmd in ["size", "run"] {
+            let o = bounded(&[cmd, s(&p)]);
+            let code = o.code.unwrap_or(-1);
+            // `run` skips a file with no `test run` line; otherwise an error.
+            assert!(code == 0 || code == 2, "{cmd} {name}: {}", o.stderr);
+            assert_clean(&o, code, &[name]);
+        }
+    }
+}

@@ -847,6 +847,14 @@ impl<'a> Lifter<'a> {
             };
             self.f.globals.push(g);
         }
+        if let Some(g) = src.stack_limit {
+            // Cranelift's verifier lets this through; it would be read out of bounds later.
+            if g.as_u32() as usize >= self.f.globals.len() {
+                return Err(self.err(format!(
+                    "stack_limit names {g}, which the function does not define"
+                )));
+            }
+        }
         self.f.stack_limit = src
             .stack_limit
             .map(|g| lir::GlobalRef::from_u32(g.as_u32()));

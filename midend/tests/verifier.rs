@@ -1223,3 +1223,42 @@ bb0:
     block_err.function = "nope".into();
     assert_eq!(lines.error_line(&block_err), None);
 }
+
+#[test]
+fn global_values_with_bad_bases_and_stack_limits() {
+    // The parser refuses these; a lifter or a pass could make them. A cycle of bases would
+    // make lowering recurse forever, a missing global would be read out of bounds.
+    let src = "function @f(i64 vmctx) -> i64 system_v export {\n    gv0 = vmctx\n    gv1 = load.i64 notrap aligned gv0 + 8\nbb0:\n    %vr0 = global_value.i64 gv1\n    ret %vr0\n}\n";
+    let mut m = parse_module(src).unwrap_or_else(|e| panic!("{e}"));
+    verify_module(&m, true).unwrap();
+    let f = m.functions.values_mut().next().unwrap();
+    let (g0, g1) = (GlobalRef::from_u32(0), GlobalRef::from_u32(1));
+    if let GlobalData::Load { base, .. } = &mut f.globals[g1] {
+        *base = g1;
+    }
+    let errs = verify_module(&m, true).expect_err("a cycle of bases verified");
+    assert!(
+        errs.to_string().contains("gv1 is based on itself"),
+        "{errs}"
+    );
+    let f = m.functions.values_mut().next().unwrap();
+    if let GlobalData::Load { base, .. } = &mut f.globals[g1] {
+        *base = GlobalRef::from_u32(7);
+    }
+    let errs = verify_module(&m, true).expect_err("a missing base verified");
+    assert!(
+        errs.to_string()
+            .contains("based on gv7, which the function does not define"),
+        "{errs}"
+    );
+    let f = m.functions.values_mut().next().unwrap();
+    if let GlobalData::Load { base, .. } = &mut f.globals[g1] {
+        *base = g0;
+    }
+    f.stack_limit = Some(GlobalRef::from_u32(5));
+    let errs = verify_module(&m, true).expect_err("a missing stack limit verified");
+    assert!(
+        errs.to_string().contains("the stack limit is gv5"),
+        "{errs}"
+    );
+}

@@ -166,7 +166,16 @@ pub fn parse_test_text<'a>(
     text: &'a str,
 ) -> Result<cranelift_reader::TestFile<'a>, String> {
     prescan_clif(text).map_err(|e| format!("{}:{e}", path.display()))?;
-    parse_test(text, ParseOptions::default()).map_err(|e| {
+    // cranelift-reader panics on some malformed input (e.g. a dynamic type over a scalar).
+    let parsed = std::panic::catch_unwind(|| parse_test(text, ParseOptions::default()))
+        .map_err(|p| {
+            format!(
+                "{}: cranelift-reader cannot parse it (it panicked: {})",
+                path.display(),
+                jit_driver::module::panic_text(&p)
+            )
+        })?;
+    parsed.map_err(|e| {
         let n = e.location.line_number;
         let mut msg = format!("{}:{n}: {}", path.display(), e.message);
         if let Some(src) = n.checked_sub(1).and_then(|k| text.lines().nth(k)) {
@@ -345,4 +354,26 @@ pub fn collect_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     }
     out.sort();
     Ok(out)
+}
+
+/// Cranelift's verifier on `func`, with its panics (it has some on malformed input) turned
+/// into errors: the message, one error per line.
+pub fn verify_clif<'a>(
+    func: &ir::Function,
+    fisa: impl Into<cranelift_codegen::settings::FlagsOrIsa<'a>>,
+) -> Result<(), String> {
+    let fisa = fisa.into();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cranelift_codegen::verify_function(func, fisa)
+    })) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "Cranelift's verifier rejects it: {}",
+            e.to_string().trim_end()
+        )),
+        Err(p) => Err(format!(
+            "Cranelift's verifier cannot check it (it panicked: {})",
+            jit_driver::module::panic_text(&p)
+        )),
+    }
 }

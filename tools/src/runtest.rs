@@ -340,11 +340,11 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     }
     // The input must be valid Cranelift IR before any pass: a fault here is the input's.
     for (func, _) in &test.functions {
-        if let Err(e) = cranelift_codegen::verify_function(func, &*isas[0]) {
+        if let Err(e) = crate::input::verify_clif(func, &*isas[0]) {
             return report.error(format!(
-                "{file}: function {}: invalid input: Cranelift's verifier rejects it: {}",
+                "{file}: function {}: invalid input: {}",
                 jit_driver::opmap::func_name(&func.name),
-                clip(e.to_string().trim_end())
+                clip(&e)
             ));
         }
     }

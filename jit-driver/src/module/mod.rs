@@ -576,10 +576,23 @@ impl Core {
         if config.verify_input {
             let t = Instant::now();
             for (id, func) in &pending {
-                cranelift_codegen::verify_function(func, inner.isa()).map_err(|e| {
-                    let e = ModuleError::Compilation(CodegenError::Verifier(e));
-                    in_function(&Self::name(inner, *id), e, Some(func))
-                })?;
+                // The verifier panics on some malformed input: an error like any other.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    cranelift_codegen::verify_function(func, inner.isa())
+                }));
+                match r {
+                    Ok(r) => r.map_err(|e| {
+                        let e = ModuleError::Compilation(CodegenError::Verifier(e));
+                        in_function(&Self::name(inner, *id), e, Some(func))
+                    })?,
+                    Err(p) => {
+                        return Err(backend(format!(
+                            "function {}: Cranelift's verifier panicked: {}",
+                            Self::name(inner, *id),
+                            panic_text(&p)
+                        )))
+                    }
+                }
             }
             verify_time = t.elapsed();
         }

@@ -247,6 +247,46 @@ fn expect_count(c: &mut Ctx, ops: &[Operand], n: usize) -> bool {
 }
 
 /// Verify one function of `m`. `ssa` enables the single-definition and dominance checks.
+/// Global values are based on global values that exist, with no cycle, and the stack limit
+/// is one that exists.
+fn check_globals(c: &mut Ctx) {
+    let f = c.f;
+    let base_of = |g: GlobalRef| match f.globals.get(g) {
+        Some(GlobalData::Load { base, .. } | GlobalData::IAddImm { base, .. }) => Some(*base),
+        _ => None,
+    };
+    for (g, _) in f.globals.iter() {
+        let Some(base) = base_of(g) else {
+            continue;
+        };
+        if base.index() >= f.globals.len() {
+            c.report(format!(
+                "global {g} is based on {base}, which the function does not define"
+            ));
+            continue;
+        }
+        // A chain longer than the table has a cycle.
+        let mut at = base;
+        for _ in 0..=f.globals.len() {
+            match base_of(at) {
+                Some(b) if b.index() < f.globals.len() => at = b,
+                _ => break,
+            }
+            if at == g {
+                c.report(format!("global {g} is based on itself (a cycle of bases)"));
+                break;
+            }
+        }
+    }
+    if let Some(g) = f.stack_limit {
+        if g.index() >= f.globals.len() {
+            c.report(format!(
+                "the stack limit is {g}, which the function does not define"
+            ));
+        }
+    }
+}
+
 pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), VerifierErrors> {
     let mut c = Ctx {
         m,
@@ -271,6 +311,7 @@ pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), Verifi
         return Err(VerifierErrors(c.errors));
     }
     check_stack_objs(&mut c);
+    check_globals(&mut c);
     let mut def_count: SecondaryMap<Reg, u32> = SecondaryMap::with_capacity(f.regs.len());
     for &b in &f.layout {
         c.block = Some(b);
