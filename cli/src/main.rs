@@ -649,6 +649,18 @@ fn cmd_fuzz(iterations: usize, seed: u64, passes: &str, out_dir: PathBuf) -> Res
     }
     out.line(&r.summary())?;
     out.finish()?;
+    let _ = writeln!(
+        std::io::stderr(),
+        "{} modules ({} with edge cases), {} calls compared ({} trapped on both sides, {} undecided \
+         by the interpreter); merged {}, merged_similar {}",
+        r.passed + r.failed,
+        r.edge_modules,
+        r.calls,
+        r.traps,
+        r.skipped_calls,
+        r.stats.get("merged"),
+        r.stats.get("merged_similar"),
+    );
     Ok(if r.failed > 0 {
         ExitCode::from(EXIT_FAILURES)
     } else {
