@@ -42,6 +42,32 @@
 //! The interpreter cannot resolve symbols and zero-extends negative load/store offsets, so it
 //! runs an *oracle form* of the module ([`oracle_form`]): each `symbol_value` becomes a fixed
 //! fake address plus the offset, and each negative offset an explicit `iadd`.
+//!
+//! ## Near-duplicates (issue 14)
+//!
+//! Every module of a campaign is generated in near-duplicate mode ([`GenConfig::near_dups`]),
+//! so every module gives `merge-similar` work:
+//! - a third of the base functions share the signature of an earlier one (so callees can be
+//!   swapped for others of the same signature);
+//! - one to three base functions get 1 to 5 clones each (groups of 2 to 6), planned before the
+//!   functions are generated, so generated bodies call the clones (and, one call in eight,
+//!   take their addresses and call through them);
+//! - each group picks its hole positions (1 to 3 integer or float constants, one group in ten
+//!   4 to 8 so the parameter cap is hit, and up to 2 direct `call`/`return_call` sites; a
+//!   group's source makes at least one direct call), and each clone (five in six; the others
+//!   stay exact duplicates) gets other values of the same type at some of them and, at the
+//!   call sites, other callees of the same signature and calling convention from outside the
+//!   group (one group in ten also from inside: a group calling its own members is not merged);
+//!   where the original calls itself, the clones call themselves (self-recursive
+//!   near-duplicates; one group in ten calls the original instead), and a source seldom calls
+//!   its own clones;
+//! - about half the generated functions are local ([`GeneratedModule::locals`], compiled with
+//!   `Linkage::Local`), so `merge-similar` folds them and rewrites their callers (the wrappers
+//!   and the generated bodies); the others are exported or address-taken and keep thunks.
+//!
+//! Only constants that feed plain arithmetic are holes (never masks, trip counts, offsets or
+//! division guards), and every call passes a decremented depth behind a `depth > 0` test, so
+//! swapped callees cannot recurse without bound: the programs stay well defined for both sides.
 
 use crate::harness::Harness;
 use arbitrary::Unstructured;
@@ -59,7 +85,9 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_interpreter::environment::FunctionStore;
 use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
 use cranelift_interpreter::step::ControlFlow;
-use jit_driver::{host_isa, MergeConfig, OptLevel};
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Linkage};
+use jit_driver::{host_isa, MergeConfig, MergeModule, OptLevel};
 use midend::{parse_pass_list, Stats};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -82,7 +110,7 @@ impl Default for FuzzOptions {
         FuzzOptions {
             iterations: 100,
             seed: 0,
-            passes: "merge,lvn".into(),
+            passes: "merge,merge-similar,lvn".into(),
             out_dir: PathBuf::from("fuzz-failures"),
         }
     }
@@ -105,6 +133,12 @@ pub struct FuzzReport {
     pub skipped_calls: usize,
     /// Modules generated with edge cases (`config_for_seed`).
     pub edge_modules: usize,
+    /// Modules generated in near-duplicate mode (`GenConfig::near_dups`; issue 14).
+    pub near_dup_modules: usize,
+    /// Modules in which `merge-similar` merged at least one function (`merged_similar` > 0).
+    pub similar_modules: usize,
+    /// Functions `merge-similar` merged, over all modules (the `merged_similar` statistic).
+    pub merged_similar: u64,
     /// Pass statistics summed over the iterations (`merged`, `lvn.removed`, ...).
     pub stats: Stats,
 }
@@ -186,6 +220,10 @@ pub struct GenConfig {
     /// Does the pipeline compile with `preserve_frame_pointers` (as `host_isa` does)? Without,
     /// x86-64 cannot compile `return_call`, so merging must not make tail-call thunks.
     pub frame_pointers: bool,
+    /// Near-duplicate mode (issue 14): groups of clones with other constants and callees, some
+    /// functions local. Without it, 0 to 4 copies, each with one integer constant changed half
+    /// the time, all functions exported.
+    pub near_dups: bool,
 }
 
 impl Default for GenConfig {
@@ -194,6 +232,7 @@ impl Default for GenConfig {
             edges: 0,
             tail_calls: host_tail_calls(),
             frame_pointers: true,
+            near_dups: true,
         }
     }
 }
@@ -237,7 +276,8 @@ pub fn host_tail_calls() -> bool {
 
 /// The generator's configuration for an iteration seed: one module in three exercises a random
 /// non-empty set of edge cases, the others none; a quarter of those with `tail` functions are
-/// compiled without frame pointers (and then, on x86-64, have no `return_call`).
+/// compiled without frame pointers (and then, on x86-64, have no `return_call`). Every module
+/// has near-duplicates (issue 14).
 pub fn config_for_seed(seed: u64) -> GenConfig {
     let r = SplitMix64::new(seed ^ 0xED6E_5EED_0000_0013).next_u64();
     let edges = if r.is_multiple_of(3) {
@@ -253,6 +293,7 @@ pub fn config_for_seed(seed: u64) -> GenConfig {
         edges,
         tail_calls: tail_calls_on(frame_pointers),
         frame_pointers,
+        near_dups: true,
     }
 }
 
@@ -362,8 +403,14 @@ struct Gen<'a, 'u, 'f> {
     budget: usize,
     loop_depth: usize,
     nest: usize,
-    /// Operand constants a near-duplicate may change (never masks, offsets or guards).
+    /// Operand constants a near-duplicate may change, integer and float (never masks, trip
+    /// counts, offsets or guards).
     tweakable: Vec<ir::Inst>,
+    /// Make only direct calls (`call`).
+    direct_calls: bool,
+    /// Functions calls seldom go to (a group source's own clones: a group calling its own
+    /// members other than itself is not merged).
+    avoid: Vec<usize>,
 }
 
 type GResult<T> = arbitrary::Result<T>;
@@ -473,11 +520,15 @@ impl Gen<'_, '_, '_> {
         } else {
             self.pick(&choices)?
         };
-        Ok(if t == types::F32 {
+        let c = if t == types::F32 {
             self.b.ins().f32const(x as f32)
         } else {
             self.b.ins().f64const(x)
-        })
+        };
+        if let Some(i) = self.b.func.dfg.value_def(c).inst() {
+            self.tweakable.push(i);
+        }
+        Ok(c)
     }
     fn rand_const(&mut self, t: Type) -> GResult<Value> {
         if t.is_float() {
@@ -914,7 +965,7 @@ impl Gen<'_, '_, '_> {
         if self.specs.is_empty() || self.loop_depth > 0 {
             return self.int_binop(types::I64);
         }
-        let j = self.u.choose_index(self.specs.len())?;
+        let j = self.callee(|_| true)?;
         let fr = self.fnref(j);
         let zero = self.iconst(types::I64, 0);
         let go = self
@@ -930,8 +981,16 @@ impl Gen<'_, '_, '_> {
         for t in self.specs[j].params.clone() {
             args.push(self.use_of(t)?);
         }
-        // With `EDGE_TAIL`, half the calls go through the callee's address.
-        let inst = if self.edge(EDGE_TAIL) && self.u.arbitrary()? {
+        // With `EDGE_TAIL`, half the calls go through the callee's address; with near-duplicates
+        // one in eight (its address is then observed: a merged callee keeps a thunk).
+        let indirect = if self.direct_calls {
+            false
+        } else if self.edge(EDGE_TAIL) {
+            self.u.arbitrary()?
+        } else {
+            self.cfg.near_dups && self.u.ratio(1, 8)?
+        };
+        let inst = if indirect {
             let sig = self.sigref(j);
             let p = self.b.ins().func_addr(types::I64, fr);
             self.b.ins().call_indirect(sig, p, &args)
@@ -1338,6 +1397,20 @@ impl Gen<'_, '_, '_> {
         self.def_of(t2, ps[1])
     }
 
+    /// A function to call among those `ok` accepts (there is one), seldom one of `avoid`.
+    fn callee(&mut self, ok: impl Fn(usize) -> bool) -> GResult<usize> {
+        let all: Vec<usize> = (0..self.specs.len()).filter(|&j| ok(j)).collect();
+        let preferred: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|j| !self.avoid.contains(j))
+            .collect();
+        if !self.avoid.is_empty() && !preferred.is_empty() && !self.u.ratio(1, 16)? {
+            return self.pick(&preferred);
+        }
+        self.pick(&all)
+    }
+
     fn fnref(&mut self, j: usize) -> FuncRef {
         if let Some(f) = self.fnrefs[j] {
             return f;
@@ -1423,10 +1496,8 @@ impl Gen<'_, '_, '_> {
         let spec = &self.specs[me];
         let my_rets = spec.rets.clone();
         if spec.tail && self.cfg.tail_calls && self.edge(EDGE_TAIL) && self.u.ratio(2, 3)? {
-            let cands: Vec<usize> = (0..self.specs.len())
-                .filter(|&j| self.specs[j].tail && self.specs[j].rets == my_rets)
-                .collect();
-            let j = *self.u.choose(&cands)?;
+            let specs = self.specs;
+            let j = self.callee(|j| specs[j].tail && specs[j].rets == my_rets)?;
             let zero = self.fixed(types::I64, 0);
             let go = self
                 .b
@@ -1462,6 +1533,10 @@ impl Gen<'_, '_, '_> {
     fn stmt(&mut self) -> GResult<()> {
         if self.cfg.edges != 0 && self.u.ratio(1, 4)? {
             return self.edge_stmt();
+        }
+        // Near-duplicates: more calls (call sites whose callees clones swap, callers of clones).
+        if self.cfg.near_dups && self.u.ratio(1, 12)? {
+            return self.call();
         }
         let structured = self.nest < 3 && self.budget > 4;
         let k = self.u.int_in_range(0..=99)?;
@@ -1507,11 +1582,14 @@ impl Gen<'_, '_, '_> {
     }
 }
 
+/// Generate `specs[me]`; with `must_call`, it makes at least one direct call; it calls the
+/// functions of `avoid` one time in sixteen it would otherwise.
 fn gen_function(
     u: &mut Unstructured,
     specs: &[FnSpec],
     me: usize,
     cfg: GenConfig,
+    (must_call, avoid): (bool, &[usize]),
     fctx: &mut FunctionBuilderContext,
 ) -> GResult<(Function, Vec<ir::Inst>)> {
     let spec = &specs[me];
@@ -1537,6 +1615,8 @@ fn gen_function(
         loop_depth: 0,
         nest: 0,
         tweakable: Vec::new(),
+        direct_calls: false,
+        avoid: avoid.to_vec(),
     };
     g.budget = g.u.int_in_range(4..=28)?;
     let entry = g.b.create_block();
@@ -1588,6 +1668,10 @@ fn gen_function(
         }
     }
     g.stmts(12)?;
+    if must_call {
+        g.direct_calls = true;
+        g.call()?;
+    }
     g.finish(me)?;
     let tweakable = std::mem::take(&mut g.tweakable);
     g.b.seal_all_blocks();
@@ -1723,6 +1807,8 @@ fn gen_wrapper(spec: &FnSpec, fctx: &mut FunctionBuilderContext) -> Function {
 pub struct GeneratedModule {
     pub functions: Vec<Function>,
     pub entries: Vec<String>,
+    /// Functions to compile with `Linkage::Local` (names without `%`); the others are exported.
+    pub locals: Vec<String>,
 }
 
 /// Generate a random module from `u` without edge cases. Every function passes Cranelift's
@@ -1737,8 +1823,15 @@ pub fn generate_module_with(
     cfg: GenConfig,
 ) -> arbitrary::Result<GeneratedModule> {
     let n_base = u.int_in_range(1..=5)?;
-    let mut specs = Vec::new();
+    let mut specs: Vec<FnSpec> = Vec::new();
     for i in 0..n_base {
+        if cfg.near_dups && i > 0 && u.ratio(1, 3)? {
+            // The signature of an earlier function: callees a near-duplicate can swap.
+            let mut s = specs[u.choose_index(i)?].clone();
+            s.name = format!("f{i}");
+            specs.push(s);
+            continue;
+        }
         // `tail` functions take up to 10 arguments (some on the stack).
         let tail = cfg.edges & EDGE_TAIL != 0 && u.ratio(2, 3)?;
         let np = u.int_in_range(0..=if tail { 8 } else { 3 })?;
@@ -1757,6 +1850,9 @@ pub fn generate_module_with(
             rets,
             tail,
         });
+    }
+    if cfg.near_dups {
+        return near_dup_module(u, cfg, specs);
     }
     // Duplicates and near-duplicates of random base functions: (source, near). With edge
     // cases they are planned first, so the generated functions can call them, take their
@@ -1782,7 +1878,7 @@ pub fn generate_module_with(
     let mut funcs = Vec::new();
     let mut tweakables = Vec::new();
     for i in 0..n_base {
-        let (f, t) = gen_function(u, &specs, i, cfg, &mut fctx)?;
+        let (f, t) = gen_function(u, &specs, i, cfg, (false, &[]), &mut fctx)?;
         funcs.push(f);
         tweakables.push(t);
     }
@@ -1810,6 +1906,306 @@ pub fn generate_module_with(
     Ok(GeneratedModule {
         functions: funcs,
         entries,
+        locals: Vec::new(),
+    })
+}
+
+/// Clones at most per module in near-duplicate mode.
+const MAX_CLONES: usize = 12;
+
+/// The rest of `generate_module_with` in near-duplicate mode: plan groups of clones, generate
+/// the base functions (which may call the clones), make the clones with other constants and
+/// callees, choose the local functions, add the wrappers.
+fn near_dup_module(
+    u: &mut Unstructured,
+    cfg: GenConfig,
+    mut specs: Vec<FnSpec>,
+) -> GResult<GeneratedModule> {
+    let n_base = specs.len();
+    // Groups: (source, [(clone's spec index, mutated)]).
+    let mut groups: Vec<(usize, Vec<(usize, bool)>)> = Vec::new();
+    let mut clones = 0;
+    for _ in 0..u.int_in_range(1..=n_base.min(3))? {
+        let src = u.choose_index(n_base)?;
+        if groups.iter().any(|(s, _)| *s == src) || clones == MAX_CLONES {
+            continue;
+        }
+        let n = u.int_in_range(1..=5)?.min(MAX_CLONES - clones);
+        let mut members = Vec::new();
+        for c in 0..n {
+            let mutated = !u.ratio(1, 6)?;
+            let mut s = specs[src].clone();
+            s.name = format!(
+                "{}_{}{c}",
+                specs[src].name,
+                if mutated { "near" } else { "dup" }
+            );
+            members.push((specs.len(), mutated));
+            specs.push(s);
+        }
+        clones += n;
+        groups.push((src, members));
+    }
+    let mut fctx = FunctionBuilderContext::new();
+    let mut funcs = Vec::new();
+    let mut tweakables = Vec::new();
+    for i in 0..n_base {
+        // A group's source makes a direct call (a site whose callee its clones may swap), and
+        // seldom calls its own clones.
+        let own: Vec<usize> = groups
+            .iter()
+            .filter(|(s, _)| *s == i)
+            .flat_map(|(_, ms)| ms.iter().map(|&(k, _)| k))
+            .collect();
+        let source = groups.iter().any(|(s, _)| *s == i);
+        let (f, t) = gen_function(u, &specs, i, cfg, (source, &own), &mut fctx)?;
+        funcs.push(f);
+        tweakables.push(t);
+    }
+    for (src, members) in &groups {
+        let mut group = vec![*src];
+        group.extend(members.iter().map(|&(k, _)| k));
+        let plan = HolePlan::new(u, &funcs[*src], &tweakables[*src], &specs, &group)?;
+        // Where the original refers to itself, the clones refer to themselves (in one group
+        // in ten they call the original: a call within the group, which is not merged).
+        let self_calls = !u.ratio(1, 10)?;
+        for &(k, mutated) in members {
+            let mut f = funcs[*src].clone();
+            f.name = UserFuncName::testcase(specs[k].name.as_bytes());
+            if self_calls {
+                let me = ExternalName::testcase(specs[*src].name.as_bytes());
+                for e in f.dfg.ext_funcs.values_mut() {
+                    if e.name == me {
+                        e.name = ExternalName::testcase(specs[k].name.as_bytes());
+                    }
+                }
+            }
+            if mutated {
+                plan.apply(u, &mut f, &specs)?;
+            }
+            funcs.push(f);
+        }
+    }
+    // Locals: group members more often than the others.
+    let mut locals = Vec::new();
+    for (i, s) in specs.iter().enumerate() {
+        let member = i >= n_base || groups.iter().any(|(src, _)| *src == i);
+        let local = if member {
+            u.ratio(2, 3)?
+        } else {
+            u.ratio(1, 2)?
+        };
+        if local {
+            locals.push(s.name.clone());
+        }
+    }
+    let mut entries = Vec::new();
+    for s in &specs {
+        let w = gen_wrapper(s, &mut fctx);
+        entries.push(jit_driver::opmap::func_name(&w.name));
+        funcs.push(w);
+    }
+    Ok(GeneratedModule {
+        functions: funcs,
+        entries,
+        locals,
+    })
+}
+
+/// The holes of a group of near-duplicates: constants of the source function whose values the
+/// clones change, and direct call sites whose callees they swap (with the candidates: the
+/// generated functions of the callee's signature).
+struct HolePlan {
+    consts: Vec<ir::Inst>,
+    sites: Vec<(ir::Inst, Vec<usize>)>,
+}
+
+impl HolePlan {
+    /// The plan of the group `group` (the source first) of spec indices.
+    fn new(
+        u: &mut Unstructured,
+        f: &Function,
+        tweakable: &[ir::Inst],
+        specs: &[FnSpec],
+        group: &[usize],
+    ) -> GResult<HolePlan> {
+        let insts: Vec<ir::Inst> = f
+            .layout
+            .blocks()
+            .flat_map(|b| f.layout.block_insts(b))
+            .collect();
+        let mut consts: Vec<ir::Inst> = insts
+            .iter()
+            .copied()
+            .filter(|&i| {
+                matches!(
+                    f.dfg.insts[i].opcode(),
+                    Opcode::Iconst | Opcode::F32const | Opcode::F64const
+                ) && tweakable.contains(&i)
+            })
+            .collect();
+        // One group in ten has more holes than the parameter cap allows.
+        let n = if u.ratio(1, 10)? {
+            u.int_in_range(4..=8)?
+        } else {
+            u.int_in_range(1..=3)?
+        };
+        let mut chosen = Vec::new();
+        while chosen.len() < n && !consts.is_empty() {
+            chosen.push(consts.swap_remove(u.choose_index(consts.len())?));
+        }
+        // New callees come from outside the group, but in one group in ten also from inside
+        // (not merged: the group would call itself through a pointer).
+        let inside = u.ratio(1, 10)?;
+        let mut sites: Vec<(ir::Inst, Vec<usize>)> = Vec::new();
+        for &i in &insts {
+            if let InstructionData::Call { func_ref, .. } = f.dfg.insts[i] {
+                let name = f.dfg.ext_funcs[func_ref].name.clone();
+                let Some(j) = specs
+                    .iter()
+                    .position(|s| ExternalName::testcase(s.name.as_bytes()) == name)
+                else {
+                    continue;
+                };
+                let sig = specs[j].signature();
+                let cands: Vec<usize> = (0..specs.len())
+                    .filter(|&c| {
+                        c != j && specs[c].signature() == sig && (inside || !group.contains(&c))
+                    })
+                    .collect();
+                if !cands.is_empty() {
+                    sites.push((i, cands));
+                }
+            }
+        }
+        let n_sites = if u.ratio(3, 4)? {
+            u.int_in_range(1..=2)?
+        } else {
+            0
+        };
+        let mut chosen_sites = Vec::new();
+        while chosen_sites.len() < n_sites && !sites.is_empty() {
+            chosen_sites.push(sites.swap_remove(u.choose_index(sites.len())?));
+        }
+        Ok(HolePlan {
+            consts: chosen,
+            sites: chosen_sites,
+        })
+    }
+
+    /// Give the clone `f` other values at some hole constants (at least one when there are
+    /// any) and other callees at some call sites.
+    fn apply(&self, u: &mut Unstructured, f: &mut Function, specs: &[FnSpec]) -> GResult<()> {
+        let mut changed = false;
+        for (k, &i) in self.consts.iter().enumerate() {
+            let last = k + 1 == self.consts.len();
+            if u.ratio(3, 4)? || (last && !changed) {
+                mutate_constant(u, f, i)?;
+                changed = true;
+            }
+        }
+        for (i, cands) in &self.sites {
+            if !u.ratio(2, 3)? {
+                continue;
+            }
+            let c = *u.choose(cands)?;
+            let name = ExternalName::testcase(specs[c].name.as_bytes());
+            let InstructionData::Call { func_ref, .. } = f.dfg.insts[*i] else {
+                continue;
+            };
+            let signature = f.dfg.ext_funcs[func_ref].signature;
+            let existing = f
+                .dfg
+                .ext_funcs
+                .iter()
+                .find(|(_, e)| e.name == name && e.signature == signature)
+                .map(|(r, _)| r);
+            let r = match existing {
+                Some(r) => r,
+                None => f.import_function(ExtFuncData {
+                    name,
+                    signature,
+                    colocated: true,
+                    patchable: false,
+                }),
+            };
+            if let InstructionData::Call { func_ref, .. } = &mut f.dfg.insts[*i] {
+                *func_ref = r;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Give the constant `i` of `f` another value of its type (integer: near, random or extreme;
+/// float: another number, an infinity, a NaN or random bits).
+fn mutate_constant(u: &mut Unstructured, f: &mut Function, i: ir::Inst) -> GResult<()> {
+    let t = f.dfg.ctrl_typevar(i);
+    match &mut f.dfg.insts[i] {
+        InstructionData::UnaryImm { imm, .. } => {
+            let m = mask_of(t);
+            let old = imm.bits() as u64 & m;
+            let min = 1u64 << (t.bits() - 1);
+            let nv = match u.int_in_range(0..=4)? {
+                0 => old.wrapping_add(u.int_in_range(1..=3)?),
+                1 => u.arbitrary()?,
+                2 => *u.choose(&[0, 1, u64::MAX, min, min - 1])?,
+                3 => u.int_in_range(0..=16)?,
+                _ => old ^ (1u64 << u.int_in_range(0..=(t.bits() as u64 - 1))?),
+            } & m;
+            let nv = if nv == old {
+                old.wrapping_add(1) & m
+            } else {
+                nv
+            };
+            *imm = ir::immediates::Imm64::new(nv as i64);
+        }
+        InstructionData::UnaryIeee32 { imm, .. } => {
+            let old = imm.bits();
+            let x = new_float(u, f32::from_bits(old) as f64)?;
+            let nb = if u.ratio(1, 5)? {
+                u.arbitrary()?
+            } else {
+                (x as f32).to_bits()
+            };
+            let nb = if nb == old { old ^ 1 } else { nb };
+            *imm = ir::immediates::Ieee32::with_bits(nb);
+        }
+        InstructionData::UnaryIeee64 { imm, .. } => {
+            let old = imm.bits();
+            let x = new_float(u, f64::from_bits(old))?;
+            let nb = if u.ratio(1, 5)? {
+                u.arbitrary()?
+            } else {
+                x.to_bits()
+            };
+            let nb = if nb == old { old ^ 1 } else { nb };
+            *imm = ir::immediates::Ieee64::with_bits(nb);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Another float near `old`, or a special one.
+fn new_float(u: &mut Unstructured, old: f64) -> GResult<f64> {
+    Ok(match u.int_in_range(0..=3)? {
+        0 => -old,
+        1 => old * 2.0 + 1.0,
+        _ => *u.choose(&[
+            0.0,
+            -0.0,
+            1.0,
+            -1.5,
+            0.5,
+            2.0,
+            1e10,
+            -3.25,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            7.0,
+        ])?,
     })
 }
 
@@ -2026,9 +2422,160 @@ pub fn compile_pipeline_on(
     Ok(h)
 }
 
+/// A module compiled with some functions local (`compile_pipeline_linked`): `Harness` exports
+/// every function, and `merge-similar` folds only local ones. Only the wrappers (exported) are
+/// called.
+pub struct LinkedJit {
+    module: Option<MergeModule<JITModule>>,
+    ids: std::collections::HashMap<String, FuncId>,
+}
+
+impl LinkedJit {
+    /// Statistics of the compile.
+    pub fn stats(&self) -> &Stats {
+        self.module().stats()
+    }
+
+    /// The module (merge map, statistics).
+    pub fn module(&self) -> &MergeModule<JITModule> {
+        self.module.as_ref().expect("live")
+    }
+
+    /// How the function `name` (without `%`) was merged, if it was.
+    pub fn merge_kind(&self, name: &str) -> Option<midend::lir::MergeKind> {
+        self.module().merge_kind(*self.ids.get(name)?)
+    }
+}
+
+impl Drop for LinkedJit {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: no pointer into the module outlives it.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+/// The results of a wrapper, as the System V ABI returns two `i64`s (in two registers).
+#[repr(C)]
+struct WrapperResults(u64, u64);
+
+#[cfg(target_arch = "x86_64")]
+type WrapperFn = extern "sysv64" fn(u64, u64, u64, u64) -> WrapperResults;
+#[cfg(not(target_arch = "x86_64"))]
+type WrapperFn = extern "C" fn(u64, u64, u64, u64) -> WrapperResults;
+
+/// Compiled code whose wrappers `run_jit` can call.
+pub trait WrapperCall {
+    /// Call the wrapper `name` (of signature `sig`, `wrapper_signature()`) with its four
+    /// arguments in `buf[..4]`; its two results are stored to `buf[0]` and `buf[1]`. Must not
+    /// allocate on success (it runs in a forked child).
+    ///
+    /// # Safety
+    /// `buf` holds at least four slots and `name` is a wrapper of the module.
+    unsafe fn call_wrapper(
+        &self,
+        name: &str,
+        sig: &Signature,
+        buf: &mut [u128],
+    ) -> Result<(), String>;
+}
+
+impl WrapperCall for Harness {
+    unsafe fn call_wrapper(
+        &self,
+        name: &str,
+        sig: &Signature,
+        buf: &mut [u128],
+    ) -> Result<(), String> {
+        // SAFETY: as the caller promises; `sig` is the wrapper's signature.
+        unsafe { self.call_raw(name, sig, buf) }
+    }
+}
+
+impl WrapperCall for LinkedJit {
+    unsafe fn call_wrapper(
+        &self,
+        name: &str,
+        _sig: &Signature,
+        buf: &mut [u128],
+    ) -> Result<(), String> {
+        let m = self.module.as_ref().expect("live");
+        let id = *self
+            .ids
+            .get(name)
+            .ok_or_else(|| format!("no function %{name}"))?;
+        // SAFETY: wrappers have the signature `WrapperFn` describes (System V, four i64
+        // parameters, two i64 results).
+        let f: WrapperFn = unsafe { std::mem::transmute(m.get_finalized_function(id)) };
+        let r = f(buf[0] as u64, buf[1] as u64, buf[2] as u64, buf[3] as u64);
+        buf[0] = r.0 as u128;
+        buf[1] = r.1 as u128;
+        Ok(())
+    }
+}
+
+/// `compile_pipeline_on` with the functions named in `locals` compiled with `Linkage::Local`
+/// (the others exported). A panic in the pipeline is an error.
+pub fn compile_pipeline_linked(
+    frame_pointers: bool,
+    funcs: &[Function],
+    locals: &[String],
+    passes: &str,
+    lower_all: bool,
+    stats: &mut Stats,
+) -> Result<LinkedJit, String> {
+    let config = MergeConfig {
+        passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
+        verify_lir: true,
+        lower_all,
+        ..Default::default()
+    };
+    let isa = pipeline_isa(frame_pointers)?;
+    let linked: Vec<(Linkage, Function)> = funcs
+        .iter()
+        .map(|f| {
+            let local = locals.contains(&jit_driver::opmap::func_name(&f.name));
+            let l = if local {
+                Linkage::Local
+            } else {
+                Linkage::Export
+            };
+            (l, f.clone())
+        })
+        .collect();
+    let j = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let jit = JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+        let mut m = MergeModule::with_config(jit, config);
+        let ids = jit_driver::define_by_name(&mut m, linked);
+        let ids = match ids.and_then(|ids| m.finalize_definitions().map(|()| ids)) {
+            Ok(ids) => ids,
+            Err(e) => {
+                // SAFETY: nothing was called.
+                unsafe { m.free_memory() };
+                return Err(format!("{e:#}"));
+            }
+        };
+        Ok(LinkedJit {
+            module: Some(m),
+            ids: ids.into_iter().collect(),
+        })
+    }))
+    .map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        format!("the pipeline panicked: {msg}")
+    })??;
+    stats.merge_from(j.stats());
+    Ok(j)
+}
+
 /// Run the calls in forked children (one child runs calls until one traps; the next child
 /// resumes after it).
-pub fn run_jit(module: &Harness, calls: &[(String, Vec<i64>)]) -> Vec<Outcome> {
+pub fn run_jit<M: WrapperCall + ?Sized>(module: &M, calls: &[(String, Vec<i64>)]) -> Vec<Outcome> {
     let sig = wrapper_signature();
     let mut out = Vec::with_capacity(calls.len());
     // Pre-allocated per-call slot buffers: the child must not allocate.
@@ -2056,7 +2603,7 @@ pub fn run_jit(module: &Harness, calls: &[(String, Vec<i64>)]) -> Vec<Outcome> {
                 libc::close(fds[0]);
                 libc::alarm(10);
                 for i in start..calls.len() {
-                    let ok = module.call_raw(&calls[i].0, &sig, &mut bufs[i]).is_ok();
+                    let ok = module.call_wrapper(&calls[i].0, &sig, &mut bufs[i]).is_ok();
                     if !ok {
                         libc::_exit(3);
                     }
@@ -2100,27 +2647,39 @@ pub fn run_jit(module: &Harness, calls: &[(String, Vec<i64>)]) -> Vec<Outcome> {
     out
 }
 
-/// How the pipeline side compiles: passes, every function lowered, frame pointers.
-type Setup<'a> = (&'a str, bool, bool);
+/// How the pipeline side compiles: passes, every function lowered, frame pointers, the local
+/// functions.
+type Setup<'a> = (&'a str, bool, bool, &'a [String]);
 
 /// The first disagreement of a module on the given calls: (call index, description).
 fn first_mismatch(
     funcs: &[Function],
     calls: &[(String, Vec<i64>)],
-    (passes, lower_all, frame_pointers): Setup,
+    (passes, lower_all, frame_pointers, locals): Setup,
     mut report: Option<&mut FuzzReport>,
 ) -> Option<(usize, String, Vec<Outcome>)> {
     let oracle: Vec<Outcome> = calls.iter().map(|(n, a)| interpret(funcs, n, a)).collect();
     let mut stats = Stats::default();
-    let compiled = compile_pipeline_on(frame_pointers, funcs, passes, lower_all, &mut stats);
+    let compiled: Result<Box<dyn WrapperCall>, String> = if locals.is_empty() {
+        compile_pipeline_on(frame_pointers, funcs, passes, lower_all, &mut stats)
+            .map(|h| Box::new(h) as Box<dyn WrapperCall>)
+    } else {
+        compile_pipeline_linked(frame_pointers, funcs, locals, passes, lower_all, &mut stats)
+            .map(|j| Box::new(j) as Box<dyn WrapperCall>)
+    };
     if let Some(r) = report.as_deref_mut() {
         r.stats.merge_from(&stats);
+        let merged = stats.get("merged_similar");
+        r.merged_similar += merged;
+        if merged > 0 {
+            r.similar_modules += 1;
+        }
     }
     let compiled = match compiled {
         Ok(c) => c,
         Err(e) => return Some((0, format!("pipeline error: {e}"), oracle)),
     };
-    let got = run_jit(&compiled, calls);
+    let got = run_jit(&*compiled, calls);
     for (i, (o, g)) in oracle.iter().zip(&got).enumerate() {
         if matches!(o, Outcome::Error(_)) {
             // The oracle could not decide (fuel).
@@ -2300,6 +2859,9 @@ pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> 
     if cfg.edges != 0 {
         report.edge_modules += 1;
     }
+    if cfg.near_dups {
+        report.near_dup_modules += 1;
+    }
     let gm = match module_for_seed(iter_seed) {
         Ok(g) => g,
         Err(e) => return Some(format!("seed {iter_seed:#x}: {e}")),
@@ -2319,17 +2881,34 @@ pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> 
     // Every other module compiles every function from its lowered LIR (testing lift and
     // lower everywhere); the others compile unchanged functions from their input (testing
     // that rule and the redirected calls).
-    let setup = (opts.passes.as_str(), iter_seed & 1 == 1, cfg.frame_pointers);
+    let setup = (
+        opts.passes.as_str(),
+        iter_seed & 1 == 1,
+        cfg.frame_pointers,
+        gm.locals.as_slice(),
+    );
     let (idx, desc, oracle) = first_mismatch(&gm.functions, &calls, setup, Some(report))?;
     let (funcs, call, mdesc) = minimize(gm.functions.clone(), calls[idx].clone(), setup);
     let oracle_min = interpret(&funcs, &call.0, &call.1);
     let _ = oracle;
+    let names: Vec<String> = funcs
+        .iter()
+        .map(|f| jit_driver::opmap::func_name(&f.name))
+        .collect();
+    let locals: Vec<String> = gm
+        .locals
+        .iter()
+        .filter(|l| names.contains(l))
+        .map(|l| format!("%{l}"))
+        .collect();
     let header = format!(
-        "mergelift fuzz: iteration seed {iter_seed:#x}, passes `{}`{}{}, edge cases {:#x}\n{}\n(before minimizing: {desc})",
+        "mergelift fuzz: iteration seed {iter_seed:#x}, passes `{}`{}{}, edge cases {:#x}\n\
+         local functions (Linkage::Local; the others exported): {}\n{}\n(before minimizing: {desc})",
         opts.passes,
         if setup.1 { ", every function lowered" } else { "" },
         if setup.2 { "" } else { ", without frame pointers" },
         cfg.edges,
+        if locals.is_empty() { "none".to_string() } else { locals.join(" ") },
         mdesc
     );
     let mut text = reproducer_text(&funcs, &call, &oracle_min, &header);

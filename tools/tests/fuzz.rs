@@ -25,23 +25,57 @@ fn bounded_fuzz_run_finds_no_mismatch() {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(0x6d65_7267_656c_6966),
-        passes: std::env::var("MERGELIFT_FUZZ_PASSES").unwrap_or_else(|_| "merge,lvn".into()),
+        passes: std::env::var("MERGELIFT_FUZZ_PASSES")
+            .unwrap_or_else(|_| "merge,merge-similar,lvn".into()),
         out_dir: out_dir(),
     };
     let t = std::time::Instant::now();
     let report = fuzz(&opts);
     eprintln!(
-        "fuzz: {} in {:?} ({} modules with edge cases); {} calls compared ({} trapped on both sides), {} skipped; merged {}, lvn.removed {}",
+        "fuzz: {} in {:?} ({} modules with edge cases, {} with near-duplicates, {} with similar \
+         merges); {} calls compared ({} trapped on both sides), {} skipped; merged {}, \
+         merged_similar {}, similar.groups {}, similar.params {}, similar.thunks {}, \
+         similar.callers_rewritten {}, lvn.removed {}",
         report.summary(),
         t.elapsed(),
         report.edge_modules,
+        report.near_dup_modules,
+        report.similar_modules,
         report.calls,
         report.traps,
         report.skipped_calls,
         report.stats.get("merged"),
+        report.merged_similar,
+        report.stats.get("similar.groups"),
+        report.stats.get("similar.params"),
+        report.stats.get("similar.thunks"),
+        report.stats.get("similar.callers_rewritten"),
         report.stats.get("lvn.removed")
     );
     assert!(report.calls > iterations, "too few calls compared");
+    // Every module has near-duplicates (issue 14), and merge-similar merges in most of them:
+    // folding local members, keeping thunks, rewriting callers.
+    assert_eq!(report.near_dup_modules, iterations);
+    if opts.passes.split(',').any(|p| p == "merge-similar") {
+        assert!(
+            report.similar_modules * 3 >= iterations * 2,
+            "merge-similar merged in only {} of {iterations} modules",
+            report.similar_modules
+        );
+        assert_eq!(report.merged_similar, report.stats.get("merged_similar"));
+        for counter in [
+            "similar.groups",
+            "similar.params",
+            "similar.thunks",
+            "similar.callers_rewritten",
+        ] {
+            assert!(report.stats.get(counter) > 0, "no {counter}");
+        }
+        assert!(
+            report.merged_similar > report.stats.get("similar.thunks"),
+            "no member folded away"
+        );
+    }
     // About one module in three exercises edge cases (issue 13).
     assert!(
         report.edge_modules * 5 >= iterations,
@@ -69,6 +103,21 @@ fn generated_modules_verify_and_run_in_the_interpreter() {
                 Outcome::Values(v) => assert_eq!(v.len(), 2),
                 Outcome::Trap(_) => {}
                 Outcome::Error(err) => panic!("interpreter error on %{e}: {err}"),
+            }
+        }
+    }
+    // Without near-duplicates (all functions exported, 0 to 4 copies).
+    for seed in 0..20u64 {
+        let cfg = mergelift_tools::fuzz::GenConfig {
+            near_dups: false,
+            ..Default::default()
+        };
+        let m = mergelift_tools::fuzz::module_for_seed_with(seed, cfg).unwrap();
+        verify_all(&m.functions).unwrap();
+        assert!(m.locals.is_empty());
+        for e in &m.entries {
+            if let Outcome::Error(err) = interpret(&m.functions, e, &[1, 2, 3, 4]) {
+                panic!("interpreter error on %{e}: {err}");
             }
         }
     }
@@ -271,4 +320,116 @@ block0(v0: i64, v1: i64, v2: i64, v3: i64):
     let funcs = cranelift_reader::parse_functions(text).unwrap();
     let o = interpret(&funcs, "f", &[77, 0, 0, 0]);
     assert_eq!(o, Outcome::Values(vec![77, (1u64 << 40) + 8]));
+}
+
+#[test]
+fn near_duplicate_clones_are_folded_and_thunked() {
+    // Near-duplicate mode (issue 14): clones with other constants and callees are merged by
+    // merge-similar, the local ones folded (callers rewritten), the others kept as thunks.
+    use mergelift_tools::fuzz::{compile_pipeline_linked, config_for_seed};
+    use midend::lir::MergeKind;
+    let (mut folded, mut thunked, mut clones, mut with_merged_clone) = (0, 0, 0, 0);
+    let (mut local, mut int_holes, mut float_holes, mut swapped) = (0, 0, 0, 0);
+    let modules = 60u64;
+    for seed in 0..modules {
+        let cfg = config_for_seed(seed);
+        assert!(cfg.near_dups);
+        let m = module_for_seed(seed).unwrap();
+        local += m.locals.len();
+        let find = |n: &str| {
+            m.functions
+                .iter()
+                .find(|g| g.name.to_string() == n)
+                .unwrap()
+        };
+        for f in &m.functions {
+            let name = f.name.to_string();
+            let Some((orig, _)) = name.split_once("_near") else {
+                continue;
+            };
+            if name.starts_with("%run_") {
+                continue;
+            }
+            let o = find(orig);
+            // Constants in layout order, by kind: which kinds of holes the clone has.
+            let consts = |g: &cranelift_codegen::ir::Function, kind: &str| -> Vec<String> {
+                g.display()
+                    .to_string()
+                    .lines()
+                    .filter(|l| l.contains(kind))
+                    .map(|l| l.split_once('=').map_or(l, |(_, r)| r).to_string())
+                    .collect()
+            };
+            int_holes += (consts(f, "iconst") != consts(o, "iconst")) as usize;
+            float_holes += (consts(f, "f32const") != consts(o, "f32const")
+                || consts(f, "f64const") != consts(o, "f64const"))
+                as usize;
+            // Direct callees in layout order (calls of itself as calls of the original): a
+            // clone calling another function at some site has a swapped callee.
+            let callees = |g: &cranelift_codegen::ir::Function| -> Vec<String> {
+                let me = g.name.to_string();
+                g.layout
+                    .blocks()
+                    .flat_map(|b| g.layout.block_insts(b))
+                    .filter_map(|i| match g.dfg.insts[i] {
+                        cranelift_codegen::ir::InstructionData::Call { func_ref, .. } => {
+                            let n = g.dfg.ext_funcs[func_ref]
+                                .name
+                                .display(Some(&g.params))
+                                .to_string();
+                            Some(if n == me { orig.to_string() } else { n })
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            };
+            swapped += (callees(f) != callees(o)) as usize;
+        }
+        let mut stats = midend::Stats::default();
+        let j = compile_pipeline_linked(
+            cfg.frame_pointers,
+            &m.functions,
+            &m.locals,
+            "merge,merge-similar,lvn",
+            seed % 2 == 1,
+            &mut stats,
+        )
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let mut any = false;
+        for e in &m.entries {
+            let name = e.trim_start_matches("run_");
+            if !name.contains("_near") {
+                continue;
+            }
+            clones += 1;
+            match j.merge_kind(name) {
+                Some(MergeKind::Folded) => {
+                    assert!(m.locals.iter().any(|l| l == name), "%{name} is not local");
+                    folded += 1;
+                    any = true;
+                }
+                Some(MergeKind::Thunked) => {
+                    thunked += 1;
+                    any = true;
+                }
+                _ => {}
+            }
+        }
+        with_merged_clone += any as u64;
+    }
+    eprintln!(
+        "{clones} near clones in {modules} modules: {folded} folded, {thunked} thunks; \
+         {with_merged_clone} modules with a merged clone; {local} local functions; clones with \
+         other integer constants {int_holes}, other float constants {float_holes}, other \
+         callees {swapped}"
+    );
+    assert!(folded * 5 >= clones, "too few clones folded");
+    assert!(thunked * 10 >= clones, "too few clones kept as thunks");
+    assert!(
+        with_merged_clone * 2 >= modules,
+        "too few modules with a merged clone"
+    );
+    assert!(int_holes * 3 >= clones, "too few integer holes");
+    assert!(float_holes * 8 >= clones, "too few float holes");
+    assert!(swapped * 10 >= clones, "too few swapped callees");
 }
