@@ -167,8 +167,8 @@ pub fn parse_test_text<'a>(
 ) -> Result<cranelift_reader::TestFile<'a>, String> {
     prescan_clif(text).map_err(|e| format!("{}:{e}", path.display()))?;
     // cranelift-reader panics on some malformed input (e.g. a dynamic type over a scalar).
-    let parsed = std::panic::catch_unwind(|| parse_test(text, ParseOptions::default()))
-        .map_err(|p| {
+    let parsed =
+        std::panic::catch_unwind(|| parse_test(text, ParseOptions::default())).map_err(|p| {
             format!(
                 "{}: cranelift-reader cannot parse it (it panicked: {})",
                 path.display(),
