@@ -357,49 +357,92 @@ pub(super) fn merge_two(
 /// `tail` and the target allows tail calls (`Module::allow_tail_calls`), else call and return.
 pub(super) fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
     let sig = m.functions[g].sig.clone();
-    make_thunk_with(m, g, target, sig, |_, _| Vec::new());
+    make_thunk_with(m, g, target, sig, 0, true, |_, _, _| {});
 }
 
 /// `make_thunk` calling `target` with signature `call_sig`: G's arguments, then the
-/// operands `extra` sets up in the thunk's block.
+/// `n_extra` operands `extra` sets up in the thunk's block (one instruction each) and appends
+/// to the call's operands. Returns G's old body, without its name and signature (the thunk
+/// took them), for a caller that wants to keep it; unless `keep_old`, the thunk is built in
+/// the old body's tables (cleared), which the old body returned no longer has.
 pub(super) fn make_thunk_with(
     m: &mut Module,
     g: FuncId,
     target: Symbol,
     call_sig: Signature,
-    extra: impl FnOnce(&mut Function, Block) -> Vec<Operand>,
-) {
-    let old = &m.functions[g];
-    let mut t = Function::new(old.name.clone(), old.sig.clone(), old.linkage);
+    n_extra: usize,
+    keep_old: bool,
+    extra: impl FnOnce(&mut Function, Block, &mut Vec<Operand>),
+) -> Function {
+    let tail_calls = m.allow_tail_calls;
+    let old = &mut m.functions[g];
+    let cc = old.sig.call_conv;
+    let sig = core::mem::replace(&mut old.sig, Signature::new(cc));
+    let mut t = Function::new(core::mem::take(&mut old.name), sig, old.linkage);
+    if !keep_old {
+        // The old body's allocations serve the thunk: none to free, none to make.
+        t.regs = core::mem::take(&mut old.regs);
+        t.regs.clear();
+        t.insts = core::mem::take(&mut old.insts);
+        t.insts.clear();
+        t.blocks = core::mem::take(&mut old.blocks);
+        t.blocks.clear();
+        t.layout = core::mem::take(&mut old.layout);
+        t.layout.clear();
+        t.operand_pool = core::mem::take(&mut old.operand_pool);
+        t.operand_pool.clear();
+        t.result_pool = core::mem::take(&mut old.result_pool);
+        t.result_pool.clear();
+    }
     t.address_significant = old.address_significant;
     t.modified = true;
     t.stack_limit = None;
+    // Every table sized once: the copies of the arguments, the extra operands, the call (and
+    // the return).
+    let (np, nr) = (t.sig.params.len(), t.sig.returns.len());
+    let tail = t.sig.call_conv == CallConv::Tail && tail_calls;
+    let (nrets, ninsts) = if tail {
+        (0, np + n_extra + 1)
+    } else {
+        (nr, np + n_extra + 2)
+    };
+    t.regs.reserve_exact(np + n_extra + nrets);
+    t.insts.reserve_exact(ninsts);
+    t.operand_pool.reserve_exact(2 * (np + n_extra) + 1 + nrets);
+    if nrets != 1 {
+        t.result_pool.reserve_exact(nrets);
+    }
     let sig = t.sigs.push(call_sig);
     let b = t.new_block();
-    let mut args = Vec::new();
-    for (k, p) in old.sig.params.iter().enumerate() {
-        let r = t.new_reg(p.ty);
-        let i = t.make_inst(Opcode::Copy, p.ty, &[r], &[Operand::Arg(k as u32)]);
+    t.reserve_block(b, ninsts);
+    let mut ops = Vec::with_capacity(1 + np + n_extra);
+    ops.push(Operand::Sym(target, 0));
+    for k in 0..np {
+        let ty = t.sig.params[k].ty;
+        let r = t.new_reg(ty);
+        let i = t.make_inst(Opcode::Copy, ty, &[r], &[Operand::Arg(k as u32)]);
         t.append_inst(b, i);
-        args.push(Operand::Reg(r));
+        ops.push(Operand::Reg(r));
     }
-    args.extend(extra(&mut t, b));
-    let mut ops = vec![Operand::Sym(target, 0)];
-    ops.extend(args);
-    if old.sig.call_conv == CallConv::Tail && m.allow_tail_calls {
+    extra(&mut t, b, &mut ops);
+    if tail {
         let i = t.make_inst(Opcode::TailCall, Type::VOID, &[], &ops);
         t.insts[i].aux = sig.as_u32();
         t.append_inst(b, i);
     } else {
-        let rets: Vec<Reg> = old.sig.returns.iter().map(|p| t.new_reg(p.ty)).collect();
+        let mut rets: SmallVec<[Reg; 4]> = SmallVec::new();
+        for k in 0..nr {
+            let ty = t.sig.returns[k].ty;
+            rets.push(t.new_reg(ty));
+        }
         let i = t.make_inst(Opcode::Call, Type::VOID, &rets, &ops);
         t.insts[i].aux = sig.as_u32();
         t.append_inst(b, i);
-        let rv: Vec<Operand> = rets.into_iter().map(Operand::Reg).collect();
+        let rv: SmallVec<[Operand; 4]> = rets.into_iter().map(Operand::Reg).collect();
         let i = t.make_inst(Opcode::Ret, Type::VOID, &[], &rv);
         t.append_inst(b, i);
     }
-    m.functions[g] = t;
+    core::mem::replace(&mut m.functions[g], t)
 }
 
 /// Give every function merged into an equal one (an alias or a replaced local) a body again: a

@@ -136,25 +136,64 @@ enum Value {
     SelfCall,
 }
 
-/// One function of a group: its holes (constants, then callees), in walk order.
+/// One function of a group: its holes (constants, then callees), in walk order, as ranges
+/// of `State::consts` and `State::callees`.
+#[derive(Clone, Copy)]
 struct Member {
     f: FuncId,
     sym: Symbol,
-    consts: Vec<(Inst, u16, Operand)>,
-    callees: Vec<(Symbol, Inst)>,
+    consts: (u32, u32),
+    callees: (u32, u32),
+    named: bool,
 }
 
-/// An extra parameter of a shared body: its type, each member's value, and for a callee
-/// the signature of the calls through it.
+/// An extra parameter of a shared body: its type and, for a callee, the signature of the
+/// calls through it. Each member's value is in `Plan::values`.
 struct Param {
-    ty: Type,
-    values: Vec<Value>,
+    ty: ParamType,
     sig: Option<Signature>,
+    /// The parameter planned before this one with the same hash of its values (a chain
+    /// through `Scratch::by_values`), or `u32::MAX`.
+    next: u32,
+}
+
+/// The type of a parameter: known, or that of the constant at (instruction, operand) of the
+/// group's first member, looked up only when needed (`Function::constant_type` reads the
+/// body): to tell apart parameters with equal values, and for a group that is folded.
+#[derive(Clone, Copy)]
+enum ParamType {
+    Known(Type),
+    Const(Inst, u16),
+}
+
+impl ParamType {
+    fn get(&mut self, rep: &Function) -> Type {
+        match *self {
+            ParamType::Known(t) => t,
+            ParamType::Const(inst, op) => {
+                let t = rep.constant_type(inst, op as usize);
+                *self = ParamType::Known(t);
+                t
+            }
+        }
+    }
+}
+
+impl Param {
+    /// The type (known once the plan is made).
+    fn ty(&self) -> Type {
+        match self.ty {
+            ParamType::Known(t) => t,
+            ParamType::Const(..) => unreachable!("a plan's parameter types are known"),
+        }
+    }
 }
 
 /// How to set up one extra argument: its type, the value, and for a function address the
-/// signature of the calls it serves.
-type Extra = (Type, Value, Option<Signature>);
+/// signature of the calls it serves (an index into `Folds::sigs`, or `NO_SIG`).
+type Extra = (Type, Value, u32);
+
+const NO_SIG: u32 = u32::MAX;
 
 /// What becomes of a hole position.
 #[derive(Clone, Copy)]
@@ -167,6 +206,8 @@ enum Fate {
 struct Plan {
     members: Vec<Member>,
     params: Vec<Param>,
+    /// The value of parameter `q` in member `j`: `values[q * members.len() + j]`.
+    values: Vec<Value>,
     const_fate: Vec<Fate>,
     callee_fate: Vec<Fate>,
     /// Per member: it keeps a thunk.
@@ -194,7 +235,133 @@ pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
             None => break,
         }
     }
+    if st.debug {
+        eprintln!(
+            "merge-similar: merged {} groups {} params {} thunks {} callers_rewritten {} \
+             too_many_params {} unprofitable {} rounds {}",
+            report.merged,
+            report.groups,
+            report.params,
+            report.thunks,
+            report.callers_rewritten,
+            report.too_many_params,
+            report.unprofitable,
+            report.rounds
+        );
+    }
     report
+}
+
+/// A set of symbols: a flag per symbol (symbols are numbered densely).
+#[derive(Default)]
+struct SymSet(Vec<bool>);
+
+impl SymSet {
+    fn with_symbols(n: usize) -> Self {
+        SymSet(vec![false; n])
+    }
+    fn insert(&mut self, s: Symbol) {
+        let k = s.as_u32() as usize;
+        if k >= self.0.len() {
+            self.0.resize(k + 1, false);
+        }
+        self.0[k] = true;
+    }
+    fn contains(&self, s: Symbol) -> bool {
+        self.0.get(s.as_u32() as usize).copied().unwrap_or(false)
+    }
+}
+
+/// A call site: the calling function and the call.
+type Site = (FuncId, Inst);
+
+/// The direct calls (`call`, `tail_call`) of each callee symbol, in the order they were
+/// found: those of the first walk, indexed by callee once that walk is over, then those
+/// added later.
+#[derive(Default)]
+struct Calls {
+    /// The first walk's calls (callee, site), until `index` sorts them by callee.
+    first: Vec<(Symbol, Site)>,
+    /// The first walk's calls of symbol `s` are `sites[start[s]..start[s + 1]]`.
+    start: Vec<u32>,
+    sites: Vec<Site>,
+    /// Symbols whose first-walk calls were taken (`take`).
+    taken: SymSet,
+    /// Calls added after the first walk.
+    later: HashMap<Symbol, Vec<Site>>,
+}
+
+impl Calls {
+    /// Index the first walk's calls by callee (a counting sort: calls of one callee keep
+    /// their order).
+    fn index(&mut self, symbols: usize) {
+        let mut start = vec![0u32; symbols + 1];
+        for &(s, _) in &self.first {
+            start[s.as_u32() as usize + 1] += 1;
+        }
+        for k in 1..start.len() {
+            start[k] += start[k - 1];
+        }
+        let mut at = start.clone();
+        let mut sites = vec![(FuncId::from_u32(0), Inst::from_u32(0)); self.first.len()];
+        for &(s, site) in &self.first {
+            let k = &mut at[s.as_u32() as usize];
+            sites[*k as usize] = site;
+            *k += 1;
+        }
+        self.start = start;
+        self.sites = sites;
+        self.first = Vec::new();
+    }
+
+    /// The first walk's calls of `s` not yet taken.
+    fn indexed(&self, s: Symbol) -> &[Site] {
+        let k = s.as_u32() as usize;
+        if k + 1 >= self.start.len() || self.taken.contains(s) {
+            return &[];
+        }
+        &self.sites[self.start[k] as usize..self.start[k + 1] as usize]
+    }
+
+    fn count(&self, s: Symbol) -> usize {
+        self.indexed(s).len() + self.later.get(&s).map_or(0, |v| v.len())
+    }
+
+    /// Record a call of `s` (after the first walk).
+    fn push(&mut self, s: Symbol, site: Site) {
+        self.later.entry(s).or_default().push(site);
+    }
+
+    /// Append the calls of `s` to `out` and forget them.
+    fn take(&mut self, s: Symbol, out: &mut Vec<Site>) {
+        out.extend_from_slice(self.indexed(s));
+        self.taken.insert(s);
+        if let Some(v) = self.later.remove(&s) {
+            out.extend_from_slice(&v);
+        }
+    }
+}
+
+/// Buffers of the planning step, reused from group to group.
+#[derive(Default)]
+struct Scratch {
+    members: Vec<Member>,
+    /// `members` holds `f` when `State::member_mark[f] == mark`.
+    mark: u32,
+    /// A symbol is a member of the group being planned when `group[s] == group_mark`.
+    group: Vec<u32>,
+    group_mark: u32,
+    /// The resolved callee of each member at each callee position (position-major).
+    callee_vals: Vec<Value>,
+    vals: Vec<Value>,
+    params: Vec<Param>,
+    values: Vec<Value>,
+    /// Hash of a parameter's (type, values) → the last parameter planned with it.
+    by_values: HashMap<u64, u32>,
+    const_fate: Vec<Fate>,
+    callee_fate: Vec<Fate>,
+    /// Classes already planned in this round: `class_round[class] == round`.
+    class_round: Vec<u32>,
 }
 
 /// What the rounds keep: skeleton classes of the walked functions, with their holes; which
@@ -207,16 +374,23 @@ struct State {
     /// class changed since are skipped).
     head: Vec<PackedOption<FuncId>>,
     next: OpenMap<PackedOption<FuncId>>,
-    /// The merges recorded before this pass (later ones are this pass's).
-    merges_start: usize,
+    /// The number of walked functions of each class (an upper bound on its members).
+    live: Vec<u32>,
     consts: Vec<(Inst, u16, Operand)>,
     callees: Vec<(Symbol, Inst)>,
     /// Functions whose address is observable (taken, or called by `try_call`).
-    observed: HashSet<Symbol>,
-    /// The direct calls (`call`, `tail_call`) of each function: (caller, call).
-    calls: HashMap<Symbol, Vec<(FuncId, Inst)>>,
+    observed: SymSet,
+    /// The symbols folded away by earlier rounds of this pass (no code left).
+    folded: SymSet,
+    calls: Calls,
     scratch: HashScratch,
     out: WalkOut,
+    plan: Scratch,
+    member_mark: OpenMap<u32>,
+    /// Rounds run so far.
+    rounds: u32,
+    /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
+    debug: bool,
 }
 
 /// Per-function data for the open functions (ids from `base` on), growing as functions are
@@ -262,32 +436,41 @@ struct Walked {
     class: u32,
     consts: (u32, u32),
     callees: (u32, u32),
+    /// Its name or address is visible outside the module, or declared significant: folded,
+    /// it keeps a thunk (as one whose address is observed does).
+    named: bool,
 }
 
 impl State {
     fn new(m: &Module) -> State {
+        let open = m.functions.len() - m.first_open as usize;
         State {
-            table: ShapeTable::with_capacity(m.functions.len() - m.first_open as usize),
+            table: ShapeTable::with_capacity(open),
             walked: OpenMap::new(m.first_open),
             head: Vec::new(),
             next: OpenMap::new(m.first_open),
-            merges_start: m.merges.len(),
+            live: Vec::new(),
             consts: Vec::new(),
             callees: Vec::new(),
-            observed: HashSet::default(),
-            calls: HashMap::default(),
+            observed: SymSet::with_symbols(m.symbols.len()),
+            folded: SymSet::default(),
+            calls: Calls::default(),
             scratch: HashScratch::default(),
             out: WalkOut {
                 similar: true,
                 ..Default::default()
             },
+            plan: Scratch::default(),
+            member_mark: OpenMap::new(m.first_open),
+            rounds: 0,
+            debug: std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some(),
         }
     }
 
     /// Walk `id` (again) and class its skeleton. The first walk of a function also records
     /// the addresses it observes and its direct calls.
     fn walk(&mut self, m: &Module, id: FuncId, first: bool) {
-        self.walked[id] = None;
+        self.unwalk(id);
         let f = &m.functions[id];
         if m.removed[id] || f.entry().is_none() {
             return;
@@ -311,7 +494,7 @@ impl State {
                 if f.insts[i].opcode == Opcode::TryCall {
                     self.observed.insert(m.resolve_alias(s));
                 } else {
-                    self.calls.entry(s).or_default().push((id, i));
+                    self.calls.first.push((s, (id, i)));
                 }
             }
         }
@@ -335,37 +518,52 @@ impl State {
             class,
             consts: (c0, self.consts.len() as u32),
             callees: (k0, self.callees.len() as u32),
+            named: f.linkage != Linkage::Local || f.address_significant,
         });
         if self.head.len() <= class as usize {
             self.head.resize(class as usize + 1, None.into());
+            self.live.resize(class as usize + 1, 0);
         }
+        self.live[class as usize] += 1;
         self.next[id] = self.head[class as usize];
         self.head[class as usize] = id.into();
     }
 
-    /// The current members of `class`, with their holes.
-    fn members(&self, m: &Module, class: u32) -> Vec<Member> {
-        let mut v: Vec<Member> = Vec::new();
+    /// Forget the walk of `id` (its body changed, or it became a thunk).
+    fn unwalk(&mut self, id: FuncId) {
+        if let Some(w) = self.walked[id] {
+            self.live[w.class as usize] -= 1;
+            self.walked[id] = None;
+        }
+    }
+
+    /// The current members of `class`, with their holes, into `self.plan.members`.
+    fn members(&mut self, m: &Module, class: u32) {
+        let (p, marks) = (&mut self.plan, &mut self.member_mark);
+        p.members.clear();
+        p.mark = p.mark.wrapping_add(1);
+        if p.mark == 0 {
+            // The marks wrapped: forget them all.
+            marks.data.iter_mut().for_each(|x| *x = 0);
+            p.mark = 1;
+        }
         let mut cur = self.head.get(class as usize).and_then(|h| h.expand());
         while let Some(f) = cur {
             cur = self.next[f].expand();
             let Some(w) = self.walked[f] else { continue };
-            if w.class != class || v.iter().any(|x| x.f == f) {
-                continue;
+            if w.class != class || marks[f] == p.mark {
+                continue; // moved to another class since, or listed twice
             }
             let Some(sym) = m.symbol_of(f) else { continue };
-            v.push(Member {
+            marks[f] = p.mark;
+            p.members.push(Member {
                 f,
                 sym,
-                consts: self.consts[w.consts.0 as usize..w.consts.1 as usize].to_vec(),
-                callees: self.callees[w.callees.0 as usize..w.callees.1 as usize].to_vec(),
+                consts: w.consts,
+                callees: w.callees,
+                named: w.named,
             });
         }
-        v
-    }
-
-    fn call_count(&self, s: Symbol) -> usize {
-        self.calls.get(&s).map_or(0, |v| v.len())
     }
 }
 
@@ -381,51 +579,61 @@ fn round(
 ) -> Option<(Vec<FuncId>, Vec<FuncId>)> {
     let t = std::time::Instant::now();
     for (k, &id) in rewalk.iter().enumerate() {
+        if let Some(&n) = rewalk.get(k + 8) {
+            prefetch_header(&m.functions[n]);
+        }
         m.prefetch_ahead(rewalk, k);
         st.walk(m, id, first);
     }
-    if std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some() {
+    if first {
+        st.calls.index(m.symbols.len());
+    }
+    if st.debug {
         eprintln!("walked {} in {:?}", rewalk.len(), t.elapsed());
     }
     report.add_time("similar.walk", t);
     let t = std::time::Instant::now();
-    let folded = folded_symbols(m, st.merges_start);
     // The classes to plan, each once, in the order their functions come.
-    let mut seen_class: HashSet<u32> = HashSet::default();
+    st.rounds += 1;
     let mut plans: Vec<Plan> = Vec::new();
     for &f in dirty {
         let Some(w) = st.walked[f] else { continue };
-        if !seen_class.insert(w.class) {
+        let seen = &mut st.plan.class_round;
+        if seen.len() <= w.class as usize {
+            seen.resize(w.class as usize + 1, 0);
+        }
+        if seen[w.class as usize] == st.rounds {
             continue;
         }
-        let members = st.members(m, w.class);
-        if members.len() < 2 {
+        seen[w.class as usize] = st.rounds;
+        if st.live[w.class as usize] < 2 {
+            continue; // alone in its class
+        }
+        st.members(m, w.class);
+        if st.plan.members.len() < 2 {
             continue;
         }
-        if let Some(p) = plan(m, members, opts, st, &folded, report) {
+        if let Some(p) = plan(m, opts, st, report) {
             plans.push(p);
         }
     }
     // Members whose calls this round rewrites: a group calling them through a parameter waits
     // for the next round, when those calls pass constants to a shared body instead (or
     // when the callee has no code left, which a parameter could not point at).
-    let rewritten: HashSet<Symbol> = plans
-        .iter()
-        .flat_map(|p| {
-            p.members
-                .iter()
-                .zip(&p.rewrite)
-                .filter(|(_, &r)| r)
-                .map(|(x, _)| x.sym)
-        })
-        .collect();
+    let mut rewritten = SymSet::default();
+    for p in &plans {
+        for (x, &r) in p.members.iter().zip(&p.rewrite) {
+            if r {
+                rewritten.insert(x.sym);
+            }
+        }
+    }
     let mut next_dirty: Vec<FuncId> = Vec::new();
     plans.retain(|p| {
-        let waits = p.params.iter().any(|q| {
-            q.values
-                .iter()
-                .any(|v| matches!(v, Value::Callee(s) if rewritten.contains(s)))
-        });
+        let waits = p
+            .values
+            .iter()
+            .any(|v| matches!(v, Value::Callee(s) if rewritten.contains(*s)));
         if waits {
             next_dirty.extend(p.members.iter().map(|x| x.f));
         }
@@ -438,117 +646,169 @@ fn round(
     // Fold: shared bodies and members first, then every call of a member.
     let t = std::time::Instant::now();
     let mut next_walk: Vec<FuncId> = Vec::new();
-    let mut calls_to: HashMap<Symbol, (Symbol, Vec<Extra>)> = HashMap::default();
-    for p in plans {
+    let mut folds = Folds::default();
+    for (k, p) in plans.iter().enumerate() {
+        // The members of the groups next in line on their way into the cache.
+        if let Some(q) = plans.get(k + 2) {
+            for mb in &q.members {
+                prefetch_header(&m.functions[mb.f]);
+            }
+        }
+        if let Some(q) = plans.get(k + 1) {
+            m.functions[q.members[0].f].prefetch();
+        }
         // Members become thunks or go: no member is walked again (a thunk shares nothing).
-        let (shared, members) = fold(m, p, st, &mut calls_to, report);
+        let (shared, members) = fold(m, p, st, &mut folds, report);
         next_walk.push(shared);
         for t in members {
-            st.walked[t] = None;
+            st.unwalk(t);
         }
     }
     report.add_time("similar.fold", t);
     let t = std::time::Instant::now();
-    rewrite_callers(m, st, &calls_to, &mut next_walk, report);
+    rewrite_callers(m, st, &folds, &mut next_walk, report);
     report.add_time("similar.rewrite", t);
     next_dirty.extend_from_slice(&next_walk);
     Some((next_walk, next_dirty))
 }
 
-/// Decide what a group shares and whether it pays.
+/// The parameter whose type and member values are `(ty, vals)`, added (with the signature
+/// `sig` gives) when there is none yet. `rep` is the group's first member.
+fn param_for(
+    s: &mut Scratch,
+    rep: &Function,
+    mut ty: ParamType,
+    vals: &[Value],
+    sig: impl FnOnce() -> Option<Signature>,
+) -> usize {
+    use core::hash::BuildHasher;
+    let h = crate::hash::MidBuildHasher.hash_one(vals);
+    let n = vals.len();
+    // The parameters with this hash; equal hashes are confirmed on the values, then the
+    // types.
+    let head = s.by_values.get(&h).copied().unwrap_or(u32::MAX);
+    let mut q = head;
+    while q != u32::MAX {
+        let k = q as usize;
+        if s.values[k * n..(k + 1) * n] == *vals && s.params[k].ty.get(rep) == ty.get(rep) {
+            return k;
+        }
+        q = s.params[k].next;
+    }
+    let k = s.params.len();
+    s.params.push(Param {
+        ty,
+        sig: sig(),
+        next: head,
+    });
+    s.values.extend_from_slice(vals);
+    s.by_values.insert(h, k as u32);
+    k
+}
+
+/// Decide what the group in `st.plan.members` shares and whether it pays.
 fn plan(
     m: &Module,
-    members: Vec<Member>,
     opts: &SimilarOptions,
-    st: &State,
-    folded: &HashSet<Symbol>,
+    st: &mut State,
     report: &mut SimilarReport,
 ) -> Option<Plan> {
-    let group: HashSet<Symbol> = members.iter().map(|x| x.sym).collect();
-    let nconst = members[0].consts.len();
-    let ncallee = members[0].callees.len();
+    let s = &mut st.plan;
+    let (consts, callees) = (&st.consts, &st.callees);
+    let n = s.members.len();
+    s.group_mark = s.group_mark.wrapping_add(1);
+    if s.group_mark == 0 {
+        s.group.iter_mut().for_each(|x| *x = 0);
+        s.group_mark = 1;
+    }
+    for mb in &s.members {
+        let k = mb.sym.as_u32() as usize;
+        if k >= s.group.len() {
+            s.group.resize(k + 1, 0);
+        }
+        s.group[k] = s.group_mark;
+    }
+    let in_group = |g: &[u32], mark: u32, t: Symbol| g.get(t.as_u32() as usize) == Some(&mark);
+    let m0 = s.members[0];
+    let nconst = (m0.consts.1 - m0.consts.0) as usize;
+    let ncallee = (m0.callees.1 - m0.callees.0) as usize;
     // The callee of each call, resolved; a call to a member of the same group other than
     // itself would make the group call itself through a pointer: not shared.
-    let mut callee_vals: Vec<Vec<Value>> = vec![Vec::with_capacity(members.len()); ncallee];
-    for mb in &members {
-        if mb.consts.len() != nconst || mb.callees.len() != ncallee {
+    s.callee_vals.clear();
+    s.callee_vals.resize(ncallee * n, Value::SelfCall);
+    for (j, mb) in s.members.iter().enumerate() {
+        if (mb.consts.1 - mb.consts.0) as usize != nconst
+            || (mb.callees.1 - mb.callees.0) as usize != ncallee
+        {
             return None; // equal skeletons have equal hole counts; defensive
         }
-        for (k, &(s, _)) in mb.callees.iter().enumerate() {
-            let t = m.resolve_alias(s);
+        let calls = &callees[mb.callees.0 as usize..mb.callees.1 as usize];
+        for (k, &(c, _)) in calls.iter().enumerate() {
+            let t = m.resolve_alias(c);
             let v = if t == mb.sym {
                 Value::SelfCall
-            } else if group.contains(&t) || folded.contains(&t) {
+            } else if in_group(&s.group, s.group_mark, t) || st.folded.contains(t) {
                 // A call within the group other than to itself, or to a function folded
                 // away (defensive: its calls were all rewritten): not shared.
                 return None;
             } else {
                 Value::Callee(t)
             };
-            callee_vals[k].push(v);
+            s.callee_vals[k * n + j] = v;
         }
     }
-    let mut params: Vec<Param> = Vec::new();
-    let mut by_values: HashMap<(Type, Vec<Value>), usize> = HashMap::default();
-    let mut fate_of =
-        |ty: Type, values: Vec<Value>, sig: Option<Signature>, params: &mut Vec<Param>| -> Fate {
-            if values.iter().all(|v| *v == values[0]) {
-                return match values[0] {
-                    Value::SelfCall => Fate::SelfCall,
-                    _ => Fate::Keep,
-                };
-            }
-            if values.contains(&Value::SelfCall) {
-                // Some members call themselves there, others another function: make it a
-                // pointer to the callee, the member itself for the self-callers. Not shared.
-                return Fate::Keep;
-            }
-            let key = (ty, values);
-            if let Some(&p) = by_values.get(&key) {
-                return Fate::Param(p);
-            }
-            params.push(Param {
-                ty,
-                values: key.1.clone(),
-                sig,
-            });
-            by_values.insert(key, params.len() - 1);
-            Fate::Param(params.len() - 1)
-        };
-    let rep = &m.functions[members[0].f];
-    let mut const_fate = Vec::with_capacity(nconst);
+    s.params.clear();
+    s.values.clear();
+    s.by_values.clear();
+    s.const_fate.clear();
+    s.callee_fate.clear();
+    let rep = &m.functions[m0.f];
     for k in 0..nconst {
-        let (inst, op, _) = members[0].consts[k];
-        let ty = rep.constant_type(inst, op as usize);
-        let values = members
-            .iter()
-            .map(|x| Value::Const(x.consts[k].2))
-            .collect();
-        const_fate.push(fate_of(ty, values, None, &mut params));
+        let (inst, op, v0) = consts[m0.consts.0 as usize + k];
+        let at = |mb: &Member| consts[mb.consts.0 as usize + k].2;
+        if s.members.iter().all(|mb| at(mb) == v0) {
+            s.const_fate.push(Fate::Keep);
+            continue;
+        }
+        let mut vals = core::mem::take(&mut s.vals);
+        vals.clear();
+        vals.extend(s.members.iter().map(|mb| Value::Const(at(mb))));
+        let q = param_for(s, rep, ParamType::Const(inst, op), &vals, || None);
+        s.vals = vals;
+        s.const_fate.push(Fate::Param(q));
     }
-    let mut callee_fate = Vec::with_capacity(ncallee);
-    for (k, vals) in callee_vals.into_iter().enumerate() {
-        let self_mixed =
-            vals.contains(&Value::SelfCall) && !vals.iter().all(|v| *v == Value::SelfCall);
-        if self_mixed {
+    let callee_vals = core::mem::take(&mut s.callee_vals);
+    for k in 0..ncallee {
+        let vals = &callee_vals[k * n..(k + 1) * n];
+        let all_self = vals.iter().all(|v| *v == Value::SelfCall);
+        if !all_self && vals.contains(&Value::SelfCall) {
+            s.callee_vals = callee_vals;
             return None;
         }
-        let (_, inst) = members[0].callees[k];
-        let sig = rep.sigs[SigRef::from_u32(rep.insts[inst].aux)].clone();
-        callee_fate.push(fate_of(Type::I64, vals, Some(sig), &mut params));
+        let fate = if vals.iter().all(|v| *v == vals[0]) {
+            match vals[0] {
+                Value::SelfCall => Fate::SelfCall,
+                _ => Fate::Keep,
+            }
+        } else {
+            let (_, inst) = callees[m0.callees.0 as usize + k];
+            Fate::Param(param_for(s, rep, ParamType::Known(Type::I64), vals, || {
+                Some(rep.sigs[SigRef::from_u32(rep.insts[inst].aux)].clone())
+            }))
+        };
+        s.callee_fate.push(fate);
     }
-    if params.is_empty() {
+    s.callee_vals = callee_vals;
+    if s.params.is_empty() {
         return None; // exactly equal: `merge`'s job
     }
     let size = rep.inst_count();
-    if params.len() > (size / 100).max(4) {
-        if std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some() {
+    let k = s.params.len();
+    if k > (size / 100).max(4) {
+        if st.debug {
             eprintln!(
                 "group of {} ({}), {} insts: {} params, too many",
-                members.len(),
-                m.functions[members[0].f].name,
-                size,
-                params.len()
+                n, rep.name, size, k
             );
         }
         report.too_many_params += 1;
@@ -563,17 +823,18 @@ fn plan(
     // with them rewritten, so calls go straight to the shared body where it is affordable.
     let c = &opts.cost;
     let body = c.frame + c.bytes_per_inst * size as f64;
-    let k = params.len() as f64;
-    let thunk: Vec<bool> = members
+    let k = k as f64;
+    let thunk: Vec<bool> = s
+        .members
         .iter()
-        .map(|mb| keeps_thunk(&m.functions[mb.f], mb.sym, &st.observed))
+        .map(|mb| mb.named || st.observed.contains(mb.sym))
         .collect();
-    let sites = |mb: &Member| st.call_count(mb.sym) as f64;
+    let sites = |mb: &Member| st.calls.count(mb.sym) as f64;
     // Saved bytes when the thunked members' callers are left alone, and what rewriting them
     // costs.
     let mut saved = -body;
     let mut rewrite_cost = 0.0;
-    for (mb, &t) in members.iter().zip(&thunk) {
+    for (mb, &t) in s.members.iter().zip(&thunk) {
         saved += body;
         if t {
             saved -= c.thunk + c.per_extra_arg * k;
@@ -583,14 +844,14 @@ fn plan(
         }
     }
     let rewrite_thunked = saved - rewrite_cost > 0.0;
-    if std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some() {
+    if st.debug {
         eprintln!(
             "group of {} ({}), {} insts, {} params: saves {saved:.0} ({:.0} with callers of \
              thunks rewritten)",
-            members.len(),
-            m.functions[members[0].f].name,
+            n,
+            rep.name,
             size,
-            params.len(),
+            s.params.len(),
             saved - rewrite_cost
         );
     }
@@ -599,28 +860,37 @@ fn plan(
         return None;
     }
     let rewrite = thunk.iter().map(|&t| !t || rewrite_thunked).collect();
+    for q in &mut s.params {
+        q.ty.get(rep);
+    }
     Some(Plan {
-        members,
-        params,
-        const_fate,
-        callee_fate,
+        members: s.members.clone(),
+        params: core::mem::take(&mut s.params),
+        values: s.values.clone(),
+        const_fate: s.const_fate.clone(),
+        callee_fate: s.callee_fate.clone(),
         thunk,
         rewrite,
     })
 }
 
-/// Does this member keep a thunk of its own (its address or name is observable)?
-fn keeps_thunk(f: &Function, sym: Symbol, observed: &HashSet<Symbol>) -> bool {
-    f.linkage != Linkage::Local || f.address_significant || observed.contains(&sym)
-}
-
-/// The symbols folded away by earlier rounds of this pass (no code left).
-fn folded_symbols(m: &Module, since: usize) -> HashSet<Symbol> {
-    m.merges[since..]
-        .iter()
-        .filter(|r| r.kind == MergeKind::Folded)
-        .map(|r| r.merged)
-        .collect()
+/// Start loading a function's header (the `Function` itself, where the addresses of its
+/// tables are), so that a later `Function::prefetch` of it does not wait for it.
+#[inline(always)]
+fn prefetch_header(f: &Function) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = f as *const Function as *const i8;
+        let mut o = 0;
+        while o < core::mem::size_of::<Function>() {
+            // SAFETY: prefetching is a hint and never faults; `p + o` stays inside `*f`.
+            unsafe { _mm_prefetch(p.wrapping_add(o), _MM_HINT_T0) };
+            o += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = f;
 }
 
 /// A fresh name for a shared body.
@@ -635,28 +905,76 @@ fn shared_name(m: &Module, base: &str) -> String {
     }
 }
 
+/// What a round's folds leave for rewriting the calls of members.
+#[derive(Default)]
+struct Folds {
+    /// Signatures the rewrites use: of shared bodies and of calls through parameters.
+    sigs: Vec<Signature>,
+    /// Each member's extra arguments, one after another.
+    extras: Vec<Extra>,
+    /// Members whose calls call a shared body instead: the shared body, its signature
+    /// (in `sigs`) and the member's extra arguments (a range of `extras`).
+    calls_to: HashMap<Symbol, (Symbol, u32, (u32, u32))>,
+}
+
 /// Build the shared body of a plan, make each member a thunk or fold it away, and record how
 /// calls of each member become calls of the shared body.
 /// Returns the shared body and the members that kept a body (thunks), to walk again.
 fn fold(
     m: &mut Module,
-    p: Plan,
+    p: &Plan,
     st: &mut State,
-    calls_to: &mut HashMap<Symbol, (Symbol, Vec<Extra>)>,
+    folds: &mut Folds,
     report: &mut SimilarReport,
 ) -> (FuncId, Vec<FuncId>) {
-    let rep = &p.members[0];
-    let mut s = m.functions[rep.f].clone();
-    s.name = shared_name(m, &m.functions[rep.f].name);
+    let rep = p.members[0];
+    let n = p.members.len();
+    let name = shared_name(m, &m.functions[rep.f].name);
+    let shared = m.symbol(&name, SymbolKind::Function);
+    let tys: Vec<Type> = p.params.iter().map(Param::ty).collect();
+    let mut shared_sig = m.functions[rep.f].sig.clone();
+    let nparams = shared_sig.params.len();
+    for &t in &tys {
+        shared_sig.params.push(AbiParam::new(t));
+    }
+    // The signatures and extra arguments of this group's calls.
+    let shared_ref = folds.sigs.len() as u32;
+    folds.sigs.push(shared_sig.clone());
+    let mut param_sig = Vec::with_capacity(p.params.len());
+    for q in &p.params {
+        param_sig.push(match &q.sig {
+            Some(s) => {
+                folds.sigs.push(s.clone());
+                folds.sigs.len() as u32 - 1
+            }
+            None => NO_SIG,
+        });
+    }
+    let extras0 = folds.extras.len();
+    for j in 0..n {
+        for (q, par) in p.params.iter().enumerate() {
+            folds
+                .extras
+                .push((par.ty(), p.values[q * n + j], param_sig[q]));
+        }
+    }
+    let extras_of = |j: usize| {
+        let a = extras0 + j * tys.len();
+        (a as u32, (a + tys.len()) as u32)
+    };
+    // The shared body: the first member's body. A member that keeps a thunk gives its old
+    // body up; one that goes keeps it (it is removed).
+    let mut s = if p.thunk[0] {
+        thunk_member(m, rep.f, shared, shared_ref, extras_of(0), folds, true)
+    } else {
+        m.functions[rep.f].clone()
+    };
+    s.name = name;
+    s.sig = shared_sig.clone();
     s.linkage = Linkage::Local;
     s.address_significant = false;
     s.modified = true;
     s.frozen = false;
-    let nparams = s.sig.params.len();
-    let tys: Vec<Type> = p.params.iter().map(|q| q.ty).collect();
-    for &t in &tys {
-        s.sig.params.push(AbiParam::new(t));
-    }
     // The extra parameters, moved into registers at the top of the entry block.
     let entry = s.entry().expect("a body");
     let mut regs = Vec::with_capacity(tys.len());
@@ -666,24 +984,25 @@ fn fold(
         s.insert_inst(entry, k, i);
         regs.push(r);
     }
-    let shared_sig = s.sig.clone();
     // Holes that became parameters read them; self-calls call the shared body, passing the
     // extra parameters on.
     for (k, fate) in p.const_fate.iter().enumerate() {
         if let Fate::Param(q) = *fate {
-            let (inst, op, _) = rep.consts[k];
+            let (inst, op, _) = st.consts[rep.consts.0 as usize + k];
             s.operands_mut(inst)[op as usize] = Operand::Reg(regs[q]);
         }
     }
-    let shared = m.symbol(&s.name, SymbolKind::Function);
-    let self_sig = s.sigs.push(shared_sig.clone());
+    let self_sig = s.sigs.push(shared_sig);
+    let rep_callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
+    let mut ops: Vec<Operand> = Vec::new();
     for (k, fate) in p.callee_fate.iter().enumerate() {
-        let (_, inst) = rep.callees[k];
+        let (_, inst) = rep_callees[k];
         match *fate {
             Fate::Keep => {}
             Fate::Param(q) => s.operands_mut(inst)[0] = Operand::Reg(regs[q]),
             Fate::SelfCall => {
-                let mut ops: Vec<Operand> = s.operands(inst).to_vec();
+                ops.clear();
+                ops.extend_from_slice(s.operands(inst));
                 ops[0] = Operand::Sym(shared, 0);
                 ops.extend(regs.iter().map(|&r| Operand::Reg(r)));
                 s.set_operands(inst, &ops);
@@ -691,29 +1010,23 @@ fn fold(
             }
         }
     }
-    // The shared body's own direct calls (a clone's instructions keep their ids).
-    let kept_calls: Vec<(Symbol, Inst)> = rep
-        .callees
-        .iter()
-        .zip(&p.callee_fate)
-        .filter_map(|(&(c, i), fate)| match fate {
-            Fate::Keep => Some((c, i)),
-            Fate::SelfCall => Some((shared, i)),
-            Fate::Param(_) => None,
-        })
-        .collect();
     let sid = m.add_function(s).expect("a fresh name");
-    for (c, i) in kept_calls {
+    // The shared body's own direct calls (its instructions keep the first member's ids).
+    let rep_callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
+    for (&(c, i), fate) in rep_callees.iter().zip(&p.callee_fate) {
+        let c = match fate {
+            Fate::Keep => c,
+            Fate::SelfCall => shared,
+            Fate::Param(_) => continue,
+        };
         if m.functions[sid].insts[i].opcode != Opcode::TryCall {
-            st.calls.entry(c).or_default().push((sid, i));
+            st.calls.push(c, (sid, i));
         }
     }
     // Addresses the extra arguments take are observed from now on.
-    for q in &p.params {
-        for v in &q.values {
-            if let Value::Callee(c) = v {
-                st.observed.insert(*c);
-            }
+    for v in &p.values {
+        if let Value::Callee(c) = v {
+            st.observed.insert(*c);
         }
     }
     report.groups += 1;
@@ -722,17 +1035,12 @@ fn fold(
     // Members: a thunk passing the member's values, or nothing.
     for (j, mb) in p.members.iter().enumerate() {
         let (thunk, rewrite) = (p.thunk[j], p.rewrite[j]);
-        let extras: Vec<Extra> = p
-            .params
-            .iter()
-            .map(|q| (q.ty, q.values[j], q.sig.clone()))
-            .collect();
+        let (a, b) = extras_of(j);
         let kind = if thunk {
-            let e = extras.clone();
-            make_thunk_with(m, mb.f, shared, shared_sig.clone(), move |t, b| {
-                let n = t.block_insts(b).len();
-                materialize(t, b, n, &e).0
-            });
+            if j > 0 {
+                // Its old body is dropped; the thunk is built in its tables.
+                thunk_member(m, mb.f, shared, shared_ref, (a, b), folds, false);
+            }
             // The thunk's call of the shared body.
             let t = &m.functions[mb.f];
             if let Some(&i) = t.layout.first().and_then(|&b| {
@@ -740,7 +1048,7 @@ fn fold(
                     .iter()
                     .find(|&&i| t.insts[i].opcode.is_call())
             }) {
-                st.calls.entry(shared).or_default().push((mb.f, i));
+                st.calls.push(shared, (mb.f, i));
             }
             thunks.push(mb.f);
             report.thunks += 1;
@@ -748,6 +1056,7 @@ fn fold(
         } else {
             m.removed[mb.f] = true;
             m.symbols[mb.sym].def = None.into();
+            st.folded.insert(mb.sym);
             MergeKind::Folded
         };
         report.merged += 1;
@@ -758,27 +1067,61 @@ fn fold(
             callers_redirected: false,
         });
         if rewrite {
-            calls_to.insert(mb.sym, (shared, extras));
+            let to = (shared, shared_ref, (a, b));
+            folds.calls_to.insert(mb.sym, to);
         }
     }
     (sid, thunks)
 }
 
-/// Materialise the extra arguments of a call in `f` before position `pos` of block `b`:
-/// returns the registers holding them and how many instructions were inserted.
-fn materialize(f: &mut Function, b: Block, pos: usize, extras: &[Extra]) -> (Vec<Operand>, usize) {
-    let mut ops = Vec::with_capacity(extras.len());
+/// Make member `f` a thunk calling the shared body `shared` (signature `sig` in `folds`) with
+/// the extra arguments `extras` (a range of `folds.extras`); returns its old body (see
+/// `make_thunk_with` for `keep_old`).
+fn thunk_member(
+    m: &mut Module,
+    f: FuncId,
+    shared: Symbol,
+    sig: u32,
+    (a, b): (u32, u32),
+    folds: &Folds,
+    keep_old: bool,
+) -> Function {
+    let (extras, sigs) = (&folds.extras[a as usize..b as usize], &folds.sigs);
+    let call_sig = sigs[sig as usize].clone();
+    make_thunk_with(
+        m,
+        f,
+        shared,
+        call_sig,
+        extras.len(),
+        keep_old,
+        |t, b, ops| {
+            let n = t.block_insts(b).len();
+            materialize(t, b, n, extras, sigs, ops);
+        },
+    )
+}
+
+/// Materialise the extra arguments of a call in `f` before position `pos` of block `b`,
+/// appending the registers holding them to `ops`; returns how many instructions were
+/// inserted.
+fn materialize(
+    f: &mut Function,
+    b: Block,
+    pos: usize,
+    extras: &[Extra],
+    sigs: &[Signature],
+    ops: &mut Vec<Operand>,
+) -> usize {
     let mut n = 0;
-    for (ty, v, sig) in extras {
-        let (ty, v) = (*ty, *v);
+    for &(ty, v, sig) in extras {
         let r = f.new_reg(ty);
         let i = match v {
             Value::Const(c) => f.make_inst(Opcode::Copy, ty, &[r], &[c]),
             Value::Callee(s) => {
                 // The address of the callee, declared with the signature of its calls.
-                let sig = f
-                    .sigs
-                    .push(sig.clone().expect("a callee parameter has a signature"));
+                assert!(sig != NO_SIG, "a callee parameter has a signature");
+                let sig = f.sigs.push(sigs[sig as usize].clone());
                 let i = f.make_inst(Opcode::FuncAddr, Type::I64, &[r], &[Operand::Sym(s, 0)]);
                 f.insts[i].aux = sig.as_u32();
                 i
@@ -789,7 +1132,7 @@ fn materialize(f: &mut Function, b: Block, pos: usize, extras: &[Extra]) -> (Vec
         n += 1;
         ops.push(Operand::Reg(r));
     }
-    (ops, n)
+    n
 }
 
 /// Every direct call (`call`, `tail_call`) of a folded member now calls its shared body with
@@ -797,58 +1140,72 @@ fn materialize(f: &mut Function, b: Block, pos: usize, extras: &[Extra]) -> (Vec
 fn rewrite_callers(
     m: &mut Module,
     st: &mut State,
-    calls_to: &HashMap<Symbol, (Symbol, Vec<Extra>)>,
+    folds: &Folds,
     changed: &mut Vec<FuncId>,
     report: &mut SimilarReport,
 ) {
-    let mut members: Vec<Symbol> = calls_to.keys().copied().collect();
+    let mut members: Vec<Symbol> = folds.calls_to.keys().copied().collect();
     members.sort_unstable();
+    // The call sites to rewrite, member by member, each with its member; then each rewrite,
+    // with the next callers on their way into the cache.
+    let mut edits: Vec<(Symbol, Site)> = Vec::new();
+    let mut sites: Vec<Site> = Vec::new();
+    for &member in &members {
+        sites.clear();
+        st.calls.take(member, &mut sites);
+        edits.extend(sites.iter().map(|&s| (member, s)));
+    }
     let mut seen: HashSet<FuncId> = changed.iter().copied().collect();
-    for member in members {
-        let (shared, extras) = &calls_to[&member];
-        let sig = m.functions[m.defined(*shared).expect("a shared body")]
-            .sig
-            .clone();
-        let sites = st.calls.remove(&member).unwrap_or_default();
-        for (id, i) in sites {
-            if m.removed[id] {
-                continue;
-            }
-            let f = &mut m.functions[id];
-            // The index may be stale (a body replaced by a thunk): check the call is there.
-            let here = matches!(
-                f.insts.get(i).map(|d| d.opcode),
-                Some(Opcode::Call | Opcode::TailCall)
-            ) && f.operands(i).first() == Some(&Operand::Sym(member, 0));
-            let Some((b, pos)) = here
-                .then(|| {
-                    f.layout.iter().find_map(|&b| {
-                        f.block_insts(b)
-                            .iter()
-                            .position(|&x| x == i)
-                            .map(|p| (b, p))
-                    })
-                })
-                .flatten()
-            else {
-                continue;
-            };
-            let (regs, _) = materialize(f, b, pos, extras);
-            let mut ops: Vec<Operand> = f.operands(i).to_vec();
-            ops[0] = Operand::Sym(*shared, 0);
-            let nargs = 1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len();
-            let tail: Vec<Operand> = ops.split_off(nargs.min(ops.len()));
-            ops.extend(regs);
-            ops.extend(tail);
-            f.set_operands(i, &ops);
-            let sr = f.sigs.push(sig.clone());
-            f.insts[i].aux = sr.as_u32();
-            f.modified = true;
-            st.calls.entry(*shared).or_default().push((id, i));
-            if seen.insert(id) {
-                changed.push(id);
-            }
-            report.callers_rewritten += 1;
+    let (mut regs, mut ops) = (Vec::new(), Vec::new());
+    for (k, &(member, (id, i))) in edits.iter().enumerate() {
+        if let Some(&(_, (next, _))) = edits.get(k + 8) {
+            prefetch_header(&m.functions[next]);
         }
+        if let Some(&(_, (next, _))) = edits.get(k + 4) {
+            m.functions[next].prefetch();
+        }
+        if m.removed[id] {
+            continue;
+        }
+        let (shared, sig, (a, b)) = folds.calls_to[&member];
+        let extras = &folds.extras[a as usize..b as usize];
+        let f = &mut m.functions[id];
+        // The index may be stale (a body replaced by a thunk): check the call is there.
+        let here = matches!(
+            f.insts.get(i).map(|d| d.opcode),
+            Some(Opcode::Call | Opcode::TailCall)
+        ) && f.operands(i).first() == Some(&Operand::Sym(member, 0));
+        let Some((b, pos)) = here
+            .then(|| {
+                f.layout.iter().find_map(|&b| {
+                    f.block_insts(b)
+                        .iter()
+                        .position(|&x| x == i)
+                        .map(|p| (b, p))
+                })
+            })
+            .flatten()
+        else {
+            continue;
+        };
+        regs.clear();
+        materialize(f, b, pos, extras, &folds.sigs, &mut regs);
+        // The call's operands: the callee, the arguments, the extra arguments, the rest.
+        let old = f.operands(i);
+        let nargs = (1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len()).min(old.len());
+        ops.clear();
+        ops.push(Operand::Sym(shared, 0));
+        ops.extend_from_slice(&old[1..nargs]);
+        ops.extend_from_slice(&regs);
+        ops.extend_from_slice(&old[nargs..]);
+        f.set_operands(i, &ops);
+        let sr = f.sigs.push(folds.sigs[sig as usize].clone());
+        f.insts[i].aux = sr.as_u32();
+        f.modified = true;
+        st.calls.push(shared, (id, i));
+        if seen.insert(id) {
+            changed.push(id);
+        }
+        report.callers_rewritten += 1;
     }
 }

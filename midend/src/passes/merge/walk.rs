@@ -539,8 +539,9 @@ pub(super) struct ShapeTable {
     tokens: Vec<u32>,
     /// Each shape's hash key and stream (a range of `tokens`).
     shapes: Vec<(u64, u32, u32)>,
-    slot_hash: Vec<u64>,
-    slot_shape: Vec<u32>,
+    /// Open addressing: each slot holds a hash key and its shape + 1 (0: empty), side by
+    /// side, so a probe touches one cache line.
+    slots: Vec<(u64, u32)>,
     comparisons: u64,
 }
 
@@ -550,8 +551,7 @@ impl ShapeTable {
         ShapeTable {
             tokens: Vec::new(),
             shapes: Vec::new(),
-            slot_hash: vec![0; cap],
-            slot_shape: vec![0; cap],
+            slots: vec![(0, 0); cap],
             comparisons: 0,
         }
     }
@@ -573,14 +573,14 @@ impl ShapeTable {
 
     /// The shape of a stream with hash key `key`, added if no shape has that stream.
     pub(super) fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
-        let mask = self.slot_shape.len() - 1;
+        let mask = self.slots.len() - 1;
         let mut i = key as usize & mask;
         loop {
-            let v = self.slot_shape[i];
+            let (h, v) = self.slots[i];
             if v == 0 {
                 break;
             }
-            if self.slot_hash[i] == key {
+            if h == key {
                 self.comparisons += 1;
                 if self.tokens_of(v - 1) == tokens {
                     return v - 1;
@@ -588,7 +588,7 @@ impl ShapeTable {
             }
             i = (i + 1) & mask;
         }
-        if self.shapes.len() * 2 >= self.slot_shape.len() {
+        if self.shapes.len() * 2 >= self.slots.len() {
             self.grow();
             return self.intern(key, tokens);
         }
@@ -596,24 +596,21 @@ impl ShapeTable {
         self.shapes
             .push((key, self.tokens.len() as u32, tokens.len() as u32));
         self.tokens.extend_from_slice(tokens);
-        self.slot_hash[i] = key;
-        self.slot_shape[i] = sh + 1;
+        self.slots[i] = (key, sh + 1);
         sh
     }
 
     /// Double the slots (shapes and streams stay).
     #[cold]
     fn grow(&mut self) {
-        let cap = self.slot_shape.len() * 2;
-        self.slot_hash = vec![0; cap];
-        self.slot_shape = vec![0; cap];
+        let cap = self.slots.len() * 2;
+        self.slots = vec![(0, 0); cap];
         for (sh, &(key, _, _)) in self.shapes.iter().enumerate() {
             let mut i = key as usize & (cap - 1);
-            while self.slot_shape[i] != 0 {
+            while self.slots[i].1 != 0 {
                 i = (i + 1) & (cap - 1);
             }
-            self.slot_hash[i] = key;
-            self.slot_shape[i] = sh as u32 + 1;
+            self.slots[i] = (key, sh as u32 + 1);
         }
     }
 }
