@@ -812,18 +812,22 @@ impl Gen<'_, '_, '_> {
         Ok(())
     }
 
+    /// A memory access to make: a value to store (with its type), or a type to load.
+    fn store_or_load(&mut self) -> GResult<(Type, Option<Value>)> {
+        if self.u.arbitrary::<bool>()? {
+            let v = self.storable()?;
+            Ok((self.b.func.dfg.value_type(v), Some(v)))
+        } else {
+            Ok((self.pick(&ALL_TYPES)?, None))
+        }
+    }
+
     fn stack_op(&mut self) -> GResult<()> {
         if self.slots.is_empty() {
             return self.load_buf();
         }
         let (ss, size) = self.pick(&self.slots.clone())?;
-        let store: bool = self.u.arbitrary()?;
-        let (t, v) = if store {
-            let v = self.storable()?;
-            (self.b.func.dfg.value_type(v), Some(v))
-        } else {
-            (self.pick(&ALL_TYPES)?, None)
-        };
+        let (t, v) = self.store_or_load()?;
         let n = t.bytes();
         let p = if self.u.arbitrary()? {
             let off = self.u.int_in_range(0..=(size / n - 1))? * n;
@@ -1147,13 +1151,7 @@ impl Gen<'_, '_, '_> {
     /// `buf + k` (in bounds, aligned), reached by way of an offset immediate near `i32::MAX`
     /// or `i32::MIN`, or of 64-bit address arithmetic that wraps.
     fn far_mem(&mut self) -> GResult<()> {
-        let store: bool = self.u.arbitrary()?;
-        let (t, v) = if store {
-            let v = self.storable()?;
-            (self.b.func.dfg.value_type(v), Some(v))
-        } else {
-            (self.pick(&ALL_TYPES)?, None)
-        };
+        let (t, v) = self.store_or_load()?;
         let n = t.bytes();
         // `buf + k`, k static or dynamic.
         let target = if self.u.arbitrary()? {
@@ -1227,13 +1225,7 @@ impl Gen<'_, '_, '_> {
             return self.far_mem();
         }
         let (ss, size) = self.pick(&self.big_slots.clone())?;
-        let store: bool = self.u.arbitrary()?;
-        let (t, v) = if store {
-            let v = self.storable()?;
-            (self.b.func.dfg.value_type(v), Some(v))
-        } else {
-            (self.pick(&ALL_TYPES)?, None)
-        };
+        let (t, v) = self.store_or_load()?;
         let n = t.bytes();
         let start = if self.u.arbitrary()? { 0 } else { size - 32 };
         let p = match self.u.int_in_range(0..=2)? {
