@@ -812,6 +812,20 @@ impl Gen<'_, '_, '_> {
         Ok(())
     }
 
+    /// Store `v` at `p + off`, or (no value) load a `t` from there and make it a value.
+    fn access(&mut self, t: Type, v: Option<Value>, p: Value, off: i32) -> GResult<()> {
+        match v {
+            Some(v) => {
+                self.b.ins().store(flags(), v, p, off);
+            }
+            None => {
+                let v = self.b.ins().load(t, flags(), p, off);
+                self.def_of(t, v)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A memory access to make: a value to store (with its type), or a type to load.
     fn store_or_load(&mut self) -> GResult<(Type, Option<Value>)> {
         if self.u.arbitrary::<bool>()? {
@@ -837,16 +851,7 @@ impl Gen<'_, '_, '_> {
             let off = self.dyn_offset(size, n)?;
             self.b.ins().iadd(base, off)
         };
-        match v {
-            Some(v) => {
-                self.b.ins().store(flags(), v, p, 0);
-            }
-            None => {
-                let v = self.b.ins().load(t, flags(), p, 0);
-                self.def_of(t, v)?;
-            }
-        }
-        Ok(())
+        self.access(t, v, p, 0)
     }
 
     fn cond(&mut self) -> GResult<Value> {
@@ -1207,16 +1212,7 @@ impl Gen<'_, '_, '_> {
                 (self.b.ins().iadd(p1, back), small)
             }
         };
-        match v {
-            Some(v) => {
-                self.b.ins().store(flags(), v, p, off);
-            }
-            None => {
-                let v = self.b.ins().load(t, flags(), p, off);
-                self.def_of(t, v)?;
-            }
-        }
-        Ok(())
+        self.access(t, v, p, off)
     }
 
     /// A load or store near either end of a big stack slot.
@@ -1246,16 +1242,7 @@ impl Gen<'_, '_, '_> {
                 self.b.ins().iadd(base, c)
             }
         };
-        match v {
-            Some(v) => {
-                self.b.ins().store(flags(), v, p, 0);
-            }
-            None => {
-                let v = self.b.ins().load(t, flags(), p, 0);
-                self.def_of(t, v)?;
-            }
-        }
-        Ok(())
+        self.access(t, v, p, 0)
     }
 
     fn symbol_value(&mut self, name: &str, colocated: bool, offset: i64) -> Value {
