@@ -3,11 +3,10 @@
 use anyhow::{anyhow, bail, Result};
 use clap::{Parser, Subcommand};
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
-use cranelift_reader::IsaSpec;
 use jit_driver::{
     lift_function_with, lower_function, mark_taken, LiftContext, OptLevel, OriginalNames,
 };
-use mergelift_tools::input::{collect_files, parse_test_text, read_text};
+use mergelift_tools::input::{collect_files, read_text};
 use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
 use midend::lir::{self, MergeKind};
 use midend::{PassKind, PassManager, Stats};
@@ -354,15 +353,19 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
             })?;
             return Ok(m);
         }
-        let test = parse_test_text(path, &text).map_err(|e| anyhow!(e))?;
+        let file = mergelift_tools::input::parse_clif(path, &text).map_err(|e| anyhow!(e))?;
         stats.add_time("parse", t.elapsed());
-        let flags = match &test.isa_spec {
-            IsaSpec::None(flags) => flags.clone(),
-            IsaSpec::Some(list) => list[0].flags().clone(),
-        };
-        for (f, _) in &test.functions {
+        // Verify as `run` and `size` compile: with the file's x86-64 target (or the host) and
+        // its flags (a file with no `set` or `target` line keeps frame pointers, as wasmtime's
+        // CLIF needs); some instructions (`get_frame_pointer`) are checked only against an ISA.
+        let isa = mergelift_tools::input::file_isa(&file, None).ok();
+        for f in &file.functions {
             let t = Instant::now();
-            mergelift_tools::input::verify_clif(f, &flags).map_err(|e| {
+            let verified = match &isa {
+                Some(isa) => mergelift_tools::input::verify_clif(f, &**isa),
+                None => mergelift_tools::input::verify_clif(f, &file.flags),
+            };
+            verified.map_err(|e| {
                 anyhow!(
                     "{}: function {}: invalid input: {e}",
                     path.display(),

@@ -121,3 +121,22 @@ fn wasm_merge_similar_saves_at_least_what_merge_saves() {
         eprintln!("corpus: merge saves {saved_merge} bytes, merge,merge-similar {saved_similar}");
     }
 }
+
+/// `opt` takes every module as it is (its input verification needs the ISA: wasm code reads
+/// the frame pointer) and keeps every function in the CLIF it emits.
+#[test]
+fn wasm_opt_verifies_and_emits_every_function() {
+    for m in modules() {
+        let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
+            .args(["opt", "--emit", "none", "--stats"])
+            .arg(&m)
+            .output()
+            .expect("run mergelift opt");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            m.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
