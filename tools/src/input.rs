@@ -362,18 +362,14 @@ pub fn verify_clif<'a>(
     func: &ir::Function,
     fisa: impl Into<cranelift_codegen::settings::FlagsOrIsa<'a>>,
 ) -> Result<(), String> {
-    let fisa = fisa.into();
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        cranelift_codegen::verify_function(func, fisa)
-    })) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(format!(
+    use jit_driver::module::{verify_caught, VerifyFailure};
+    verify_caught(func, fisa).map_err(|e| match e {
+        VerifyFailure::Rejected(e) => format!(
             "Cranelift's verifier rejects it: {}",
             e.to_string().trim_end()
-        )),
-        Err(p) => Err(format!(
-            "Cranelift's verifier cannot check it (it panicked: {})",
-            jit_driver::module::panic_text(&p)
-        )),
-    }
+        ),
+        VerifyFailure::Panicked(p) => {
+            format!("Cranelift's verifier cannot check it (it panicked: {p})")
+        }
+    })
 }

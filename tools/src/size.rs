@@ -122,17 +122,26 @@ fn object_module(isa: OwnedTargetIsa) -> Result<ObjectModule, String> {
 /// The file that defines each function, by name.
 type FileOf<'a> = midend::hash::HashMap<String, &'a std::path::Path>;
 
-/// Prefix an error that names `function NAME:` with NAME's file.
-fn in_file(e: String, file_of: &FileOf) -> String {
-    if let Some(rest) = e.find("function ").map(|a| &e[a + "function ".len()..]) {
-        // Names may hold `:` (`u0:12`): try each split.
-        for (k, _) in rest.match_indices(':') {
-            if let Some(p) = file_of.get(&rest[..k]) {
-                return format!("{}: {e}", p.display());
+/// `msg` about function `name`, prefixed with its file.
+fn in_file(name: &str, msg: String, file_of: &FileOf) -> String {
+    match file_of.get(name) {
+        Some(p) => format!("{}: {msg}", p.display()),
+        None => msg,
+    }
+}
+
+/// A module error as text, prefixed with the file of the function it names.
+fn module_error(e: cranelift_module::ModuleError, file_of: &FileOf) -> String {
+    let msg = format!("{e:#}");
+    match &e {
+        cranelift_module::ModuleError::Backend(b) => {
+            match b.downcast_ref::<jit_driver::FunctionError>() {
+                Some(f) => in_file(&f.function, msg, file_of),
+                None => msg,
             }
         }
+        _ => msg,
     }
-    e
 }
 
 /// The functions of all files, with a name defined twice reported with both files.
@@ -181,8 +190,7 @@ pub fn measure(
 
     // Before: plain Cranelift.
     let mut plain = object_module(common_isa(files, opts.opt_level)?)?;
-    let declared = declare_by_name(&mut plain, funcs.clone())
-        .map_err(|e| in_file(format!("{e:#}"), file_of))?;
+    let declared = declare_by_name(&mut plain, funcs.clone()).map_err(|e| format!("{e:#}"))?;
     let n = declared.len();
     let mut ctx = Context::new();
     let t = Instant::now();
@@ -199,6 +207,7 @@ pub fn measure(
             }
             Ok(Err(e)) => {
                 return Err(in_file(
+                    &name,
                     format!(
                         "function {name}: Cranelift cannot compile it: {}",
                         jit_driver::module::error_text(&e, Some(&ctx.func))
@@ -208,6 +217,7 @@ pub fn measure(
             }
             Err(p) => {
                 return Err(in_file(
+                    &name,
                     format!(
                         "function {name}: Cranelift cannot compile it (it panicked: {})",
                         panic_text(&p)
@@ -224,15 +234,14 @@ pub fn measure(
     // After: the pipeline.
     let inner = object_module(common_isa(files, opts.opt_level)?)?;
     let mut m = MergeModule::with_config(inner, opts.config.clone());
-    let declared =
-        declare_by_name(&mut m, funcs).map_err(|e| in_file(format!("{e:#}"), file_of))?;
+    let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
     for (_, id, f) in declared {
         ctx.clear();
         ctx.func = f;
         m.define_function(id, &mut ctx)
-            .map_err(|e| in_file(format!("{e:#}"), file_of))?;
+            .map_err(|e| module_error(e, file_of))?;
     }
-    m.flush().map_err(|e| in_file(format!("{e:#}"), file_of))?;
+    m.flush().map_err(|e| module_error(e, file_of))?;
     let stats = m.stats().clone();
     for (phase, d) in &stats.times {
         let name = if phase == "compile" {

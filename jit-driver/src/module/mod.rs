@@ -576,20 +576,16 @@ impl Core {
         if config.verify_input {
             let t = Instant::now();
             for (id, func) in &pending {
-                // The verifier panics on some malformed input: an error like any other.
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    cranelift_codegen::verify_function(func, inner.isa())
-                }));
-                match r {
-                    Ok(r) => r.map_err(|e| {
+                match verify_caught(func, inner.isa()) {
+                    Ok(()) => {}
+                    Err(VerifyFailure::Rejected(e)) => {
                         let e = ModuleError::Compilation(CodegenError::Verifier(e));
-                        in_function(&Self::name(inner, *id), e, Some(func))
-                    })?,
-                    Err(p) => {
+                        return Err(in_function(&Self::name(inner, *id), e, Some(func)));
+                    }
+                    Err(VerifyFailure::Panicked(p)) => {
                         return Err(backend(format!(
-                            "function {}: Cranelift's verifier panicked: {}",
+                            "function {}: Cranelift's verifier panicked: {p}",
                             Self::name(inner, *id),
-                            panic_text(&p)
                         )))
                     }
                 }
@@ -770,7 +766,6 @@ impl Core {
         } else {
             for (id, func) in jobs {
                 self.compile(inner, id, func)?;
-                self.state[id] = State::Compiled;
             }
         }
         compile_time += t.elapsed();
@@ -917,16 +912,20 @@ impl Core {
             inner
                 .define_function_bytes(id, c.alignment, code.code_buffer(), &c.relocs)
                 .map_err(|e| in_function(&Self::name(inner, id), e, None))?;
-            let bytes = code.code_buffer().len();
-            self.code_bytes[id] = bytes as u32;
-            self.stats.add("code_bytes", bytes as u64);
-            self.stats.add("compiled", 1);
-            self.state[id] = State::Compiled;
+            self.note_compiled(id, code.code_buffer().len());
             if let Some(h) = &mut self.hook {
                 h(id, &c.ctx);
             }
         }
         Ok(())
+    }
+
+    /// Record that `id` was compiled to `bytes` bytes of machine code.
+    fn note_compiled(&mut self, id: FuncId, bytes: usize) {
+        self.code_bytes[id] = bytes as u32;
+        self.stats.add("code_bytes", bytes as u64);
+        self.stats.add("compiled", 1);
+        self.state[id] = State::Compiled;
     }
 
     /// Compile `func` as `id` into the inner module; a panic inside Cranelift becomes an error
@@ -959,9 +958,7 @@ impl Core {
             .ctx
             .compiled_code()
             .map_or(0, |c| c.code_buffer().len());
-        self.code_bytes[id] = bytes as u32;
-        self.stats.add("code_bytes", bytes as u64);
-        self.stats.add("compiled", 1);
+        self.note_compiled(id, bytes);
         if let Some(h) = &mut self.hook {
             h(id, &self.ctx);
         }
@@ -989,6 +986,29 @@ pub fn error_text(e: &ModuleError, func: Option<&ir::Function>) -> String {
         // `Backend` shows its whole chain of causes.
         ModuleError::Backend(b) => format!("{b:#}"),
         other => other.to_string(),
+    }
+}
+
+/// Why [`verify_caught`] failed.
+#[derive(Debug)]
+pub enum VerifyFailure {
+    /// Cranelift's verifier found these faults.
+    Rejected(cranelift_codegen::verifier::VerifierErrors),
+    /// The verifier panicked (it does on some malformed input), with this message.
+    Panicked(String),
+}
+
+/// Cranelift's verifier on `func`, with its panics caught.
+pub fn verify_caught<'a>(
+    func: &ir::Function,
+    fisa: impl Into<cranelift_codegen::settings::FlagsOrIsa<'a>>,
+) -> Result<(), VerifyFailure> {
+    let fisa = fisa.into();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cranelift_codegen::verify_function(func, fisa)
+    })) {
+        Ok(r) => r.map_err(VerifyFailure::Rejected),
+        Err(p) => Err(VerifyFailure::Panicked(panic_text(&p))),
     }
 }
 
