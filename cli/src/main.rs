@@ -329,9 +329,9 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
     let mut lift_time = Duration::ZERO;
     let mut verify_time = Duration::ZERO;
     for (k, path) in files.iter().enumerate() {
-        let text = read_text(path).map_err(|e| anyhow!(e))?;
-        let t = Instant::now();
         if path.extension().is_some_and(|e| e == "lir") {
+            let text = read_text(path).map_err(|e| anyhow!(e))?;
+            let t = Instant::now();
             if files.len() > 1 {
                 bail!("{}: .lir input must be the only input", path.display());
             }
@@ -353,17 +353,27 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
             })?;
             return Ok(m);
         }
-        let file = mergelift_tools::input::parse_clif(path, &text).map_err(|e| anyhow!(e))?;
-        stats.add_time("parse", t.elapsed());
+        // One function at a time: parsed, verified, lifted and dropped (a large module never
+        // has all its text or all its Cranelift IR in memory).
+        let t = Instant::now();
+        let mut stream = mergelift_tools::input::open_clif(path).map_err(|e| anyhow!(e))?;
+        let mut parse_time = t.elapsed();
         // Verify as `run` and `size` compile: with the file's x86-64 target (or the host) and
         // its flags (a file with no `set` or `target` line keeps frame pointers, as wasmtime's
         // CLIF needs); some instructions (`get_frame_pointer`) are checked only against an ISA.
-        let isa = mergelift_tools::input::file_isa(&file, None).ok();
-        for f in &file.functions {
+        let isa = mergelift_tools::input::file_isa(&stream.file, None).ok();
+        loop {
+            let t = Instant::now();
+            let Some(f) = stream.next_function() else {
+                break;
+            };
+            let f = f.map_err(|e| anyhow!(e))?;
+            parse_time += t.elapsed();
+            let f = &f;
             let t = Instant::now();
             let verified = match &isa {
                 Some(isa) => mergelift_tools::input::verify_clif(f, &**isa),
-                None => mergelift_tools::input::verify_clif(f, &file.flags),
+                None => mergelift_tools::input::verify_clif(f, &stream.file.flags),
             };
             verified.map_err(|e| {
                 anyhow!(
@@ -374,11 +384,14 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
             })?;
             verify_time += t.elapsed();
             let t = Instant::now();
-            lift_function_with(&mut module, f, lir::Linkage::Export, &mut ctx)
+            let id = lift_function_with(&mut module, f, lir::Linkage::Export, &mut ctx)
                 .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            // The lifter reserves room to grow; a module held whole does not need it.
+            module.functions[id].shrink_to_fit();
             lift_time += t.elapsed();
             file_of.push(k);
         }
+        stats.add_time("parse", parse_time);
     }
     mark_taken(&mut module, &ctx.taken);
     stats.add_time("lift", lift_time);

@@ -1153,6 +1153,31 @@ proptest! {
         prop_assert!(verify_module(&m2, true).is_ok(), "parsed module does not verify:\n{}", text);
     }
 
+    /// `Function::shrink_to_fit` (packing block lists, dropping spare room) changes nothing a
+    /// walk or the printer sees, and the function still grows afterwards.
+    #[test]
+    fn shrink_to_fit_keeps_the_function(tape in prop::collection::vec(any::<u32>(), 0..2500)) {
+        let mut m = gen_module(tape);
+        let before = module_to_string(&m);
+        let ids: Vec<FuncId> = m.functions.keys().collect();
+        for &id in &ids {
+            m.functions[id].shrink_to_fit();
+        }
+        prop_assert_eq!(&before, &module_to_string(&m));
+        prop_assert!(verify_module(&m, true).is_ok());
+        // Appending after shrinking moves the full list, keeping the others intact.
+        for &id in &ids {
+            let f = &mut m.functions[id];
+            if let Some(b) = f.entry() {
+                let k = f.block_insts(b).len();
+                let i = f.make_inst(Opcode::Add, Type::VOID, &[], &[]);
+                f.insert_inst(b, k.saturating_sub(1), i);
+                f.retain_insts(b, |x| x != i);
+            }
+        }
+        prop_assert_eq!(&before, &module_to_string(&m));
+    }
+
     /// Malformed functions (an instruction removed: a missing terminator, an empty block, an
     /// undefined register) still print and parse back identically.
     #[test]

@@ -46,6 +46,12 @@ pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 /// Read `path` as UTF-8 text. Only regular files are read (a FIFO, socket or device would
 /// block or never end), and at most [`MAX_INPUT_BYTES`].
 pub fn read_text(path: &Path) -> Result<String, String> {
+    check_input_file(path)?;
+    std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+}
+
+/// A regular file of at most [`MAX_INPUT_BYTES`].
+fn check_input_file(path: &Path) -> Result<(), String> {
     let meta =
         std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     if !meta.is_file() {
@@ -63,7 +69,7 @@ pub fn read_text(path: &Path) -> Result<String, String> {
             MAX_INPUT_BYTES
         ));
     }
-    std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+    Ok(())
 }
 
 /// The entity prefixes cranelift-reader numbers (`v12`, `block3`, `ss0`, ...): it allocates
@@ -98,7 +104,7 @@ pub fn entity_budget(len: usize) -> u64 {
 /// Check, before cranelift-reader sees it, that `text` numbers no absurd entities (see
 /// [`DENSE_ENTITY_PREFIXES`]): the largest number of each kind in each function, summed, must
 /// stay within [`entity_budget`]. The error names the line and the entity.
-pub fn prescan_clif(text: &str) -> Result<(), String> {
+pub fn prescan_clif(text: &str) -> Result<(), (usize, String)> {
     let budget = entity_budget(text.len());
     let mut total: u64 = 0;
     let mut maxima = [0u64; DENSE_ENTITY_PREFIXES.len()];
@@ -136,22 +142,26 @@ pub fn prescan_clif(text: &str) -> Result<(), String> {
             };
             let n = number.parse::<u64>().unwrap_or(u64::MAX);
             if n > budget || total.saturating_add(n) > budget {
-                return Err(format!(
-                    "{}: entity `{word}` is numbered beyond what this input may use (at most {budget} \
-                     {prefix} entities in all for a file of {} bytes; cranelift-reader allocates \
-                     every number up to the largest)",
+                return Err((
                     k + 1,
-                    text.len()
+                    format!(
+                        "entity `{word}` is numbered beyond what this input may use (at most \
+                         {budget} {prefix} entities in all for {} bytes of text; \
+                         cranelift-reader allocates every number up to the largest)",
+                        text.len()
+                    ),
                 ));
             }
             maxima[kind] = maxima[kind].max(n + 1);
             if total + maxima.iter().sum::<u64>() > budget {
-                return Err(format!(
-                    "{}: the functions number more entities than an input of {} bytes may use \
-                     (at most {budget} in all; cranelift-reader allocates every number up to \
-                     the largest)",
+                return Err((
                     k + 1,
-                    text.len()
+                    format!(
+                        "the functions number more entities than {} bytes of text may use (at \
+                         most {budget} in all; cranelift-reader allocates every number up to \
+                         the largest)",
+                        text.len()
+                    ),
                 ));
             }
         }
@@ -165,22 +175,34 @@ pub fn parse_test_text<'a>(
     path: &Path,
     text: &'a str,
 ) -> Result<cranelift_reader::TestFile<'a>, String> {
-    prescan_clif(text).map_err(|e| format!("{}:{e}", path.display()))?;
+    parse_part(path, text, 1, ParseOptions::default())
+}
+
+/// [`parse_test_text`] on a part of a file whose first line is line `first_line` of the file
+/// (errors name the file's line numbers).
+fn parse_part<'a>(
+    path: &Path,
+    text: &'a str,
+    first_line: usize,
+    options: ParseOptions<'a>,
+) -> Result<cranelift_reader::TestFile<'a>, String> {
+    let line_of = |n: usize| n + first_line - 1;
+    prescan_clif(text).map_err(|(n, e)| format!("{}:{}: {e}", path.display(), line_of(n)))?;
     // cranelift-reader panics on some malformed input (e.g. a dynamic type over a scalar).
-    let parsed =
-        std::panic::catch_unwind(|| parse_test(text, ParseOptions::default())).map_err(|p| {
-            format!(
-                "{}: cranelift-reader cannot parse it (it panicked: {})",
-                path.display(),
-                jit_driver::module::panic_text(&p)
-            )
-        })?;
+    let parsed = std::panic::catch_unwind(|| parse_test(text, options)).map_err(|p| {
+        format!(
+            "{}: cranelift-reader cannot parse it (it panicked: {})",
+            path.display(),
+            jit_driver::module::panic_text(&p)
+        )
+    })?;
     parsed.map_err(|e| {
         let n = e.location.line_number;
-        let mut msg = format!("{}:{n}: {}", path.display(), e.message);
+        let mut msg = format!("{}:{}: {}", path.display(), line_of(n), e.message);
         if let Some(src) = n.checked_sub(1).and_then(|k| text.lines().nth(k)) {
             let src = src.trim_end();
             if !src.is_empty() && src.len() <= 300 {
+                let n = line_of(n);
                 msg.push_str(&format!("\n    {n} | {src}"));
                 // A column where the message quotes a token found on the line.
                 if let Some(col) = quoted(&e.message).and_then(|q| src.find(q)) {
@@ -191,6 +213,135 @@ pub fn parse_test_text<'a>(
         }
         msg
     })
+}
+
+/// Does `line` start a function (its first word is `function`)?
+fn starts_function(line: &str) -> bool {
+    line.trim_start()
+        .strip_prefix("function")
+        .is_some_and(|r| r.is_empty() || r.starts_with(|c: char| c.is_whitespace() || c == '%'))
+}
+
+/// A `.clif` file read one function at a time, so that a large module never has all of its
+/// text or all of its parsed functions in memory at once: read the header (`test`, `set` and
+/// `target` lines) with [`open_clif`], then take the functions with
+/// [`ClifStream::next_function`]. Each function is parsed as [`parse_clif`] parses it (same
+/// default calling convention, same entity budget per function, same error messages with the
+/// file's line numbers).
+pub struct ClifStream {
+    /// The file's header: `functions` stays empty.
+    pub file: ClifFile,
+    reader: std::io::BufReader<std::fs::File>,
+    /// The next function's first line, read ahead, and its line number.
+    next: Option<(String, usize)>,
+    /// The number of the last line read.
+    line: usize,
+    call_conv: cranelift_codegen::isa::CallConv,
+    /// Set after an error: the stream ends.
+    failed: bool,
+}
+
+/// Open a `.clif` file for [`ClifStream`]: checks it as [`read_text`] does (a regular file of
+/// at most [`MAX_INPUT_BYTES`], UTF-8) and parses its header.
+pub fn open_clif(path: &Path) -> Result<ClifStream, String> {
+    use std::io::BufRead;
+    check_input_file(path)?;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, f);
+    let mut header = String::new();
+    let mut line = 0;
+    let mut next = None;
+    loop {
+        let mut l = String::new();
+        let n = reader
+            .read_line(&mut l)
+            .map_err(|e| read_error(path, line + 1, e))?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        if starts_function(&l) {
+            next = Some((l, line));
+            break;
+        }
+        header.push_str(&l);
+    }
+    let test = parse_part(path, &header, 1, ParseOptions::default())?;
+    let run = test.commands.iter().any(|c| c.command == "run");
+    let call_conv = if run {
+        cranelift_codegen::isa::CallConv::triple_default(&target_lexicon::Triple::host())
+    } else {
+        ParseOptions::default().default_calling_convention
+    };
+    let (flags, target, foreign_only) = isa_of(test.isa_spec);
+    Ok(ClifStream {
+        file: ClifFile {
+            path: path.to_path_buf(),
+            functions: Vec::new(),
+            flags,
+            target,
+            foreign_only,
+            headerless: !has_header(&header),
+        },
+        reader,
+        next,
+        line,
+        call_conv,
+        failed: false,
+    })
+}
+
+impl ClifStream {
+    /// The next function of the file, or `None` at its end (or after an error).
+    pub fn next_function(&mut self) -> Option<Result<ir::Function, String>> {
+        use std::io::BufRead;
+        if self.failed {
+            return None;
+        }
+        let (mut text, first) = self.next.take()?;
+        loop {
+            let mut l = String::new();
+            match self.reader.read_line(&mut l) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(read_error(&self.file.path, self.line + 1, e)));
+                }
+            }
+            self.line += 1;
+            if starts_function(&l) {
+                self.next = Some((l, self.line));
+                break;
+            }
+            text.push_str(&l);
+        }
+        let options = ParseOptions {
+            default_calling_convention: self.call_conv,
+            ..ParseOptions::default()
+        };
+        let r = parse_part(&self.file.path, &text, first, options).and_then(|t| {
+            let mut fs = t.functions.into_iter();
+            match (fs.next(), fs.next()) {
+                (Some((f, _)), None) => Ok(f),
+                _ => Err(format!(
+                    "{}:{first}: expected one function here",
+                    self.file.path.display()
+                )),
+            }
+        });
+        self.failed = r.is_err();
+        Some(r)
+    }
+}
+
+fn read_error(path: &Path, line: usize, e: std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        format!("{}:{line}: cannot read: not UTF-8 text", path.display())
+    } else {
+        format!("{}: cannot read: {e}", path.display())
+    }
 }
 
 /// The first quoted (`'x'` or `"x"` or `` `x` ``) token of a message.
@@ -211,7 +362,21 @@ fn quoted(msg: &str) -> Option<&str> {
 /// Parse the text of a `.clif` file.
 pub fn parse_clif(path: &Path, text: &str) -> Result<ClifFile, String> {
     let test = parse_test_text(path, text)?;
-    let (flags, target, foreign_only) = match test.isa_spec {
+    let (flags, target, foreign_only) = isa_of(test.isa_spec);
+    Ok(ClifFile {
+        path: path.to_path_buf(),
+        functions: test.functions.into_iter().map(|(f, _)| f).collect(),
+        flags,
+        target,
+        foreign_only,
+        headerless: !has_header(text),
+    })
+}
+
+/// The shared flags, the first x86-64 target, and whether targets are named but none is
+/// x86-64.
+fn isa_of(spec: IsaSpec) -> (settings::Flags, Option<OwnedTargetIsa>, bool) {
+    match spec {
         IsaSpec::None(flags) => (flags, None, false),
         IsaSpec::Some(list) => {
             let flags = list
@@ -224,15 +389,7 @@ pub fn parse_clif(path: &Path, text: &str) -> Result<ClifFile, String> {
             let foreign = x64.is_none();
             (flags, x64, foreign)
         }
-    };
-    Ok(ClifFile {
-        path: path.to_path_buf(),
-        functions: test.functions.into_iter().map(|(f, _)| f).collect(),
-        flags,
-        target,
-        foreign_only,
-        headerless: !has_header(text),
-    })
+    }
 }
 
 /// Rebuild an ISA: `base`'s triple and ISA flags (the host's when `base` is `None`), the

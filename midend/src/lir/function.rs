@@ -461,6 +461,50 @@ impl Function {
         &self.inst_order[d.start as usize..(d.start + d.len) as usize]
     }
 
+    /// Give back the room reserved for growth: every block's instruction list packed without
+    /// spare room (in layout order), every table at its length. For a large module kept in
+    /// memory, after building each function (the lifter reserves generously). The function is
+    /// unchanged otherwise.
+    pub fn shrink_to_fit(&mut self) {
+        let spare: usize = self.blocks.values().map(|d| (d.cap - d.len) as usize).sum();
+        if spare > 0 || self.inst_order.len() > self.blocks.values().map(|d| d.len as usize).sum() {
+            let mut order = Vec::with_capacity(self.blocks.values().map(|d| d.len as usize).sum());
+            let mut placed = SecondaryMap::<Block, bool>::with_capacity(self.blocks.len());
+            let keys: Vec<Block> = self
+                .layout
+                .iter()
+                .copied()
+                .chain(self.blocks.keys())
+                .collect();
+            for b in keys {
+                if core::mem::replace(&mut placed[b], true) {
+                    continue;
+                }
+                let d = &mut self.blocks[b];
+                let (start, len) = (d.start as usize, d.len as usize);
+                d.start = order.len() as u32;
+                d.cap = d.len;
+                order.extend_from_slice(&self.inst_order[start..start + len]);
+            }
+            self.inst_order = order;
+        }
+        self.regs.shrink_to_fit();
+        self.insts.shrink_to_fit();
+        self.blocks.shrink_to_fit();
+        self.layout.shrink_to_fit();
+        self.operand_pool.shrink_to_fit();
+        self.result_pool.shrink_to_fit();
+        self.stack_objs.shrink_to_fit();
+        self.sigs.shrink_to_fit();
+        self.regions.shrink_to_fit();
+        self.memflags.shrink_to_fit();
+        self.memflags_index.shrink_to_fit();
+        self.globals.shrink_to_fit();
+        self.opaques.shrink_to_fit();
+        self.exn_tables.shrink_to_fit();
+        self.name.shrink_to_fit();
+    }
+
     /// Make room for `n` more placed instructions in the function (all blocks' lists).
     pub fn reserve_insts(&mut self, n: usize) {
         self.inst_order.reserve(n);
