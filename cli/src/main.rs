@@ -118,6 +118,10 @@ enum Cmd {
         /// changed is compiled from its input, exactly as given).
         #[arg(long)]
         lower_all: bool,
+        /// Threads for compiling, on both sides alike (the plain compile and the pipeline's),
+        /// so that the ratio stays fair; 1 = everything on one thread.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+        threads: u64,
         /// `.clif` files or directories.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -233,6 +237,7 @@ fn run(cli: Cli) -> ExitCode {
             json,
             emit_object,
             lower_all,
+            threads,
             files,
         } => cmd_size(
             &passes,
@@ -240,6 +245,7 @@ fn run(cli: Cli) -> ExitCode {
             json,
             emit_object.as_deref(),
             lower_all,
+            threads as usize,
             &files,
         ),
         Cmd::Gen {
@@ -536,6 +542,7 @@ fn cmd_size(
     json: bool,
     emit_object: Option<&Path>,
     lower_all: bool,
+    threads: usize,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
     let passes = midend::parse_pass_list(passes)?;
@@ -565,6 +572,7 @@ fn cmd_size(
             passes,
             verify_lir: false,
             lower_all,
+            threads: jit_driver::Threads::Count(threads),
             ..Default::default()
         },
         opt_level: Some(opt),

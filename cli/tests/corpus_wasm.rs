@@ -140,3 +140,26 @@ fn wasm_opt_verifies_and_emits_every_function() {
         );
     }
 }
+
+/// `size --threads 2` compiles both sides on two threads and measures the same module: the
+/// same functions, merges and code bytes as one thread.
+#[test]
+fn wasm_size_threads_measure_the_same_code() {
+    for m in modules().into_iter().filter(|m| {
+        m.file_name()
+            .is_some_and(|n| n == "richards.clif" || n == "quicksort.clif")
+    }) {
+        let a = size(&[], &m);
+        let b = size(&["--threads", "2"], &m);
+        for k in [
+            "functions_in",
+            "functions_out",
+            "merged",
+            "lowered",
+            "code_bytes_before",
+            "code_bytes_after",
+        ] {
+            assert_eq!(a[k], b[k], "{}: {k}", m.display());
+        }
+    }
+}

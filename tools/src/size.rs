@@ -8,7 +8,6 @@ use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::Context;
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use jit_driver::module::panic_text;
 use jit_driver::{declare_by_name, MergeConfig, MergeModule, OptLevel};
 use midend::lir::MergeKind;
 use std::time::Instant;
@@ -171,8 +170,8 @@ fn functions(
     Ok((out, seen))
 }
 
-/// Measure `files` as one module. `progress(phase, k, n)` is called before each function of
-/// the plain compile. Any function Cranelift cannot compile is an error naming it.
+/// Measure `files` as one module. `progress(phase, k, n)` is called before each of the `n`
+/// phases (the plain compile, the pipeline); both compile on `opts.config.threads` threads. Any function Cranelift cannot compile is an error naming it.
 pub fn measure(
     files: &[ClifFile],
     opts: &SizeOptions,
@@ -192,49 +191,28 @@ pub fn measure(
     let mut plain = object_module(common_isa(files, opts.opt_level)?)?;
     let declared = declare_by_name(&mut plain, funcs.clone()).map_err(|e| format!("{e:#}"))?;
     let n = declared.len();
-    let mut ctx = Context::new();
-    let t = Instant::now();
-    for (k, (name, id, f)) in declared.into_iter().enumerate() {
-        progress("compile_before", k, n);
-        ctx.clear();
-        ctx.func = f;
-        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            plain.define_function(id, &mut ctx)
-        }));
-        match res {
-            Ok(Ok(())) => {
-                r.code_bytes_before += ctx.compiled_code().map_or(0, |c| c.code_buffer().len())
-            }
-            Ok(Err(e)) => {
-                return Err(in_file(
-                    &name,
-                    format!(
-                        "function {name}: Cranelift cannot compile it: {}",
-                        jit_driver::module::error_text(&e, Some(&ctx.func))
-                    ),
-                    file_of,
-                ))
-            }
-            Err(p) => {
-                return Err(in_file(
-                    &name,
-                    format!(
-                        "function {name}: Cranelift cannot compile it (it panicked: {})",
-                        panic_text(&p)
-                    ),
-                    file_of,
-                ))
-            }
-        }
+    let threads = opts.config.threads.get();
+    let mut names = midend::hash::HashMap::default();
+    let mut jobs = Vec::with_capacity(n);
+    progress("compile_before", 0, 2);
+    for (name, id, f) in declared {
+        names.insert(id, name);
+        jobs.push((id, f));
     }
+    let t = Instant::now();
+    let bytes = jit_driver::module::define_plain(&mut plain, jobs, threads)
+        .map_err(|(id, msg)| in_file(names.get(&id).map_or("", |s| s.as_str()), msg, file_of))?;
+    r.code_bytes_before = bytes.iter().sum();
     r.time_ms
         .push(("compile_before".into(), t.elapsed().as_secs_f64() * 1e3));
     drop(plain);
 
     // After: the pipeline.
+    progress("pipeline", 1, 2);
     let inner = object_module(common_isa(files, opts.opt_level)?)?;
     let mut m = MergeModule::with_config(inner, opts.config.clone());
     let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
+    let mut ctx = Context::new();
     for (_, id, f) in declared {
         ctx.clear();
         ctx.func = f;

@@ -25,6 +25,7 @@ mod object;
 mod parallel;
 
 pub use config::{AddressPolicy, MergeConfig, Threads};
+pub use parallel::define_plain;
 
 use crate::lift::{lift_function_with, LiftContext};
 use crate::lower::{lower_function_with, special_name, NameResolver};

@@ -98,3 +98,91 @@ fn compile_one(isa: &dyn TargetIsa, id: FuncId, func: ir::Function) -> Result<Co
         Err(p) => Err(Failure::Panic(panic_text(&p))),
     }
 }
+
+/// Plain Cranelift, no Mergelift: compile `funcs` and define them in `module`, on `threads`
+/// threads (1: on the caller's thread with `Module::define_function`; more: compiled on
+/// workers and defined in order with `define_function_bytes`, as [`MergeModule`] does with
+/// [`MergeConfig::threads`]). The baseline `mergelift size` measures against, at the same
+/// thread count. Returns the code bytes of each function, in order; an error gives the
+/// function and a message naming it (by its declared name) and saying why Cranelift refused
+/// or panicked.
+///
+/// [`MergeModule`]: super::MergeModule
+/// [`MergeConfig::threads`]: super::MergeConfig::threads
+pub fn define_plain(
+    module: &mut dyn cranelift_module::Module,
+    funcs: Vec<(FuncId, ir::Function)>,
+    threads: usize,
+) -> Result<Vec<usize>, (FuncId, String)> {
+    let name = |m: &dyn cranelift_module::Module, id: FuncId| {
+        m.declarations()
+            .get_function_decl(id)
+            .linkage_name(id)
+            .into_owned()
+    };
+    let mut bytes = Vec::with_capacity(funcs.len());
+    if threads <= 1 || funcs.len() <= 1 {
+        let mut ctx = Context::new();
+        for (id, f) in funcs {
+            ctx.clear();
+            ctx.func = f;
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                module.define_function(id, &mut ctx)
+            }));
+            match r {
+                Ok(Ok(())) => bytes.push(ctx.compiled_code().map_or(0, |c| c.code_buffer().len())),
+                Ok(Err(e)) => {
+                    return Err((
+                        id,
+                        format!(
+                            "function {}: Cranelift cannot compile it: {}",
+                            name(module, id),
+                            super::error_text(&e, Some(&ctx.func))
+                        ),
+                    ))
+                }
+                Err(p) => {
+                    return Err((
+                        id,
+                        format!(
+                            "function {}: Cranelift cannot compile it (it panicked: {})",
+                            name(module, id),
+                            panic_text(&p)
+                        ),
+                    ))
+                }
+            }
+        }
+        return Ok(bytes);
+    }
+    for (id, r) in compile_all(module.isa(), funcs, threads) {
+        let c = match r {
+            Ok(c) => c,
+            Err(Failure::Error(e, f)) => {
+                return Err((
+                    id,
+                    format!(
+                        "function {}: Cranelift cannot compile it: {}",
+                        name(module, id),
+                        super::error_text(&e, Some(&f))
+                    ),
+                ))
+            }
+            Err(Failure::Panic(p)) => {
+                return Err((
+                    id,
+                    format!(
+                        "function {}: Cranelift cannot compile it (it panicked: {p})",
+                        name(module, id)
+                    ),
+                ))
+            }
+        };
+        let code = c.ctx.compiled_code().expect("compiled");
+        module
+            .define_function_bytes(id, c.alignment, code.code_buffer(), &c.relocs)
+            .map_err(|e| (id, format!("function {}: {e:#}", name(module, id))))?;
+        bytes.push(code.code_buffer().len());
+    }
+    Ok(bytes)
+}
