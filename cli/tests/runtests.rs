@@ -115,3 +115,10 @@ fn runtests_merge_similar_lvn_gvn_dce_lowered() {
 fn runtests_merge_similar_lvn_speed() {
     check_at("merge,merge-similar,lvn", false, true);
 }
+
+/// The passes in reverse order, unchanged functions compiled from their input: the skip rule
+/// holds whatever ran before `merge`.
+#[test]
+fn runtests_reverse_order() {
+    check("dce,gvn,lvn,merge-similar,merge", false);
+}

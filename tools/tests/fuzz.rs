@@ -433,3 +433,58 @@ fn near_duplicate_clones_are_folded_and_thunked() {
     assert!(float_holes * 8 >= clones, "too few float holes");
     assert!(swapped * 10 >= clones, "too few swapped callees");
 }
+
+/// Every order of the five passes (120), on random modules against the interpreter: each
+/// module is compiled either with every function lowered or with unchanged functions from
+/// their input (the skip), by its seed, so both rules meet every order.
+#[test]
+fn every_pass_order_keeps_behaviour() {
+    let passes = ["merge", "merge-similar", "lvn", "gvn", "dce"];
+    let iterations = std::env::var("MERGELIFT_FUZZ_ORDER_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    let mut orders: Vec<Vec<&str>> = vec![Vec::new()];
+    for _ in 0..passes.len() {
+        orders = orders
+            .into_iter()
+            .flat_map(|o| {
+                passes
+                    .iter()
+                    .filter(|p| !o.contains(p))
+                    .map(|p| {
+                        let mut o = o.clone();
+                        o.push(p);
+                        o
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    }
+    assert_eq!(orders.len(), 120);
+    let mut failures = Vec::new();
+    let mut calls = 0;
+    for (k, order) in orders.iter().enumerate() {
+        let opts = FuzzOptions {
+            iterations,
+            seed: 0x6f72_6465_7200 + k as u64,
+            passes: order.join(","),
+            out_dir: out_dir(),
+        };
+        let report = fuzz(&opts);
+        calls += report.calls;
+        assert_eq!(report.passed + report.failed, iterations);
+        failures.extend(
+            report
+                .failures
+                .iter()
+                .map(|f| format!("{}: {f}", opts.passes)),
+        );
+    }
+    eprintln!(
+        "{} orders x {iterations} modules: {calls} calls compared",
+        orders.len()
+    );
+    assert!(calls > orders.len() * iterations);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
