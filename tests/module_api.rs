@@ -682,3 +682,115 @@ fn object_file_errors_are_typed() {
     ));
     assert!(m.finish().is_ok());
 }
+
+/// Near-identical exported functions of mixed parameter types keep thunks to a shared body;
+/// the thunks are machine code (`native_thunks`) or compiled by Cranelift, with the same
+/// results. With seven integer parameters (one on the stack) Cranelift writes the thunks.
+#[test]
+fn native_thunks_pass_constants_of_every_class() {
+    // f_k(x: i64, y: f64, z: i32) -> f64 = (x * A_k + B_k) * y * C_k + (z + D_k), with
+    // A small, B beyond 32 bits, C a float, D a negative i32.
+    let consts = |k: i64| (3 + k, (1i64 << 40) + k, 0.5 + k as f64, -7 - k as i32);
+    let expect = |k: i64, x: i64, y: f64, z: i32| {
+        let (a, b, c, d) = consts(k);
+        (x * a + b) as f64 * y * c + f64::from(z + d)
+    };
+    for native in [true, false] {
+        let mut m = jit_with(MergeConfig {
+            native_thunks: native,
+            ..Default::default()
+        });
+        let mut s = m.make_signature();
+        s.params.push(AbiParam::new(types::I64));
+        s.params.push(AbiParam::new(types::F64));
+        s.params.push(AbiParam::new(types::I32));
+        s.returns.push(AbiParam::new(types::F64));
+        let ids: Vec<FuncId> = (0..4)
+            .map(|k| {
+                m.declare_function(&format!("f{k}"), Linkage::Export, &s)
+                    .unwrap()
+            })
+            .collect();
+        for (k, &id) in ids.iter().enumerate() {
+            let (a, b, c, d) = consts(k as i64);
+            define(&mut m, id, &[], |bd, p, _| {
+                let t = bd.ins().imul_imm_s(p[0], a);
+                let t = bd.ins().iadd_imm_s(t, b);
+                let t = bd.ins().fcvt_from_sint(types::F64, t);
+                let t = bd.ins().fmul(t, p[1]);
+                let cc = bd.ins().f64const(c);
+                let t = bd.ins().fmul(t, cc);
+                let dd = bd.ins().iconst(types::I32, i64::from(d));
+                let z = bd.ins().iadd(p[2], dd);
+                let z = bd.ins().fcvt_from_sint(types::F64, z);
+                let r = bd.ins().fadd(t, z);
+                bd.ins().return_(&[r]);
+            });
+        }
+        m.finalize_definitions().unwrap();
+        assert!(m.stats().get("merged_similar") >= 3, "{:?}", m.stats());
+        assert_eq!(
+            m.stats().get("native_thunks") > 0,
+            native,
+            "native thunks: {:?}",
+            m.stats()
+        );
+        for (k, &id) in ids.iter().enumerate() {
+            // SAFETY: the signature is `(i64, f64, i32) -> f64`.
+            let f: extern "C" fn(i64, f64, i32) -> f64 =
+                unsafe { std::mem::transmute(m.get_finalized_function(id)) };
+            for (x, y, z) in [(5, 1.5, 9), (-3, -0.25, i32::MIN + 100), (0, 2.0, -1)] {
+                assert_eq!(f(x, y, z), expect(k as i64, x, y, z), "f{k}({x}, {y}, {z})");
+            }
+        }
+    }
+    // Seven integer parameters: the extra argument would go on the stack.
+    let mut m = jit();
+    let s = sig(&m, 7);
+    let ids: Vec<FuncId> = (0..3)
+        .map(|k| {
+            m.declare_function(&format!("g{k}"), Linkage::Export, &s)
+                .unwrap()
+        })
+        .collect();
+    for (k, &id) in ids.iter().enumerate() {
+        define(&mut m, id, &[], |bd, p, _| {
+            let mut t = bd.ins().imul_imm_s(p[0], 1000 + k as i64);
+            for &v in &p[1..] {
+                t = bd.ins().iadd(t, v);
+            }
+            let t = bd.ins().imul_imm_s(t, 3);
+            bd.ins().return_(&[t]);
+        });
+    }
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.stats().get("native_thunks"), 0, "{:?}", m.stats());
+    for (k, &id) in ids.iter().enumerate() {
+        // SAFETY: the signature is seven i64 to i64.
+        let f: extern "C" fn(i64, i64, i64, i64, i64, i64, i64) -> i64 =
+            unsafe { std::mem::transmute(m.get_finalized_function(id)) };
+        assert_eq!(f(2, 1, 1, 1, 1, 1, 1), (2 * (1000 + k as i64) + 6) * 3);
+    }
+}
+
+/// With `AddressPolicy::Distinct`, an exported duplicate keeps a thunk of its own: a jump in
+/// machine code, at its own address.
+#[test]
+fn distinct_addresses_get_native_jump_thunks() {
+    let mut m = jit_with(MergeConfig {
+        address_policy: AddressPolicy::Distinct,
+        ..Default::default()
+    });
+    let s = sig(&m, 1);
+    let f = m.declare_function("f", Linkage::Export, &s).unwrap();
+    let g = m.declare_function("g", Linkage::Export, &s).unwrap();
+    affine(&mut m, f, 7);
+    affine(&mut m, g, 7);
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merge_kind(g), Some(MergeKind::Thunked));
+    assert_eq!(m.stats().get("native_thunks"), 1);
+    // movabs r11, f; jmp r11
+    assert_eq!(m.code_bytes(g), Some(13));
+    assert_ne!(m.get_finalized_function(f), m.get_finalized_function(g));
+    assert_eq!(call1(&m, g, 2), 15);
+}

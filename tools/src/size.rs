@@ -42,6 +42,8 @@ pub struct SizeReport {
     pub code_bytes_after: usize,
     /// Functions compiled from their lowered LIR (a pass changed them).
     pub lowered: usize,
+    /// Thunks written as machine code (`MergeConfig::native_thunks`), not compiled.
+    pub native_thunks: usize,
     /// Phase wall times in ms: parse, compile_before, lift, each pass, lower, verify,
     /// compile_after.
     pub time_ms: Vec<(String, f64)>,
@@ -83,6 +85,7 @@ impl SizeReport {
             "thunked": self.thunked,
             "folded": self.folded,
             "lowered": self.lowered,
+            "native_thunks": self.native_thunks,
             "clif_insts": self.clif_insts,
             "lir_insts_before": self.lir_insts_before,
             "lir_insts_after": self.lir_insts_after,
@@ -234,6 +237,7 @@ pub fn measure(
     r.code_bytes_after = stats.get("code_bytes") as usize;
     r.functions_out = stats.get("compiled") as usize;
     r.lowered = stats.get("lowered") as usize;
+    r.native_thunks = stats.get("native_thunks") as usize;
     for (_, _, kind) in m.merges() {
         r.merged += 1;
         match kind {

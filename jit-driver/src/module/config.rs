@@ -71,6 +71,16 @@ pub struct MergeConfig {
     /// Turn it on to have an invalid function reported even when it merges away or a pass
     /// removes its fault.
     pub verify_input: bool,
+    /// Write thunks as machine code (x86-64, non-PIC; default: on). A merged function that
+    /// keeps code of its own calls its survivor with its arguments (and, after
+    /// `merge-similar`, a few constants); when the survivor takes every argument in a
+    /// register, that is a few `mov`s and a jump, written directly instead of compiled by
+    /// Cranelift (which costs about as much as a small function). Such thunks are defined
+    /// with `define_function_bytes`: they have no `Context`, so
+    /// [`MergeModule::on_compiled`](super::MergeModule::on_compiled) does not see them, and
+    /// no unwind information (they are never on the stack: the survivor returns to the
+    /// thunk's caller). Off, or with `lower_all`: every thunk is compiled by Cranelift.
+    pub native_thunks: bool,
 }
 
 impl Default for MergeConfig {
@@ -82,6 +92,7 @@ impl Default for MergeConfig {
             lower_all: false,
             verify_lir: cfg!(debug_assertions),
             verify_input: false,
+            native_thunks: true,
         }
     }
 }

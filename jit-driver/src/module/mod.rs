@@ -23,6 +23,7 @@ mod jit;
 #[cfg(feature = "object")]
 mod object;
 mod parallel;
+mod thunk;
 
 pub use config::{AddressPolicy, MergeConfig, Threads};
 pub use parallel::define_plain;
@@ -727,6 +728,23 @@ impl Core {
                 continue;
             }
             let f = &self.lir.functions[lid];
+            if f.modified && config.native_thunks && !config.lower_all {
+                let sym_func = &self.sym_func;
+                let mut target = |s: lir::Symbol| {
+                    let id = sym_func.get(s).and_then(|f| f.expand())?;
+                    Some(ModuleRelocTarget::user(0, id.as_u32()))
+                };
+                if let Some(t) = thunk::native_thunk(&self.lir, f, inner.isa(), &mut target) {
+                    let t0 = Instant::now();
+                    inner
+                        .define_function_bytes(id, thunk::ALIGNMENT, &t.bytes, &t.relocs)
+                        .map_err(|e| in_function(&Self::name(inner, id), e, None))?;
+                    compile_time += t0.elapsed();
+                    self.note_compiled(id, t.bytes.len());
+                    self.stats.add("native_thunks", 1);
+                    continue;
+                }
+            }
             let func = if f.modified || config.lower_all {
                 let t = Instant::now();
                 let mut names = ModuleNames {
