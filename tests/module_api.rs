@@ -794,3 +794,57 @@ fn distinct_addresses_get_native_jump_thunks() {
     assert_ne!(m.get_finalized_function(f), m.get_finalized_function(g));
     assert_eq!(call1(&m, g, 2), 15);
 }
+
+/// Callers of near-identical functions call the shared body with the extra arguments; the
+/// callers are compiled from the IR they were defined with (the call rewritten there, not
+/// lowered from LIR), and behave the same either way.
+#[test]
+fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
+    for lower_all in [false, true] {
+        let mut m = jit_with(MergeConfig {
+            lower_all,
+            ..Default::default()
+        });
+        let s = sig(&m, 1);
+        let members: Vec<FuncId> = (0..3)
+            .map(|k| {
+                m.declare_function(&format!("m{k}"), Linkage::Local, &s)
+                    .unwrap()
+            })
+            .collect();
+        for (k, &id) in members.iter().enumerate() {
+            define(&mut m, id, &[], |b, p, _| {
+                let t = b.ins().imul_imm_s(p[0], 11 + k as i64);
+                let t = b.ins().iadd_imm_s(t, 1 << 40);
+                let t = b.ins().imul_imm_s(t, 5);
+                let t = b.ins().iadd_imm_s(t, -9);
+                b.ins().return_(&[t]);
+            });
+        }
+        // caller(x) = m0(x) + m1(x + 1) + m2(x + 2).
+        let caller = m.declare_function("caller", Linkage::Export, &s).unwrap();
+        define(&mut m, caller, &members, |b, p, f| {
+            let mut acc = b.ins().iconst(types::I64, 0);
+            for (k, &fr) in f.iter().enumerate() {
+                let a = b.ins().iadd_imm_s(p[0], k as i64);
+                let c = b.ins().call(fr, &[a]);
+                let r = b.inst_results(c)[0];
+                acc = b.ins().iadd(acc, r);
+            }
+            b.ins().return_(&[acc]);
+        });
+        m.finalize_definitions().unwrap();
+        let member = |k: i64, x: i64| ((x * (11 + k) + (1 << 40)) * 5) - 9;
+        for x in [0, 3, -17] {
+            let want: i64 = (0..3).map(|k| member(k, x + k)).sum();
+            assert_eq!(call1(&m, caller, x), want, "lower_all {lower_all}");
+        }
+        assert!(m.stats().get("merged_similar") >= 2, "{:?}", m.stats());
+        assert_eq!(
+            m.stats().get("calls_rewritten_in_input"),
+            u64::from(!lower_all),
+            "{:?}",
+            m.stats()
+        );
+    }
+}

@@ -32,7 +32,8 @@ use crate::lift::{lift_function_with, LiftContext};
 use crate::lower::{lower_function_with, special_name, NameResolver};
 use crate::opmap::parse_user_name;
 use cranelift_codegen::control::ControlPlane;
-use cranelift_codegen::ir::{self, InstructionData};
+use cranelift_codegen::cursor::{Cursor, FuncCursor};
+use cranelift_codegen::ir::{self, InstBuilder, InstructionData};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::{CodegenError, Context};
 use cranelift_entity::packed_option::PackedOption;
@@ -94,6 +95,11 @@ struct Core {
     state: SecondaryMap<FuncId, State>,
     /// What each merged function became (a thunk counts).
     merged: SecondaryMap<FuncId, Option<Merged>>,
+    /// Functions whose direct calls `merge-similar` rewrote: the index + 1 of the rewrite in
+    /// `lir.call_rewrites` (0: none).
+    rewrite_of: SecondaryMap<FuncId, u32>,
+    /// The rewrites of `lir.call_rewrites` already in `rewrite_of`.
+    rewrites_seen: usize,
     pending: Vec<(FuncId, ir::Function)>,
     /// Functions whose address is observed: taken in IR or stored in data.
     taken: SecondaryMap<FuncId, bool>,
@@ -174,6 +180,8 @@ impl<M: Module> MergeModule<M> {
                 sym_func: SecondaryMap::new(),
                 state: SecondaryMap::new(),
                 merged: SecondaryMap::new(),
+                rewrite_of: SecondaryMap::new(),
+                rewrites_seen: 0,
                 pending: Vec::new(),
                 taken: SecondaryMap::new(),
                 stats: Stats::default(),
@@ -705,6 +713,13 @@ impl Core {
             });
             self.any_merged = true;
         }
+        for k in self.rewrites_seen..self.lir.call_rewrites.len() {
+            if let Some(g) = self.func_of(self.lir.call_rewrites[k].0) {
+                self.rewrite_of[g] = k as u32 + 1;
+                self.any_merged = true;
+            }
+        }
+        self.rewrites_seen = self.lir.call_rewrites.len();
         // Survivors merged in turn (into a function of an earlier batch): point at the last.
         for &(g, _) in &batch {
             if let Some(mg) = self.merged[g] {
@@ -759,8 +774,16 @@ impl Core {
                 func
             } else {
                 let mut func = originals[pos].take().expect("original");
-                self.redirect_calls(&mut func);
+                let t = Instant::now();
+                let mut names = ModuleNames {
+                    sym_func: &self.sym_func,
+                };
+                self.redirect_calls(&mut func, &mut names);
+                lower_time += t.elapsed();
                 self.stats.add("compiled_from_input", 1);
+                if f.calls_rewritten {
+                    self.stats.add("calls_rewritten_in_input", 1);
+                }
                 func
             };
             jobs.push((id, func));
@@ -854,23 +877,33 @@ impl Core {
 
     /// Point the direct calls of an unchanged function at the survivors of merged callees
     /// (a merged function may have no code at all). Addresses (`func_addr`) stay: a function
-    /// whose address is taken keeps code of its own.
-    fn redirect_calls(&self, func: &mut ir::Function) {
+    /// whose address is taken keeps code of its own. Calls (`call`, `return_call`) of a
+    /// function merged by `merge-similar` call its shared body with its extra arguments, as
+    /// the pass rewrote them in LIR (`lir::Module::call_rewrites`; a member behaves as its
+    /// shared body called with its extras, so the rewrite is exact wherever it is made).
+    fn redirect_calls(&self, func: &mut ir::Function, names: &mut ModuleNames) {
         if !self.any_merged {
             return;
         }
         let mut moves: Vec<(ir::FuncRef, FuncId)> = Vec::new();
+        let mut rewrites: Vec<(ir::FuncRef, u32)> = Vec::new();
         for (fr, ext) in func.dfg.ext_funcs.iter() {
             if let ir::ExternalName::User(r) = ext.name {
                 let u = func.params.user_named_funcs()[r].clone();
                 if u.namespace == 0 {
-                    if let Some(f) = self.call_target(FuncId::from_u32(u.index)) {
+                    let g = FuncId::from_u32(u.index);
+                    let t = self.call_target(g);
+                    if let Some(f) = t {
                         moves.push((fr, f));
+                    }
+                    let k = self.rewrite_of.get(t.unwrap_or(g)).copied().unwrap_or(0);
+                    if k > 0 {
+                        rewrites.push((fr, k - 1));
                     }
                 }
             }
         }
-        if moves.is_empty() {
+        if moves.is_empty() && rewrites.is_empty() {
             return;
         }
         // A new function reference per redirected one, used by calls only.
@@ -888,16 +921,90 @@ impl Core {
                 })
                 .into();
         }
+        // The shared body's reference, per rewritten callee reference, made when first used.
+        let mut rewrite_for: SecondaryMap<ir::FuncRef, Option<(u32, PackedOption<ir::FuncRef>)>> =
+            SecondaryMap::new();
+        for (fr, k) in rewrites {
+            rewrite_for[fr] = Some((k, None.into()));
+        }
         let blocks: Vec<ir::Block> = func.layout.blocks().collect();
+        let mut extra_vals: Vec<ir::Value> = Vec::new();
         for b in blocks {
             let mut cur = func.layout.first_inst(b);
             while let Some(i) = cur {
                 cur = func.layout.next_inst(i);
-                if let InstructionData::Call { func_ref, .. }
-                | InstructionData::TryCall { func_ref, .. } = &mut func.dfg.insts[i]
-                {
-                    if let Some(n) = new_ref[*func_ref].expand() {
-                        *func_ref = n;
+                match func.dfg.insts[i] {
+                    InstructionData::Call {
+                        opcode: ir::Opcode::Call | ir::Opcode::ReturnCall,
+                        func_ref,
+                        ..
+                    } if rewrite_for[func_ref].is_some() => {
+                        let (k, shared) = rewrite_for[func_ref].expect("checked");
+                        let rw = &self.lir.call_rewrites[k as usize].1;
+                        let shared = match shared.expand() {
+                            Some(s) => s,
+                            None => {
+                                let sig =
+                                    func.import_signature(crate::lower::clif_signature(&rw.sig));
+                                let name = names.function(&self.lir, func, rw.shared, sig);
+                                let colocated = self.lir.symbols[rw.shared].colocated;
+                                let s = func.import_function(ir::ExtFuncData {
+                                    name,
+                                    signature: sig,
+                                    colocated,
+                                    patchable: false,
+                                });
+                                rewrite_for[func_ref] = Some((k, s.into()));
+                                s
+                            }
+                        };
+                        extra_vals.clear();
+                        let mut pos = FuncCursor::new(func).at_inst(i);
+                        for e in &rw.extras {
+                            let v = match e {
+                                lir::ExtraArg::Const(ty, lir::Operand::Int(x)) => {
+                                    pos.ins().iconst(crate::opmap::clif_type(*ty), *x)
+                                }
+                                lir::ExtraArg::Const(_, lir::Operand::F32(x)) => {
+                                    pos.ins().f32const(ir::immediates::Ieee32::with_bits(*x))
+                                }
+                                lir::ExtraArg::Const(_, lir::Operand::F64(x)) => {
+                                    pos.ins().f64const(ir::immediates::Ieee64::with_bits(*x))
+                                }
+                                lir::ExtraArg::Const(_, other) => {
+                                    unreachable!("merge-similar passes constants only: {other:?}")
+                                }
+                                lir::ExtraArg::FuncAddr(s, sig) => {
+                                    let sig = pos
+                                        .func
+                                        .import_signature(crate::lower::clif_signature(sig));
+                                    let name = names.function(&self.lir, pos.func, *s, sig);
+                                    let colocated = self.lir.symbols[*s].colocated;
+                                    let fr = pos.func.import_function(ir::ExtFuncData {
+                                        name,
+                                        signature: sig,
+                                        colocated,
+                                        patchable: false,
+                                    });
+                                    pos.ins().func_addr(ir::types::I64, fr)
+                                }
+                            };
+                            extra_vals.push(v);
+                        }
+                        let dfg = &mut func.dfg;
+                        if let InstructionData::Call { func_ref, args, .. } = &mut dfg.insts[i] {
+                            *func_ref = shared;
+                            args.extend(extra_vals.iter().copied(), &mut dfg.value_lists);
+                        }
+                    }
+                    _ => {
+                        if let InstructionData::Call { func_ref, .. }
+                        | InstructionData::TryCall { func_ref, .. } = &mut func.dfg.insts[i]
+                        {
+                            if let Some(n) = new_ref[*func_ref].expand() {
+                                *func_ref = n;
+                            }
+                        }
                     }
                 }
             }

@@ -303,6 +303,11 @@ pub struct Function {
     /// callees of its direct calls (see `MergeRecord::callers_redirected`), so a backend may
     /// compile its original Cranelift IR instead of lowering it.
     pub modified: bool,
+    /// `merge-similar` rewrote some direct calls (`Module::call_rewrites`), and nothing else
+    /// changed since it was lifted (else `modified`): it lowers to what it was lifted from, up
+    /// to those calls (and the callees of `MergeRecord::callers_redirected`). Its walk
+    /// tokens are stale, as with `modified`.
+    pub calls_rewritten: bool,
     pub regs: PrimaryMap<Reg, RegData>,
     pub insts: PrimaryMap<Inst, InstData>,
     pub blocks: PrimaryMap<Block, BlockData>,
@@ -412,6 +417,7 @@ impl Function {
             address_significant: false,
             frozen: false,
             modified: false,
+            calls_rewritten: false,
             regs: PrimaryMap::new(),
             insts: PrimaryMap::new(),
             blocks: PrimaryMap::new(),

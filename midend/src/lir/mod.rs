@@ -16,7 +16,9 @@ pub use builder::Builder;
 pub use entities::*;
 pub use function::*;
 pub use inst::{effects, Format, InstData, Opcode, PoolRange};
-pub use module::{CallGraph, MergeKind, MergeRecord, Module, SymbolData, SymbolKind};
+pub use module::{
+    CallGraph, CallRewrite, ExtraArg, MergeKind, MergeRecord, Module, SymbolData, SymbolKind,
+};
 pub use operand::{Cond, Imm, MemRef, Operand};
 pub use parse::{parse_module, ParseError};
 pub use print::{module_to_string, write_function, write_inst};

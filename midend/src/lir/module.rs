@@ -2,9 +2,10 @@
 //! whose address.
 
 use super::entities::*;
-use super::function::Function;
+use super::function::{Function, Signature};
 use super::inst::Opcode;
 use super::operand::Operand;
+use super::types::Type;
 use crate::hash::HashMap;
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, PrimaryMap, SecondaryMap};
@@ -55,6 +56,26 @@ pub struct MergeRecord {
     pub callers_redirected: bool,
 }
 
+/// How `merge-similar` rewrote the direct calls (`call`, `tail_call`) of a merged function:
+/// they call `shared`, with signature `sig`, passing the call's arguments followed by
+/// `extras` (made right before the call). A backend that compiles a caller from the IR it
+/// was lifted from (see `Function::calls_rewritten`) makes the same rewrite there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallRewrite {
+    pub shared: Symbol,
+    pub sig: Signature,
+    pub extras: Vec<ExtraArg>,
+}
+
+/// One extra argument of a rewritten call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExtraArg {
+    /// A constant (`Operand::Int`, `F32` or `F64`) of the type.
+    Const(Type, Operand),
+    /// The address of a function, called through it with the signature.
+    FuncAddr(Symbol, Signature),
+}
+
 /// A module of LIR functions.
 #[derive(Clone, Debug, Default)]
 pub struct Module {
@@ -66,6 +87,9 @@ pub struct Module {
     /// Names that resolve to another symbol's code (aliases made by merging).
     pub aliases: HashMap<Symbol, Symbol>,
     pub merges: Vec<MergeRecord>,
+    /// Functions whose direct calls `merge-similar` rewrote (each once), in the order of
+    /// the rewrites.
+    pub call_rewrites: Vec<(Symbol, CallRewrite)>,
     /// Functions with ids from here on are *open*: passes may change them. Those before are
     /// frozen (compiled by an earlier batch; `passes::merge::freeze`).
     pub first_open: u32,

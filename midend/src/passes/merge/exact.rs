@@ -283,7 +283,7 @@ fn merge_into_frozen(
             }
             m.symbol_of(d)
         };
-        let known = !m.functions[g].modified;
+        let known = !m.functions[g].modified && !m.functions[g].calls_rewritten;
         let ok = if known {
             fingerprint_of(m, g, w.tokens_of(g), w.callee_symbols(g), resolve, &mut fp)
         } else {

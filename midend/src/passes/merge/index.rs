@@ -129,7 +129,7 @@ pub fn freeze(m: &mut Module, ids: &[FuncId], index_them: bool) {
         let known = index
             .pending
             .remove(&f)
-            .filter(|_| !m.functions[f].modified);
+            .filter(|_| !m.functions[f].modified && !m.functions[f].calls_rewritten);
         let resolve = |s| Some(m.resolve_alias(s));
         let indexable = index_them
             && priority(&m.functions[f]) < PRIO_PREEMPTIBLE
@@ -145,6 +145,7 @@ pub fn freeze(m: &mut Module, ids: &[FuncId], index_them: bool) {
         let func = &mut m.functions[f];
         func.frozen = true;
         func.modified = false;
+        func.calls_rewritten = false;
     }
     index.pending.clear();
     m.frozen_index = index;

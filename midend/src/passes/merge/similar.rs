@@ -1146,6 +1146,25 @@ fn rewrite_callers(
 ) {
     let mut members: Vec<Symbol> = folds.calls_to.keys().copied().collect();
     members.sort_unstable();
+    for &member in &members {
+        let (shared, sig, (a, b)) = folds.calls_to[&member];
+        let extras = folds.extras[a as usize..b as usize]
+            .iter()
+            .map(|&(ty, v, sig)| match v {
+                Value::Const(c) => ExtraArg::Const(ty, c),
+                Value::Callee(s) => ExtraArg::FuncAddr(s, folds.sigs[sig as usize].clone()),
+                Value::SelfCall => unreachable!("self-calls are not parameters"),
+            })
+            .collect();
+        m.call_rewrites.push((
+            member,
+            CallRewrite {
+                shared,
+                sig: folds.sigs[sig as usize].clone(),
+                extras,
+            },
+        ));
+    }
     // The call sites to rewrite, member by member, each with its member; then each rewrite,
     // with the next callers on their way into the cache.
     let mut edits: Vec<(Symbol, Site)> = Vec::new();
@@ -1201,7 +1220,9 @@ fn rewrite_callers(
         f.set_operands(i, &ops);
         let sr = f.sigs.push(folds.sigs[sig as usize].clone());
         f.insts[i].aux = sr.as_u32();
-        f.modified = true;
+        // Not `modified`: a backend can make this rewrite in the caller's own IR
+        // (`Module::call_rewrites`).
+        f.calls_rewritten = true;
         st.calls.push(shared, (id, i));
         if seen.insert(id) {
             changed.push(id);
