@@ -8,7 +8,7 @@ pub mod lir;
 pub mod pass;
 pub mod passes;
 
-pub use pass::{parse_pass_list, Pass, PassManager, Stats};
+pub use pass::{parse_pass_list, Counters, Pass, PassManager, Stats};
 pub use passes::{PassKind, PassOptions};
 
 /// The mid-end's one error type.
