@@ -27,7 +27,7 @@ mod parallel;
 pub use config::{AddressPolicy, MergeConfig, Threads};
 
 use crate::lift::{lift_function_with, LiftContext};
-use crate::lower::{lower_function_with, special_name, NameResolver};
+use crate::lower::{lower_function_with, special_name, LowerContext, NameResolver};
 use crate::opmap::parse_user_name;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::{self, InstructionData};
@@ -35,7 +35,6 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::{CodegenError, Context};
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::SecondaryMap;
-use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
     ModuleRelocTarget, ModuleResult,
@@ -99,7 +98,7 @@ struct Core {
     code_bytes: SecondaryMap<FuncId, u32>,
     hook: Option<CompiledHook>,
     ctx: Context,
-    fctx: FunctionBuilderContext,
+    fctx: LowerContext,
     /// Set when a flush failed half-way: the module can no longer be trusted.
     poisoned: Option<String>,
     /// Functions and data objects declared through this module (ids below are valid).
@@ -178,7 +177,7 @@ impl<M: Module> MergeModule<M> {
                 code_bytes: SecondaryMap::new(),
                 hook: None,
                 ctx: Context::new(),
-                fctx: FunctionBuilderContext::new(),
+                fctx: LowerContext::new(),
                 poisoned: None,
                 declared,
                 any_merged: false,
