@@ -1211,6 +1211,9 @@ pub fn lower_function_with(
     cx.sym_gvs.clear();
     cx.try_results.clear();
     let rpo = std::mem::take(&mut cx.rpo);
+    // Result and argument lists: about one four-slot list per instruction, allocated once
+    // rather than grown by doubling.
+    func.dfg.value_lists = ir::ValueListPool::with_capacity(5 * f.inst_count());
     // Blocks in reverse post-order, so every definition precedes its uses; a phi becomes a
     // parameter of its block.
     func.dfg.blocks.reserve(rpo.len());
