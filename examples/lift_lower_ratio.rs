@@ -3,8 +3,7 @@
 //!
 //! `cargo run --release --example lift_lower_ratio [-- RUNS [MODULE]]` (default 5 runs)
 
-use cranelift_frontend::FunctionBuilderContext;
-use mergelift::jit_driver::{lift_functions, lower_function_with, OriginalNames};
+use mergelift::jit_driver::{lift_functions, lower_function_with, LowerContext, OriginalNames};
 use std::time::Instant;
 fn main() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/wasm");
@@ -37,7 +36,7 @@ fn main() {
         let mut lift = f64::MAX;
         let mut lower = f64::MAX;
         let mut comp = f64::MAX;
-        let mut fctx = FunctionBuilderContext::new();
+        let mut fctx = LowerContext::new();
         for _ in 0..reps {
             let t = Instant::now();
             let m = lift_functions(funcs.iter(), &mut Default::default()).unwrap();

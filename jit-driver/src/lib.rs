@@ -13,7 +13,9 @@ pub mod module;
 pub mod opmap;
 
 pub use lift::{lift_function, lift_function_with, mark_address_taken, mark_taken, LiftContext};
-pub use lower::{clif_signature, lower_function, lower_function_with, NameResolver, OriginalNames};
+pub use lower::{
+    clif_signature, lower_function, lower_function_with, LowerContext, NameResolver, OriginalNames,
+};
 pub use module::{AddressPolicy, FunctionError, MergeConfig, MergeModule, Threads};
 
 /// The bridge's one error type. Every variant names the function, and the instruction when

@@ -1,4 +1,6 @@
-//! Lower LIR back to Cranelift IR with cranelift-frontend's `FunctionBuilder`.
+//! Lower LIR back to Cranelift IR, building the function's data flow graph and layout
+//! directly: LIR is in SSA form already, so no SSA construction (cranelift-frontend's
+//! `FunctionBuilder`) is needed.
 //!
 //! Phis become block parameters and branch arguments; memory operands become address
 //! arithmetic (`iadd`, `ishl`, `stack_addr`, `symbol_value`) plus a load or store carrying the
@@ -12,11 +14,11 @@ use cranelift_codegen::ir::{
     self, immediates, InstBuilder, InstBuilderBase, InstructionData as D, Opcode as C,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
-use cranelift_entity::SecondaryMap;
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use midend::analysis::Cfg;
+use cranelift_entity::packed_option::{PackedOption, ReservedValue};
+use cranelift_entity::EntityRef;
 use midend::lir::{self, Format, Opcode as L, Operand};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::str::FromStr;
 
 /// How LIR symbols become Cranelift external names.
@@ -110,20 +112,116 @@ pub fn clif_signature(s: &lir::Signature) -> ir::Signature {
     sig
 }
 
-struct Lowerer<'a, 'b> {
+/// Scratch tables of lowering, reused across functions (their allocations are kept):
+/// register → value and block → block maps, the block order, branch argument lists.
+#[derive(Default)]
+pub struct LowerContext {
+    /// Value of each register (dense, by register index).
+    values: Vec<PackedOption<ir::Value>>,
+    /// Cranelift block of each reachable LIR block.
+    blocks: Vec<PackedOption<ir::Block>>,
+    /// Interned memory flags of each LIR memory flags record.
+    memflags: Vec<Option<ir::MemFlags>>,
+    func_refs: FxHashMap<(lir::Symbol, u32), ir::FuncRef>,
+    sym_gvs: FxHashMap<lir::Symbol, ir::GlobalValue>,
+    /// Result registers of try_calls: they exist only as branch arguments.
+    try_results: FxHashMap<lir::Reg, ir::BlockArg>,
+    /// Reachable blocks in reverse post-order, and the walk's state.
+    rpo: Vec<lir::Block>,
+    visited: Vec<bool>,
+    stack: Vec<(lir::Block, u32)>,
+    /// Argument lists under construction (branch arguments, call arguments, return values).
+    args: Vec<ir::BlockArg>,
+    args2: Vec<ir::BlockArg>,
+    vals: Vec<ir::Value>,
+    calls: Vec<ir::BlockCall>,
+}
+
+impl LowerContext {
+    /// An empty context.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reachable blocks of `f` in reverse post-order: successors in first-target order, each
+    /// once (`Cfg::reverse_post_order`'s order).
+    fn compute_rpo(&mut self, f: &lir::Function) {
+        self.rpo.clear();
+        self.stack.clear();
+        self.visited.clear();
+        self.visited.resize(f.blocks.len(), false);
+        let Some(entry) = f.entry() else {
+            return;
+        };
+        self.visited[entry.index()] = true;
+        self.stack.push((entry, 0));
+        while let Some(top) = self.stack.last_mut() {
+            let (b, i) = *top;
+            let ops = match f.terminator(b) {
+                Some(t) => f.operands(t),
+                None => &[],
+            };
+            let mut k = i as usize;
+            let mut next = None;
+            while let Some(op) = ops.get(k) {
+                k += 1;
+                if let Operand::Block(s) = *op {
+                    if !self.visited[s.index()] {
+                        self.visited[s.index()] = true;
+                        next = Some(s);
+                        break;
+                    }
+                }
+            }
+            top.1 = k as u32;
+            match next {
+                Some(s) => self.stack.push((s, 0)),
+                None => {
+                    self.rpo.push(b);
+                    self.stack.pop();
+                }
+            }
+        }
+        self.rpo.reverse();
+    }
+}
+
+/// Appends instructions at the end of one block: `InstBuilder` straight on the function's
+/// DFG and layout.
+struct Ins<'f> {
+    func: &'f mut ir::Function,
+    block: ir::Block,
+}
+
+impl<'f> InstBuilderBase<'f> for Ins<'f> {
+    fn data_flow_graph(&self) -> &ir::DataFlowGraph {
+        &self.func.dfg
+    }
+    fn data_flow_graph_mut(&mut self) -> &mut ir::DataFlowGraph {
+        &mut self.func.dfg
+    }
+    fn build(self, data: D, ctrl_typevar: ir::Type) -> (ir::Inst, &'f mut ir::DataFlowGraph) {
+        let inst = self.func.dfg.make_inst(data);
+        self.func.dfg.make_inst_results(inst, ctrl_typevar);
+        self.func.layout.append_inst(inst, self.block);
+        (inst, &mut self.func.dfg)
+    }
+    fn build_aux_inst(&mut self, data: D, ctrl_typevar: ir::Type) -> ir::Inst {
+        let inst = self.func.dfg.make_inst(data);
+        self.func.dfg.make_inst_results(inst, ctrl_typevar);
+        self.func.layout.append_inst(inst, self.block);
+        inst
+    }
+}
+
+struct Lowerer<'a, 'c> {
     m: &'a lir::Module,
     f: &'a lir::Function,
     names: &'a mut dyn NameResolver,
-    b: FunctionBuilder<'b>,
-    values: SecondaryMap<lir::Reg, Option<ir::Value>>,
-    blocks: SecondaryMap<lir::Block, Option<ir::Block>>,
-    memflags: SecondaryMap<lir::MemFlagsRef, Option<ir::MemFlags>>,
-    func_refs: FxHashMap<(lir::Symbol, u32), ir::FuncRef>,
-    sym_gvs: FxHashMap<lir::Symbol, ir::GlobalValue>,
-    /// Phi instructions of each block, in order.
-    phis: SecondaryMap<lir::Block, Vec<lir::Inst>>,
-    /// Result registers of try_calls: reg → (index, is exception payload, number of returns).
-    try_results: FxHashMap<lir::Reg, ir::BlockArg>,
+    func: ir::Function,
+    /// The block instructions are appended to.
+    cb: ir::Block,
+    cx: &'c mut LowerContext,
     cur: Option<lir::Inst>,
 }
 
@@ -141,35 +239,49 @@ impl Lowerer<'_, '_> {
         }
     }
 
+    #[inline]
+    fn ins(&mut self) -> Ins<'_> {
+        Ins {
+            func: &mut self.func,
+            block: self.cb,
+        }
+    }
+
     fn mf(&mut self, r: lir::MemFlagsRef) -> ir::MemFlags {
-        if let Some(h) = self.memflags[r] {
+        if let Some(h) = self.cx.memflags[r.index()] {
             return h;
         }
         let h = self
-            .b
             .func
             .dfg
             .mem_flags
             .insert_unchecked(clif_memflags(self.f.memflags[r]));
-        self.memflags[r] = Some(h);
+        self.cx.memflags[r.index()] = Some(h);
         h
     }
 
+    #[inline]
+    fn reg(&self, r: lir::Reg) -> Result<ir::Value, Error> {
+        match self.cx.values.get(r.index()).and_then(|v| v.expand()) {
+            Some(v) => Ok(v),
+            None => Err(self.err(format!("{r} is used before it is defined"))),
+        }
+    }
+
+    #[inline]
     fn value(&mut self, op: Operand, ty: lir::Type) -> Result<ir::Value, Error> {
         match op {
-            Operand::Reg(r) => {
-                self.values[r].ok_or_else(|| self.err(format!("{r} is used before it is defined")))
-            }
+            Operand::Reg(r) => self.reg(r),
             Operand::Int(v) => {
                 let t = if ty.is_scalar_int() {
                     ty
                 } else {
                     lir::Type::I64
                 };
-                Ok(self.b.ins().iconst(clif_type(t), v))
+                Ok(self.ins().iconst(clif_type(t), v))
             }
-            Operand::F32(bits) => Ok(self.b.ins().f32const(immediates::Ieee32::with_bits(bits))),
-            Operand::F64(bits) => Ok(self.b.ins().f64const(immediates::Ieee64::with_bits(bits))),
+            Operand::F32(bits) => Ok(self.ins().f32const(immediates::Ieee32::with_bits(bits))),
+            Operand::F64(bits) => Ok(self.ins().f64const(immediates::Ieee64::with_bits(bits))),
             _ => Err(self.err("expected a register or constant")),
         }
     }
@@ -182,13 +294,15 @@ impl Lowerer<'_, '_> {
         self.value(op, ty)
     }
 
+    #[inline]
     fn define(&mut self, r: lir::Reg, v: ir::Value) {
-        self.values[r] = Some(v);
+        self.cx.values[r.index()] = v.into();
     }
 
+    #[inline]
     fn define_results(&mut self, inst: lir::Inst, ci: ir::Inst) -> Result<(), Error> {
         let rs = self.f.results(inst);
-        let vs = self.b.inst_results(ci).to_vec();
+        let vs = self.func.dfg.inst_results(ci);
         if rs.len() != vs.len() {
             return Err(self.err(format!(
                 "defines {} results, Cranelift's instruction has {}",
@@ -196,41 +310,41 @@ impl Lowerer<'_, '_> {
                 vs.len()
             )));
         }
-        for (&r, v) in rs.iter().zip(vs) {
-            self.define(r, v);
+        for (&r, &v) in rs.iter().zip(vs) {
+            self.cx.values[r.index()] = v.into();
         }
         Ok(())
     }
 
     fn func_ref(&mut self, sym: lir::Symbol, sig: u32) -> ir::FuncRef {
-        if let Some(&fr) = self.func_refs.get(&(sym, sig)) {
+        if let Some(&fr) = self.cx.func_refs.get(&(sym, sig)) {
             return fr;
         }
         let name = self
             .names
-            .function(self.m, self.b.func, sym, ir::SigRef::from_u32(sig));
-        let fr = self.b.func.import_function(ir::ExtFuncData {
+            .function(self.m, &mut self.func, sym, ir::SigRef::from_u32(sig));
+        let fr = self.func.import_function(ir::ExtFuncData {
             name,
             signature: ir::SigRef::from_u32(sig),
             colocated: self.m.symbols[sym].colocated,
             patchable: false,
         });
-        self.func_refs.insert((sym, sig), fr);
+        self.cx.func_refs.insert((sym, sig), fr);
         fr
     }
 
     fn sym_gv(&mut self, sym: lir::Symbol) -> ir::GlobalValue {
-        if let Some(&g) = self.sym_gvs.get(&sym) {
+        if let Some(&g) = self.cx.sym_gvs.get(&sym) {
             return g;
         }
-        let name = self.names.data(self.m, self.b.func, sym);
-        let g = self.b.create_global_value(ir::GlobalValueData::Symbol {
+        let name = self.names.data(self.m, &mut self.func, sym);
+        let g = self.func.create_global_value(ir::GlobalValueData::Symbol {
             name,
             offset: immediates::Imm64::new(0),
             colocated: self.m.symbols[sym].colocated,
             tls: false,
         });
-        self.sym_gvs.insert(sym, g);
+        self.cx.sym_gvs.insert(sym, g);
         g
     }
 
@@ -246,10 +360,10 @@ impl Lowerer<'_, '_> {
             } => {
                 let scaled = match index.expand() {
                     Some(i) => {
-                        let iv = self.value(Operand::Reg(i), lir::Type::I64)?;
+                        let iv = self.reg(i)?;
                         Some(if scale > 1 {
-                            let k = self.b.ins().iconst(i64t, scale.trailing_zeros() as i64);
-                            self.b.ins().ishl(iv, k)
+                            let k = self.ins().iconst(i64t, scale.trailing_zeros() as i64);
+                            self.ins().ishl(iv, k)
                         } else {
                             iv
                         })
@@ -258,29 +372,28 @@ impl Lowerer<'_, '_> {
                 };
                 let addr = match (base.expand(), scaled) {
                     (Some(b), Some(s)) => {
-                        let bv = self.value(Operand::Reg(b), lir::Type::I64)?;
-                        self.b.ins().iadd(bv, s)
+                        let bv = self.reg(b)?;
+                        self.ins().iadd(bv, s)
                     }
-                    (Some(b), None) => self.value(Operand::Reg(b), lir::Type::I64)?,
+                    (Some(b), None) => self.reg(b)?,
                     (None, Some(s)) => s,
-                    (None, None) => self.b.ins().iconst(i64t, 0),
+                    (None, None) => self.ins().iconst(i64t, 0),
                 };
                 Ok((addr, disp))
             }
             Operand::Stack(s, off) => Ok((
-                self.b
-                    .ins()
+                self.ins()
                     .stack_addr(i64t, ir::StackSlot::from_u32(s.as_u32()), off),
                 0,
             )),
             Operand::Sym(s, off) => {
                 let g = self.sym_gv(s);
-                let a = self.b.ins().symbol_value(i64t, g);
+                let a = self.ins().symbol_value(i64t, g);
                 match i32::try_from(off) {
                     Ok(o) => Ok((a, o)),
                     Err(_) => {
-                        let k = self.b.ins().iconst(i64t, off);
-                        Ok((self.b.ins().iadd(a, k), 0))
+                        let k = self.ins().iconst(i64t, off);
+                        Ok((self.ins().iadd(a, k), 0))
                     }
                 }
             }
@@ -288,45 +401,55 @@ impl Lowerer<'_, '_> {
         }
     }
 
-    /// Branch arguments for the edge from the current block `from` to `to`.
-    fn block_args(&mut self, from: lir::Block, to: lir::Block) -> Result<Vec<ir::BlockArg>, Error> {
-        let mut args = Vec::new();
-        for k in 0..self.phis[to].len() {
-            let phi = self.phis[to][k];
-            let ops = self.f.operands(phi);
-            let src = ops
+    /// The Cranelift block of a block operand, with the branch arguments of the edge from
+    /// `from` into `out` (cleared first): one per phi of the target, in order.
+    fn target(
+        &mut self,
+        from: lir::Block,
+        op: Operand,
+        out: &mut Vec<ir::BlockArg>,
+    ) -> Result<ir::Block, Error> {
+        out.clear();
+        let Operand::Block(to) = op else {
+            return Err(self.err("expected a block"));
+        };
+        let cb = self
+            .cx
+            .blocks
+            .get(to.index())
+            .and_then(|b| b.expand())
+            .ok_or_else(|| self.err(format!("{to} is not reachable")))?;
+        let f = self.f;
+        for &phi in f.block_insts(to) {
+            if f.insts[phi].opcode != L::Phi {
+                break;
+            }
+            let src = f
+                .operands(phi)
                 .chunks(2)
                 .find(|p| p[1] == Operand::Block(from))
                 .map(|p| p[0]);
             let Some(Operand::Reg(r)) = src else {
                 return Err(self.err(format!("phi in {to} has no source for {from}")));
             };
-            if let Some(&a) = self.try_results.get(&r) {
-                args.push(a);
-            } else {
-                args.push(ir::BlockArg::Value(
-                    self.value(Operand::Reg(r), self.f.reg_type(r))?,
-                ));
+            match self.cx.values.get(r.index()).and_then(|v| v.expand()) {
+                Some(v) => out.push(ir::BlockArg::Value(v)),
+                None => match self.cx.try_results.get(&r) {
+                    Some(&a) => out.push(a),
+                    None => return Err(self.err(format!("{r} is used before it is defined"))),
+                },
             }
         }
-        Ok(args)
-    }
-
-    fn target(
-        &mut self,
-        from: lir::Block,
-        op: Operand,
-    ) -> Result<(ir::Block, Vec<ir::BlockArg>), Error> {
-        let Operand::Block(t) = op else {
-            return Err(self.err("expected a block"));
-        };
-        let cb = self.blocks[t].ok_or_else(|| self.err(format!("{t} is not reachable")))?;
-        Ok((cb, self.block_args(from, t)?))
+        Ok(cb)
     }
 
     fn block_call(&mut self, from: lir::Block, op: Operand) -> Result<ir::BlockCall, Error> {
-        let (b, args) = self.target(from, op)?;
-        Ok(self.b.func.dfg.block_call(b, &args))
+        let mut args = std::mem::take(&mut self.cx.args);
+        let r = self
+            .target(from, op, &mut args)
+            .map(|b| self.func.dfg.block_call(b, &args));
+        self.cx.args = args;
+        r
     }
 
     fn lower_inst(&mut self, lb: lir::Block, inst: lir::Inst) -> Result<(), Error> {
@@ -342,8 +465,13 @@ impl Lowerer<'_, '_> {
                 let r = f.results(inst)[0];
                 let v = match ops[0] {
                     Operand::Arg(n) => {
-                        let entry = self.blocks[f.layout[0]].unwrap();
-                        self.b.block_params(entry)[n as usize]
+                        let entry = self.cx.blocks[f.layout[0].index()].unwrap();
+                        *self
+                            .func
+                            .dfg
+                            .block_params(entry)
+                            .get(n as usize)
+                            .ok_or_else(|| self.err(format!("no argument {n}")))?
                     }
                     op => self.value(op, ty)?,
                 };
@@ -354,8 +482,8 @@ impl Lowerer<'_, '_> {
                     .clif(d.opcode)
                     .ok_or_else(|| self.err("no Cranelift opcode"))?;
                 let shift = matches!(d.opcode, L::Shl | L::Ushr | L::Sshr | L::Rotl | L::Rotr);
-                let mut vals = Vec::with_capacity(3);
-                for (k, &op) in ops.iter().enumerate() {
+                let mut vals = [ir::Value::reserved_value(); 3];
+                for (k, &op) in ops.iter().enumerate().take(3) {
                     let vty = match op {
                         Operand::Reg(r) => f.reg_type(r),
                         _ if shift && k == 1 => lir::Type::I64,
@@ -364,9 +492,9 @@ impl Lowerer<'_, '_> {
                         }
                         _ => ty,
                     };
-                    vals.push(self.value(op, vty)?);
+                    vals[k] = self.value(op, vty)?;
                 }
-                let data = match vals.len() {
+                let data = match ops.len() {
                     1 => D::Unary {
                         opcode: c,
                         arg: vals[0],
@@ -375,12 +503,13 @@ impl Lowerer<'_, '_> {
                         opcode: c,
                         args: [vals[0], vals[1]],
                     },
-                    _ => D::Ternary {
+                    3 => D::Ternary {
                         opcode: c,
                         args: [vals[0], vals[1], vals[2]],
                     },
+                    n => return Err(self.err(format!("{n} operands"))),
                 };
-                let (ci, _) = self.b.ins().build(data, cty);
+                let (ci, _) = self.ins().build(data, cty);
                 self.define_results(inst, ci)?;
             }
             Format::Compare => {
@@ -400,14 +529,14 @@ impl Lowerer<'_, '_> {
                         cond,
                     },
                 };
-                let (ci, _) = self.b.ins().build(data, cty);
+                let (ci, _) = self.ins().build(data, cty);
                 self.define_results(inst, ci)?;
             }
             Format::Load => {
                 let c = opmap::opmap().clif(d.opcode).unwrap();
                 let (addr, offset) = self.address(ops[0])?;
                 let flags = self.mf(lir::MemFlagsRef::from_u32(d.aux));
-                let (ci, _) = self.b.ins().build(
+                let (ci, _) = self.ins().build(
                     D::Load {
                         opcode: c,
                         arg: addr,
@@ -423,7 +552,7 @@ impl Lowerer<'_, '_> {
                 let v = self.value(ops[1], ty)?;
                 let (addr, offset) = self.address(ops[0])?;
                 let flags = self.mf(lir::MemFlagsRef::from_u32(d.aux));
-                self.b.ins().build(
+                self.ins().build(
                     D::Store {
                         opcode: c,
                         args: [v, addr],
@@ -436,27 +565,26 @@ impl Lowerer<'_, '_> {
             Format::Addr => {
                 let v = match (d.opcode, ops[0]) {
                     (L::StackAddr, Operand::Stack(s, off)) => {
-                        self.b
-                            .ins()
+                        self.ins()
                             .stack_addr(cty, ir::StackSlot::from_u32(s.as_u32()), off)
                     }
                     (L::SymbolValue, Operand::Sym(s, off)) => {
                         let g = if off == 0 {
                             self.sym_gv(s)
                         } else {
-                            let name = self.names.data(self.m, self.b.func, s);
-                            self.b.create_global_value(ir::GlobalValueData::Symbol {
+                            let name = self.names.data(self.m, &mut self.func, s);
+                            self.func.create_global_value(ir::GlobalValueData::Symbol {
                                 name,
                                 offset: immediates::Imm64::new(off),
                                 colocated: self.m.symbols[s].colocated,
                                 tls: false,
                             })
                         };
-                        self.b.ins().symbol_value(cty, g)
+                        self.ins().symbol_value(cty, g)
                     }
                     (L::FuncAddr, Operand::Sym(s, _)) => {
                         let fr = self.func_ref(s, d.aux);
-                        self.b.ins().func_addr(cty, fr)
+                        self.ins().func_addr(cty, fr)
                     }
                     _ => return Err(self.err("bad address operand")),
                 };
@@ -464,82 +592,101 @@ impl Lowerer<'_, '_> {
             }
             Format::GlobalValue => {
                 let v = self
-                    .b
                     .ins()
                     .symbol_value(cty, ir::GlobalValue::from_u32(d.aux));
                 self.define(f.results(inst)[0], v);
             }
             Format::Call => self.lower_call(lb, inst)?,
             Format::Jump => {
-                let (t, args) = self.target(lb, ops[0])?;
-                self.b.ins().jump(t, &args);
+                let mut args = std::mem::take(&mut self.cx.args);
+                let r = self.target(lb, ops[0], &mut args).map(|t| {
+                    self.ins().jump(t, &args);
+                });
+                self.cx.args = args;
+                r?;
             }
             Format::Brif => {
                 let Operand::Pred(p) = ops[0] else {
                     return Err(self.err("brif without predicate"));
                 };
                 let nvals = ops.len() - 3;
-                let (bt, at) = self.target(lb, ops[ops.len() - 2])?;
-                let (bf, af) = self.target(lb, ops[ops.len() - 1])?;
-                let x = self.value(ops[1], ty)?;
-                if nvals == 1 && p == lir::Cond::Ne {
-                    self.b.ins().brif(x, bt, &at, bf, &af);
-                } else if nvals == 1 && p == lir::Cond::Eq {
-                    self.b.ins().brif(x, bf, &af, bt, &at);
-                } else {
-                    let y = if nvals == 2 {
-                        self.value(ops[2], ty)?
-                    } else {
-                        self.value(Operand::Int(0), ty)?
-                    };
-                    let c = match clif_cond(p) {
-                        ClifCond::Int(cc) => self.b.ins().icmp(cc, x, y),
-                        ClifCond::Float(cc) => self.b.ins().fcmp(cc, x, y),
-                    };
-                    self.b.ins().brif(c, bt, &at, bf, &af);
-                }
+                let mut at = std::mem::take(&mut self.cx.args);
+                let mut af = std::mem::take(&mut self.cx.args2);
+                let r = self.lower_brif(lb, p, nvals, ty, ops, &mut at, &mut af);
+                self.cx.args = at;
+                self.cx.args2 = af;
+                r?;
             }
             Format::BrTable => {
                 let idx = self.value(ops[0], ty)?;
                 let def = self.block_call(lb, ops[1])?;
-                let mut table = Vec::with_capacity(ops.len() - 2);
+                let mut table = std::mem::take(&mut self.cx.calls);
+                table.clear();
+                let mut r = Ok(());
                 for &op in &ops[2..] {
-                    table.push(self.block_call(lb, op)?);
+                    match self.block_call(lb, op) {
+                        Ok(c) => table.push(c),
+                        Err(e) => {
+                            r = Err(e);
+                            break;
+                        }
+                    }
                 }
-                let jt = self
-                    .b
-                    .create_jump_table(ir::JumpTableData::new(def, &table));
-                self.b.ins().br_table(idx, jt);
+                if r.is_ok() {
+                    let jt = self
+                        .func
+                        .create_jump_table(ir::JumpTableData::new(def, &table));
+                    self.ins().br_table(idx, jt);
+                }
+                self.cx.calls = table;
+                r?;
             }
             Format::Return => {
-                let mut vals = Vec::with_capacity(ops.len());
+                let mut vals = std::mem::take(&mut self.cx.vals);
+                vals.clear();
+                let mut r = Ok(());
                 for (op, p) in ops.iter().zip(&f.sig.returns) {
-                    vals.push(self.value(*op, p.ty)?);
+                    match self.value(*op, p.ty) {
+                        Ok(v) => vals.push(v),
+                        Err(e) => {
+                            r = Err(e);
+                            break;
+                        }
+                    }
                 }
-                self.b.ins().return_(&vals);
+                if r.is_ok() {
+                    self.ins().return_(&vals);
+                }
+                self.cx.vals = vals;
+                r?;
             }
             Format::Trap => {
                 let code = trap_code(d.aux).ok_or_else(|| self.err("bad trap code"))?;
-                self.b.ins().trap(code);
+                self.ins().trap(code);
             }
             Format::CondTrap => {
                 let code = trap_code(d.aux).ok_or_else(|| self.err("bad trap code"))?;
                 let c = self.value(ops[0], ty)?;
                 if d.opcode == L::Trapz {
-                    self.b.ins().trapz(c, code);
+                    self.ins().trapz(c, code);
                 } else {
-                    self.b.ins().trapnz(c, code);
+                    self.ins().trapnz(c, code);
                 }
             }
             Format::ExnHandlerAddr => {
                 let Operand::Block(t) = ops[0] else {
                     return Err(self.err("expected a block"));
                 };
-                let cb = self.blocks[t].ok_or_else(|| self.err(format!("{t} is not reachable")))?;
+                let cb = self
+                    .cx
+                    .blocks
+                    .get(t.index())
+                    .and_then(|b| b.expand())
+                    .ok_or_else(|| self.err(format!("{t} is not reachable")))?;
                 let Operand::Int(k) = ops[1] else {
                     return Err(self.err("expected a constant"));
                 };
-                let v = self.b.ins().get_exception_handler_address(cty, cb, k);
+                let v = self.ins().get_exception_handler_address(cty, cb, k);
                 self.define(f.results(inst)[0], v);
             }
             Format::Opaque => self.lower_opaque(inst)?,
@@ -547,7 +694,52 @@ impl Lowerer<'_, '_> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn lower_brif(
+        &mut self,
+        lb: lir::Block,
+        p: lir::Cond,
+        nvals: usize,
+        ty: lir::Type,
+        ops: &[Operand],
+        at: &mut Vec<ir::BlockArg>,
+        af: &mut Vec<ir::BlockArg>,
+    ) -> Result<(), Error> {
+        let bt = self.target(lb, ops[ops.len() - 2], at)?;
+        let bf = self.target(lb, ops[ops.len() - 1], af)?;
+        let x = self.value(ops[1], ty)?;
+        if nvals == 1 && p == lir::Cond::Ne {
+            self.ins().brif(x, bt, &*at, bf, &*af);
+        } else if nvals == 1 && p == lir::Cond::Eq {
+            self.ins().brif(x, bf, &*af, bt, &*at);
+        } else {
+            let y = if nvals == 2 {
+                self.value(ops[2], ty)?
+            } else {
+                self.value(Operand::Int(0), ty)?
+            };
+            let c = match clif_cond(p) {
+                ClifCond::Int(cc) => self.ins().icmp(cc, x, y),
+                ClifCond::Float(cc) => self.ins().fcmp(cc, x, y),
+            };
+            self.ins().brif(c, bt, &*at, bf, &*af);
+        }
+        Ok(())
+    }
+
     fn lower_call(&mut self, lb: lir::Block, inst: lir::Inst) -> Result<(), Error> {
+        let mut args = std::mem::take(&mut self.cx.vals);
+        let r = self.lower_call_with(lb, inst, &mut args);
+        self.cx.vals = args;
+        r
+    }
+
+    fn lower_call_with(
+        &mut self,
+        lb: lir::Block,
+        inst: lir::Inst,
+        args: &mut Vec<ir::Value>,
+    ) -> Result<(), Error> {
         let f = self.f;
         let d = f.insts[inst];
         let ops = f.operands(inst);
@@ -557,7 +749,7 @@ impl Lowerer<'_, '_> {
             .iter()
             .take_while(|o| !matches!(o, Operand::Block(_)))
             .count();
-        let mut args = Vec::with_capacity(nargs);
+        args.clear();
         for (op, p) in ops[1..1 + nargs].iter().zip(&lsig.params) {
             args.push(self.value(*op, p.ty)?);
         }
@@ -565,19 +757,19 @@ impl Lowerer<'_, '_> {
         let ci = match (d.opcode, callee) {
             (L::Call, Operand::Sym(s, _)) => {
                 let fr = self.func_ref(s, d.aux);
-                self.b.ins().call(fr, &args)
+                self.ins().call(fr, args)
             }
             (L::Call, op) => {
                 let c = self.reg_value(op)?;
-                self.b.ins().call_indirect(sig, c, &args)
+                self.ins().call_indirect(sig, c, args)
             }
             (L::TailCall, Operand::Sym(s, _)) => {
                 let fr = self.func_ref(s, d.aux);
-                self.b.ins().return_call(fr, &args)
+                self.ins().return_call(fr, args)
             }
             (L::TailCall, op) => {
                 let c = self.reg_value(op)?;
-                self.b.ins().return_call_indirect(sig, c, &args)
+                self.ins().return_call_indirect(sig, c, args)
             }
             _ => {
                 // try_call: the results exist only as branch arguments.
@@ -589,7 +781,7 @@ impl Lowerer<'_, '_> {
                     } else {
                         ir::BlockArg::TryCallExn((k - nrets) as u32)
                     };
-                    self.try_results.insert(r, a);
+                    self.cx.try_results.insert(r, a);
                 }
                 let rest = &ops[1 + nargs..];
                 let normal = self.block_call(lb, rest[0])?;
@@ -610,22 +802,20 @@ impl Lowerer<'_, '_> {
                     });
                 }
                 let et = self
-                    .b
                     .func
                     .dfg
                     .exception_tables
                     .push(ir::ExceptionTableData::new(sig, normal, items));
-                let ci = match callee {
+                match callee {
                     Operand::Sym(s, _) => {
                         let fr = self.func_ref(s, d.aux);
-                        self.b.ins().try_call(fr, &args, et)
+                        self.ins().try_call(fr, args, et);
                     }
                     op => {
                         let c = self.reg_value(op)?;
-                        self.b.ins().try_call_indirect(c, &args, et)
+                        self.ins().try_call_indirect(c, args, et);
                     }
-                };
-                let _ = ci;
+                }
                 return Ok(());
             }
         };
@@ -664,7 +854,7 @@ impl Lowerer<'_, '_> {
                 ops.len()
             )));
         }
-        let mut vals = Vec::with_capacity(ops.len());
+        let mut vals: SmallVec<[ir::Value; 4]> = SmallVec::new();
         for (k, &op) in ops.iter().enumerate() {
             let Operand::Reg(r) = op else {
                 return Err(self.err(format!("'{}' operand {k} must be a register", o.name)));
@@ -673,7 +863,7 @@ impl Lowerer<'_, '_> {
                 return Err(self.err(format!("{r} does not exist")));
             }
             let v = self.reg_value(op)?;
-            let t = self.b.func.dfg.value_type(v);
+            let t = self.func.dfg.value_type(v);
             let ok = match constraints.value_argument_constraint(k, ctrl) {
                 ir::instructions::ResolvedConstraint::Bound(want) => t == want,
                 ir::instructions::ResolvedConstraint::Free(ts) => ts.contains(t),
@@ -696,213 +886,13 @@ impl Lowerer<'_, '_> {
                 Some(self.mf(r))
             }
         };
-        let here = self.err(String::new());
-        let fail = |msg: String| match &here {
-            Error::Lower { function, inst, .. } => Error::Lower {
-                function: function.clone(),
-                inst: inst.clone(),
-                msg,
-            },
-            _ => Error::Other(msg),
-        };
-        let imm = |k: usize| {
-            o.imms
-                .get(k)
-                .copied()
-                .ok_or_else(|| fail(format!("'{}' is missing immediate {k}", o.name)))
-        };
-        let narrow = |k: usize, bits: u32| -> Result<u64, Error> {
-            let v = imm(k)?;
-            if bits < 64 && v >> bits != 0 {
-                return Err(fail(format!(
-                    "'{}' immediate {v:#x} does not fit {bits} bits",
-                    o.name
-                )));
-            }
-            Ok(v)
-        };
-        let offset = |k: usize| -> Result<immediates::Offset32, Error> {
-            let v = imm(k)? as i64;
-            i32::try_from(v)
-                .map(Into::into)
-                .map_err(|_| fail(format!("'{}' offset {v} does not fit 32 bits", o.name)))
-        };
-        let flags_or = || flags.ok_or_else(|| fail(format!("'{}' needs memory flags", o.name)));
-        let arg = |k: usize| {
-            vals.get(k)
-                .copied()
-                .ok_or_else(|| fail(format!("'{}' is missing operand {k}", o.name)))
-        };
-        // The byte length, then the bytes in words: the length is bounded by the words the
-        // instruction holds, never trusted for an allocation.
-        let unpack = || -> Result<Vec<u8>, Error> {
-            let len = imm(0)?;
-            let words = &o.imms[1..];
-            if len.div_ceil(8) != words.len() as u64 {
-                return Err(fail(format!(
-                    "'{}' packs {len} bytes in {} word(s)",
-                    o.name,
-                    words.len()
-                )));
-            }
-            let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            bytes.truncate(len as usize);
-            Ok(bytes)
-        };
-        use cranelift_codegen::ir::instructions::InstructionFormat as F;
-        let data = match opcode.format() {
-            F::NullAry => D::NullAry { opcode },
-            F::Unary => D::Unary {
-                opcode,
-                arg: arg(0)?,
-            },
-            F::Binary => D::Binary {
-                opcode,
-                args: [arg(0)?, arg(1)?],
-            },
-            F::Ternary => D::Ternary {
-                opcode,
-                args: [arg(0)?, arg(1)?, arg(2)?],
-            },
-            F::UnaryImm => D::UnaryImm {
-                opcode,
-                imm: immediates::Imm64::new(imm(0)? as i64),
-            },
-            F::UnaryIeee16 => D::UnaryIeee16 {
-                opcode,
-                imm: immediates::Ieee16::with_bits(narrow(0, 16)? as u16),
-            },
-            F::UnaryIeee32 => D::UnaryIeee32 {
-                opcode,
-                imm: immediates::Ieee32::with_bits(narrow(0, 32)? as u32),
-            },
-            F::UnaryIeee64 => D::UnaryIeee64 {
-                opcode,
-                imm: immediates::Ieee64::with_bits(imm(0)?),
-            },
-            F::UnaryConst => {
-                let bytes = unpack()?;
-                let h = self
-                    .b
-                    .func
-                    .dfg
-                    .constants
-                    .insert(ir::ConstantData::from(bytes));
-                D::UnaryConst {
-                    opcode,
-                    constant_handle: h,
-                }
-            }
-            F::Shuffle => {
-                let bytes = unpack()?;
-                if bytes.len() != 16 {
-                    return Err(fail(format!("'{}' mask is not 16 bytes", o.name)));
-                }
-                let h = self
-                    .b
-                    .func
-                    .dfg
-                    .immediates
-                    .push(ir::ConstantData::from(bytes));
-                D::Shuffle {
-                    opcode,
-                    args: [arg(0)?, arg(1)?],
-                    imm: h,
-                }
-            }
-            F::BinaryImm8 => D::BinaryImm8 {
-                opcode,
-                arg: arg(0)?,
-                imm: immediates::Uimm8::from(narrow(0, 8)? as u8),
-            },
-            F::TernaryImm8 => D::TernaryImm8 {
-                opcode,
-                args: [arg(0)?, arg(1)?],
-                imm: immediates::Uimm8::from(narrow(0, 8)? as u8),
-            },
-            F::AtomicRmw => {
-                let op = usize::try_from(imm(0)?)
-                    .ok()
-                    .and_then(|k| ir::AtomicRmwOp::all().get(k))
-                    .copied()
-                    .ok_or_else(|| fail("bad atomic op".into()))?;
-                D::AtomicRmw {
-                    opcode,
-                    args: [arg(0)?, arg(1)?],
-                    flags: flags_or()?,
-                    op,
-                }
-            }
-            F::AtomicCas => D::AtomicCas {
-                opcode,
-                args: [arg(0)?, arg(1)?, arg(2)?],
-                flags: flags_or()?,
-            },
-            F::LoadNoOffset => D::LoadNoOffset {
-                opcode,
-                arg: arg(0)?,
-                flags: flags_or()?,
-            },
-            F::StoreNoOffset => D::StoreNoOffset {
-                opcode,
-                args: [arg(0)?, arg(1)?],
-                flags: flags_or()?,
-            },
-            F::Load => D::Load {
-                opcode,
-                arg: arg(0)?,
-                flags: flags_or()?,
-                offset: offset(0)?,
-            },
-            F::Store => D::Store {
-                opcode,
-                args: [arg(0)?, arg(1)?],
-                flags: flags_or()?,
-                offset: offset(0)?,
-            },
-            F::IntAddTrap => D::IntAddTrap {
-                opcode,
-                args: [arg(0)?, arg(1)?],
-                code: trap_code_imm(imm(0)?).ok_or_else(|| fail("bad trap code".into()))?,
-            },
-            F::CondTrap => D::CondTrap {
-                opcode,
-                arg: arg(0)?,
-                code: trap_code_imm(imm(0)?).ok_or_else(|| fail("bad trap code".into()))?,
-            },
-            format @ (F::IntCompare | F::FloatCompare) => {
-                let c = usize::try_from(imm(0)?)
-                    .ok()
-                    .and_then(|k| lir::Cond::all().get(k))
-                    .copied()
-                    .ok_or_else(|| fail("bad condition".into()))?;
-                match (clif_cond(c), format) {
-                    (ClifCond::Int(cond), F::IntCompare) => D::IntCompare {
-                        opcode,
-                        args: [arg(0)?, arg(1)?],
-                        cond,
-                    },
-                    (ClifCond::Float(cond), F::FloatCompare) => D::FloatCompare {
-                        opcode,
-                        args: [arg(0)?, arg(1)?],
-                        cond,
-                    },
-                    _ => return Err(fail(format!("'{}' does not take predicate {c}", o.name))),
-                }
-            }
-            other => {
-                return Err(fail(format!(
-                    "cannot rebuild '{}' (format {other:?})",
-                    o.name
-                )))
-            }
-        };
-        let (ci, _) = self.b.ins().build(data, ctrl);
+        let data = opaque_data(&mut self.func, o, opcode, &vals, flags).map_err(|m| self.err(m))?;
+        let (ci, _) = self.ins().build(data, ctrl);
         let rs = f.results(inst);
-        let vs = self.b.inst_results(ci);
+        let vs = self.func.dfg.inst_results(ci);
         if rs.len() == vs.len() {
             for (&r, &v) in rs.iter().zip(vs) {
-                if f.regs.get(r).map(|d| clif_type(d.ty)) != Some(self.b.func.dfg.value_type(v)) {
+                if f.regs.get(r).map(|d| clif_type(d.ty)) != Some(self.func.dfg.value_type(v)) {
                     return Err(self.err(format!(
                         "'{}' result {r} does not have the type Cranelift's instruction gives",
                         o.name
@@ -914,6 +904,200 @@ impl Lowerer<'_, '_> {
     }
 }
 
+/// The instruction data of an opaque instruction: its immediates decoded (`OpaqueFormat`'s
+/// encoding), constants and shuffle masks stored in `func`; a message when they are wrong.
+fn opaque_data(
+    func: &mut ir::Function,
+    o: &lir::OpaqueData,
+    opcode: C,
+    vals: &[ir::Value],
+    flags: Option<ir::MemFlags>,
+) -> Result<D, String> {
+    let fail = |msg: String| msg;
+    let imm = |k: usize| {
+        o.imms
+            .get(k)
+            .copied()
+            .ok_or_else(|| fail(format!("'{}' is missing immediate {k}", o.name)))
+    };
+    let narrow = |k: usize, bits: u32| -> Result<u64, String> {
+        let v = imm(k)?;
+        if bits < 64 && v >> bits != 0 {
+            return Err(fail(format!(
+                "'{}' immediate {v:#x} does not fit {bits} bits",
+                o.name
+            )));
+        }
+        Ok(v)
+    };
+    let offset = |k: usize| -> Result<immediates::Offset32, String> {
+        let v = imm(k)? as i64;
+        i32::try_from(v)
+            .map(Into::into)
+            .map_err(|_| fail(format!("'{}' offset {v} does not fit 32 bits", o.name)))
+    };
+    let flags_or = || flags.ok_or_else(|| fail(format!("'{}' needs memory flags", o.name)));
+    let arg = |k: usize| {
+        vals.get(k)
+            .copied()
+            .ok_or_else(|| fail(format!("'{}' is missing operand {k}", o.name)))
+    };
+    // The byte length, then the bytes in words: the length is bounded by the words the
+    // instruction holds, never trusted for an allocation.
+    let unpack = || -> Result<Vec<u8>, String> {
+        let len = imm(0)?;
+        let words = &o.imms[1..];
+        if len.div_ceil(8) != words.len() as u64 {
+            return Err(fail(format!(
+                "'{}' packs {len} bytes in {} word(s)",
+                o.name,
+                words.len()
+            )));
+        }
+        let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        bytes.truncate(len as usize);
+        Ok(bytes)
+    };
+    use cranelift_codegen::ir::instructions::InstructionFormat as F;
+    let data = match opcode.format() {
+        F::NullAry => D::NullAry { opcode },
+        F::Unary => D::Unary {
+            opcode,
+            arg: arg(0)?,
+        },
+        F::Binary => D::Binary {
+            opcode,
+            args: [arg(0)?, arg(1)?],
+        },
+        F::Ternary => D::Ternary {
+            opcode,
+            args: [arg(0)?, arg(1)?, arg(2)?],
+        },
+        F::UnaryImm => D::UnaryImm {
+            opcode,
+            imm: immediates::Imm64::new(imm(0)? as i64),
+        },
+        F::UnaryIeee16 => D::UnaryIeee16 {
+            opcode,
+            imm: immediates::Ieee16::with_bits(narrow(0, 16)? as u16),
+        },
+        F::UnaryIeee32 => D::UnaryIeee32 {
+            opcode,
+            imm: immediates::Ieee32::with_bits(narrow(0, 32)? as u32),
+        },
+        F::UnaryIeee64 => D::UnaryIeee64 {
+            opcode,
+            imm: immediates::Ieee64::with_bits(imm(0)?),
+        },
+        F::UnaryConst => {
+            let bytes = unpack()?;
+            let h = func.dfg.constants.insert(ir::ConstantData::from(bytes));
+            D::UnaryConst {
+                opcode,
+                constant_handle: h,
+            }
+        }
+        F::Shuffle => {
+            let bytes = unpack()?;
+            if bytes.len() != 16 {
+                return Err(fail(format!("'{}' mask is not 16 bytes", o.name)));
+            }
+            let h = func.dfg.immediates.push(ir::ConstantData::from(bytes));
+            D::Shuffle {
+                opcode,
+                args: [arg(0)?, arg(1)?],
+                imm: h,
+            }
+        }
+        F::BinaryImm8 => D::BinaryImm8 {
+            opcode,
+            arg: arg(0)?,
+            imm: immediates::Uimm8::from(narrow(0, 8)? as u8),
+        },
+        F::TernaryImm8 => D::TernaryImm8 {
+            opcode,
+            args: [arg(0)?, arg(1)?],
+            imm: immediates::Uimm8::from(narrow(0, 8)? as u8),
+        },
+        F::AtomicRmw => {
+            let op = usize::try_from(imm(0)?)
+                .ok()
+                .and_then(|k| ir::AtomicRmwOp::all().get(k))
+                .copied()
+                .ok_or_else(|| fail("bad atomic op".into()))?;
+            D::AtomicRmw {
+                opcode,
+                args: [arg(0)?, arg(1)?],
+                flags: flags_or()?,
+                op,
+            }
+        }
+        F::AtomicCas => D::AtomicCas {
+            opcode,
+            args: [arg(0)?, arg(1)?, arg(2)?],
+            flags: flags_or()?,
+        },
+        F::LoadNoOffset => D::LoadNoOffset {
+            opcode,
+            arg: arg(0)?,
+            flags: flags_or()?,
+        },
+        F::StoreNoOffset => D::StoreNoOffset {
+            opcode,
+            args: [arg(0)?, arg(1)?],
+            flags: flags_or()?,
+        },
+        F::Load => D::Load {
+            opcode,
+            arg: arg(0)?,
+            flags: flags_or()?,
+            offset: offset(0)?,
+        },
+        F::Store => D::Store {
+            opcode,
+            args: [arg(0)?, arg(1)?],
+            flags: flags_or()?,
+            offset: offset(0)?,
+        },
+        F::IntAddTrap => D::IntAddTrap {
+            opcode,
+            args: [arg(0)?, arg(1)?],
+            code: trap_code_imm(imm(0)?).ok_or_else(|| fail("bad trap code".into()))?,
+        },
+        F::CondTrap => D::CondTrap {
+            opcode,
+            arg: arg(0)?,
+            code: trap_code_imm(imm(0)?).ok_or_else(|| fail("bad trap code".into()))?,
+        },
+        format @ (F::IntCompare | F::FloatCompare) => {
+            let c = usize::try_from(imm(0)?)
+                .ok()
+                .and_then(|k| lir::Cond::all().get(k))
+                .copied()
+                .ok_or_else(|| fail("bad condition".into()))?;
+            match (clif_cond(c), format) {
+                (ClifCond::Int(cond), F::IntCompare) => D::IntCompare {
+                    opcode,
+                    args: [arg(0)?, arg(1)?],
+                    cond,
+                },
+                (ClifCond::Float(cond), F::FloatCompare) => D::FloatCompare {
+                    opcode,
+                    args: [arg(0)?, arg(1)?],
+                    cond,
+                },
+                _ => return Err(fail(format!("'{}' does not take predicate {c}", o.name))),
+            }
+        }
+        other => {
+            return Err(fail(format!(
+                "cannot rebuild '{}' (format {other:?})",
+                o.name
+            )))
+        }
+    };
+    Ok(data)
+}
 /// A trap code immediate (1 to 255).
 fn trap_code_imm(raw: u64) -> Option<ir::TrapCode> {
     trap_code(u32::try_from(raw).ok()?)
@@ -932,17 +1116,20 @@ pub fn lower_function(
     names: &mut dyn NameResolver,
     config: TargetFrontendConfig,
 ) -> Result<ir::Function, Error> {
-    lower_function_with(m, f, names, config, &mut FunctionBuilderContext::new())
+    lower_function_with(m, f, names, config, &mut LowerContext::new())
 }
 
-/// `lower_function` reusing a builder context (its allocations) across functions.
+/// `lower_function` reusing a lowering context (its allocations) across functions.
 pub fn lower_function_with(
     m: &lir::Module,
     f: &lir::Function,
     names: &mut dyn NameResolver,
     config: TargetFrontendConfig,
-    fctx: &mut FunctionBuilderContext,
+    cx: &mut LowerContext,
 ) -> Result<ir::Function, Error> {
+    // The function is built directly (LIR is in SSA form already): nothing depends on the
+    // target's frontend configuration.
+    let _ = config;
     let err = |msg: String| Error::Lower {
         function: f.name.clone(),
         inst: None,
@@ -1013,46 +1200,63 @@ pub fn lower_function_with(
     }
     func.stack_limit = f.stack_limit.map(|g| ir::GlobalValue::from_u32(g.as_u32()));
 
-    let rpo = Cfg::reverse_post_order(f);
-    let b = FunctionBuilder::new(&mut func, fctx);
-
-    let mut l = Lowerer {
-        m,
-        f,
-        names,
-        b,
-        values: SecondaryMap::with_capacity(f.regs.len()),
-        blocks: SecondaryMap::with_capacity(f.blocks.len()),
-        memflags: SecondaryMap::new(),
-        func_refs: FxHashMap::default(),
-        sym_gvs: FxHashMap::default(),
-        phis: SecondaryMap::new(),
-        try_results: FxHashMap::default(),
-        cur: None,
-    };
+    cx.compute_rpo(f);
+    cx.values.clear();
+    cx.values.resize(f.regs.len(), None.into());
+    cx.blocks.clear();
+    cx.blocks.resize(f.blocks.len(), None.into());
+    cx.memflags.clear();
+    cx.memflags.resize(f.memflags.len(), None);
+    cx.func_refs.clear();
+    cx.sym_gvs.clear();
+    cx.try_results.clear();
+    let rpo = std::mem::take(&mut cx.rpo);
+    // Result and argument lists: about one four-slot list per instruction, allocated once
+    // rather than grown by doubling.
+    func.dfg.value_lists = ir::ValueListPool::with_capacity(5 * f.inst_count());
+    // Blocks in reverse post-order, so every definition precedes its uses; a phi becomes a
+    // parameter of its block.
+    func.dfg.blocks.reserve(rpo.len());
     for &lb in &rpo {
-        let cb = l.b.create_block();
-        l.blocks[lb] = Some(cb);
+        let cb = func.dfg.make_block();
+        func.layout.append_block(cb);
+        cx.blocks[lb.index()] = cb.into();
         for &i in f.block_insts(lb) {
             if f.insts[i].opcode != L::Phi {
                 break;
             }
-            l.phis[lb].push(i);
             let r = f.results(i)[0];
-            let v = l.b.append_block_param(cb, clif_type(f.reg_type(r)));
-            l.values[r] = Some(v);
+            let v = func.dfg.append_block_param(cb, clif_type(f.reg_type(r)));
+            cx.values[r.index()] = v.into();
         }
     }
-    let entry = l.blocks[f.layout[0]].unwrap();
-    l.b.append_block_params_for_function_params(entry);
-    for &lb in &rpo {
-        let cb = l.blocks[lb].unwrap();
-        l.b.switch_to_block(cb);
+    let entry = cx.blocks[f.layout[0].index()]
+        .expand()
+        .ok_or_else(|| err("the entry block is not first".into()))?;
+    for k in 0..func.signature.params.len() {
+        let ty = func.signature.params[k].value_type;
+        func.dfg.append_block_param(entry, ty);
+    }
+    let mut l = Lowerer {
+        m,
+        f,
+        names,
+        func,
+        cb: entry,
+        cx,
+        cur: None,
+    };
+    let mut r = Ok(());
+    'blocks: for &lb in &rpo {
+        l.cb = l.cx.blocks[lb.index()].unwrap();
         for &i in f.block_insts(lb) {
-            l.lower_inst(lb, i)?;
+            if let Err(e) = l.lower_inst(lb, i) {
+                r = Err(e);
+                break 'blocks;
+            }
         }
     }
-    l.b.seal_all_blocks();
-    l.b.finalize(config);
-    Ok(func)
+    let Lowerer { func, cx, .. } = l;
+    cx.rpo = rpo;
+    r.map(|()| func)
 }

@@ -29,7 +29,7 @@ pub use config::{AddressPolicy, MergeConfig, Threads};
 pub use parallel::define_plain;
 
 use crate::lift::{lift_function_with, LiftContext};
-use crate::lower::{lower_function_with, special_name, NameResolver};
+use crate::lower::{lower_function_with, special_name, LowerContext, NameResolver};
 use crate::opmap::parse_user_name;
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::cursor::{Cursor, FuncCursor};
@@ -38,7 +38,6 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::{CodegenError, Context};
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::SecondaryMap;
-use cranelift_frontend::FunctionBuilderContext;
 use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
     ModuleRelocTarget, ModuleResult,
@@ -107,7 +106,7 @@ struct Core {
     code_bytes: SecondaryMap<FuncId, u32>,
     hook: Option<CompiledHook>,
     ctx: Context,
-    fctx: FunctionBuilderContext,
+    fctx: LowerContext,
     /// Set when a flush failed half-way: the module can no longer be trusted.
     poisoned: Option<String>,
     /// Functions and data objects declared through this module (ids below are valid).
@@ -188,7 +187,7 @@ impl<M: Module> MergeModule<M> {
                 code_bytes: SecondaryMap::new(),
                 hook: None,
                 ctx: Context::new(),
-                fctx: FunctionBuilderContext::new(),
+                fctx: LowerContext::new(),
                 poisoned: None,
                 declared,
                 any_merged: false,
