@@ -280,6 +280,9 @@ pub struct BlockData {
     cap: u32,
 }
 
+/// Memory flags tables up to this size are searched rather than indexed.
+const MEMFLAGS_SCAN: usize = 8;
+
 /// Per-register data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegData {
@@ -316,6 +319,8 @@ pub struct Function {
     pub sigs: PrimaryMap<SigRef, Signature>,
     pub regions: PrimaryMap<Region, RegionData>,
     pub memflags: PrimaryMap<MemFlagsRef, MemFlags>,
+    /// The index of `memflags`, built once the table outgrows `MEMFLAGS_SCAN` (empty until
+    /// then).
     memflags_index: HashMap<MemFlags, MemFlagsRef>,
     pub globals: PrimaryMap<GlobalRef, GlobalData>,
     pub opaques: PrimaryMap<OpaqueRef, OpaqueData>,
@@ -436,9 +441,11 @@ impl Function {
         self.layout.first().copied()
     }
 
+    #[inline]
     pub fn new_reg(&mut self, ty: Type) -> Reg {
         self.regs.push(RegData { ty })
     }
+    #[inline]
     pub fn reg_type(&self, r: Reg) -> Type {
         self.regs[r].ty
     }
@@ -532,8 +539,21 @@ impl Function {
         }
     }
 
-    /// Intern memory flags.
+    /// Intern memory flags. A function has a few: up to `MEMFLAGS_SCAN` are found by a
+    /// search of the table, without building (and allocating) the hash index.
     pub fn intern_memflags(&mut self, f: MemFlags) -> MemFlagsRef {
+        if self.memflags_index.is_empty() {
+            if let Some(k) = self.memflags.values().position(|m| *m == f) {
+                return MemFlagsRef::from_u32(k as u32);
+            }
+            let r = self.memflags.push(f);
+            if self.memflags.len() > MEMFLAGS_SCAN {
+                for (r, m) in self.memflags.iter() {
+                    self.memflags_index.entry(*m).or_insert(r);
+                }
+            }
+            return r;
+        }
         if let Some(&r) = self.memflags_index.get(&f) {
             return r;
         }
@@ -543,12 +563,27 @@ impl Function {
     }
 
     /// Create instruction data (not yet placed in a block).
+    #[inline]
     pub fn make_inst(
         &mut self,
         opcode: Opcode,
         ty: Type,
         results: &[Reg],
         operands: &[Operand],
+    ) -> Inst {
+        self.operand_pool.extend_from_slice(operands);
+        self.make_inst_pooled(opcode, ty, results, operands.len())
+    }
+
+    /// `make_inst` for operands the caller has pushed onto the end of `operand_pool`: the
+    /// last `n` entries become the instruction's operands, where they are.
+    #[inline]
+    pub fn make_inst_pooled(
+        &mut self,
+        opcode: Opcode,
+        ty: Type,
+        results: &[Reg],
+        n: usize,
     ) -> Inst {
         let results = match *results {
             // The only result lives in the instruction itself (see `results`).
@@ -558,7 +593,10 @@ impl Function {
             },
             _ => push_range(&mut self.result_pool, results),
         };
-        let operands = push_range(&mut self.operand_pool, operands);
+        let operands = PoolRange {
+            start: (self.operand_pool.len() - n) as u32,
+            len: n as u32,
+        };
         self.insts.push(InstData {
             opcode,
             ty,
@@ -693,6 +731,7 @@ impl Function {
     }
 }
 
+#[inline]
 fn push_range<T: Copy>(pool: &mut Vec<T>, items: &[T]) -> PoolRange {
     let start = pool.len() as u32;
     pool.extend_from_slice(items);
