@@ -256,7 +256,9 @@ impl<'a> Lifter<'a> {
         operands: &[Operand],
         aux: u32,
     ) -> lir::Inst {
-        let i = self.f.make_inst(op, ty, results, operands);
+        // (`make_inst`, with the copy of a short constant list inlined here)
+        self.f.operand_pool.extend_from_slice(operands);
+        let i = self.f.make_inst_pooled(op, ty, results, operands.len());
         self.f.insts[i].aux = aux;
         i
     }
@@ -975,9 +977,7 @@ impl<'a> Lifter<'a> {
             let n = self.f.insts.len() - first;
             if n > 0 {
                 self.f.reserve_block(lb, n.next_power_of_two().max(4));
-                for i in first..first + n {
-                    self.f.append_inst(lb, lir::Inst::new(i));
-                }
+                self.f.append_inst_range(lb, lir::Inst::new(first), n);
             }
         }
         self.cur_inst = None;

@@ -510,6 +510,19 @@ impl Function {
         d.len += 1;
     }
 
+    /// Append the consecutive instructions `first..first + n` to block `b` (as `n` calls of
+    /// `append_inst`, with room made once).
+    pub fn append_inst_range(&mut self, b: Block, first: Inst, n: usize) {
+        self.reserve_block(b, n);
+        let d = &mut self.blocks[b];
+        let at = (d.start + d.len) as usize;
+        d.len += n as u32;
+        let first = first.as_u32();
+        for (k, slot) in self.inst_order[at..at + n].iter_mut().enumerate() {
+            *slot = Inst::from_u32(first + k as u32);
+        }
+    }
+
     /// Insert an instruction into block `b` before position `pos`.
     pub fn insert_inst(&mut self, b: Block, pos: usize, i: Inst) {
         self.append_inst(b, i);
