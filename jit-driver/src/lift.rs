@@ -7,24 +7,41 @@
 //! operands. Instructions LIR does not model ride as `opaque` instructions carrying their
 //! Cranelift opcode and immediates, so they lower back exactly.
 
-use crate::opmap::{self, float_cond, int_cond, lir_memflags, lir_type, symbol_name};
+use crate::opmap::{self, float_cond, int_cond, lir_memflags, lir_type, write_symbol_name};
 use crate::Error;
 use cranelift_codegen::ir::{self, InstructionData as D, Opcode as C};
 use cranelift_entity::packed_option::PackedOption;
-use cranelift_entity::SecondaryMap;
+use cranelift_entity::{EntityRef, SecondaryMap};
 use midend::lir::{self, effects, MemRef, Opcode as L, Operand, SymbolKind};
 use smallvec::SmallVec;
 
-/// A recorded branch edge: (pred, terminator, operand index, target, arguments).
-type Edge = (
-    lir::Block,
-    lir::Inst,
-    usize,
-    ir::Block,
-    SmallVec<[lir::Reg; 4]>,
-);
-/// Phi sources per block: (predecessor, arguments).
-type Sources = SecondaryMap<ir::Block, Vec<(lir::Block, SmallVec<[lir::Reg; 4]>)>>;
+/// A recorded branch edge: the predecessor, its terminator and the operand naming the target,
+/// and the arguments (`args[start..start + len]` of `LiftContext::edge_args`).
+#[derive(Clone, Copy)]
+struct Edge {
+    pred: lir::Block,
+    term: lir::Inst,
+    idx: u32,
+    target: ir::Block,
+    start: u32,
+    len: u32,
+}
+
+/// A phi source: the predecessor (or split edge block) and where its arguments start in
+/// `LiftContext::edge_args`.
+#[derive(Clone, Copy)]
+struct Source {
+    target: ir::Block,
+    pred: lir::Block,
+    start: u32,
+}
+
+/// The first edge from the predecessor last seen to a block (`fill_phis`).
+#[derive(Clone, Copy, Default)]
+struct FirstEdge {
+    pred: PackedOption<lir::Block>,
+    edge: u32,
+}
 
 /// The lifter's tables, reused from one function to the next (as cranelift-frontend's
 /// `FunctionBuilderContext`): lifting a module allocates them once, not per function.
@@ -32,15 +49,27 @@ type Sources = SecondaryMap<ir::Block, Vec<(lir::Block, SmallVec<[lir::Reg; 4]>)
 pub struct LiftContext {
     regs: SecondaryMap<ir::Value, PackedOption<lir::Reg>>,
     blocks: SecondaryMap<ir::Block, PackedOption<lir::Block>>,
-    /// Phis created for block parameters: (CLIF block) → phi instructions.
-    phis: SecondaryMap<ir::Block, SmallVec<[lir::Inst; 4]>>,
+    /// Phis created for block parameters: (CLIF block) → (first phi, number of phis); a
+    /// block's phis are consecutive instructions.
+    phis: SecondaryMap<ir::Block, (u32, u32)>,
     /// The symbol of each function reference, once looked up.
     func_syms: SecondaryMap<ir::FuncRef, PackedOption<lir::Symbol>>,
-    /// Edges with arguments, to fill phis: (pred, terminator, operand index, target, args).
+    /// The LIR memory flags of each Cranelift memory flags entry, once interned.
+    memflags: SecondaryMap<ir::MemFlags, PackedOption<lir::MemFlagsRef>>,
+    /// Branch edges, to fill phis, and their arguments (one array for all).
     edges: Vec<Edge>,
-    /// (target, pred) → arguments already recorded (`fill_phis`).
-    seen: rustc_hash::FxHashMap<(ir::Block, lir::Block), SmallVec<[lir::Reg; 4]>>,
-    sources: Sources,
+    edge_args: Vec<lir::Reg>,
+    /// Per target block, the first edge from the predecessor last seen (`fill_phis`).
+    first_edge: SecondaryMap<ir::Block, FirstEdge>,
+    /// Phi sources in edge order, then grouped by target block.
+    sources: Vec<Source>,
+    sorted: Vec<Source>,
+    /// Per block, where its sources start in `sorted` (`fill_phis`).
+    source_start: Vec<u32>,
+    /// Scratch: the operands of an instruction under construction.
+    ops: Vec<Operand>,
+    /// Scratch: a symbol name.
+    name: String,
     /// Symbols whose address the lifted functions take (`func_addr`, `symbol_value`, symbol
     /// global values), in order, possibly repeated: what `mark_address_taken` needs, found
     /// while lifting instead of in a second walk.
@@ -58,10 +87,12 @@ impl LiftContext {
         self.phis.resize(func.dfg.num_blocks());
         self.func_syms.clear();
         self.func_syms.resize(func.dfg.ext_funcs.len());
+        self.memflags.clear();
         self.edges.clear();
-        self.seen.clear();
+        self.edge_args.clear();
+        self.first_edge.clear();
+        self.first_edge.resize(func.dfg.num_blocks());
         self.sources.clear();
-        self.sources.resize(func.dfg.num_blocks());
     }
 }
 
@@ -71,6 +102,8 @@ struct Lifter<'a> {
     f: lir::Function,
     ctx: &'a mut LiftContext,
     cur_inst: Option<ir::Inst>,
+    /// The last type converted by `value_ty` (most values share a few types).
+    last_ty: (ir::Type, lir::Type),
 }
 
 impl<'a> Lifter<'a> {
@@ -96,14 +129,39 @@ impl<'a> Lifter<'a> {
         self.new_reg(v)
     }
 
+    /// The register of a value an instruction or block defines (never an alias).
+    #[inline]
+    fn def_reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
+        if let Some(r) = self.ctx.regs[v].expand() {
+            return Ok(r);
+        }
+        let ty = self.value_ty(v)?;
+        let r = self.f.new_reg(ty);
+        self.ctx.regs[v] = r.into();
+        Ok(r)
+    }
+
+    /// The LIR type of a value.
+    #[inline]
+    fn value_ty(&mut self, v: ir::Value) -> Result<lir::Type, Error> {
+        let t = self.src.dfg.value_type(v);
+        if t == self.last_ty.0 {
+            return Ok(self.last_ty.1);
+        }
+        let l = self.ty(t)?;
+        self.last_ty = (t, l);
+        Ok(l)
+    }
+
     /// The register of a value seen for the first time (through its alias, if it is one).
+    #[cold]
     fn new_reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
         let rv = self.src.dfg.resolve_aliases(v);
         if let Some(r) = self.ctx.regs[rv].expand() {
             self.ctx.regs[v] = r.into();
             return Ok(r);
         }
-        let ty = self.ty(self.src.dfg.value_type(rv))?;
+        let ty = self.value_ty(rv)?;
         let r = self.f.new_reg(ty);
         self.ctx.regs[rv] = r.into();
         self.ctx.regs[v] = r.into();
@@ -129,16 +187,32 @@ impl<'a> Lifter<'a> {
                 },
             })
         };
+        // Exact capacities (`collect` over a fallible iterator would not know them).
+        let mut params = Vec::with_capacity(s.params.len());
+        for p in &s.params {
+            params.push(conv(p)?);
+        }
+        let mut returns = Vec::with_capacity(s.returns.len());
+        for p in &s.returns {
+            returns.push(conv(p)?);
+        }
         Ok(lir::Signature {
-            params: s.params.iter().map(conv).collect::<Result<_, _>>()?,
-            returns: s.returns.iter().map(conv).collect::<Result<_, _>>()?,
+            params,
+            returns,
             call_conv: cc,
         })
     }
 
+    /// The LIR memory flags of `mf` (interned once per function).
+    #[inline]
     fn memflags(&mut self, mf: ir::MemFlags) -> u32 {
+        if let Some(r) = self.ctx.memflags[mf].expand() {
+            return r.as_u32();
+        }
         let data = self.src.dfg.mem_flags[mf];
-        self.f.intern_memflags(lir_memflags(data)).as_u32()
+        let r = self.f.intern_memflags(lir_memflags(data));
+        self.ctx.memflags[mf] = r.into();
+        r.as_u32()
     }
 
     fn symbol(
@@ -147,8 +221,8 @@ impl<'a> Lifter<'a> {
         kind: SymbolKind,
         colocated: bool,
     ) -> lir::Symbol {
-        let n = symbol_name(self.src, name);
-        let s = self.m.symbol(&n, kind);
+        write_symbol_name(&mut self.ctx.name, self.src, name);
+        let s = self.m.symbol(&self.ctx.name, kind);
         if colocated {
             self.m.symbols[s].colocated = true;
         }
@@ -171,20 +245,48 @@ impl<'a> Lifter<'a> {
         Ok((s, sig))
     }
 
-    /// Append an instruction to `b`.
+    /// Create an instruction of the block being lifted. A block's instructions are
+    /// consecutive; `run` places them in the block when it is done.
+    #[inline]
     fn push(
         &mut self,
-        b: lir::Block,
         op: L,
         ty: lir::Type,
         results: &[lir::Reg],
         operands: &[Operand],
         aux: u32,
     ) -> lir::Inst {
-        let i = self.f.make_inst(op, ty, results, operands);
+        // (`make_inst`, with the copy of a short constant list inlined here)
+        self.f.operand_pool.extend_from_slice(operands);
+        let i = self.f.make_inst_pooled(op, ty, results, operands.len());
         self.f.insts[i].aux = aux;
-        self.f.append_inst(b, i);
         i
+    }
+
+    /// `push` with register operands for `args`, after `prefix` (written straight into the
+    /// operand pool).
+    #[inline]
+    fn push_args(
+        &mut self,
+        op: L,
+        ty: lir::Type,
+        results: &[lir::Reg],
+        prefix: Option<Operand>,
+        args: &[ir::Value],
+        aux: u32,
+    ) -> Result<lir::Inst, Error> {
+        let mut n = args.len();
+        if let Some(p) = prefix {
+            self.f.operand_pool.push(p);
+            n += 1;
+        }
+        for &v in args {
+            let r = self.reg(v)?;
+            self.f.operand_pool.push(Operand::Reg(r));
+        }
+        let i = self.f.make_inst_pooled(op, ty, results, n);
+        self.f.insts[i].aux = aux;
+        Ok(i)
     }
 
     /// The constant a value is defined by, if it is an `iconst`.
@@ -298,9 +400,9 @@ impl<'a> Lifter<'a> {
     ) -> Result<(), Error> {
         let pool = &self.src.dfg.value_lists;
         let target = bc.block(pool);
-        let mut args = SmallVec::new();
+        let start = self.ctx.edge_args.len();
         for a in bc.args(pool) {
-            args.push(match a {
+            let r = match a {
                 ir::BlockArg::Value(v) => self.reg(v)?,
                 ir::BlockArg::TryCallRet(i) => *try_results
                     .get(i as usize)
@@ -308,9 +410,17 @@ impl<'a> Lifter<'a> {
                 ir::BlockArg::TryCallExn(i) => *try_results
                     .get(nrets + i as usize)
                     .ok_or_else(|| self.err("try_call payload index out of range"))?,
-            });
+            };
+            self.ctx.edge_args.push(r);
         }
-        self.ctx.edges.push((pred, term, idx, target, args));
+        self.ctx.edges.push(Edge {
+            pred,
+            term,
+            idx: idx as u32,
+            target,
+            start: start as u32,
+            len: (self.ctx.edge_args.len() - start) as u32,
+        });
         Ok(())
     }
 
@@ -327,10 +437,21 @@ impl<'a> Lifter<'a> {
         let data = dfg.insts[inst];
         let opcode = data.opcode();
         let src = self.src;
-        let mut results: SmallVec<[lir::Reg; 2]> = SmallVec::new();
-        for &v in src.dfg.inst_results(inst) {
-            results.push(self.reg(v)?);
-        }
+        let result_vals = src.dfg.inst_results(inst);
+        let mut buf = [lir::Reg::from_u32(0); 4];
+        let many: Vec<lir::Reg>;
+        let results: &[lir::Reg] = if result_vals.len() <= buf.len() {
+            for (k, &v) in result_vals.iter().enumerate() {
+                buf[k] = self.def_reg(v)?;
+            }
+            &buf[..result_vals.len()]
+        } else {
+            many = result_vals
+                .iter()
+                .map(|&v| self.def_reg(v))
+                .collect::<Result<_, _>>()?;
+            &many
+        };
         // The controlling type: the first result's, unless the opcode takes it from an
         // operand (`dfg.ctrl_typevar`, without its second look-up of the result).
         let constraints = opcode.constraints();
@@ -346,14 +467,7 @@ impl<'a> Lifter<'a> {
             // type: LIR uses the result type.
             ctrl = self.f.reg_type(results[0]);
         }
-        let args: &[ir::Value] = src.dfg.inst_args(inst);
-        let vals = |me: &mut Self| -> Result<SmallVec<[Operand; 4]>, Error> {
-            let mut ops = SmallVec::new();
-            for &v in args {
-                ops.push(Operand::Reg(me.reg(v)?));
-            }
-            Ok(ops)
-        };
+        let args: &[ir::Value] = data.arguments(&src.dfg.value_lists);
 
         if let Some(l) = opmap::opmap().lir(opcode) {
             match data {
@@ -362,7 +476,7 @@ impl<'a> Lifter<'a> {
                 } => {
                     let aux = self.memflags(flags);
                     let mem = self.memory_operand(arg, offset.into())?;
-                    self.push(b, l, ctrl, &results, &[mem], aux);
+                    self.push(l, ctrl, results, &[mem], aux);
                 }
                 D::Store {
                     args: [v, addr],
@@ -373,13 +487,12 @@ impl<'a> Lifter<'a> {
                     let aux = self.memflags(flags);
                     let mem = self.memory_operand(addr, offset.into())?;
                     let v = Operand::Reg(self.reg(v)?);
-                    self.push(b, l, ctrl, &[], &[mem, v], aux);
+                    self.push(l, ctrl, &[], &[mem, v], aux);
                 }
                 D::Unary { .. } | D::Binary { .. } | D::Ternary { .. } => {
-                    let ops = vals(self)?;
-                    self.push(b, l, ctrl, &results, &ops, 0);
+                    self.push_args(l, ctrl, results, None, args, 0)?;
                 }
-                _ => return self.lift_opaque(b, inst, ctrl, &results),
+                _ => return self.lift_opaque(inst, ctrl, results),
             }
             return Ok(());
         }
@@ -389,19 +502,19 @@ impl<'a> Lifter<'a> {
                 opcode: C::Iconst,
                 imm,
             } => {
-                self.push(b, L::Copy, ctrl, &results, &[Operand::Int(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, &[Operand::Int(imm.bits())], 0);
             }
             D::UnaryIeee32 {
                 opcode: C::F32const,
                 imm,
             } => {
-                self.push(b, L::Copy, ctrl, &results, &[Operand::F32(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, &[Operand::F32(imm.bits())], 0);
             }
             D::UnaryIeee64 {
                 opcode: C::F64const,
                 imm,
             } => {
-                self.push(b, L::Copy, ctrl, &results, &[Operand::F64(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, &[Operand::F64(imm.bits())], 0);
             }
             D::IntCompare { args, .. } | D::FloatCompare { args, .. } => {
                 let (op, pred) = match data {
@@ -411,14 +524,14 @@ impl<'a> Lifter<'a> {
                 };
                 let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
                 let ops = [Operand::Pred(pred), Operand::Reg(x), Operand::Reg(y)];
-                self.push(b, op, ctrl, &results, &ops, 0);
+                self.push(op, ctrl, results, &ops, 0);
             }
             D::StackAddr {
                 stack_slot, offset, ..
             } => {
                 let op =
                     Operand::Stack(lir::StackObj::from_u32(stack_slot.as_u32()), offset.into());
-                self.push(b, L::StackAddr, ctrl, &results, &[op], 0);
+                self.push(L::StackAddr, ctrl, results, &[op], 0);
             }
             D::UnaryGlobalValue {
                 opcode: C::SymbolValue,
@@ -434,33 +547,24 @@ impl<'a> Lifter<'a> {
                     let s = self.symbol(&name, SymbolKind::Data, colocated);
                     self.ctx.taken.push(s);
                     self.push(
-                        b,
                         L::SymbolValue,
                         ctrl,
-                        &results,
+                        results,
                         &[Operand::Sym(s, offset.bits())],
                         0,
                     );
                 }
                 _ => {
-                    self.push(
-                        b,
-                        L::GlobalValue,
-                        ctrl,
-                        &results,
-                        &[],
-                        global_value.as_u32(),
-                    );
+                    self.push(L::GlobalValue, ctrl, results, &[], global_value.as_u32());
                 }
             },
             D::FuncAddr { func_ref, .. } => {
                 let (s, sig) = self.func_symbol(func_ref)?;
                 self.ctx.taken.push(s);
                 self.push(
-                    b,
                     L::FuncAddr,
                     ctrl,
-                    &results,
+                    results,
                     &[Operand::Sym(s, 0)],
                     sig.as_u32(),
                 );
@@ -469,30 +573,28 @@ impl<'a> Lifter<'a> {
                 opcode, func_ref, ..
             } => {
                 let (s, sig) = self.func_symbol(func_ref)?;
-                let mut ops: SmallVec<[Operand; 8]> = smallvec::smallvec![Operand::Sym(s, 0)];
-                ops.extend(vals(self)?);
                 let op = if opcode == C::ReturnCall {
                     L::TailCall
                 } else {
                     L::Call
                 };
-                self.push(b, op, lir::Type::VOID, &results, &ops, sig.as_u32());
+                let sym = Some(Operand::Sym(s, 0));
+                self.push_args(op, lir::Type::VOID, results, sym, args, sig.as_u32())?;
             }
             D::CallIndirect {
                 opcode, sig_ref, ..
             } => {
-                let ops = vals(self)?;
                 let op = if opcode == C::ReturnCallIndirect {
                     L::TailCall
                 } else {
                     L::Call
                 };
-                self.push(b, op, lir::Type::VOID, &results, &ops, sig_ref.as_u32());
+                self.push_args(op, lir::Type::VOID, results, None, args, sig_ref.as_u32())?;
             }
             D::TryCall { .. } | D::TryCallIndirect { .. } => self.lift_try_call(b, inst)?,
             D::Jump { destination, .. } => {
                 let op = self.block_op(destination.block(&self.src.dfg.value_lists))?;
-                let t = self.push(b, L::Jump, lir::Type::VOID, &[], &[op], 0);
+                let t = self.push(L::Jump, lir::Type::VOID, &[], &[op], 0);
                 self.edge(b, t, 0, destination, &[], 0)?;
             }
             D::Brif {
@@ -510,7 +612,7 @@ impl<'a> Lifter<'a> {
                     self.block_op(tb)?,
                     self.block_op(fb)?,
                 ];
-                let t = self.push(b, L::Brif, cty, &[], &ops, 0);
+                let t = self.push(L::Brif, cty, &[], &ops, 0);
                 self.edge(b, t, 2, bt, &[], 0)?;
                 self.edge(b, t, 3, bf, &[], 0)?;
             }
@@ -525,7 +627,7 @@ impl<'a> Lifter<'a> {
                 for bc in &calls {
                     ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
                 }
-                let t = self.push(b, L::BrTable, ity, &[], &ops, 0);
+                let t = self.push(L::BrTable, ity, &[], &ops, 0);
                 for (k, bc) in calls.into_iter().enumerate() {
                     self.edge(b, t, k + 1, bc, &[], 0)?;
                 }
@@ -533,12 +635,10 @@ impl<'a> Lifter<'a> {
             D::MultiAry {
                 opcode: C::Return, ..
             } => {
-                let ops = vals(self)?;
-                self.push(b, L::Ret, lir::Type::VOID, &[], &ops, 0);
+                self.push_args(L::Ret, lir::Type::VOID, &[], None, args, 0)?;
             }
             D::Trap { code, .. } => {
                 self.push(
-                    b,
                     L::Trap,
                     lir::Type::VOID,
                     &[],
@@ -554,27 +654,19 @@ impl<'a> Lifter<'a> {
                 } else {
                     L::Trapnz
                 };
-                self.push(
-                    b,
-                    op,
-                    cty,
-                    &[],
-                    &[Operand::Reg(c)],
-                    code.as_raw().get() as u32,
-                );
+                self.push(op, cty, &[], &[Operand::Reg(c)], code.as_raw().get() as u32);
             }
             D::ExceptionHandlerAddress { block, imm, .. } => {
                 let bo = self.block_op(block)?;
                 self.push(
-                    b,
                     L::ExnHandlerAddr,
                     ctrl,
-                    &results,
+                    results,
                     &[bo, Operand::Int(imm.bits())],
                     0,
                 );
             }
-            _ => self.lift_opaque(b, inst, ctrl, &results)?,
+            _ => self.lift_opaque(inst, ctrl, results)?,
         }
         Ok(())
     }
@@ -665,7 +757,7 @@ impl<'a> Lifter<'a> {
             .iter()
             .position(|o| matches!(o, Operand::Block(_)))
             .unwrap();
-        let t = self.push(b, L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
+        let t = self.push(L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
         self.f.insts[t].aux2 = table.as_u32();
         self.edge(b, t, normal_idx, normal, &results, nrets)?;
         for (idx, bc) in handler_calls {
@@ -677,7 +769,6 @@ impl<'a> Lifter<'a> {
     /// An instruction LIR does not model: keep its opcode and immediates.
     fn lift_opaque(
         &mut self,
-        b: lir::Block,
         inst: ir::Inst,
         ctrl: lir::Type,
         results: &[lir::Reg],
@@ -760,20 +851,13 @@ impl<'a> Lifter<'a> {
         if opcode.is_terminator() || opcode.is_branch() {
             return Err(self.err(format!("unsupported control-flow instruction {opcode}")));
         }
-        let ops: Vec<Operand> = self
-            .src
-            .dfg
-            .inst_args(inst)
-            .to_vec()
-            .into_iter()
-            .map(|v| self.reg(v).map(Operand::Reg))
-            .collect::<Result<_, _>>()?;
         let o = self.f.opaques.push(lir::OpaqueData {
             name: opcode.to_string(),
             imms,
             effects: fx,
         });
-        let i = self.push(b, L::Opaque, ctrl, results, &ops, o.as_u32());
+        let args = self.src.dfg.inst_args(inst);
+        let i = self.push_args(L::Opaque, ctrl, results, None, args, o.as_u32())?;
         if let Some(fl) = flags {
             self.f.insts[i].aux2 = self.memflags(fl) + 1;
         }
@@ -871,18 +955,29 @@ impl<'a> Lifter<'a> {
         // phis, then the instructions.
         for b in src.layout.blocks() {
             let lb = self.ctx.blocks[b].unwrap();
-            for (k, &v) in src.dfg.block_params(b).iter().enumerate() {
-                let r = self.reg(v)?;
+            let first = self.f.insts.len();
+            let params = src.dfg.block_params(b);
+            if b != entry && !params.is_empty() {
+                self.ctx.phis[b] = (self.f.insts.len() as u32, params.len() as u32);
+            }
+            for (k, &v) in params.iter().enumerate() {
+                let r = self.def_reg(v)?;
                 let ty = self.f.reg_type(r);
                 if b == entry {
-                    self.push(lb, L::Copy, ty, &[r], &[Operand::Arg(k as u32)], 0);
+                    self.push(L::Copy, ty, &[r], &[Operand::Arg(k as u32)], 0);
                 } else {
-                    let phi = self.push(lb, L::Phi, ty, &[r], &[], 0);
-                    self.ctx.phis[b].push(phi);
+                    self.push(L::Phi, ty, &[r], &[], 0);
                 }
             }
             for inst in src.layout.block_insts(b) {
                 self.lift_inst(lb, inst)?;
+            }
+            // The block's instructions, with the room appending them one by one would have
+            // left (4, 8, 16..) for passes that add to the block.
+            let n = self.f.insts.len() - first;
+            if n > 0 {
+                self.f.reserve_block(lb, n.next_power_of_two().max(4));
+                self.f.append_inst_range(lb, lir::Inst::new(first), n);
             }
         }
         self.cur_inst = None;
@@ -897,57 +992,120 @@ impl<'a> Lifter<'a> {
     /// Turn recorded edges into phi sources, splitting edges where one predecessor reaches a
     /// block twice with different arguments.
     fn fill_phis(&mut self, entry: ir::Block) -> Result<(), Error> {
-        let edges = std::mem::take(&mut self.ctx.edges);
-        let mut seen = std::mem::take(&mut self.ctx.seen);
-        let mut sources = std::mem::take(&mut self.ctx.sources);
-        let mut edges = edges;
-        for (pred, term, idx, target, args) in edges.drain(..) {
+        let ctx = &mut *self.ctx;
+        // A block's edges are recorded together, the blocks in layout order: the edges of one
+        // predecessor are consecutive, so per target only the first edge from the current
+        // predecessor is needed to find a repeated edge.
+        for e in 0..ctx.edges.len() {
+            let Edge {
+                pred,
+                term,
+                idx,
+                target,
+                start,
+                len,
+            } = ctx.edges[e];
             if target == entry {
                 return Err(self.err("branch to the entry block is not supported"));
             }
-            if args.len() != self.ctx.phis[target].len() {
+            let nphis = ctx.phis[target].1;
+            if len != nphis {
                 return Err(self.err(format!(
-                    "branch to {target} passes {} arguments, the block has {} parameters",
-                    args.len(),
-                    self.ctx.phis[target].len()
+                    "branch to {target} passes {len} arguments, the block has {nphis} parameters",
                 )));
             }
-            if args.is_empty() {
+            if len == 0 {
                 continue;
             }
-            match seen.get(&(target, pred)) {
-                Some(prev) if *prev == args => continue,
-                Some(_) => {
-                    // Split: pred → E → target, with E carrying these arguments.
-                    let e = self.f.new_block();
-                    let tb = self.ctx.blocks[target].unwrap();
-                    self.push(e, L::Jump, lir::Type::VOID, &[], &[Operand::Block(tb)], 0);
-                    self.f.operands_mut(term)[idx] = Operand::Block(e);
-                    seen.insert((target, e), args.clone());
-                    sources[target].push((e, args));
+            let args = start as usize..(start + len) as usize;
+            let first = ctx.first_edge[target];
+            if first.pred.expand() == Some(pred) {
+                let prev = ctx.edges[first.edge as usize].start as usize;
+                if ctx.edge_args[prev..prev + len as usize] == ctx.edge_args[args] {
+                    continue;
                 }
-                None => {
-                    seen.insert((target, pred), args.clone());
-                    sources[target].push((pred, args));
-                }
+                // Split: pred → E → target, with E carrying these arguments.
+                let e = self.f.new_block();
+                let tb = ctx.blocks[target].unwrap();
+                let j = self
+                    .f
+                    .make_inst(L::Jump, lir::Type::VOID, &[], &[Operand::Block(tb)]);
+                self.f.append_inst(e, j);
+                self.f.operands_mut(term)[idx as usize] = Operand::Block(e);
+                ctx.sources.push(Source {
+                    target,
+                    pred: e,
+                    start,
+                });
+            } else {
+                ctx.first_edge[target] = FirstEdge {
+                    pred: pred.into(),
+                    edge: e as u32,
+                };
+                ctx.sources.push(Source {
+                    target,
+                    pred,
+                    start,
+                });
             }
         }
-        let mut ops: Vec<Operand> = Vec::new();
+        if ctx.sources.is_empty() {
+            return Ok(());
+        }
+        // Group the sources by target, keeping their order (a counting sort).
+        let nb = self.src.dfg.num_blocks();
+        ctx.source_start.clear();
+        ctx.source_start.resize(nb + 1, 0);
+        for s in &ctx.sources {
+            ctx.source_start[s.target.index() + 1] += 1;
+        }
+        for k in 0..nb {
+            ctx.source_start[k + 1] += ctx.source_start[k];
+        }
+        ctx.sorted.clear();
+        ctx.sorted.resize(
+            ctx.sources.len(),
+            Source {
+                target: entry,
+                pred: lir::Block::from_u32(0),
+                start: 0,
+            },
+        );
+        for s in &ctx.sources {
+            let at = &mut ctx.source_start[s.target.index()];
+            ctx.sorted[*at as usize] = *s;
+            *at += 1;
+        }
+        // `source_start[b]` is now where block b's sources end (and b + 1's begin).
+        let phi_operands: usize = ctx
+            .sources
+            .iter()
+            .map(|s| 2 * ctx.phis[s.target].1 as usize)
+            .sum();
+        self.f.operand_pool.reserve(phi_operands);
         for b in self.src.layout.blocks() {
-            for (k, &phi) in self.ctx.phis[b].iter().enumerate() {
-                ops.clear();
-                ops.extend(
-                    sources[b]
-                        .iter()
-                        .flat_map(|(p, args)| [Operand::Reg(args[k]), Operand::Block(*p)]),
-                );
-                self.f.set_operands(phi, &ops);
+            let (first_phi, nphis) = ctx.phis[b];
+            if nphis == 0 {
+                continue;
+            }
+            let end = ctx.source_start[b.index()] as usize;
+            let begin = if b.index() == 0 {
+                0
+            } else {
+                ctx.source_start[b.index() - 1] as usize
+            };
+            let srcs = &ctx.sorted[begin..end];
+            for k in 0..nphis {
+                ctx.ops.clear();
+                for s in srcs {
+                    ctx.ops
+                        .push(Operand::Reg(ctx.edge_args[(s.start + k) as usize]));
+                    ctx.ops.push(Operand::Block(s.pred));
+                }
+                self.f
+                    .set_operands(lir::Inst::from_u32(first_phi + k), &ctx.ops);
             }
         }
-        // The tables go back to the context, their allocations kept for the next function.
-        self.ctx.edges = edges;
-        self.ctx.seen = seen;
-        self.ctx.sources = sources;
         Ok(())
     }
 }
@@ -977,10 +1135,18 @@ pub fn lift_function_with(
         f: lir::Function::new(name, lir::Signature::new(lir::CallConv::SystemV), linkage),
         ctx,
         cur_inst: None,
+        last_ty: (ir::types::INVALID, lir::Type::VOID),
     };
     l.f.sig = l.sig(&func.signature)?;
     let n = func.dfg.num_insts();
-    l.f.insts.reserve(n + func.dfg.num_blocks());
+    let nb = func.dfg.num_blocks();
+    l.f.insts.reserve(n + nb);
+    l.f.blocks.reserve(nb);
+    l.f.layout.reserve(nb);
+    l.f.stack_objs.reserve(func.sized_stack_slots.len());
+    l.f.sigs.reserve(func.dfg.signatures.len());
+    l.f.regions.reserve(func.dfg.alias_regions.len());
+    l.f.globals.reserve(func.global_values.len());
     l.f.regs.reserve(func.dfg.num_values());
     l.f.operand_pool.reserve(2 * n);
     // Block lists grow at the end of one array (`run`): room for them all, and a block's

@@ -237,7 +237,18 @@ pub fn clif_cond(c: Cond) -> ClifCond {
 
 /// Cranelift call conv ↔ LIR call conv.
 pub fn lir_call_conv(cc: cranelift_codegen::isa::CallConv) -> Option<lir::CallConv> {
-    lir::CallConv::parse(&cc.to_string())
+    use cranelift_codegen::isa::CallConv as C;
+    // By name (`CallConv::parse(&cc.to_string())`), without building the string.
+    Some(match cc {
+        C::Fast => lir::CallConv::Fast,
+        C::Tail => lir::CallConv::Tail,
+        C::SystemV => lir::CallConv::SystemV,
+        C::WindowsFastcall => lir::CallConv::WindowsFastcall,
+        C::AppleAarch64 => lir::CallConv::AppleAarch64,
+        C::Probestack => lir::CallConv::Probestack,
+        C::Winch => lir::CallConv::Winch,
+        C::PreserveAll => return None,
+    })
 }
 
 /// A LIR calling convention as Cranelift's.
@@ -293,22 +304,66 @@ pub fn clif_memflags(f: lir::MemFlags) -> ir::MemFlagsData {
 
 /// The LIR symbol name of a Cranelift external name.
 pub fn symbol_name(func: &ir::Function, name: &ir::ExternalName) -> String {
+    let mut s = String::new();
+    write_symbol_name(&mut s, func, name);
+    s
+}
+
+/// `symbol_name` written into `out` (cleared first), so a caller can reuse one buffer.
+pub fn write_symbol_name(out: &mut String, func: &ir::Function, name: &ir::ExternalName) {
+    use std::fmt::Write;
+    out.clear();
     match name {
         ir::ExternalName::User(r) => {
             let u = &func.params.user_named_funcs()[*r];
-            format!("u{}:{}", u.namespace, u.index)
+            write_user_name(out, u.namespace, u.index);
         }
-        ir::ExternalName::TestCase(t) => String::from_utf8_lossy(t.raw()).into_owned(),
-        ir::ExternalName::LibCall(l) => format!("libcall.{l}"),
-        ir::ExternalName::KnownSymbol(k) => format!("known.{k}"),
+        ir::ExternalName::TestCase(t) => out.push_str(&String::from_utf8_lossy(t.raw())),
+        ir::ExternalName::LibCall(l) => {
+            let _ = write!(out, "libcall.{l}");
+        }
+        ir::ExternalName::KnownSymbol(k) => {
+            let _ = write!(out, "known.{k}");
+        }
     }
+}
+
+/// `u{namespace}:{index}`, as `format!` writes it.
+fn write_user_name(out: &mut String, namespace: u32, index: u32) {
+    out.push('u');
+    push_decimal(out, namespace);
+    out.push(':');
+    push_decimal(out, index);
+}
+
+/// The decimal digits of `n`.
+fn push_decimal(out: &mut String, mut n: u32) {
+    let mut buf = [0u8; 10];
+    let mut k = buf.len();
+    loop {
+        k -= 1;
+        buf[k] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits.
+    out.push_str(std::str::from_utf8(&buf[k..]).unwrap_or_default());
 }
 
 /// The name of a function as a LIR symbol name.
 pub fn func_name(name: &ir::UserFuncName) -> String {
     match name {
-        ir::UserFuncName::User(u) => format!("u{}:{}", u.namespace, u.index),
-        ir::UserFuncName::Testcase(t) => String::from_utf8_lossy(t.raw()).into_owned(),
+        ir::UserFuncName::User(u) => {
+            let mut s = String::with_capacity(24);
+            write_user_name(&mut s, u.namespace, u.index);
+            s
+        }
+        ir::UserFuncName::Testcase(t) => match std::str::from_utf8(t.raw()) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(t.raw()).into_owned(),
+        },
     }
 }
 

@@ -280,6 +280,9 @@ pub struct BlockData {
     cap: u32,
 }
 
+/// Memory flags tables up to this size are searched rather than indexed.
+const MEMFLAGS_SCAN: usize = 8;
+
 /// Per-register data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegData {
@@ -321,6 +324,8 @@ pub struct Function {
     pub sigs: PrimaryMap<SigRef, Signature>,
     pub regions: PrimaryMap<Region, RegionData>,
     pub memflags: PrimaryMap<MemFlagsRef, MemFlags>,
+    /// The index of `memflags`, built once the table outgrows `MEMFLAGS_SCAN` (empty until
+    /// then).
     memflags_index: HashMap<MemFlags, MemFlagsRef>,
     pub globals: PrimaryMap<GlobalRef, GlobalData>,
     pub opaques: PrimaryMap<OpaqueRef, OpaqueData>,
@@ -442,9 +447,11 @@ impl Function {
         self.layout.first().copied()
     }
 
+    #[inline]
     pub fn new_reg(&mut self, ty: Type) -> Reg {
         self.regs.push(RegData { ty })
     }
+    #[inline]
     pub fn reg_type(&self, r: Reg) -> Type {
         self.regs[r].ty
     }
@@ -553,6 +560,19 @@ impl Function {
         d.len += 1;
     }
 
+    /// Append the consecutive instructions `first..first + n` to block `b` (as `n` calls of
+    /// `append_inst`, with room made once).
+    pub fn append_inst_range(&mut self, b: Block, first: Inst, n: usize) {
+        self.reserve_block(b, n);
+        let d = &mut self.blocks[b];
+        let at = (d.start + d.len) as usize;
+        d.len += n as u32;
+        let first = first.as_u32();
+        for (k, slot) in self.inst_order[at..at + n].iter_mut().enumerate() {
+            *slot = Inst::from_u32(first + k as u32);
+        }
+    }
+
     /// Insert an instruction into block `b` before position `pos`.
     pub fn insert_inst(&mut self, b: Block, pos: usize, i: Inst) {
         self.append_inst(b, i);
@@ -582,8 +602,21 @@ impl Function {
         }
     }
 
-    /// Intern memory flags.
+    /// Intern memory flags. A function has a few: up to `MEMFLAGS_SCAN` are found by a
+    /// search of the table, without building (and allocating) the hash index.
     pub fn intern_memflags(&mut self, f: MemFlags) -> MemFlagsRef {
+        if self.memflags_index.is_empty() {
+            if let Some(k) = self.memflags.values().position(|m| *m == f) {
+                return MemFlagsRef::from_u32(k as u32);
+            }
+            let r = self.memflags.push(f);
+            if self.memflags.len() > MEMFLAGS_SCAN {
+                for (r, m) in self.memflags.iter() {
+                    self.memflags_index.entry(*m).or_insert(r);
+                }
+            }
+            return r;
+        }
         if let Some(&r) = self.memflags_index.get(&f) {
             return r;
         }
@@ -593,12 +626,27 @@ impl Function {
     }
 
     /// Create instruction data (not yet placed in a block).
+    #[inline]
     pub fn make_inst(
         &mut self,
         opcode: Opcode,
         ty: Type,
         results: &[Reg],
         operands: &[Operand],
+    ) -> Inst {
+        self.operand_pool.extend_from_slice(operands);
+        self.make_inst_pooled(opcode, ty, results, operands.len())
+    }
+
+    /// `make_inst` for operands the caller has pushed onto the end of `operand_pool`: the
+    /// last `n` entries become the instruction's operands, where they are.
+    #[inline]
+    pub fn make_inst_pooled(
+        &mut self,
+        opcode: Opcode,
+        ty: Type,
+        results: &[Reg],
+        n: usize,
     ) -> Inst {
         let results = match *results {
             // The only result lives in the instruction itself (see `results`).
@@ -608,7 +656,10 @@ impl Function {
             },
             _ => push_range(&mut self.result_pool, results),
         };
-        let operands = push_range(&mut self.operand_pool, operands);
+        let operands = PoolRange {
+            start: (self.operand_pool.len() - n) as u32,
+            len: n as u32,
+        };
         self.insts.push(InstData {
             opcode,
             ty,
@@ -743,6 +794,7 @@ impl Function {
     }
 }
 
+#[inline]
 fn push_range<T: Copy>(pool: &mut Vec<T>, items: &[T]) -> PoolRange {
     let start = pool.len() as u32;
     pool.extend_from_slice(items);

@@ -1,0 +1,32 @@
+//! Warm lift throughput of CLIF files: the fastest of N lifts of each file.
+//!
+//! `cargo run --release --example lift_speed -- RUNS FILE...`
+
+use mergelift::jit_driver::lift_functions;
+use std::time::Instant;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let reps: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
+    for p in args {
+        let text = std::fs::read_to_string(&p).unwrap();
+        let funcs = cranelift_reader::parse_functions(&text).unwrap();
+        let insts: usize = funcs.iter().map(|f| f.dfg.num_insts()).sum();
+        let mut best = f64::MAX;
+        let mut total = 0.0;
+        for _ in 0..reps {
+            let t = Instant::now();
+            let m = lift_functions(funcs.iter(), &mut Default::default()).unwrap();
+            let e = t.elapsed().as_secs_f64();
+            drop(std::hint::black_box(m));
+            best = best.min(e);
+            total += e;
+        }
+        println!(
+            "{p}: {insts} insts, best {:.2} ms ({:.1} M/s), mean {:.2} ms",
+            best * 1e3,
+            insts as f64 / best / 1e6,
+            total / reps as f64 * 1e3
+        );
+    }
+}
