@@ -25,7 +25,6 @@ use super::exact::make_thunk_with;
 use super::walk::{function_hashes, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
-use cranelift_entity::packed_option::PackedOption;
 
 /// Machine-code bytes, as the cost model counts them (calibrated on Cranelift's x86-64 output
 /// at opt level none; BENCHMARKS.md).
@@ -370,10 +369,13 @@ struct State {
     table: ShapeTable,
     /// Per walked function: its skeleton class and its holes (ranges of the stores).
     walked: OpenMap<Option<Walked>>,
-    /// The functions of each class as a list through `next` (newest first; entries whose
-    /// class changed since are skipped).
-    head: Vec<PackedOption<FuncId>>,
-    next: OpenMap<PackedOption<FuncId>>,
+    /// The functions of each class as a list of `entries` (newest first; entries whose
+    /// function moved to another class since are skipped): the index of the newest entry.
+    head: Vec<u32>,
+    /// Entries of the class lists: a function and the entry after it in its list (`NO_ENTRY`
+    /// at the end). A function walked again gets a new entry; its old one keeps its place
+    /// and its link, so the list it was in stays whole.
+    entries: Vec<(FuncId, u32)>,
     /// The number of walked functions of each class (an upper bound on its members).
     live: Vec<u32>,
     consts: Vec<(Inst, u16, Operand)>,
@@ -392,6 +394,9 @@ struct State {
     /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
     debug: bool,
 }
+
+/// The end of a class list (`State::entries`).
+const NO_ENTRY: u32 = u32::MAX;
 
 /// Per-function data for the open functions (ids from `base` on), growing as functions are
 /// added: tables that cost in proportion to the open functions, not to the module.
@@ -448,7 +453,7 @@ impl State {
             table: ShapeTable::with_capacity(open),
             walked: OpenMap::new(m.first_open),
             head: Vec::new(),
-            next: OpenMap::new(m.first_open),
+            entries: Vec::new(),
             live: Vec::new(),
             consts: Vec::new(),
             callees: Vec::new(),
@@ -521,12 +526,12 @@ impl State {
             named: f.linkage != Linkage::Local || f.address_significant,
         });
         if self.head.len() <= class as usize {
-            self.head.resize(class as usize + 1, None.into());
+            self.head.resize(class as usize + 1, NO_ENTRY);
             self.live.resize(class as usize + 1, 0);
         }
         self.live[class as usize] += 1;
-        self.next[id] = self.head[class as usize];
-        self.head[class as usize] = id.into();
+        self.entries.push((id, self.head[class as usize]));
+        self.head[class as usize] = self.entries.len() as u32 - 1;
     }
 
     /// Forget the walk of `id` (its body changed, or it became a thunk).
@@ -547,9 +552,10 @@ impl State {
             marks.data.iter_mut().for_each(|x| *x = 0);
             p.mark = 1;
         }
-        let mut cur = self.head.get(class as usize).and_then(|h| h.expand());
-        while let Some(f) = cur {
-            cur = self.next[f].expand();
+        let mut cur = self.head.get(class as usize).copied().unwrap_or(NO_ENTRY);
+        while cur != NO_ENTRY {
+            let (f, next) = self.entries[cur as usize];
+            cur = next;
             let Some(w) = self.walked[f] else { continue };
             if w.class != class || marks[f] == p.mark {
                 continue; // moved to another class since, or listed twice
