@@ -22,7 +22,7 @@
 //!    folded, their calls differ in constants instead.
 
 use super::exact::make_thunk_with;
-use super::walk::{function_hashes, mix, HashScratch, ShapeTable, WalkOut};
+use super::walk::{function_hashes, light_walk, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
 
@@ -378,6 +378,17 @@ struct State {
     entries: Vec<(FuncId, u32)>,
     /// The number of walked functions of each class (an upper bound on its members).
     live: Vec<u32>,
+    /// The number of walked functions of each weak hash (`function_hashes`).
+    weak_live: HashMap<u64, u32>,
+    /// Functions that may share a skeleton but whose weak hash no walked function had when
+    /// they were walked (lightly: `light_walk`), in walk order: they get their token streams
+    /// when another function with their weak hash comes (functions with equal streams have
+    /// equal weak hashes), just before it, so classes list their functions in walk order as
+    /// if every function had been walked in full.
+    pending: HashMap<u64, Vec<FuncId>>,
+    /// The weak hash a function waits under in `pending` (`None`: not waiting; entries of a
+    /// function no longer waiting are skipped).
+    pending_weak: OpenMap<Option<u64>>,
     consts: Vec<(Inst, u16, Operand)>,
     callees: Vec<(Symbol, Inst)>,
     /// Functions whose address is observable (taken, or called by `try_call`).
@@ -439,6 +450,7 @@ impl<T: Clone + Default> core::ops::IndexMut<FuncId> for OpenMap<T> {
 #[derive(Clone, Copy)]
 struct Walked {
     class: u32,
+    weak: u64,
     consts: (u32, u32),
     callees: (u32, u32),
     /// Its name or address is visible outside the module, or declared significant: folded,
@@ -455,6 +467,9 @@ impl State {
             head: Vec::new(),
             entries: Vec::new(),
             live: Vec::new(),
+            weak_live: HashMap::default(),
+            pending: HashMap::default(),
+            pending_weak: OpenMap::new(m.first_open),
             consts: Vec::new(),
             callees: Vec::new(),
             observed: SymSet::with_symbols(m.symbols.len()),
@@ -474,6 +489,9 @@ impl State {
 
     /// Walk `id` (again) and class its skeleton. The first walk of a function also records
     /// the addresses it observes and its direct calls.
+    ///
+    /// The walk is light (`light_walk`: no token stream) when no other function has the same
+    /// weak hash: the function waits in `pending` until one comes (see there).
     fn walk(&mut self, m: &Module, id: FuncId, first: bool) {
         self.unwalk(id);
         let f = &m.functions[id];
@@ -481,11 +499,9 @@ impl State {
             return;
         }
         let out = &mut self.out;
-        out.tokens.clear();
         out.callees.clear();
-        out.holes.clear();
         out.taken.clear();
-        let (weak, local) = function_hashes(f, &mut self.scratch, out);
+        let (weak, holes) = light_walk(f, &mut self.scratch, out);
         if first {
             for &s in &out.taken {
                 self.observed.insert(m.resolve_alias(s));
@@ -506,9 +522,34 @@ impl State {
         if f.inst_count() < 3 || f.linkage == Linkage::Preemptible {
             return; // a thunk or a stub (nothing to share), or left alone
         }
-        if out.holes.is_empty() && out.callees.is_empty() {
+        if holes == 0 && out.callees.is_empty() {
             return; // equal ones were merged exactly
         }
+        let waiting = self.pending.remove(&weak);
+        if waiting.is_none() && self.weak_live.get(&weak).copied().unwrap_or(0) == 0 {
+            // Alone with its weak hash so far: no stream until another comes.
+            self.pending.insert(weak, vec![id]);
+            self.pending_weak[id] = Some(weak);
+            return;
+        }
+        for p in waiting.into_iter().flatten() {
+            if self.pending_weak[p] == Some(weak) && !m.removed[p] {
+                self.pending_weak[p] = None;
+                self.intern(m, p);
+            }
+        }
+        self.intern(m, id);
+    }
+
+    /// Walk `id` in full and class its skeleton (it may share one).
+    fn intern(&mut self, m: &Module, id: FuncId) {
+        let f = &m.functions[id];
+        let out = &mut self.out;
+        out.tokens.clear();
+        out.callees.clear();
+        out.holes.clear();
+        out.taken.clear();
+        let (weak, local) = function_hashes(f, &mut self.scratch, out);
         if self.table.tokens_reserved() == 0 {
             // Room for a stream per walked function or so: one allocation, no regrowth.
             let open = m.functions.len() - m.first_open as usize;
@@ -521,10 +562,12 @@ impl State {
         self.callees.extend_from_slice(&out.callees);
         self.walked[id] = Some(Walked {
             class,
+            weak,
             consts: (c0, self.consts.len() as u32),
             callees: (k0, self.callees.len() as u32),
             named: f.linkage != Linkage::Local || f.address_significant,
         });
+        *self.weak_live.entry(weak).or_insert(0) += 1;
         if self.head.len() <= class as usize {
             self.head.resize(class as usize + 1, NO_ENTRY);
             self.live.resize(class as usize + 1, 0);
@@ -538,7 +581,13 @@ impl State {
     fn unwalk(&mut self, id: FuncId) {
         if let Some(w) = self.walked[id] {
             self.live[w.class as usize] -= 1;
+            if let Some(n) = self.weak_live.get_mut(&w.weak) {
+                *n -= 1;
+            }
             self.walked[id] = None;
+        }
+        if self.pending_weak[id].is_some() {
+            self.pending_weak[id] = None;
         }
     }
 
@@ -584,6 +633,10 @@ fn round(
     report: &mut SimilarReport,
 ) -> Option<(Vec<FuncId>, Vec<FuncId>)> {
     let t = std::time::Instant::now();
+    // Functions walked again changed since: they wait no longer under their old weak hash.
+    for &id in rewalk {
+        st.unwalk(id);
+    }
     for (k, &id) in rewalk.iter().enumerate() {
         if let Some(&n) = rewalk.get(k + 8) {
             prefetch_header(&m.functions[n]);
