@@ -22,10 +22,9 @@
 //!    folded, their calls differ in constants instead.
 
 use super::exact::make_thunk_with;
-use super::walk::{function_hashes, mix, HashScratch, ShapeTable, WalkOut};
+use super::walk::{function_hashes, light_walk, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
-use cranelift_entity::packed_option::PackedOption;
 
 /// Machine-code bytes, as the cost model counts them (calibrated on Cranelift's x86-64 output
 /// at opt level none; BENCHMARKS.md).
@@ -370,12 +369,26 @@ struct State {
     table: ShapeTable,
     /// Per walked function: its skeleton class and its holes (ranges of the stores).
     walked: OpenMap<Option<Walked>>,
-    /// The functions of each class as a list through `next` (newest first; entries whose
-    /// class changed since are skipped).
-    head: Vec<PackedOption<FuncId>>,
-    next: OpenMap<PackedOption<FuncId>>,
+    /// The functions of each class as a list of `entries` (newest first; entries whose
+    /// function moved to another class since are skipped): the index of the newest entry.
+    head: Vec<u32>,
+    /// Entries of the class lists: a function and the entry after it in its list (`NO_ENTRY`
+    /// at the end). A function walked again gets a new entry; its old one keeps its place
+    /// and its link, so the list it was in stays whole.
+    entries: Vec<(FuncId, u32)>,
     /// The number of walked functions of each class (an upper bound on its members).
     live: Vec<u32>,
+    /// The number of walked functions of each weak hash (`function_hashes`).
+    weak_live: HashMap<u64, u32>,
+    /// Functions that may share a skeleton but whose weak hash no walked function had when
+    /// they were walked (lightly: `light_walk`), in walk order: they get their token streams
+    /// when another function with their weak hash comes (functions with equal streams have
+    /// equal weak hashes), just before it, so classes list their functions in walk order as
+    /// if every function had been walked in full.
+    pending: HashMap<u64, Vec<FuncId>>,
+    /// The weak hash a function waits under in `pending` (`None`: not waiting; entries of a
+    /// function no longer waiting are skipped).
+    pending_weak: OpenMap<Option<u64>>,
     consts: Vec<(Inst, u16, Operand)>,
     callees: Vec<(Symbol, Inst)>,
     /// Functions whose address is observable (taken, or called by `try_call`).
@@ -392,6 +405,9 @@ struct State {
     /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
     debug: bool,
 }
+
+/// The end of a class list (`State::entries`).
+const NO_ENTRY: u32 = u32::MAX;
 
 /// Per-function data for the open functions (ids from `base` on), growing as functions are
 /// added: tables that cost in proportion to the open functions, not to the module.
@@ -434,6 +450,7 @@ impl<T: Clone + Default> core::ops::IndexMut<FuncId> for OpenMap<T> {
 #[derive(Clone, Copy)]
 struct Walked {
     class: u32,
+    weak: u64,
     consts: (u32, u32),
     callees: (u32, u32),
     /// Its name or address is visible outside the module, or declared significant: folded,
@@ -448,8 +465,11 @@ impl State {
             table: ShapeTable::with_capacity(open),
             walked: OpenMap::new(m.first_open),
             head: Vec::new(),
-            next: OpenMap::new(m.first_open),
+            entries: Vec::new(),
             live: Vec::new(),
+            weak_live: HashMap::default(),
+            pending: HashMap::default(),
+            pending_weak: OpenMap::new(m.first_open),
             consts: Vec::new(),
             callees: Vec::new(),
             observed: SymSet::with_symbols(m.symbols.len()),
@@ -469,6 +489,9 @@ impl State {
 
     /// Walk `id` (again) and class its skeleton. The first walk of a function also records
     /// the addresses it observes and its direct calls.
+    ///
+    /// The walk is light (`light_walk`: no token stream) when no other function has the same
+    /// weak hash: the function waits in `pending` until one comes (see there).
     fn walk(&mut self, m: &Module, id: FuncId, first: bool) {
         self.unwalk(id);
         let f = &m.functions[id];
@@ -476,11 +499,9 @@ impl State {
             return;
         }
         let out = &mut self.out;
-        out.tokens.clear();
         out.callees.clear();
-        out.holes.clear();
         out.taken.clear();
-        let (weak, local) = function_hashes(f, &mut self.scratch, out);
+        let (weak, holes) = light_walk(f, &mut self.scratch, out);
         if first {
             for &s in &out.taken {
                 self.observed.insert(m.resolve_alias(s));
@@ -501,9 +522,34 @@ impl State {
         if f.inst_count() < 3 || f.linkage == Linkage::Preemptible {
             return; // a thunk or a stub (nothing to share), or left alone
         }
-        if out.holes.is_empty() && out.callees.is_empty() {
+        if holes == 0 && out.callees.is_empty() {
             return; // equal ones were merged exactly
         }
+        let waiting = self.pending.remove(&weak);
+        if waiting.is_none() && self.weak_live.get(&weak).copied().unwrap_or(0) == 0 {
+            // Alone with its weak hash so far: no stream until another comes.
+            self.pending.insert(weak, vec![id]);
+            self.pending_weak[id] = Some(weak);
+            return;
+        }
+        for p in waiting.into_iter().flatten() {
+            if self.pending_weak[p] == Some(weak) && !m.removed[p] {
+                self.pending_weak[p] = None;
+                self.intern(m, p);
+            }
+        }
+        self.intern(m, id);
+    }
+
+    /// Walk `id` in full and class its skeleton (it may share one).
+    fn intern(&mut self, m: &Module, id: FuncId) {
+        let f = &m.functions[id];
+        let out = &mut self.out;
+        out.tokens.clear();
+        out.callees.clear();
+        out.holes.clear();
+        out.taken.clear();
+        let (weak, local) = function_hashes(f, &mut self.scratch, out);
         if self.table.tokens_reserved() == 0 {
             // Room for a stream per walked function or so: one allocation, no regrowth.
             let open = m.functions.len() - m.first_open as usize;
@@ -516,24 +562,32 @@ impl State {
         self.callees.extend_from_slice(&out.callees);
         self.walked[id] = Some(Walked {
             class,
+            weak,
             consts: (c0, self.consts.len() as u32),
             callees: (k0, self.callees.len() as u32),
             named: f.linkage != Linkage::Local || f.address_significant,
         });
+        *self.weak_live.entry(weak).or_insert(0) += 1;
         if self.head.len() <= class as usize {
-            self.head.resize(class as usize + 1, None.into());
+            self.head.resize(class as usize + 1, NO_ENTRY);
             self.live.resize(class as usize + 1, 0);
         }
         self.live[class as usize] += 1;
-        self.next[id] = self.head[class as usize];
-        self.head[class as usize] = id.into();
+        self.entries.push((id, self.head[class as usize]));
+        self.head[class as usize] = self.entries.len() as u32 - 1;
     }
 
     /// Forget the walk of `id` (its body changed, or it became a thunk).
     fn unwalk(&mut self, id: FuncId) {
         if let Some(w) = self.walked[id] {
             self.live[w.class as usize] -= 1;
+            if let Some(n) = self.weak_live.get_mut(&w.weak) {
+                *n -= 1;
+            }
             self.walked[id] = None;
+        }
+        if self.pending_weak[id].is_some() {
+            self.pending_weak[id] = None;
         }
     }
 
@@ -547,9 +601,10 @@ impl State {
             marks.data.iter_mut().for_each(|x| *x = 0);
             p.mark = 1;
         }
-        let mut cur = self.head.get(class as usize).and_then(|h| h.expand());
-        while let Some(f) = cur {
-            cur = self.next[f].expand();
+        let mut cur = self.head.get(class as usize).copied().unwrap_or(NO_ENTRY);
+        while cur != NO_ENTRY {
+            let (f, next) = self.entries[cur as usize];
+            cur = next;
             let Some(w) = self.walked[f] else { continue };
             if w.class != class || marks[f] == p.mark {
                 continue; // moved to another class since, or listed twice
@@ -578,6 +633,10 @@ fn round(
     report: &mut SimilarReport,
 ) -> Option<(Vec<FuncId>, Vec<FuncId>)> {
     let t = std::time::Instant::now();
+    // Functions walked again changed since: they wait no longer under their old weak hash.
+    for &id in rewalk {
+        st.unwalk(id);
+    }
     for (k, &id) in rewalk.iter().enumerate() {
         if let Some(&n) = rewalk.get(k + 8) {
             prefetch_header(&m.functions[n]);

@@ -5,7 +5,7 @@
 
 use super::scope::ScopeMap;
 use super::MergeReport;
-use crate::hash::{finish, HashSet};
+use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
 use core::hash::{Hash, Hasher};
 use cranelift_entity::EntityRef;
@@ -393,6 +393,70 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
     (finish(weak), finish(hash_words(&out.tokens[start..])))
 }
 
+/// The light walk: the weak hash `function_hashes` returns, the direct calls and taken
+/// symbols it collects (in the same order), and the number of holes a `similar` walk would
+/// list, with no token stream. Blocks are visited in the same order (by
+/// first reference from the entry), so everything agrees with `function_hashes`; equal token
+/// streams imply equal weak hashes, so a function whose weak hash no other function shares
+/// cannot share a skeleton and needs no stream yet.
+pub(super) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, usize) {
+    let mut weak = FxHasher::default();
+    f.sig.hash(&mut weak);
+    let mut weak = weak.finish();
+    let mut holes = 0;
+    let Some(entry) = f.entry() else {
+        return (finish(weak), 0);
+    };
+    s.block_sn.clear();
+    s.block_sn.resize(f.blocks.len(), 0);
+    s.order.clear();
+    s.block_sn[entry.index()] = 1;
+    s.order.push(entry);
+    let (mut opcodes, mut pending) = (0u64, 0u32);
+    let mut k = 0;
+    while k < s.order.len() {
+        let b = s.order[k];
+        k += 1;
+        for &i in f.block_insts(b) {
+            let d = &f.insts[i];
+            opcodes = opcodes << 8 | d.opcode as u64;
+            pending += 1;
+            if pending == 8 {
+                weak = mix(weak, opcodes);
+                (opcodes, pending) = (0, 0);
+            }
+            let ops = &f.operand_pool[d.operands.range()];
+            let mut ops_iter = ops.iter();
+            if d.opcode.format() == Format::Call {
+                if let Some(Operand::Sym(sym, _)) = ops.first() {
+                    out.callees.push((*sym, i));
+                    ops_iter.next();
+                }
+            }
+            let counts = d.opcode != Opcode::ExnHandlerAddr;
+            for &op in ops_iter {
+                match op {
+                    Operand::Int(_) | Operand::F32(_) | Operand::F64(_) => holes += counts as usize,
+                    Operand::Block(bb) => {
+                        let x = &mut s.block_sn[bb.index()];
+                        if *x == 0 {
+                            *x = 1;
+                            s.order.push(bb);
+                        }
+                    }
+                    Operand::Sym(sym, _) => out.taken.push(sym),
+                    _ => {}
+                }
+            }
+        }
+    }
+    weak = mix(
+        mix(weak, opcodes),
+        pending as u64 | (s.order.len() as u64) << 8,
+    );
+    (finish(weak), holes)
+}
+
 #[inline(always)]
 pub(super) fn mix(h: u64, w: u64) -> u64 {
     (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
@@ -600,6 +664,15 @@ impl ShapeTable {
         sh
     }
 
+    /// Replace the shapes by `shapes` (the same streams, numbered anew), and index them
+    /// again.
+    fn renumber(&mut self, shapes: Vec<(u64, u32, u32)>) {
+        self.shapes = shapes;
+        let cap = (2 * self.shapes.len()).next_power_of_two().max(16);
+        self.slots = vec![(0, 0); cap / 2];
+        self.grow();
+    }
+
     /// Double the slots (shapes and streams stay).
     #[cold]
     fn grow(&mut self) {
@@ -685,6 +758,140 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     part
 }
 
+/// `walk_part` for a whole module on one thread, with light walks (`light_walk`): a function
+/// gets a token stream only once another function has its weak hash (equal streams have
+/// equal weak hashes); one alone with its weak hash is a shape of its own with no stream.
+/// Shapes are then numbered by first appearance, as `walk_part` numbers them, so the result
+/// is the same.
+fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
+    let mut part = WalkPart {
+        shapes: ShapeTable::with_capacity(ids.len()),
+        facts: Vec::with_capacity(ids.len()),
+        sites: Vec::new(),
+        targets: Vec::new(),
+        taken: Vec::new(),
+    };
+    let mut scratch = HashScratch::default();
+    let mut out = WalkOut::default();
+    let mut full = WalkOut::default();
+    // Per weak hash: the function alone with it so far (its index in `ids`), or `SHARED`.
+    let mut by_weak: HashMap<u64, u32> = HashMap::default();
+    const SHARED: u32 = u32::MAX;
+    // Streams found: (index in `ids`, local hash, shape in the table).
+    let mut streams: Vec<(u32, u64, u32)> = Vec::new();
+    // The stream of `ids[k]` (walked in full with `o`), classed into a shape.
+    let intern = |k: usize, o: &WalkOut, weak: u64, local: u64, part: &mut WalkPart| {
+        if part.shapes.tokens.is_empty() {
+            // Room for a stream per function or so: one allocation, no regrowth.
+            part.shapes.tokens.reserve(o.tokens.len() * ids.len() / 2);
+        }
+        let shape = part.shapes.intern(finish(mix(weak, local)), &o.tokens);
+        (k as u32, local, shape)
+    };
+    let walk_full = |k: usize, o: &mut WalkOut, scratch: &mut HashScratch, part: &mut WalkPart| {
+        o.tokens.clear();
+        o.callees.clear();
+        o.taken.clear();
+        let (weak, local) = function_hashes(&m.functions[ids[k]], scratch, o);
+        intern(k, o, weak, local, part)
+    };
+    // Instructions of the functions walked so far, and of those walked in full. When most
+    // share their weak hash with another function (a module of many near duplicates), a
+    // light walk only adds to the full walk that follows: from then on every function is
+    // walked in full at once.
+    let (mut seen, mut walked_full, mut all_full) = (0usize, 0usize, false);
+    for (k, &id) in ids.iter().enumerate() {
+        m.prefetch_ahead(ids, k);
+        let f = &m.functions[id];
+        out.callees.clear();
+        seen += f.insts.len();
+        all_full = all_full || (k >= 256 && 5 * walked_full > 3 * seen);
+        let weak = if all_full {
+            out.tokens.clear();
+            let (weak, local) = function_hashes(f, &mut scratch, &mut out);
+            if let Some(first) = by_weak.insert(weak, SHARED) {
+                if first != SHARED {
+                    streams.push(walk_full(
+                        first as usize,
+                        &mut full,
+                        &mut scratch,
+                        &mut part,
+                    ));
+                }
+            }
+            streams.push(intern(k, &out, weak, local, &mut part));
+            weak
+        } else {
+            let (weak, _) = light_walk(f, &mut scratch, &mut out);
+            match by_weak.get(&weak).copied() {
+                None => {
+                    by_weak.insert(weak, k as u32);
+                }
+                Some(SHARED) => {
+                    streams.push(walk_full(k, &mut full, &mut scratch, &mut part));
+                    walked_full += f.insts.len();
+                }
+                Some(first) => {
+                    streams.push(walk_full(
+                        first as usize,
+                        &mut full,
+                        &mut scratch,
+                        &mut part,
+                    ));
+                    streams.push(walk_full(k, &mut full, &mut scratch, &mut part));
+                    by_weak.insert(weak, SHARED);
+                    walked_full += f.insts.len() + m.functions[ids[first as usize]].insts.len();
+                }
+            }
+            weak
+        };
+        let start = part.sites.len() as u32;
+        for &(sym, inst) in &out.callees {
+            part.sites.push((sym, inst));
+            part.targets.push(Callee::resolve(m, scope, sym));
+        }
+        for gv in f.globals.values() {
+            if let GlobalData::Symbol { sym, .. } = gv {
+                out.taken.push(*sym);
+            }
+        }
+        part.facts.push(FnFacts {
+            weak,
+            local: 0,
+            shape: u32::MAX,
+            calls: (start, part.sites.len() as u32),
+            prio: priority(f),
+            linkage: f.linkage,
+            significant: f.address_significant,
+        });
+    }
+    part.taken = out.taken;
+    for &(k, local, shape) in &streams {
+        let facts = &mut part.facts[k as usize];
+        facts.local = local;
+        facts.shape = shape;
+    }
+    // Shapes numbered by first appearance; a function with no stream is a shape of its own.
+    let mut number = vec![u32::MAX; part.shapes.shapes.len()];
+    let mut shapes = Vec::with_capacity(ids.len());
+    for facts in &mut part.facts {
+        let sh = if facts.shape == u32::MAX {
+            shapes.push((finish(mix(facts.weak, 0)), 0, 0));
+            shapes.len() as u32 - 1
+        } else {
+            let n = &mut number[facts.shape as usize];
+            if *n == u32::MAX {
+                *n = shapes.len() as u32;
+                shapes.push(part.shapes.shapes[facts.shape as usize]);
+            }
+            *n
+        };
+        facts.shape = sh;
+    }
+    part.shapes.renumber(shapes);
+    part
+}
+
 /// Modules smaller than this are walked on one thread (threads cost more than they save).
 const PARALLEL_WALK_MIN: usize = 2048;
 
@@ -715,7 +922,12 @@ pub(super) fn walk_module(
     };
     let chunk = ids.len().div_ceil(threads).max(1);
     let mut parts: Vec<WalkPart> = if threads == 1 {
-        vec![walk_part(m, scope, ids)]
+        // Frozen functions and incremental modules read the streams of every survivor.
+        if m.frozen_index.is_empty() && !m.incremental {
+            vec![walk_part_light(m, scope, ids)]
+        } else {
+            vec![walk_part(m, scope, ids)]
+        }
     } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = ids
