@@ -278,6 +278,15 @@ impl<M: Module> MergeModule<M> {
         self.flush_batch(false)
     }
 
+    /// `flush`, as the last batch: nothing compiled now is fingerprinted for later batches to
+    /// merge into (cheaper: a function whose weak hash no other shares is not walked in full).
+    /// Functions defined afterwards still work; they just do not merge into these. What
+    /// `finish` does for an object file; for a one-shot JIT compile, call it before
+    /// `finalize_definitions`.
+    pub fn flush_last(&mut self) -> ModuleResult<()> {
+        self.flush_batch(true)
+    }
+
     /// `flush`; a `last` one is followed by no other batch.
     pub(crate) fn flush_batch(&mut self, last: bool) -> ModuleResult<()> {
         if let Some(p) = &self.core.poisoned {
