@@ -1028,7 +1028,7 @@ impl Core {
         jobs: Vec<(FuncId, ir::Function)>,
         threads: usize,
     ) -> ModuleResult<()> {
-        let done = parallel::compile_all(inner.isa(), jobs, threads);
+        let done = parallel::compile_all(inner.isa(), jobs, threads, self.hook.is_some());
         for (id, r) in done {
             let c = match r {
                 Ok(c) => c,
@@ -1042,13 +1042,12 @@ impl Core {
                     )))
                 }
             };
-            let code = c.ctx.compiled_code().expect("compiled");
             inner
-                .define_function_bytes(id, c.alignment, code.code_buffer(), &c.relocs)
+                .define_function_bytes(id, c.alignment, &c.code, &c.relocs)
                 .map_err(|e| in_function(&Self::name(inner, id), e, None))?;
-            self.note_compiled(id, code.code_buffer().len());
-            if let Some(h) = &mut self.hook {
-                h(id, &c.ctx);
+            self.note_compiled(id, c.code.len());
+            if let (Some(h), Some(ctx)) = (&mut self.hook, &c.ctx) {
+                h(id, ctx);
             }
         }
         Ok(())

@@ -9,10 +9,13 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::Context;
 use cranelift_module::{FuncId, ModuleError, ModuleReloc};
 
-/// A function compiled on a worker: its context (holding the compiled code), the code's
-/// alignment, and its relocations as the module wants them.
+/// A function compiled on a worker: its machine code, the code's alignment, its relocations
+/// as the module wants them, and, when asked for (`keep_contexts`), the context that compiled
+/// it (otherwise a worker reuses one context for all its functions: allocating and keeping a
+/// context per function made two threads fight over the allocator and page faults).
 pub(crate) struct Compiled {
-    pub ctx: Context,
+    pub ctx: Option<Context>,
+    pub code: Vec<u8>,
     pub alignment: u64,
     pub relocs: Vec<ModuleReloc>,
 }
@@ -28,6 +31,7 @@ pub(crate) fn compile_all(
     isa: &dyn TargetIsa,
     jobs: Vec<(FuncId, ir::Function)>,
     threads: usize,
+    keep_contexts: bool,
 ) -> Vec<(FuncId, Result<Compiled, Failure>)> {
     let n = jobs.len();
     let ids: Vec<FuncId> = jobs.iter().map(|j| j.0).collect();
@@ -44,9 +48,10 @@ pub(crate) fn compile_all(
             .into_iter()
             .map(|share| {
                 s.spawn(move || {
+                    let mut ctx = Context::new();
                     share
                         .into_iter()
-                        .map(|(k, id, f)| (k, id, compile_one(isa, id, f)))
+                        .map(|(k, id, f)| (k, id, compile_one(isa, id, f, &mut ctx, keep_contexts)))
                         .collect::<Vec<_>>()
                 })
             })
@@ -69,8 +74,22 @@ pub(crate) fn compile_all(
         .collect()
 }
 
-fn compile_one(isa: &dyn TargetIsa, id: FuncId, func: ir::Function) -> Result<Compiled, Failure> {
-    let mut ctx = Context::for_function(func);
+fn compile_one(
+    isa: &dyn TargetIsa,
+    id: FuncId,
+    func: ir::Function,
+    reused: &mut Context,
+    keep: bool,
+) -> Result<Compiled, Failure> {
+    let mut own;
+    let ctx = if keep {
+        own = Context::for_function(func);
+        &mut own
+    } else {
+        reused.clear();
+        reused.func = func;
+        reused
+    };
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         ctx.compile(isa, &mut ControlPlane::default())
             .map(|c| c.buffer.alignment as u64)
@@ -85,8 +104,10 @@ fn compile_one(isa: &dyn TargetIsa, id: FuncId, func: ir::Function) -> Result<Co
                 .iter()
                 .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
                 .collect();
+            let code = code.code_buffer().to_vec();
             Ok(Compiled {
-                ctx,
+                ctx: keep.then(|| std::mem::replace(ctx, Context::new())),
+                code,
                 alignment,
                 relocs,
             })
@@ -155,7 +176,7 @@ pub fn define_plain(
         }
         return Ok(bytes);
     }
-    for (id, r) in compile_all(module.isa(), funcs, threads) {
+    for (id, r) in compile_all(module.isa(), funcs, threads, false) {
         let c = match r {
             Ok(c) => c,
             Err(Failure::Error(e, f)) => {
@@ -178,11 +199,10 @@ pub fn define_plain(
                 ))
             }
         };
-        let code = c.ctx.compiled_code().expect("compiled");
         module
-            .define_function_bytes(id, c.alignment, code.code_buffer(), &c.relocs)
+            .define_function_bytes(id, c.alignment, &c.code, &c.relocs)
             .map_err(|e| (id, format!("function {}: {e:#}", name(module, id))))?;
-        bytes.push(code.code_buffer().len());
+        bytes.push(c.code.len());
     }
     Ok(bytes)
 }
