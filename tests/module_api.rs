@@ -848,3 +848,79 @@ fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
         );
     }
 }
+
+/// A function of a later batch calls a local near-duplicate that an earlier batch folded
+/// into a shared body (it has no code of its own): the call reaches the shared body with the
+/// member's extra arguments.
+#[test]
+fn later_batches_call_folded_members() {
+    let mut m = jit();
+    let s = sig(&m, 1);
+    let members: Vec<FuncId> = (0..3)
+        .map(|k| {
+            m.declare_function(&format!("m{k}"), Linkage::Local, &s)
+                .unwrap()
+        })
+        .collect();
+    for (k, &id) in members.iter().enumerate() {
+        define(&mut m, id, &[], |b, p, _| {
+            let t = b.ins().imul_imm_s(p[0], 11 + k as i64);
+            let t = b.ins().iadd_imm_s(t, 1 << 40);
+            let t = b.ins().imul_imm_s(t, 5);
+            let t = b.ins().iadd_imm_s(t, -9);
+            b.ins().return_(&[t]);
+        });
+    }
+    let first = m.declare_function("first", Linkage::Export, &s).unwrap();
+    define(&mut m, first, &members, |b, p, f| {
+        let mut acc = b.ins().iconst(types::I64, 0);
+        for &fr in f {
+            let c = b.ins().call(fr, &[p[0]]);
+            let r = b.inst_results(c)[0];
+            acc = b.ins().iadd(acc, r);
+        }
+        b.ins().return_(&[acc]);
+    });
+    m.finalize_definitions().unwrap();
+    let member = |k: i64, x: i64| ((x * (11 + k) + (1 << 40)) * 5) - 9;
+    assert_eq!(
+        call1(&m, first, 2),
+        (0..3).map(|k| member(k, 2)).sum::<i64>()
+    );
+    let folded: Vec<usize> = (0..3)
+        .filter(|&k| m.merge_kind(members[k]) == Some(MergeKind::Folded))
+        .collect();
+    assert!(!folded.is_empty(), "{:?}", m.stats());
+    // A second batch calls a folded member, from a function compiled from its input and from
+    // two near-duplicates (lowered from LIR, as their shared body).
+    let k = folded[0];
+    let later = m.declare_function("later", Linkage::Export, &s).unwrap();
+    define(&mut m, later, &[members[k]], |b, p, f| {
+        let x = b.ins().iadd_imm_s(p[0], 1);
+        let c = b.ins().call(f[0], &[x]);
+        let r = b.inst_results(c)[0];
+        let r = b.ins().iadd_imm_s(r, 7);
+        b.ins().return_(&[r]);
+    });
+    let twins: Vec<FuncId> = (0..2)
+        .map(|j| {
+            m.declare_function(&format!("twin{j}"), Linkage::Export, &s)
+                .unwrap()
+        })
+        .collect();
+    for (j, &id) in twins.iter().enumerate() {
+        define(&mut m, id, &[members[k]], |b, p, f| {
+            let x = b.ins().imul_imm_s(p[0], 3);
+            let x = b.ins().iadd_imm_s(x, 1000 + j as i64);
+            let c = b.ins().call(f[0], &[x]);
+            let r = b.inst_results(c)[0];
+            let r = b.ins().imul_imm_s(r, 2);
+            b.ins().return_(&[r]);
+        });
+    }
+    m.finalize_definitions().unwrap();
+    assert_eq!(call1(&m, later, 4), member(k as i64, 5) + 7);
+    for (j, &id) in twins.iter().enumerate() {
+        assert_eq!(call1(&m, id, 4), member(k as i64, 12 + 1000 + j as i64) * 2);
+    }
+}

@@ -88,8 +88,9 @@ pub struct Module {
     pub aliases: HashMap<Symbol, Symbol>,
     pub merges: Vec<MergeRecord>,
     /// Functions whose direct calls `merge-similar` rewrote (each once), in the order of
-    /// the rewrites.
+    /// the rewrites (add with `add_call_rewrite`, which indexes them).
     pub call_rewrites: Vec<(Symbol, CallRewrite)>,
+    call_rewrite_index: HashMap<Symbol, u32>,
     /// Functions with ids from here on are *open*: passes may change them. Those before are
     /// frozen (compiled by an earlier batch; `passes::merge::freeze`).
     pub first_open: u32,
@@ -109,6 +110,19 @@ pub struct Module {
 impl Module {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Record how `merge-similar` rewrote the direct calls of `member`.
+    pub fn add_call_rewrite(&mut self, member: Symbol, rewrite: CallRewrite) {
+        self.call_rewrite_index
+            .insert(member, self.call_rewrites.len() as u32);
+        self.call_rewrites.push((member, rewrite));
+    }
+
+    /// How direct calls of `sym` are rewritten, if `merge-similar` merged it.
+    pub fn call_rewrite(&self, sym: Symbol) -> Option<&CallRewrite> {
+        let k = *self.call_rewrite_index.get(&sym)?;
+        Some(&self.call_rewrites[k as usize].1)
     }
 
     /// The symbol of `name`, created as `kind` if it does not exist yet.

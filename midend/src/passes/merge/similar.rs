@@ -219,6 +219,7 @@ struct Plan {
 /// Run `merge-similar` over the open functions of `m`.
 pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
     let mut report = SimilarReport::default();
+    rewrite_calls_of_earlier_members(m, &mut report);
     if m.open_functions().nth(1).is_none() {
         return report; // a group needs two functions (a lazy JIT's batch of one has none)
     }
@@ -1194,6 +1195,70 @@ fn materialize(
     n
 }
 
+/// Direct calls (`call`, `tail_call`) in the open functions of members merged by an earlier
+/// batch (a folded member has no code of its own) call their shared body with the member's
+/// extra arguments, as `rewrite_callers` made them in that batch.
+fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) {
+    if m.call_rewrites.is_empty() {
+        return;
+    }
+    let mut sites: Vec<(Block, Inst)> = Vec::new();
+    let (mut regs, mut ops, mut extras, mut sigs) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for id in m.open_function_ids() {
+        sites.clear();
+        let f = &m.functions[id];
+        for &b in &f.layout {
+            for &i in f.block_insts(b) {
+                if matches!(f.insts[i].opcode, Opcode::Call | Opcode::TailCall) {
+                    if let Some(&Operand::Sym(s, 0)) = f.operands(i).first() {
+                        if m.call_rewrite(s).is_some() {
+                            sites.push((b, i));
+                        }
+                    }
+                }
+            }
+        }
+        for &(b, i) in &sites {
+            let Some(&Operand::Sym(member, 0)) = m.functions[id].operands(i).first() else {
+                continue;
+            };
+            let rw = m.call_rewrite(member).expect("found above").clone();
+            extras.clear();
+            sigs.clear();
+            for e in &rw.extras {
+                extras.push(match e {
+                    ExtraArg::Const(ty, c) => (*ty, Value::Const(*c), NO_SIG),
+                    ExtraArg::FuncAddr(s, sig) => {
+                        sigs.push(sig.clone());
+                        (Type::I64, Value::Callee(*s), sigs.len() as u32 - 1)
+                    }
+                });
+            }
+            let f = &mut m.functions[id];
+            let pos = f
+                .block_insts(b)
+                .iter()
+                .position(|&x| x == i)
+                .expect("a site of the layout");
+            regs.clear();
+            materialize(f, b, pos, &extras, &sigs, &mut regs);
+            let old = f.operands(i);
+            let nargs = (1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len()).min(old.len());
+            ops.clear();
+            ops.push(Operand::Sym(rw.shared, 0));
+            ops.extend_from_slice(&old[1..nargs]);
+            ops.extend_from_slice(&regs);
+            ops.extend_from_slice(&old[nargs..]);
+            f.set_operands(i, &ops);
+            let sr = f.sigs.push(rw.sig);
+            f.insts[i].aux = sr.as_u32();
+            f.calls_rewritten = true;
+            report.callers_rewritten += 1;
+        }
+    }
+}
+
 /// Every direct call (`call`, `tail_call`) of a folded member now calls its shared body with
 /// the member's extra arguments. The callers changed are added to `changed`.
 fn rewrite_callers(
@@ -1215,14 +1280,14 @@ fn rewrite_callers(
                 Value::SelfCall => unreachable!("self-calls are not parameters"),
             })
             .collect();
-        m.call_rewrites.push((
+        m.add_call_rewrite(
             member,
             CallRewrite {
                 shared,
                 sig: folds.sigs[sig as usize].clone(),
                 extras,
             },
-        ));
+        );
     }
     // The call sites to rewrite, member by member, each with its member; then each rewrite,
     // with the next callers on their way into the cache.
