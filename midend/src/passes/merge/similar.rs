@@ -1195,6 +1195,30 @@ fn materialize(
     n
 }
 
+/// Make call `i` of `f` call `shared` with signature `sig`: its arguments, then the extra
+/// arguments `extras` (registers set up before it), then any other operands. Not `modified`:
+/// a backend can make this rewrite in the caller's own IR (`Module::call_rewrites`).
+fn call_shared(
+    f: &mut Function,
+    i: Inst,
+    shared: Symbol,
+    sig: Signature,
+    extras: &[Operand],
+    ops: &mut Vec<Operand>,
+) {
+    let old = f.operands(i);
+    let nargs = (1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len()).min(old.len());
+    ops.clear();
+    ops.push(Operand::Sym(shared, 0));
+    ops.extend_from_slice(&old[1..nargs]);
+    ops.extend_from_slice(extras);
+    ops.extend_from_slice(&old[nargs..]);
+    f.set_operands(i, ops);
+    let sr = f.sigs.push(sig);
+    f.insts[i].aux = sr.as_u32();
+    f.calls_rewritten = true;
+}
+
 /// Direct calls (`call`, `tail_call`) in the open functions of members merged by an earlier
 /// batch (a folded member has no code of its own) call their shared body with the member's
 /// extra arguments, as `rewrite_callers` made them in that batch.
@@ -1243,17 +1267,7 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
                 .expect("a site of the layout");
             regs.clear();
             materialize(f, b, pos, &extras, &sigs, &mut regs);
-            let old = f.operands(i);
-            let nargs = (1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len()).min(old.len());
-            ops.clear();
-            ops.push(Operand::Sym(rw.shared, 0));
-            ops.extend_from_slice(&old[1..nargs]);
-            ops.extend_from_slice(&regs);
-            ops.extend_from_slice(&old[nargs..]);
-            f.set_operands(i, &ops);
-            let sr = f.sigs.push(rw.sig);
-            f.insts[i].aux = sr.as_u32();
-            f.calls_rewritten = true;
+            call_shared(f, i, rw.shared, rw.sig, &regs, &mut ops);
             report.callers_rewritten += 1;
         }
     }
@@ -1333,20 +1347,14 @@ fn rewrite_callers(
         };
         regs.clear();
         materialize(f, b, pos, extras, &folds.sigs, &mut regs);
-        // The call's operands: the callee, the arguments, the extra arguments, the rest.
-        let old = f.operands(i);
-        let nargs = (1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len()).min(old.len());
-        ops.clear();
-        ops.push(Operand::Sym(shared, 0));
-        ops.extend_from_slice(&old[1..nargs]);
-        ops.extend_from_slice(&regs);
-        ops.extend_from_slice(&old[nargs..]);
-        f.set_operands(i, &ops);
-        let sr = f.sigs.push(folds.sigs[sig as usize].clone());
-        f.insts[i].aux = sr.as_u32();
-        // Not `modified`: a backend can make this rewrite in the caller's own IR
-        // (`Module::call_rewrites`).
-        f.calls_rewritten = true;
+        call_shared(
+            f,
+            i,
+            shared,
+            folds.sigs[sig as usize].clone(),
+            &regs,
+            &mut ops,
+        );
         st.calls.push(shared, (id, i));
         if seen.insert(id) {
             changed.push(id);
