@@ -11,15 +11,14 @@
 
 mod common;
 
-use cranelift_codegen::ir::{types, AbiParam, Function, InstBuilder, Signature, UserFuncName};
-use cranelift_codegen::isa::{OwnedTargetIsa, TargetFrontendConfig};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_codegen::ir::Function;
+use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use mergelift::jit_driver::jit::jit_builder;
 use mergelift::{host_isa, MergeConfig, MergeModule, OptLevel};
-use mergelift_tools::harness::{merge_jit, plain_jit};
+use mergelift_tools::harness::{lazy_step_function, merge_jit, plain_jit};
 
 fn isa() -> OwnedTargetIsa {
     host_isa(OptLevel::None).unwrap()
@@ -47,31 +46,6 @@ fn module_batch(c: &mut Criterion) {
     g.finish();
 }
 
-/// A function of about 25 instructions whose constant `k` makes it unique.
-fn poly(cfg: TargetFrontendConfig, k: i64) -> Function {
-    let mut sig = Signature::new(cfg.default_call_conv);
-    sig.params.push(AbiParam::new(types::I64));
-    sig.returns.push(AbiParam::new(types::I64));
-    let mut f = Function::with_name_signature(UserFuncName::default(), sig);
-    let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut f, &mut fctx);
-    let e = b.create_block();
-    b.append_block_params_for_function_params(e);
-    b.switch_to_block(e);
-    let x = b.block_params(e)[0];
-    let kk = b.ins().iconst(types::I64, k);
-    let mut v = x;
-    for j in 0..8 {
-        let m = b.ins().imul(v, kk);
-        let s = b.ins().iadd_imm_s(m, j);
-        v = b.ins().bxor(s, x);
-    }
-    b.ins().return_(&[v]);
-    b.seal_all_blocks();
-    b.finalize(cfg);
-    f
-}
-
 /// Define `f` as a new exported function and finalize: one step of a lazy JIT.
 fn step<M: Module>(m: &mut M, finalize: impl Fn(&mut M), name: &str, f: &Function) -> FuncId {
     let id = m
@@ -87,7 +61,7 @@ fn step<M: Module>(m: &mut M, finalize: impl Fn(&mut M), name: &str, f: &Functio
 /// A module with `n` functions compiled one finalize at a time.
 fn warm<M: Module>(mut m: M, finalize: impl Fn(&mut M), n: i64) -> M {
     for k in 0..n {
-        let f = poly(m.target_config(), k);
+        let f = lazy_step_function(m.target_config(), k);
         step(&mut m, &finalize, &format!("warm{k}"), &f);
     }
     m
@@ -112,7 +86,7 @@ fn lazy_jit(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     i += 1;
-                    (poly(cfg, key(i)), format!("f{i}"))
+                    (lazy_step_function(cfg, key(i)), format!("f{i}"))
                 },
                 |(f, name)| step(&mut m, |m| m.finalize_definitions().unwrap(), &name, &f),
                 BatchSize::SmallInput,
@@ -129,7 +103,7 @@ fn lazy_jit(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     i += 1;
-                    (poly(cfg, key(i)), format!("f{i}"))
+                    (lazy_step_function(cfg, key(i)), format!("f{i}"))
                 },
                 |(f, name)| step(&mut m, |m| m.finalize_definitions().unwrap(), &name, &f),
                 BatchSize::SmallInput,

@@ -6,39 +6,12 @@
 //!
 //! `cargo run --release --example lazy_jit_probe -- unique|equal STEPS [plain]`
 
-use cranelift_codegen::ir::{types, AbiParam, Function, InstBuilder, Signature, UserFuncName};
-use cranelift_codegen::isa::TargetFrontendConfig;
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_codegen::ir::Function;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module};
 use mergelift::jit_driver::jit::jit_builder;
 use mergelift::{host_isa, MergeModule, OptLevel};
-
-/// A function of about 25 instructions whose constant `k` makes it unique (as in
-/// `benches/module.rs`).
-fn poly(cfg: TargetFrontendConfig, k: i64) -> Function {
-    let mut sig = Signature::new(cfg.default_call_conv);
-    sig.params.push(AbiParam::new(types::I64));
-    sig.returns.push(AbiParam::new(types::I64));
-    let mut f = Function::with_name_signature(UserFuncName::default(), sig);
-    let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut f, &mut fctx);
-    let e = b.create_block();
-    b.append_block_params_for_function_params(e);
-    b.switch_to_block(e);
-    let x = b.block_params(e)[0];
-    let kk = b.ins().iconst(types::I64, k);
-    let mut v = x;
-    for j in 0..8 {
-        let m = b.ins().imul(v, kk);
-        let s = b.ins().iadd_imm_s(m, j);
-        v = b.ins().bxor(s, x);
-    }
-    b.ins().return_(&[v]);
-    b.seal_all_blocks();
-    b.finalize(cfg);
-    f
-}
+use mergelift_tools::harness::lazy_step_function;
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
@@ -50,7 +23,7 @@ fn main() {
     let isa = host_isa(OptLevel::None).unwrap();
     let fs: Vec<Function> = (0..n + 500)
         .map(|k| {
-            poly(
+            lazy_step_function(
                 isa.frontend_config(),
                 if mode == "equal" && k >= 500 {
                     k % 500

@@ -795,6 +795,31 @@ fn distinct_addresses_get_native_jump_thunks() {
     assert_eq!(call1(&m, g, 2), 15);
 }
 
+/// Three local near-duplicates `m0`..`m2` of signature `s`: `near_duplicate_value(k, x)`.
+fn near_duplicates(m: &mut dyn Module, s: &Signature) -> Vec<FuncId> {
+    let members: Vec<FuncId> = (0..3)
+        .map(|k| {
+            m.declare_function(&format!("m{k}"), Linkage::Local, s)
+                .unwrap()
+        })
+        .collect();
+    for (k, &id) in members.iter().enumerate() {
+        define(m, id, &[], |b, p, _| {
+            let t = b.ins().imul_imm_s(p[0], 11 + k as i64);
+            let t = b.ins().iadd_imm_s(t, 1 << 40);
+            let t = b.ins().imul_imm_s(t, 5);
+            let t = b.ins().iadd_imm_s(t, -9);
+            b.ins().return_(&[t]);
+        });
+    }
+    members
+}
+
+/// What near-duplicate `m{k}` returns for `x`.
+fn near_duplicate_value(k: i64, x: i64) -> i64 {
+    ((x * (11 + k) + (1 << 40)) * 5) - 9
+}
+
 /// Callers of near-identical functions call the shared body with the extra arguments; the
 /// callers are compiled from the IR they were defined with (the call rewritten there, not
 /// lowered from LIR), and behave the same either way.
@@ -806,21 +831,7 @@ fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
             ..Default::default()
         });
         let s = sig(&m, 1);
-        let members: Vec<FuncId> = (0..3)
-            .map(|k| {
-                m.declare_function(&format!("m{k}"), Linkage::Local, &s)
-                    .unwrap()
-            })
-            .collect();
-        for (k, &id) in members.iter().enumerate() {
-            define(&mut m, id, &[], |b, p, _| {
-                let t = b.ins().imul_imm_s(p[0], 11 + k as i64);
-                let t = b.ins().iadd_imm_s(t, 1 << 40);
-                let t = b.ins().imul_imm_s(t, 5);
-                let t = b.ins().iadd_imm_s(t, -9);
-                b.ins().return_(&[t]);
-            });
-        }
+        let members = near_duplicates(&mut m, &s);
         // caller(x) = m0(x) + m1(x + 1) + m2(x + 2).
         let caller = m.declare_function("caller", Linkage::Export, &s).unwrap();
         define(&mut m, caller, &members, |b, p, f| {
@@ -834,7 +845,7 @@ fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
             b.ins().return_(&[acc]);
         });
         m.finalize_definitions().unwrap();
-        let member = |k: i64, x: i64| ((x * (11 + k) + (1 << 40)) * 5) - 9;
+        let member = near_duplicate_value;
         for x in [0, 3, -17] {
             let want: i64 = (0..3).map(|k| member(k, x + k)).sum();
             assert_eq!(call1(&m, caller, x), want, "lower_all {lower_all}");
@@ -856,21 +867,7 @@ fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
 fn later_batches_call_folded_members() {
     let mut m = jit();
     let s = sig(&m, 1);
-    let members: Vec<FuncId> = (0..3)
-        .map(|k| {
-            m.declare_function(&format!("m{k}"), Linkage::Local, &s)
-                .unwrap()
-        })
-        .collect();
-    for (k, &id) in members.iter().enumerate() {
-        define(&mut m, id, &[], |b, p, _| {
-            let t = b.ins().imul_imm_s(p[0], 11 + k as i64);
-            let t = b.ins().iadd_imm_s(t, 1 << 40);
-            let t = b.ins().imul_imm_s(t, 5);
-            let t = b.ins().iadd_imm_s(t, -9);
-            b.ins().return_(&[t]);
-        });
-    }
+    let members = near_duplicates(&mut m, &s);
     let first = m.declare_function("first", Linkage::Export, &s).unwrap();
     define(&mut m, first, &members, |b, p, f| {
         let mut acc = b.ins().iconst(types::I64, 0);
@@ -882,7 +879,7 @@ fn later_batches_call_folded_members() {
         b.ins().return_(&[acc]);
     });
     m.finalize_definitions().unwrap();
-    let member = |k: i64, x: i64| ((x * (11 + k) + (1 << 40)) * 5) - 9;
+    let member = near_duplicate_value;
     assert_eq!(
         call1(&m, first, 2),
         (0..3).map(|k| member(k, 2)).sum::<i64>()

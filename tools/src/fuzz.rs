@@ -970,19 +970,17 @@ impl Gen<'_, '_, '_> {
         Ok(())
     }
 
-    fn call(&mut self) -> GResult<()> {
-        if self.specs.is_empty() || self.loop_depth > 0 {
-            return self.int_binop(types::I64);
-        }
-        let j = self.callee(|_| true)?;
-        let fr = self.fnref(j);
+    /// Branch on `depth > 0` into a new block (the current one afterwards) and make there the
+    /// arguments of a call of `j`: the buffer, `depth - 1`, then values of its parameter
+    /// types. Returns the block the other branch goes to, and the arguments.
+    fn depth_guarded_args(&mut self, j: usize) -> GResult<(Block, Vec<Value>)> {
         let zero = self.iconst(types::I64, 0);
         let go = self
             .b
             .ins()
             .icmp(IntCC::SignedGreaterThan, self.depth, zero);
-        let (cb, jb) = (self.b.create_block(), self.b.create_block());
-        self.b.ins().brif(go, cb, &[], jb, &[]);
+        let (cb, skip) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(go, cb, &[], skip, &[]);
         self.b.switch_to_block(cb);
         let one = self.iconst(types::I64, 1);
         let d1 = self.b.ins().isub(self.depth, one);
@@ -990,6 +988,16 @@ impl Gen<'_, '_, '_> {
         for t in self.specs[j].params.clone() {
             args.push(self.use_of(t)?);
         }
+        Ok((skip, args))
+    }
+
+    fn call(&mut self) -> GResult<()> {
+        if self.specs.is_empty() || self.loop_depth > 0 {
+            return self.int_binop(types::I64);
+        }
+        let j = self.callee(|_| true)?;
+        let fr = self.fnref(j);
+        let (jb, args) = self.depth_guarded_args(j)?;
         // With `EDGE_TAIL`, half the calls go through the callee's address; with near-duplicates
         // one in eight (its address is then observed: a merged callee keeps a thunk).
         let indirect = if self.direct_calls {
@@ -1477,20 +1485,7 @@ impl Gen<'_, '_, '_> {
         if spec.tail && self.cfg.tail_calls && self.edge(EDGE_TAIL) && self.u.ratio(2, 3)? {
             let specs = self.specs;
             let j = self.callee(|j| specs[j].tail && specs[j].rets == my_rets)?;
-            let zero = self.fixed(types::I64, 0);
-            let go = self
-                .b
-                .ins()
-                .icmp(IntCC::SignedGreaterThan, self.depth, zero);
-            let (tb, rb) = (self.b.create_block(), self.b.create_block());
-            self.b.ins().brif(go, tb, &[], rb, &[]);
-            self.b.switch_to_block(tb);
-            let one = self.fixed(types::I64, 1);
-            let d1 = self.b.ins().isub(self.depth, one);
-            let mut args = vec![self.buf, d1];
-            for t in self.specs[j].params.clone() {
-                args.push(self.use_of(t)?);
-            }
+            let (rb, args) = self.depth_guarded_args(j)?;
             let fr = self.fnref(j);
             if self.u.arbitrary()? {
                 self.b.ins().return_call(fr, &args);

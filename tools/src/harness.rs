@@ -211,3 +211,34 @@ pub fn merge_jit(
     unsafe { m.free_memory() };
     Ok(r)
 }
+
+/// A function of about 25 instructions, `(i64) -> i64`, whose constant `k` makes it unique:
+/// the function a lazy-JIT step defines in `benches/module.rs` and
+/// `examples/lazy_jit_probe.rs` (equal `k`, equal functions).
+pub fn lazy_step_function(
+    cfg: cranelift_codegen::isa::TargetFrontendConfig,
+    k: i64,
+) -> ir::Function {
+    use cranelift_codegen::ir::types::I64;
+    let mut sig = ir::Signature::new(cfg.default_call_conv);
+    sig.params.push(ir::AbiParam::new(I64));
+    sig.returns.push(ir::AbiParam::new(I64));
+    let mut f = ir::Function::with_name_signature(ir::UserFuncName::default(), sig);
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut f, &mut fctx);
+    let e = b.create_block();
+    b.append_block_params_for_function_params(e);
+    b.switch_to_block(e);
+    let x = b.block_params(e)[0];
+    let kk = b.ins().iconst(I64, k);
+    let mut v = x;
+    for j in 0..8 {
+        let m = b.ins().imul(v, kk);
+        let s = b.ins().iadd_imm_s(m, j);
+        v = b.ins().bxor(s, x);
+    }
+    b.ins().return_(&[v]);
+    b.seal_all_blocks();
+    b.finalize(cfg);
+    f
+}

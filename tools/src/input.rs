@@ -244,29 +244,14 @@ pub struct ClifStream {
 /// Open a `.clif` file for [`ClifStream`]: checks it as [`read_text`] does (a regular file of
 /// at most [`MAX_INPUT_BYTES`], UTF-8) and parses its header.
 pub fn open_clif(path: &Path) -> Result<ClifStream, String> {
-    use std::io::BufRead;
     check_input_file(path)?;
     let f =
         std::fs::File::open(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, f);
     let mut header = String::new();
     let mut line = 0;
-    let mut next = None;
-    loop {
-        let mut l = String::new();
-        let n = reader
-            .read_line(&mut l)
-            .map_err(|e| read_error(path, line + 1, e))?;
-        if n == 0 {
-            break;
-        }
-        line += 1;
-        if starts_function(&l) {
-            next = Some((l, line));
-            break;
-        }
-        header.push_str(&l);
-    }
+    let next = read_until_function(&mut reader, &mut line, &mut header)
+        .map_err(|(n, e)| read_error(path, n, e))?;
     let test = parse_part(path, &header, 1, ParseOptions::default())?;
     let run = test.commands.iter().any(|c| c.command == "run");
     let call_conv = if run {
@@ -295,27 +280,16 @@ pub fn open_clif(path: &Path) -> Result<ClifStream, String> {
 impl ClifStream {
     /// The next function of the file, or `None` at its end (or after an error).
     pub fn next_function(&mut self) -> Option<Result<ir::Function, String>> {
-        use std::io::BufRead;
         if self.failed {
             return None;
         }
         let (mut text, first) = self.next.take()?;
-        loop {
-            let mut l = String::new();
-            match self.reader.read_line(&mut l) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    self.failed = true;
-                    return Some(Err(read_error(&self.file.path, self.line + 1, e)));
-                }
+        match read_until_function(&mut self.reader, &mut self.line, &mut text) {
+            Ok(next) => self.next = next,
+            Err((n, e)) => {
+                self.failed = true;
+                return Some(Err(read_error(&self.file.path, n, e)));
             }
-            self.line += 1;
-            if starts_function(&l) {
-                self.next = Some((l, self.line));
-                break;
-            }
-            text.push_str(&l);
         }
         let options = ParseOptions {
             default_calling_convention: self.call_conv,
@@ -333,6 +307,27 @@ impl ClifStream {
         });
         self.failed = r.is_err();
         Some(r)
+    }
+}
+
+/// Append lines of `reader` to `text` up to the next line that starts a function, which is
+/// returned with its number (`None` at the end); `line` counts the lines read. An error comes
+/// with the number of the line that could not be read.
+fn read_until_function(
+    reader: &mut impl std::io::BufRead,
+    line: &mut usize,
+    text: &mut String,
+) -> Result<Option<(String, usize)>, (usize, std::io::Error)> {
+    loop {
+        let mut l = String::new();
+        if reader.read_line(&mut l).map_err(|e| (*line + 1, e))? == 0 {
+            return Ok(None);
+        }
+        *line += 1;
+        if starts_function(&l) {
+            return Ok(Some((l, *line)));
+        }
+        text.push_str(&l);
     }
 }
 

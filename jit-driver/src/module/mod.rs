@@ -94,11 +94,6 @@ struct Core {
     state: SecondaryMap<FuncId, State>,
     /// What each merged function became (a thunk counts).
     merged: SecondaryMap<FuncId, Option<Merged>>,
-    /// Functions whose direct calls `merge-similar` rewrote: the index + 1 of the rewrite in
-    /// `lir.call_rewrites` (0: none).
-    rewrite_of: SecondaryMap<FuncId, u32>,
-    /// The rewrites of `lir.call_rewrites` already in `rewrite_of`.
-    rewrites_seen: usize,
     pending: Vec<(FuncId, ir::Function)>,
     /// Functions whose address is observed: taken in IR or stored in data.
     taken: SecondaryMap<FuncId, bool>,
@@ -179,8 +174,6 @@ impl<M: Module> MergeModule<M> {
                 sym_func: SecondaryMap::new(),
                 state: SecondaryMap::new(),
                 merged: SecondaryMap::new(),
-                rewrite_of: SecondaryMap::new(),
-                rewrites_seen: 0,
                 pending: Vec::new(),
                 taken: SecondaryMap::new(),
                 stats: Stats::default(),
@@ -721,13 +714,6 @@ impl Core {
             });
             self.any_merged = true;
         }
-        for k in self.rewrites_seen..self.lir.call_rewrites.len() {
-            if let Some(g) = self.func_of(self.lir.call_rewrites[k].0) {
-                self.rewrite_of[g] = k as u32 + 1;
-                self.any_merged = true;
-            }
-        }
-        self.rewrites_seen = self.lir.call_rewrites.len();
         // Survivors merged in turn (into a function of an earlier batch): point at the last.
         for &(g, _) in &batch {
             if let Some(mg) = self.merged[g] {
@@ -890,11 +876,11 @@ impl Core {
     /// the pass rewrote them in LIR (`lir::Module::call_rewrites`; a member behaves as its
     /// shared body called with its extras, so the rewrite is exact wherever it is made).
     fn redirect_calls(&self, func: &mut ir::Function, names: &mut ModuleNames) {
-        if !self.any_merged {
+        if !self.any_merged && self.lir.call_rewrites.is_empty() {
             return;
         }
         let mut moves: Vec<(ir::FuncRef, FuncId)> = Vec::new();
-        let mut rewrites: Vec<(ir::FuncRef, u32)> = Vec::new();
+        let mut rewrites: Vec<(ir::FuncRef, lir::Symbol)> = Vec::new();
         for (fr, ext) in func.dfg.ext_funcs.iter() {
             if let ir::ExternalName::User(r) = ext.name {
                 let u = func.params.user_named_funcs()[r].clone();
@@ -904,9 +890,15 @@ impl Core {
                     if let Some(f) = t {
                         moves.push((fr, f));
                     }
-                    let k = self.rewrite_of.get(t.unwrap_or(g)).copied().unwrap_or(0);
-                    if k > 0 {
-                        rewrites.push((fr, k - 1));
+                    // The callee's LIR symbol, if merge-similar rewrote its calls.
+                    let rewritten = self
+                        .lifted
+                        .get(t.unwrap_or(g))
+                        .and_then(|l| l.expand())
+                        .and_then(|l| self.lir.symbol_of(l))
+                        .filter(|&sym| self.lir.call_rewrite(sym).is_some());
+                    if let Some(sym) = rewritten {
+                        rewrites.push((fr, sym));
                     }
                 }
             }
@@ -930,10 +922,12 @@ impl Core {
                 .into();
         }
         // The shared body's reference, per rewritten callee reference, made when first used.
-        let mut rewrite_for: SecondaryMap<ir::FuncRef, Option<(u32, PackedOption<ir::FuncRef>)>> =
-            SecondaryMap::new();
-        for (fr, k) in rewrites {
-            rewrite_for[fr] = Some((k, None.into()));
+        let mut rewrite_for: SecondaryMap<
+            ir::FuncRef,
+            Option<(lir::Symbol, PackedOption<ir::FuncRef>)>,
+        > = SecondaryMap::new();
+        for (fr, sym) in rewrites {
+            rewrite_for[fr] = Some((sym, None.into()));
         }
         let blocks: Vec<ir::Block> = func.layout.blocks().collect();
         let mut extra_vals: Vec<ir::Value> = Vec::new();
@@ -947,22 +941,13 @@ impl Core {
                         func_ref,
                         ..
                     } if rewrite_for[func_ref].is_some() => {
-                        let (k, shared) = rewrite_for[func_ref].expect("checked");
-                        let rw = &self.lir.call_rewrites[k as usize].1;
+                        let (sym, shared) = rewrite_for[func_ref].expect("checked");
+                        let rw = self.lir.call_rewrite(sym).expect("checked");
                         let shared = match shared.expand() {
                             Some(s) => s,
                             None => {
-                                let sig =
-                                    func.import_signature(crate::lower::clif_signature(&rw.sig));
-                                let name = names.function(&self.lir, func, rw.shared, sig);
-                                let colocated = self.lir.symbols[rw.shared].colocated;
-                                let s = func.import_function(ir::ExtFuncData {
-                                    name,
-                                    signature: sig,
-                                    colocated,
-                                    patchable: false,
-                                });
-                                rewrite_for[func_ref] = Some((k, s.into()));
+                                let s = self.import_symbol(func, names, rw.shared, &rw.sig);
+                                rewrite_for[func_ref] = Some((sym, s.into()));
                                 s
                             }
                         };
@@ -983,17 +968,7 @@ impl Core {
                                     unreachable!("merge-similar passes constants only: {other:?}")
                                 }
                                 lir::ExtraArg::FuncAddr(s, sig) => {
-                                    let sig = pos
-                                        .func
-                                        .import_signature(crate::lower::clif_signature(sig));
-                                    let name = names.function(&self.lir, pos.func, *s, sig);
-                                    let colocated = self.lir.symbols[*s].colocated;
-                                    let fr = pos.func.import_function(ir::ExtFuncData {
-                                        name,
-                                        signature: sig,
-                                        colocated,
-                                        patchable: false,
-                                    });
+                                    let fr = self.import_symbol(pos.func, names, *s, sig);
                                     pos.ins().func_addr(ir::types::I64, fr)
                                 }
                             };
@@ -1017,6 +992,25 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// A reference in `func` to the function of LIR symbol `sym`, with signature `sig`, named
+    /// and placed (`colocated`) as lowering names it.
+    fn import_symbol(
+        &self,
+        func: &mut ir::Function,
+        names: &mut ModuleNames,
+        sym: lir::Symbol,
+        sig: &lir::Signature,
+    ) -> ir::FuncRef {
+        let signature = func.import_signature(crate::lower::clif_signature(sig));
+        let name = names.function(&self.lir, func, sym, signature);
+        func.import_function(ir::ExtFuncData {
+            name,
+            signature,
+            colocated: self.lir.symbols[sym].colocated,
+            patchable: false,
+        })
     }
 
     /// Compile `jobs` on `threads` threads and define their code in the inner module, in order

@@ -141,6 +141,11 @@ pub fn define_plain(
             .linkage_name(id)
             .into_owned()
     };
+    // `why` follows "Cranelift cannot compile it".
+    let refused = |m: &dyn cranelift_module::Module, id: FuncId, why: String| {
+        let msg = format!("function {}: Cranelift cannot compile it{why}", name(m, id));
+        Err((id, msg))
+    };
     let mut bytes = Vec::with_capacity(funcs.len());
     if threads <= 1 || funcs.len() <= 1 {
         let mut ctx = Context::new();
@@ -153,24 +158,11 @@ pub fn define_plain(
             match r {
                 Ok(Ok(())) => bytes.push(ctx.compiled_code().map_or(0, |c| c.code_buffer().len())),
                 Ok(Err(e)) => {
-                    return Err((
-                        id,
-                        format!(
-                            "function {}: Cranelift cannot compile it: {}",
-                            name(module, id),
-                            super::error_text(&e, Some(&ctx.func))
-                        ),
-                    ))
+                    let why = format!(": {}", super::error_text(&e, Some(&ctx.func)));
+                    return refused(module, id, why);
                 }
                 Err(p) => {
-                    return Err((
-                        id,
-                        format!(
-                            "function {}: Cranelift cannot compile it (it panicked: {})",
-                            name(module, id),
-                            panic_text(&p)
-                        ),
-                    ))
+                    return refused(module, id, format!(" (it panicked: {})", panic_text(&p)))
                 }
             }
         }
@@ -180,24 +172,9 @@ pub fn define_plain(
         let c = match r {
             Ok(c) => c,
             Err(Failure::Error(e, f)) => {
-                return Err((
-                    id,
-                    format!(
-                        "function {}: Cranelift cannot compile it: {}",
-                        name(module, id),
-                        super::error_text(&e, Some(&f))
-                    ),
-                ))
+                return refused(module, id, format!(": {}", super::error_text(&e, Some(&f))))
             }
-            Err(Failure::Panic(p)) => {
-                return Err((
-                    id,
-                    format!(
-                        "function {}: Cranelift cannot compile it (it panicked: {p})",
-                        name(module, id)
-                    ),
-                ))
-            }
+            Err(Failure::Panic(p)) => return refused(module, id, format!(" (it panicked: {p})")),
         };
         module
             .define_function_bytes(id, c.alignment, &c.code, &c.relocs)

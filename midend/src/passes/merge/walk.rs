@@ -711,16 +711,63 @@ struct WalkPart {
     taken: Vec<Symbol>,
 }
 
+impl WalkPart {
+    fn with_capacity(n: usize) -> Self {
+        WalkPart {
+            shapes: ShapeTable::with_capacity(n),
+            facts: Vec::with_capacity(n),
+            sites: Vec::new(),
+            targets: Vec::new(),
+            taken: Vec::new(),
+        }
+    }
+
+    /// Class a token stream (of one of `n` functions) into a shape.
+    fn intern(&mut self, tokens: &[u32], weak: u64, local: u64, n: usize) -> u32 {
+        if self.shapes.tokens.is_empty() {
+            // Room for a stream per function or so: one allocation, no regrowth.
+            self.shapes.tokens.reserve(tokens.len() * n / 2);
+        }
+        self.shapes.intern(finish(mix(weak, local)), tokens)
+    }
+
+    /// Record `f`: its direct calls (`callees`, resolved against the scope), the symbols its
+    /// globals take (added to `taken`), its hashes and shape.
+    fn push_facts(
+        &mut self,
+        m: &Module,
+        scope: u32,
+        f: &Function,
+        callees: &[(Symbol, Inst)],
+        taken: &mut Vec<Symbol>,
+        (weak, local, shape): (u64, u64, u32),
+    ) {
+        let start = self.sites.len() as u32;
+        for &(sym, inst) in callees {
+            self.sites.push((sym, inst));
+            self.targets.push(Callee::resolve(m, scope, sym));
+        }
+        for gv in f.globals.values() {
+            if let GlobalData::Symbol { sym, .. } = gv {
+                taken.push(*sym);
+            }
+        }
+        self.facts.push(FnFacts {
+            weak,
+            local,
+            shape,
+            calls: (start, self.sites.len() as u32),
+            prio: priority(f),
+            linkage: f.linkage,
+            significant: f.address_significant,
+        });
+    }
+}
+
 /// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
 /// addresses. Callees are resolved against the scope (functions from `scope` on).
 fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
-    let mut part = WalkPart {
-        shapes: ShapeTable::with_capacity(ids.len()),
-        facts: Vec::with_capacity(ids.len()),
-        sites: Vec::new(),
-        targets: Vec::new(),
-        taken: Vec::new(),
-    };
+    let mut part = WalkPart::with_capacity(ids.len());
     let mut scratch = HashScratch::default();
     let mut out = WalkOut::default();
     for (k, &id) in ids.iter().enumerate() {
@@ -729,30 +776,15 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
         out.callees.clear();
         out.tokens.clear();
         let (weak, local) = function_hashes(f, &mut scratch, &mut out);
-        if part.shapes.tokens.is_empty() {
-            // Room for a stream per function or so: one allocation, no regrowth.
-            part.shapes.tokens.reserve(out.tokens.len() * ids.len() / 2);
-        }
-        let shape = part.shapes.intern(finish(mix(weak, local)), &out.tokens);
-        let start = part.sites.len() as u32;
-        for &(sym, inst) in &out.callees {
-            part.sites.push((sym, inst));
-            part.targets.push(Callee::resolve(m, scope, sym));
-        }
-        for gv in f.globals.values() {
-            if let GlobalData::Symbol { sym, .. } = gv {
-                out.taken.push(*sym);
-            }
-        }
-        part.facts.push(FnFacts {
-            weak,
-            local,
-            shape,
-            calls: (start, part.sites.len() as u32),
-            prio: priority(f),
-            linkage: f.linkage,
-            significant: f.address_significant,
-        });
+        let shape = part.intern(&out.tokens, weak, local, ids.len());
+        part.push_facts(
+            m,
+            scope,
+            f,
+            &out.callees,
+            &mut out.taken,
+            (weak, local, shape),
+        );
     }
     part.taken = out.taken;
     part
@@ -764,13 +796,7 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
 /// Shapes are then numbered by first appearance, as `walk_part` numbers them, so the result
 /// is the same.
 fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
-    let mut part = WalkPart {
-        shapes: ShapeTable::with_capacity(ids.len()),
-        facts: Vec::with_capacity(ids.len()),
-        sites: Vec::new(),
-        targets: Vec::new(),
-        taken: Vec::new(),
-    };
+    let mut part = WalkPart::with_capacity(ids.len());
     let mut scratch = HashScratch::default();
     let mut out = WalkOut::default();
     let mut full = WalkOut::default();
@@ -781,12 +807,11 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     let mut streams: Vec<(u32, u64, u32)> = Vec::new();
     // The stream of `ids[k]` (walked in full with `o`), classed into a shape.
     let intern = |k: usize, o: &WalkOut, weak: u64, local: u64, part: &mut WalkPart| {
-        if part.shapes.tokens.is_empty() {
-            // Room for a stream per function or so: one allocation, no regrowth.
-            part.shapes.tokens.reserve(o.tokens.len() * ids.len() / 2);
-        }
-        let shape = part.shapes.intern(finish(mix(weak, local)), &o.tokens);
-        (k as u32, local, shape)
+        (
+            k as u32,
+            local,
+            part.intern(&o.tokens, weak, local, ids.len()),
+        )
     };
     let walk_full = |k: usize, o: &mut WalkOut, scratch: &mut HashScratch, part: &mut WalkPart| {
         o.tokens.clear();
@@ -845,25 +870,15 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
             }
             weak
         };
-        let start = part.sites.len() as u32;
-        for &(sym, inst) in &out.callees {
-            part.sites.push((sym, inst));
-            part.targets.push(Callee::resolve(m, scope, sym));
-        }
-        for gv in f.globals.values() {
-            if let GlobalData::Symbol { sym, .. } = gv {
-                out.taken.push(*sym);
-            }
-        }
-        part.facts.push(FnFacts {
-            weak,
-            local: 0,
-            shape: u32::MAX,
-            calls: (start, part.sites.len() as u32),
-            prio: priority(f),
-            linkage: f.linkage,
-            significant: f.address_significant,
-        });
+        // Local hash and shape come with the stream, if the function gets one (below).
+        part.push_facts(
+            m,
+            scope,
+            f,
+            &out.callees,
+            &mut out.taken,
+            (weak, 0, u32::MAX),
+        );
     }
     part.taken = out.taken;
     for &(k, local, shape) in &streams {
