@@ -280,6 +280,35 @@ fn exported_duplicate_is_aliased() {
     assert_eq!(m.aliases.get(&gs), Some(&fs));
 }
 
+/// With `Module::free_removed`, a merged function's body is freed as the pass removes it; its
+/// slot keeps the name and signature, so `thunk_merged` can give it a thunk again.
+#[test]
+fn free_removed_drops_merged_bodies() {
+    let text = format!(
+        "{}\n{}\n{}",
+        simple("f", "export", 3),
+        simple("g", "export", 3),
+        caller("h", "g")
+    );
+    let mut kept = parse(&text);
+    let mut freed = parse(&text);
+    freed.free_removed = true;
+    let g = fid(&freed, "g");
+    run(&mut kept, "merge");
+    run(&mut freed, "merge");
+    assert_eq!(kept.to_string(), freed.to_string());
+    assert!(freed.removed[g] && kept.removed[g]);
+    assert!(kept.functions[g].inst_count() > 0);
+    assert_eq!(freed.functions[g].inst_count(), 0);
+    assert!(freed.functions[g].entry().is_none());
+    assert_eq!(freed.functions[g].name, "g");
+    assert_eq!(freed.functions[g].sig, kept.functions[g].sig);
+    midend::passes::merge::thunk_merged(&mut kept);
+    midend::passes::merge::thunk_merged(&mut freed);
+    verify_module(&freed, true).unwrap();
+    assert_eq!(kept.to_string(), freed.to_string());
+}
+
 #[test]
 fn local_duplicate_is_replaced_and_callers_redirected() {
     let mut m = parse(&format!(

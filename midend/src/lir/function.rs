@@ -518,6 +518,26 @@ impl Function {
         self.name.shrink_to_fit();
     }
 
+    /// Free the body of a function a pass removed (merged into an equal one, or folded into a
+    /// shared body): every table is emptied and its memory given back; the name, signature,
+    /// linkage and flags stay, so the slot still names the function (and
+    /// `passes::merge::thunk_merged` can give it a thunk as its body again). A removed
+    /// function's body is never read, and on a large module freeing it early lowers the peak
+    /// memory of the passes that follow.
+    pub fn drop_body(&mut self) {
+        let cc = self.sig.call_conv;
+        let header = Function::new(
+            core::mem::take(&mut self.name),
+            core::mem::replace(&mut self.sig, Signature::new(cc)),
+            self.linkage,
+        );
+        let old = core::mem::replace(self, header);
+        self.address_significant = old.address_significant;
+        self.frozen = old.frozen;
+        self.modified = old.modified;
+        self.calls_rewritten = old.calls_rewritten;
+    }
+
     /// Make room for `n` more placed instructions in the function (all blocks' lists).
     pub fn reserve_insts(&mut self, n: usize) {
         self.inst_order.reserve(n);

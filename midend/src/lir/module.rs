@@ -105,11 +105,24 @@ pub struct Module {
     /// Passes that create calls (merge thunks) emit a tail call only then; otherwise a call
     /// and a return. Off by default (x86-64 needs frame pointers for tail calls).
     pub allow_tail_calls: bool,
+    /// Free a function's body as soon as a pass removes it (merged into an equal function,
+    /// folded into a shared body) rather than when the module is dropped: a lower peak of
+    /// memory on large modules, for the price of the frees inside the passes. On by default.
+    pub free_removed: bool,
 }
 
 impl Module {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Mark function `f` removed by a pass; its body is freed now if `free_removed` is set
+    /// (see `Function::drop_body`).
+    pub fn remove_function(&mut self, f: FuncId) {
+        self.removed[f] = true;
+        if self.free_removed {
+            self.functions[f].drop_body();
+        }
     }
 
     /// Record how `merge-similar` rewrote the direct calls of `member`.

@@ -329,7 +329,7 @@ pub(super) fn merge_two(
     };
     match kind {
         MergeKind::Replaced | MergeKind::Aliased => {
-            m.removed[g] = true;
+            m.remove_function(g);
             m.symbols[gs].def = None.into();
             m.aliases.insert(gs, fs);
             if kind == MergeKind::Aliased {
@@ -441,6 +441,11 @@ pub(super) fn make_thunk_with(
         let rv: SmallVec<[Operand; 4]> = rets.into_iter().map(Operand::Reg).collect();
         let i = t.make_inst(Opcode::Ret, Type::VOID, &[], &rv);
         t.append_inst(b, i);
+    }
+    if !keep_old {
+        // Give back what the old body's tables had beyond the thunk's needs (a shrink in
+        // place: no copy).
+        t.shrink_to_fit();
     }
     core::mem::replace(&mut m.functions[g], t)
 }

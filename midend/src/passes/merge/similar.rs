@@ -1114,7 +1114,7 @@ fn fold(
             report.thunks += 1;
             MergeKind::Thunked
         } else {
-            m.removed[mb.f] = true;
+            m.remove_function(mb.f);
             m.symbols[mb.sym].def = None.into();
             st.folded.insert(mb.sym);
             MergeKind::Folded
