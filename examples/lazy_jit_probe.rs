@@ -34,7 +34,7 @@ fn main() {
         })
         .collect();
     macro_rules! run {
-        ($m:expr) => {{
+        ($m:expr, $after:expr) => {{
             let mut m = $m;
             let mut t = std::time::Instant::now();
             for (k, f) in fs.iter().enumerate() {
@@ -49,13 +49,29 @@ fn main() {
                 m.define_function(id, &mut ctx).unwrap();
                 m.finalize_definitions().unwrap();
             }
-            t.elapsed().as_secs_f64() * 1e6 / n as f64
+            let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+            $after(&m);
+            us
         }};
     }
     let us = if plain {
-        run!(JITModule::new(jit_builder(isa, &[])))
+        run!(JITModule::new(jit_builder(isa, &[])), |_: &JITModule| ())
     } else {
-        run!(MergeModule::new(JITModule::new(jit_builder(isa, &[]))))
+        run!(
+            MergeModule::new(JITModule::new(jit_builder(isa, &[]))),
+            |m: &MergeModule<JITModule>| {
+                // With MERGELIFT_PHASES set: each phase's mean over every step (warm ones too).
+                if std::env::var_os("MERGELIFT_PHASES").is_some() {
+                    let steps = (n + 500) as f64;
+                    for (phase, d) in &m.stats().times {
+                        println!(
+                            "  {phase}: {:.2} us per step",
+                            d.as_secs_f64() * 1e6 / steps
+                        );
+                    }
+                }
+            }
+        )
     };
     println!(
         "{mode} {}: {us:.1} us per step",
