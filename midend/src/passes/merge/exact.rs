@@ -307,7 +307,7 @@ fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
         }
         None if found.is_none() && known && m.incremental => {
             // Unchanged: freezing it later reuses this walk.
-            let callees = s.walk.callees.iter().map(|&(c, _)| c).collect();
+            let callees = s.walk.callees.iter().map(|&(c, _)| c);
             m.frozen_index.remember(g, &s.walk.tokens, callees);
         }
         None => {}
@@ -386,8 +386,8 @@ fn merge_into_frozen(
         let Some(f) = found else {
             if known && m.incremental {
                 // Unchanged: freezing it later reuses this walk.
-                let callees = w.callee_symbols(g).collect();
-                m.frozen_index.remember(g, w.tokens_of(g), callees);
+                m.frozen_index
+                    .remember(g, w.tokens_of(g), w.callee_symbols(g));
             }
             continue;
         };
