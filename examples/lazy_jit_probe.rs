@@ -34,12 +34,14 @@ fn main() {
         })
         .collect();
     macro_rules! run {
-        ($m:expr) => {{
+        ($m:expr, $after:expr) => {{
             let mut m = $m;
             let mut t = std::time::Instant::now();
+            let mut cpu = thread_cpu_us();
             for (k, f) in fs.iter().enumerate() {
                 if k == 500 {
                     t = std::time::Instant::now();
+                    cpu = thread_cpu_us();
                 }
                 let id = m
                     .declare_function(&format!("f{k}"), Linkage::Export, &f.signature)
@@ -49,16 +51,51 @@ fn main() {
                 m.define_function(id, &mut ctx).unwrap();
                 m.finalize_definitions().unwrap();
             }
-            t.elapsed().as_secs_f64() * 1e6 / n as f64
+            let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+            let cpu = (thread_cpu_us() - cpu) / n as f64;
+            $after(&m);
+            (us, cpu)
         }};
     }
-    let us = if plain {
-        run!(JITModule::new(jit_builder(isa, &[])))
+    let (us, cpu) = if plain {
+        run!(JITModule::new(jit_builder(isa, &[])), |_: &JITModule| ())
     } else {
-        run!(MergeModule::new(JITModule::new(jit_builder(isa, &[]))))
+        run!(
+            MergeModule::new(JITModule::new(jit_builder(isa, &[]))),
+            |m: &MergeModule<JITModule>| {
+                // With MERGELIFT_PHASES set: each phase's mean over every step (warm ones too).
+                if std::env::var_os("MERGELIFT_PHASES").is_some() {
+                    let steps = (n + 500) as f64;
+                    for (phase, d) in &m.stats().times {
+                        println!(
+                            "  {phase}: {:.2} us per step",
+                            d.as_secs_f64() * 1e6 / steps
+                        );
+                    }
+                }
+            }
+        )
     };
     println!(
-        "{mode} {}: {us:.1} us per step",
+        "{mode} {}: {us:.1} us per step ({cpu:.1} us on the CPU)",
         if plain { "plain" } else { "merge" }
     );
+}
+
+/// CPU time of this thread in µs (steadier than wall time on a busy machine: time spent
+/// waiting for a core is left out).
+fn thread_cpu_us() -> f64 {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: `ts` is a valid out-parameter of the C library's `clock_gettime`.
+    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.sec as f64 * 1e6 + ts.nsec as f64 / 1e3
 }

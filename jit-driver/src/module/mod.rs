@@ -623,9 +623,15 @@ impl Core {
                 &mut self.lift_ctx,
             )
             .map_err(|e| backend(format!("function {}: {e}", Self::name(inner, id))))?;
-            let sym = self
-                .lir
-                .symbol(&func_symbol_name(id), lir::SymbolKind::Function);
+            // The function's own symbol, which lifting named `u0:N` (looked up by name only
+            // if the LIR did not record it).
+            let sym = match self.lir.symbol_of(lid) {
+                Some(sym) => sym,
+                None => self
+                    .lir
+                    .symbol(&func_symbol_name(id), lir::SymbolKind::Function),
+            };
+            debug_assert_eq!(self.lir.symbols[sym].name, func_symbol_name(id));
             self.sym_func[sym] = id.into();
             self.lifted[id] = lid.into();
             if config.address_policy == AddressPolicy::Distinct && decl.linkage != Linkage::Local {
@@ -689,11 +695,15 @@ impl Core {
         // Functions the passes made (shared bodies of `merge-similar`): declared in the inner
         // module as local anonymous functions, compiled with the batch.
         let mut made: Vec<(FuncId, lir::FuncId)> = Vec::new();
-        let first_made = batch.last().map_or(0, |&(_, lid)| lid.as_u32() + 1);
-        for lid in self.lir.open_function_ids() {
-            if lid.as_u32() < first_made {
-                continue;
-            }
+        let first_made = batch
+            .last()
+            .map_or(0, |&(_, lid)| lid.as_u32() + 1)
+            .max(self.lir.first_open);
+        let made_ids = (first_made..self.lir.functions.len() as u32)
+            .map(lir::FuncId::from_u32)
+            .filter(|&lid| !self.lir.removed[lid])
+            .collect::<Vec<_>>();
+        for lid in made_ids {
             let sig = crate::lower::clif_signature(&self.lir.functions[lid].sig);
             let id = inner.declare_anonymous_function(&sig)?;
             self.declared.0 = self.declared.0.max(id.as_u32() + 1);

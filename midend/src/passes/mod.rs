@@ -70,6 +70,7 @@ impl PassKind {
                 opts: merge::MergeOptions {
                     threads: opts.threads.max(1),
                 },
+                ..Default::default()
             }),
             PassKind::MergeSimilar => Box::new(merge::MergeSimilar::default()),
             PassKind::Lvn => Box::new(lvn::Lvn),

@@ -7,7 +7,10 @@ use super::comparator::FunctionComparator;
 use super::index::{fingerprint, fingerprint_of};
 use super::refine::refine_classes;
 use super::scope::ScopeMap;
-use super::walk::{walk_module, Callee, HashScratch, WalkOut, PRIO_FROZEN, PRIO_PREEMPTIBLE};
+use super::walk::{
+    function_hashes, priority, walk_module, Callee, HashScratch, WalkOut, PRIO_FROZEN,
+    PRIO_PREEMPTIBLE,
+};
 use super::{MergeOptions, MergeReport};
 use crate::hash::HashMap;
 use crate::lir::*;
@@ -16,16 +19,42 @@ use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+/// Buffers of the pass kept from one run to the next: a lazy JIT runs it once per function,
+/// and a batch of one function needs nothing else (see `merge_one`).
+#[derive(Default)]
+pub struct MergeScratch {
+    ids: Vec<FuncId>,
+    hash: HashScratch,
+    walk: WalkOut,
+    fp: Vec<u32>,
+}
+
 /// Run MergeFunctions on the open functions of a module (all of them, unless some were frozen
 /// by an incremental compile: then frozen functions are found by fingerprint and survive).
 pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
+    merge_functions_reusing(m, opts, &mut MergeScratch::default())
+}
+
+/// `merge_functions_with`, with buffers kept across runs in `scratch`.
+pub fn merge_functions_reusing(
+    m: &mut Module,
+    opts: MergeOptions,
+    scratch: &mut MergeScratch,
+) -> MergeReport {
+    scratch.ids.clear();
+    scratch.ids.extend(
+        m.open_functions()
+            .filter(|(_, f)| f.entry().is_some())
+            .map(|(id, _)| id),
+    );
+    if let [g] = scratch.ids[..] {
+        if !m.frozen_index.is_empty() || m.incremental {
+            return merge_one(m, g, scratch);
+        }
+    }
     let mut report = MergeReport::default();
     let base = m.first_open;
-    let ids: Vec<FuncId> = m
-        .open_functions()
-        .filter(|(_, f)| f.entry().is_some())
-        .map(|(id, _)| id)
-        .collect();
+    let ids: Vec<FuncId> = scratch.ids.clone();
     // One walk over every body: hashes, direct calls, taken addresses.
     let mut clock = Instant::now();
     let w = walk_module(m, base, &ids, opts.threads, &mut report);
@@ -223,6 +252,70 @@ pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
     report
 }
 
+/// `merge_functions_with` for a batch of one function `g` in a module with frozen functions
+/// or kept incremental (a lazy JIT's step): no other open function can share its shape, so
+/// there is no class to refine and no FnTree; what is left is the walk and the lookup of the
+/// frozen functions (`merge_into_frozen` for a batch of one: callees open in the module are
+/// not final, so they give no fingerprint). Same merges, same counters (the walk's round and
+/// the refinement's empty one); phase times: the walk and the frozen lookup only.
+fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
+    let mut report = MergeReport::default();
+    let mut clock = Instant::now();
+    let f = &m.functions[g];
+    s.walk.tokens.clear();
+    s.walk.callees.clear();
+    s.walk.taken.clear();
+    function_hashes(f, &mut s.hash, &mut s.walk);
+    // Symbols taken by globals are taken too (as the full walk records them).
+    for gv in f.globals.values() {
+        if let GlobalData::Symbol { sym, .. } = gv {
+            s.walk.taken.push(*sym);
+        }
+    }
+    let (linkage, significant) = (f.linkage, f.address_significant);
+    let known = !f.modified && !f.calls_rewritten;
+    report.rounds += 2;
+    report.lap("merge.walk", &mut clock);
+    if priority(f) == PRIO_FROZEN {
+        return report;
+    }
+    let (base, end) = (m.first_open, m.functions.len() as u32);
+    let resolve = |sym: Symbol| -> Option<Symbol> {
+        let sym = m.resolve_alias(sym);
+        let Some(d) = m.defined(sym) else {
+            return Some(sym);
+        };
+        if (base..end).contains(&d.as_u32()) && d != g {
+            return None; // an open function: not final yet
+        }
+        m.symbol_of(d)
+    };
+    let ok = if known {
+        let callees = s.walk.callees.iter().map(|&(c, _)| c);
+        fingerprint_of(m, g, &s.walk.tokens, callees, resolve, &mut s.fp)
+    } else {
+        let mut walk = WalkOut::default();
+        fingerprint(m, g, &mut s.hash, &mut walk, resolve, &mut s.fp)
+    };
+    let found = if ok { m.frozen_index.find(&s.fp) } else { None };
+    match found.and_then(|f| Some((f, m.symbol_of(g)?, m.symbol_of(f)?))) {
+        Some((f, gs, fs)) => {
+            let significant = significant || s.walk.taken.contains(&gs);
+            merge_two(m, g, linkage, (fs, gs), significant, &mut report);
+            report.pairs.push((g, f));
+            report.into_frozen += 1;
+        }
+        None if found.is_none() && known && m.incremental => {
+            // Unchanged: freezing it later reuses this walk.
+            let callees = s.walk.callees.iter().map(|&(c, _)| c);
+            m.frozen_index.remember(g, &s.walk.tokens, callees);
+        }
+        None => {}
+    }
+    report.lap("merge.frozen", &mut clock);
+    report
+}
+
 /// Merge each open survivor that equals a frozen function into it. Survivors are visited
 /// callees first, so a caller sees its callees' merges (a new `reverse<T>` calling a new
 /// `swap<T>` finds the frozen `reverse<U>` once `swap<T>` has merged into `swap<U>`).
@@ -293,8 +386,8 @@ fn merge_into_frozen(
         let Some(f) = found else {
             if known && m.incremental {
                 // Unchanged: freezing it later reuses this walk.
-                let callees = w.callee_symbols(g).collect();
-                m.frozen_index.remember(g, w.tokens_of(g), callees);
+                m.frozen_index
+                    .remember(g, w.tokens_of(g), w.callee_symbols(g));
             }
             continue;
         };

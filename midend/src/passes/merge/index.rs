@@ -21,12 +21,21 @@ const CALLEE: u32 = u32::MAX - 1;
 /// A frozen function and where its fingerprint sits in `FrozenIndex::words`.
 type Entry = (FuncId, u32, u32);
 
+/// A range of a buffer: start and end.
+type Range = (u32, u32);
+
 /// Fingerprints of frozen functions (see the module documentation).
 #[derive(Clone, Debug, Default)]
 pub struct FrozenIndex {
     /// What the merge walk of this batch learnt of each unchanged survivor (its token stream
-    /// and callee symbols), so that freezing it needs no second walk.
-    pending: crate::hash::HashMap<FuncId, (Vec<u32>, Vec<Symbol>)>,
+    /// and callee symbols, ranges of `pending_words` and `pending_callees`), so that freezing
+    /// it needs no second walk. Kept in buffers reused batch after batch (a lazy JIT freezes
+    /// one function per batch).
+    pending: Vec<(FuncId, Range, Range)>,
+    pending_words: Vec<u32>,
+    pending_callees: Vec<Symbol>,
+    /// A fingerprint being built by `freeze`.
+    fp: Vec<u32>,
     /// Every fingerprint's words, one after another.
     words: Vec<u32>,
     /// Fingerprint hash → the frozen functions with that hash.
@@ -53,9 +62,31 @@ impl FrozenIndex {
             .find_map(|&(f, a, n)| (self.words[a as usize..(a + n) as usize] == *fp).then_some(f))
     }
 
-    /// Keep `f`'s token stream and callees from the merge walk for `freeze`.
-    pub(super) fn remember(&mut self, f: FuncId, tokens: &[u32], callees: Vec<Symbol>) {
-        self.pending.insert(f, (tokens.to_vec(), callees));
+    /// Keep `f`'s token stream and callees from the merge walk for `freeze` (a later call for
+    /// the same function wins).
+    pub(super) fn remember(
+        &mut self,
+        f: FuncId,
+        tokens: &[u32],
+        callees: impl Iterator<Item = Symbol>,
+    ) {
+        let w = self.pending_words.len() as u32;
+        self.pending_words.extend_from_slice(tokens);
+        let c = self.pending_callees.len() as u32;
+        self.pending_callees.extend(callees);
+        self.pending.push((
+            f,
+            (w, self.pending_words.len() as u32),
+            (c, self.pending_callees.len() as u32),
+        ));
+    }
+
+    /// What `remember` kept of `f` (the last call's), once `pending` is sorted stably by
+    /// function.
+    fn remembered(&self, f: FuncId) -> Option<(Range, Range)> {
+        let k = self.pending.partition_point(|p| p.0 <= f).checked_sub(1)?;
+        let (g, words, callees) = self.pending[k];
+        (g == f).then_some((words, callees))
     }
 
     fn insert(&mut self, f: FuncId, fp: &[u32]) {
@@ -120,22 +151,25 @@ pub(super) fn fingerprint_of(
 pub fn freeze(m: &mut Module, ids: &[FuncId], index_them: bool) {
     let mut scratch = HashScratch::default();
     let mut walk = WalkOut::default();
-    let mut fp = Vec::new();
     let mut index = core::mem::take(&mut m.frozen_index);
+    let mut fp = core::mem::take(&mut index.fp);
+    // Stable: of two records of one function, the later stays last.
+    index.pending.sort_by_key(|p| p.0);
     for &f in ids {
         if m.removed[f] {
             continue;
         }
         let known = index
-            .pending
-            .remove(&f)
+            .remembered(f)
             .filter(|_| !m.functions[f].modified && !m.functions[f].calls_rewritten);
         let resolve = |s| Some(m.resolve_alias(s));
         let indexable = index_them
             && priority(&m.functions[f]) < PRIO_PREEMPTIBLE
             && match known {
-                Some((tokens, callees)) => {
-                    fingerprint_of(m, f, &tokens, callees.into_iter(), resolve, &mut fp)
+                Some(((wa, wb), (ca, cb))) => {
+                    let tokens = &index.pending_words[wa as usize..wb as usize];
+                    let callees = index.pending_callees[ca as usize..cb as usize].iter();
+                    fingerprint_of(m, f, tokens, callees.copied(), resolve, &mut fp)
                 }
                 None => fingerprint(m, f, &mut scratch, &mut walk, resolve, &mut fp),
             };
@@ -148,6 +182,9 @@ pub fn freeze(m: &mut Module, ids: &[FuncId], index_them: bool) {
         func.calls_rewritten = false;
     }
     index.pending.clear();
+    index.pending_words.clear();
+    index.pending_callees.clear();
+    index.fp = fp;
     m.frozen_index = index;
     m.first_open = m.functions.len() as u32;
 }

@@ -48,7 +48,7 @@ mod similar;
 mod walk;
 
 pub use comparator::{validate_merge, ComparatorState, FunctionComparator};
-pub use exact::{merge_functions_with, thunk_merged};
+pub use exact::{merge_functions_reusing, merge_functions_with, thunk_merged, MergeScratch};
 pub use index::{freeze, FrozenIndex};
 pub use scope::{Classes, ScopeMap};
 pub use similar::{merge_similar, CostModel, MergeSimilar, SimilarOptions, SimilarReport};
@@ -63,6 +63,8 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub struct Merge {
     pub opts: MergeOptions,
+    /// Buffers kept from one run to the next (a lazy JIT runs the pass once per function).
+    pub scratch: MergeScratch,
 }
 
 impl Pass for Merge {
@@ -70,7 +72,7 @@ impl Pass for Merge {
         "merge"
     }
     fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
-        let r = merge_functions_with(module, self.opts);
+        let r = merge_functions_reusing(module, self.opts, &mut self.scratch);
         stats.add("merged", r.merged as u64);
         stats.add("merge.replaced", r.replaced as u64);
         stats.add("merge.aliased", r.aliased as u64);
