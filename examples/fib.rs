@@ -53,8 +53,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let isa = cranelift_native::builder()?.finish(settings::Flags::new(flags))?;
     let jit = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
 
+    // Keep the LIR of compiled functions, to print it below (by default it is freed).
+    let config = MergeConfig {
+        keep_lir: true,
+        ..MergeConfig::with_passes(&passes)
+    };
     // The one line that differs from a cranelift-jit program:
-    let mut m = MergeModule::with_config(jit, MergeConfig::with_passes(&passes));
+    let mut m = MergeModule::with_config(jit, config);
 
     let mut sig = m.make_signature();
     sig.params.push(AbiParam::new(types::I64));

@@ -336,6 +336,59 @@ fn lazy_jit_one_function_per_finalize() {
     }
 }
 
+/// By default a function's LIR body is freed once it is compiled or merged away (only its
+/// name, signature and fingerprint stay); `keep_lir` keeps them. Either way later batches
+/// merge into earlier code and everything runs the same.
+#[test]
+fn compiled_bodies_are_freed_unless_kept() {
+    for keep_lir in [false, true] {
+        let mut m = jit_with(MergeConfig {
+            keep_lir,
+            ..Default::default()
+        });
+        let s = sig(&m, 1);
+        let mut ids = Vec::new();
+        for k in 0..6 {
+            let id = m
+                .declare_function(&format!("f{k}"), Linkage::Export, &s)
+                .unwrap();
+            affine(&mut m, id, (k % 2) as i64 + 2);
+            m.finalize_definitions().unwrap();
+            ids.push(id);
+        }
+        let caller = m.declare_function("caller", Linkage::Export, &s).unwrap();
+        define(&mut m, caller, &[ids[4], ids[5]], |b, p, r| {
+            let c = b.ins().call(r[0], &[p[0]]);
+            let x = b.inst_results(c)[0];
+            let c = b.ins().call(r[1], &[x]);
+            let y = b.inst_results(c)[0];
+            b.ins().return_(&[y]);
+        });
+        m.finalize_definitions().unwrap();
+        assert_eq!(m.stats().get("compiled"), 3, "keep_lir {keep_lir}");
+        for (k, &id) in ids.iter().enumerate() {
+            assert_eq!(call1(&m, id, 10), 10 * ((k % 2) as i64 + 2) + 1);
+            if k >= 2 {
+                assert_eq!(m.merged_into(id), Some(ids[k % 2]));
+            }
+        }
+        // f4(1) = 2 * 1 + 1 = 3, then f5(3) = 3 * 3 + 1 = 10.
+        assert_eq!(call1(&m, caller, 1), 10);
+        let lir = m.lir();
+        let with_body = lir
+            .functions
+            .values()
+            .filter(|f| f.entry().is_some())
+            .count();
+        if keep_lir {
+            assert!(with_body >= 3, "{with_body} bodies kept");
+        } else {
+            assert_eq!(with_body, 0, "every body is freed once compiled");
+            assert_eq!(lir.functions.len(), 7, "the functions stay");
+        }
+    }
+}
+
 #[test]
 fn errors_are_typed_and_clear() {
     let mut m = jit();

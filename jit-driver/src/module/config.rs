@@ -81,6 +81,13 @@ pub struct MergeConfig {
     /// no unwind information (they are never on the stack: the survivor returns to the
     /// thunk's caller). Off, or with `lower_all`: every thunk is compiled by Cranelift.
     pub native_thunks: bool,
+    /// Keep the LIR body of every function after it is compiled, for
+    /// [`MergeModule::lir`](super::MergeModule::lir) to show (default: off). Compiled code
+    /// never changes, and later batches merge into it by a fingerprint kept apart, so by
+    /// default a function's LIR body (about 3 KB for a 30-instruction function) is freed
+    /// once it is compiled or merged away, and a long-running JIT keeps only the name and
+    /// signature of each function besides its fingerprint.
+    pub keep_lir: bool,
 }
 
 impl Default for MergeConfig {
@@ -93,6 +100,7 @@ impl Default for MergeConfig {
             verify_lir: cfg!(debug_assertions),
             verify_input: false,
             native_thunks: true,
+            keep_lir: false,
         }
     }
 }

@@ -254,7 +254,9 @@ impl<M: Module> MergeModule<M> {
         self.core.hook = Some(Box::new(hook));
     }
 
-    /// The LIR of everything lifted so far (for inspection).
+    /// The LIR of everything lifted so far (for inspection). The bodies of compiled and
+    /// merged functions are there only with [`MergeConfig::keep_lir`]; without it they are
+    /// freed once compiled (the functions stay, with their names and signatures).
     pub fn lir(&self) -> &lir::Module {
         &self.core.lir
     }
@@ -677,7 +679,9 @@ impl Core {
         };
         self.stats.add("lir_insts_in", insts(&self.lir));
 
-        // 2. The passes, over the new functions (frozen ones only survive).
+        // 2. The passes, over the new functions (frozen ones only survive). A function
+        // merged away has no code, and without `keep_lir` its body goes at once.
+        self.lir.free_removed = !config.keep_lir;
         let merges_before = self.lir.merges.len();
         let pm = self.passes.get_or_insert_with(|| {
             let mut pm = PassManager::from_kinds_with(
@@ -818,6 +822,13 @@ impl Core {
         // What was compiled never changes again; later batches merge into it.
         let open = self.lir.open_function_ids();
         midend::passes::merge::freeze(&mut self.lir, &open, !last);
+        if !config.keep_lir {
+            // Later batches merge into these by the fingerprints just taken: the bodies
+            // are no longer needed.
+            for &lid in &open {
+                self.lir.functions[lid].drop_body();
+            }
+        }
         self.stats.add_time("lower", lower_time);
         self.stats.add_time("compile", compile_time);
         if verify_time > Duration::ZERO {
