@@ -61,7 +61,14 @@ fn main() {
         run!(JITModule::new(jit_builder(isa, &[])), |_: &JITModule| ())
     } else {
         run!(
-            MergeModule::new(JITModule::new(jit_builder(isa, &[]))),
+            // MERGELIFT_KEEP_LIR=1: keep every compiled function's LIR (memory per step).
+            MergeModule::with_config(
+                JITModule::new(jit_builder(isa, &[])),
+                mergelift::MergeConfig {
+                    keep_lir: std::env::var_os("MERGELIFT_KEEP_LIR").is_some(),
+                    ..Default::default()
+                }
+            ),
             |m: &MergeModule<JITModule>| {
                 // With MERGELIFT_PHASES set: each phase's mean over every step (warm ones too).
                 if std::env::var_os("MERGELIFT_PHASES").is_some() {
