@@ -946,10 +946,20 @@ impl<'a> Lifter<'a> {
         let Some(entry) = src.layout.entry_block() else {
             return Err(self.err("function has no body"));
         };
+        // Block parameters become phis or argument copies: count them, for exact room.
+        let mut nparams = 0;
         for b in src.layout.blocks() {
             let lb = self.f.new_block();
             self.ctx.blocks[b] = lb.into();
+            nparams += src.dfg.block_params(b).len();
         }
+        let n = src.dfg.num_insts();
+        let nb = src.dfg.num_blocks();
+        // Instructions: the CLIF ones, a phi or copy per parameter, and an edge split or two.
+        self.f.insts.reserve(n + nparams + 2);
+        // Operands: about two per instruction, a branch's targets, a phi's sources (a
+        // register and a block each); beyond this (1% of functions) the pool grows.
+        self.f.operand_pool.reserve(2 * n + 2 * nb + 2 * nparams);
         // One block after the other, so each block's list grows at the end of the function's
         // one instruction array (in place): entry parameters become argument copies, others
         // phis, then the instructions.
@@ -1140,15 +1150,14 @@ pub fn lift_function_with(
     l.f.sig = l.sig(&func.signature)?;
     let n = func.dfg.num_insts();
     let nb = func.dfg.num_blocks();
-    l.f.insts.reserve(n + nb);
     l.f.blocks.reserve(nb);
     l.f.layout.reserve(nb);
     l.f.stack_objs.reserve(func.sized_stack_slots.len());
     l.f.sigs.reserve(func.dfg.signatures.len());
     l.f.regions.reserve(func.dfg.alias_regions.len());
     l.f.globals.reserve(func.global_values.len());
-    l.f.regs.reserve(func.dfg.num_values());
-    l.f.operand_pool.reserve(2 * n);
+    // Registers: one per value, a few more for `try_call` results.
+    l.f.regs.reserve(func.dfg.num_values() + 4);
     // Block lists grow at the end of one array (`run`): room for them all, and a block's
     // first doubling or two.
     l.f.reserve_insts(n + func.dfg.num_values() / 2 + 8 * func.dfg.num_blocks());
