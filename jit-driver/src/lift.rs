@@ -96,6 +96,10 @@ impl LiftContext {
     }
 }
 
+/// The lifter's results: errors are boxed, so a result travels in registers (most carry a
+/// register or an operand) rather than through memory.
+type LResult<T> = Result<T, Box<Error>>;
+
 struct Lifter<'a> {
     src: &'a ir::Function,
     m: &'a mut lir::Module,
@@ -107,22 +111,24 @@ struct Lifter<'a> {
 }
 
 impl<'a> Lifter<'a> {
-    fn err(&self, msg: impl Into<String>) -> Error {
-        Error::Lift {
+    #[cold]
+    #[inline(never)]
+    fn err(&self, msg: impl Into<String>) -> Box<Error> {
+        Box::new(Error::Lift {
             function: opmap::func_name(&self.src.name),
             inst: self
                 .cur_inst
                 .map(|i| self.src.dfg.display_inst(i).to_string()),
             msg: msg.into(),
-        }
+        })
     }
 
-    fn ty(&self, t: ir::Type) -> Result<lir::Type, Error> {
+    fn ty(&self, t: ir::Type) -> LResult<lir::Type> {
         lir_type(t).ok_or_else(|| self.err(format!("unsupported type {t}")))
     }
 
     #[inline]
-    fn reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
+    fn reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
         if let Some(r) = self.ctx.regs[v].expand() {
             return Ok(r);
         }
@@ -131,7 +137,7 @@ impl<'a> Lifter<'a> {
 
     /// The register of a value an instruction or block defines (never an alias).
     #[inline]
-    fn def_reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
+    fn def_reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
         if let Some(r) = self.ctx.regs[v].expand() {
             return Ok(r);
         }
@@ -143,7 +149,7 @@ impl<'a> Lifter<'a> {
 
     /// The LIR type of a value.
     #[inline]
-    fn value_ty(&mut self, v: ir::Value) -> Result<lir::Type, Error> {
+    fn value_ty(&mut self, v: ir::Value) -> LResult<lir::Type> {
         let t = self.src.dfg.value_type(v);
         if t == self.last_ty.0 {
             return Ok(self.last_ty.1);
@@ -155,7 +161,7 @@ impl<'a> Lifter<'a> {
 
     /// The register of a value seen for the first time (through its alias, if it is one).
     #[cold]
-    fn new_reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
+    fn new_reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
         let rv = self.src.dfg.resolve_aliases(v);
         if let Some(r) = self.ctx.regs[rv].expand() {
             self.ctx.regs[v] = r.into();
@@ -168,10 +174,10 @@ impl<'a> Lifter<'a> {
         Ok(r)
     }
 
-    fn sig(&self, s: &ir::Signature) -> Result<lir::Signature, Error> {
+    fn sig(&self, s: &ir::Signature) -> LResult<lir::Signature> {
         let cc = opmap::lir_call_conv(s.call_conv)
             .ok_or_else(|| self.err(format!("unsupported calling convention {}", s.call_conv)))?;
-        let conv = |p: &ir::AbiParam| -> Result<lir::AbiParam, Error> {
+        let conv = |p: &ir::AbiParam| -> LResult<lir::AbiParam> {
             Ok(lir::AbiParam {
                 ty: self.ty(p.value_type)?,
                 ext: match p.extension {
@@ -229,7 +235,7 @@ impl<'a> Lifter<'a> {
         s
     }
 
-    fn func_symbol(&mut self, fr: ir::FuncRef) -> Result<(lir::Symbol, lir::SigRef), Error> {
+    fn func_symbol(&mut self, fr: ir::FuncRef) -> LResult<(lir::Symbol, lir::SigRef)> {
         let src = self.src;
         let ext = &src.dfg.ext_funcs[fr];
         if ext.patchable {
@@ -274,7 +280,7 @@ impl<'a> Lifter<'a> {
         prefix: Option<Operand>,
         args: &[ir::Value],
         aux: u32,
-    ) -> Result<lir::Inst, Error> {
+    ) -> LResult<lir::Inst> {
         let mut n = args.len();
         if let Some(p) = prefix {
             self.f.operand_pool.push(p);
@@ -303,7 +309,7 @@ impl<'a> Lifter<'a> {
     }
 
     /// Fold the address `addr + offset` into a memory operand.
-    fn memory_operand(&mut self, addr: ir::Value, offset: i32) -> Result<Operand, Error> {
+    fn memory_operand(&mut self, addr: ir::Value, offset: i32) -> LResult<Operand> {
         let dfg = &self.src.dfg;
         let addr = dfg.resolve_aliases(addr);
         let def = dfg.value_def(addr).inst();
@@ -397,7 +403,7 @@ impl<'a> Lifter<'a> {
         bc: ir::BlockCall,
         try_results: &[lir::Reg],
         nrets: usize,
-    ) -> Result<(), Error> {
+    ) -> LResult<()> {
         let pool = &self.src.dfg.value_lists;
         let target = bc.block(pool);
         let start = self.ctx.edge_args.len();
@@ -424,14 +430,14 @@ impl<'a> Lifter<'a> {
         Ok(())
     }
 
-    fn block_op(&self, b: ir::Block) -> Result<Operand, Error> {
+    fn block_op(&self, b: ir::Block) -> LResult<Operand> {
         self.ctx.blocks[b]
             .expand()
             .map(Operand::Block)
             .ok_or_else(|| self.err(format!("branch to {b}, which is not in the layout")))
     }
 
-    fn lift_inst(&mut self, b: lir::Block, inst: ir::Inst) -> Result<(), Error> {
+    fn lift_inst(&mut self, b: lir::Block, inst: ir::Inst) -> LResult<()> {
         self.cur_inst = Some(inst);
         let dfg = &self.src.dfg;
         let data = dfg.insts[inst];
@@ -671,7 +677,7 @@ impl<'a> Lifter<'a> {
         Ok(())
     }
 
-    fn lift_try_call(&mut self, b: lir::Block, inst: ir::Inst) -> Result<(), Error> {
+    fn lift_try_call(&mut self, b: lir::Block, inst: ir::Inst) -> LResult<()> {
         let dfg = &self.src.dfg;
         let (callee, exception) = match dfg.insts[inst] {
             D::TryCall {
@@ -772,7 +778,7 @@ impl<'a> Lifter<'a> {
         inst: ir::Inst,
         ctrl: lir::Type,
         results: &[lir::Reg],
-    ) -> Result<(), Error> {
+    ) -> LResult<()> {
         let dfg = &self.src.dfg;
         let data = dfg.insts[inst];
         let opcode = data.opcode();
@@ -864,7 +870,7 @@ impl<'a> Lifter<'a> {
         Ok(())
     }
 
-    fn run(mut self) -> Result<lir::FuncId, Error> {
+    fn run(mut self) -> LResult<lir::FuncId> {
         let src = self.src;
         // Side tables keep Cranelift's indices.
         for (_, ss) in src.sized_stack_slots.iter() {
@@ -992,16 +998,18 @@ impl<'a> Lifter<'a> {
         }
         self.cur_inst = None;
         self.fill_phis(entry)?;
-        self.m.add_function(self.f).map_err(|msg| Error::Lift {
-            function: opmap::func_name(&src.name),
-            inst: None,
-            msg,
+        self.m.add_function(self.f).map_err(|msg| {
+            Box::new(Error::Lift {
+                function: opmap::func_name(&src.name),
+                inst: None,
+                msg,
+            })
         })
     }
 
     /// Turn recorded edges into phi sources, splitting edges where one predecessor reaches a
     /// block twice with different arguments.
-    fn fill_phis(&mut self, entry: ir::Block) -> Result<(), Error> {
+    fn fill_phis(&mut self, entry: ir::Block) -> LResult<()> {
         let ctx = &mut *self.ctx;
         // A block's edges are recorded together, the blocks in layout order: the edges of one
         // predecessor are consecutive, so per target only the first edge from the current
@@ -1147,7 +1155,7 @@ pub fn lift_function_with(
         cur_inst: None,
         last_ty: (ir::types::INVALID, lir::Type::VOID),
     };
-    l.f.sig = l.sig(&func.signature)?;
+    l.f.sig = l.sig(&func.signature).map_err(|e| *e)?;
     let n = func.dfg.num_insts();
     let nb = func.dfg.num_blocks();
     l.f.blocks.reserve(nb);
@@ -1162,7 +1170,7 @@ pub fn lift_function_with(
     // first doubling or two.
     l.f.reserve_insts(n + func.dfg.num_values() / 2 + 8 * func.dfg.num_blocks());
 
-    l.run()
+    l.run().map_err(|e| *e)
 }
 
 /// Lift Cranelift functions into one LIR module (exported, address-significant where taken),
