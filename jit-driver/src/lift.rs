@@ -43,11 +43,21 @@ struct FirstEdge {
     edge: u32,
 }
 
+/// What the lifter knows of a value: its register, and for a result of an instruction lifted
+/// already, that instruction (what `dfg.value_def` says, without its look-ups, for folding
+/// addresses). One table, cleared once per function.
+#[derive(Clone, Copy, Default)]
+struct ValSlot {
+    reg: PackedOption<lir::Reg>,
+    def: PackedOption<ir::Inst>,
+}
+
 /// The lifter's tables, reused from one function to the next (as cranelift-frontend's
 /// `FunctionBuilderContext`): lifting a module allocates them once, not per function.
 #[derive(Default)]
 pub struct LiftContext {
-    regs: SecondaryMap<ir::Value, PackedOption<lir::Reg>>,
+    /// Per value: its register, once made, and its defining instruction once lifted.
+    vals: SecondaryMap<ir::Value, ValSlot>,
     blocks: SecondaryMap<ir::Block, PackedOption<lir::Block>>,
     /// Phis created for block parameters: (CLIF block) → (first phi, number of phis); a
     /// block's phis are consecutive instructions.
@@ -79,8 +89,8 @@ pub struct LiftContext {
 impl LiftContext {
     /// Empty tables sized for `func` (sized once, so no access grows them one by one).
     fn clear_for(&mut self, func: &ir::Function) {
-        self.regs.clear();
-        self.regs.resize(func.dfg.num_values());
+        self.vals.clear();
+        self.vals.resize(func.dfg.num_values());
         self.blocks.clear();
         self.blocks.resize(func.dfg.num_blocks());
         self.phis.clear();
@@ -129,7 +139,7 @@ impl<'a> Lifter<'a> {
 
     #[inline]
     fn reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
-        if let Some(r) = self.ctx.regs[v].expand() {
+        if let Some(r) = self.ctx.vals[v].reg.expand() {
             return Ok(r);
         }
         self.new_reg(v)
@@ -138,12 +148,12 @@ impl<'a> Lifter<'a> {
     /// The register of a value an instruction or block defines (never an alias).
     #[inline]
     fn def_reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
-        if let Some(r) = self.ctx.regs[v].expand() {
+        if let Some(r) = self.ctx.vals[v].reg.expand() {
             return Ok(r);
         }
         let ty = self.value_ty(v)?;
         let r = self.f.new_reg(ty);
-        self.ctx.regs[v] = r.into();
+        self.ctx.vals[v].reg = r.into();
         Ok(r)
     }
 
@@ -163,14 +173,14 @@ impl<'a> Lifter<'a> {
     #[cold]
     fn new_reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
         let rv = self.src.dfg.resolve_aliases(v);
-        if let Some(r) = self.ctx.regs[rv].expand() {
-            self.ctx.regs[v] = r.into();
+        if let Some(r) = self.ctx.vals[rv].reg.expand() {
+            self.ctx.vals[v].reg = r.into();
             return Ok(r);
         }
         let ty = self.value_ty(rv)?;
         let r = self.f.new_reg(ty);
-        self.ctx.regs[rv] = r.into();
-        self.ctx.regs[v] = r.into();
+        self.ctx.vals[rv].reg = r.into();
+        self.ctx.vals[v].reg = r.into();
         Ok(r)
     }
 
@@ -254,7 +264,23 @@ impl<'a> Lifter<'a> {
     /// Create an instruction of the block being lifted. A block's instructions are
     /// consecutive; `run` places them in the block when it is done.
     #[inline]
-    fn push(
+    fn push<const N: usize>(
+        &mut self,
+        op: L,
+        ty: lir::Type,
+        results: &[lir::Reg],
+        operands: [Operand; N],
+        aux: u32,
+    ) -> lir::Inst {
+        // (`make_inst`, with the copy of a list of known length inlined here, no `memcpy`)
+        self.f.operand_pool.extend_from_slice(&operands);
+        let i = self.f.make_inst_pooled(op, ty, results, N);
+        self.f.insts[i].aux = aux;
+        i
+    }
+
+    /// `push` with operands of any number.
+    fn push_slice(
         &mut self,
         op: L,
         ty: lir::Type,
@@ -262,7 +288,6 @@ impl<'a> Lifter<'a> {
         operands: &[Operand],
         aux: u32,
     ) -> lir::Inst {
-        // (`make_inst`, with the copy of a short constant list inlined here)
         self.f.operand_pool.extend_from_slice(operands);
         let i = self.f.make_inst_pooled(op, ty, results, operands.len());
         self.f.insts[i].aux = aux;
@@ -295,10 +320,21 @@ impl<'a> Lifter<'a> {
         Ok(i)
     }
 
+    /// `v` through its aliases, and the instruction defining it (`dfg.value_def`): from
+    /// `LiftContext::defs` when the instruction is already lifted (then `v` is no alias).
+    #[inline]
+    fn resolve_def(&self, v: ir::Value) -> (ir::Value, Option<ir::Inst>) {
+        if let Some(i) = self.ctx.vals[v].def.expand() {
+            return (v, Some(i));
+        }
+        let dfg = &self.src.dfg;
+        let v = dfg.resolve_aliases(v);
+        (v, dfg.value_def(v).inst())
+    }
+
     /// The constant a value is defined by, if it is an `iconst`.
     fn iconst_of(&self, v: ir::Value) -> Option<i64> {
-        let v = self.src.dfg.resolve_aliases(v);
-        let i = self.src.dfg.value_def(v).inst()?;
+        let i = self.resolve_def(v).1?;
         match self.src.dfg.insts[i] {
             D::UnaryImm {
                 opcode: C::Iconst,
@@ -310,9 +346,8 @@ impl<'a> Lifter<'a> {
 
     /// Fold the address `addr + offset` into a memory operand.
     fn memory_operand(&mut self, addr: ir::Value, offset: i32) -> LResult<Operand> {
+        let (addr, def) = self.resolve_def(addr);
         let dfg = &self.src.dfg;
-        let addr = dfg.resolve_aliases(addr);
-        let def = dfg.value_def(addr).inst();
         if let Some(di) = def {
             match dfg.insts[di] {
                 D::StackAddr {
@@ -379,10 +414,9 @@ impl<'a> Lifter<'a> {
 
     /// `v` as (index, scale) when it is `ishl x, k` or `imul x, 2^k` with scale 1, 2, 4 or 8.
     fn scaled_index(&self, v: ir::Value) -> (ir::Value, u8) {
-        let dfg = &self.src.dfg;
-        let v = dfg.resolve_aliases(v);
-        if let Some(i) = dfg.value_def(v).inst() {
-            if let D::Binary { opcode, args } = dfg.insts[i] {
+        let (v, def) = self.resolve_def(v);
+        if let Some(i) = def {
+            if let D::Binary { opcode, args } = self.src.dfg.insts[i] {
                 let k = self.iconst_of(args[1]);
                 match (opcode, k) {
                     (C::Ishl, Some(k @ 0..=3)) => return (args[0], 1 << k),
@@ -449,6 +483,7 @@ impl<'a> Lifter<'a> {
         let results: &[lir::Reg] = if result_vals.len() <= buf.len() {
             for (k, &v) in result_vals.iter().enumerate() {
                 buf[k] = self.def_reg(v)?;
+                self.ctx.vals[v].def = inst.into();
             }
             &buf[..result_vals.len()]
         } else {
@@ -482,7 +517,7 @@ impl<'a> Lifter<'a> {
                 } => {
                     let aux = self.memflags(flags);
                     let mem = self.memory_operand(arg, offset.into())?;
-                    self.push(l, ctrl, results, &[mem], aux);
+                    self.push(l, ctrl, results, [mem], aux);
                 }
                 D::Store {
                     args: [v, addr],
@@ -493,7 +528,7 @@ impl<'a> Lifter<'a> {
                     let aux = self.memflags(flags);
                     let mem = self.memory_operand(addr, offset.into())?;
                     let v = Operand::Reg(self.reg(v)?);
-                    self.push(l, ctrl, &[], &[mem, v], aux);
+                    self.push(l, ctrl, &[], [mem, v], aux);
                 }
                 D::Unary { .. } | D::Binary { .. } | D::Ternary { .. } => {
                     self.push_args(l, ctrl, results, None, args, 0)?;
@@ -508,19 +543,19 @@ impl<'a> Lifter<'a> {
                 opcode: C::Iconst,
                 imm,
             } => {
-                self.push(L::Copy, ctrl, results, &[Operand::Int(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, [Operand::Int(imm.bits())], 0);
             }
             D::UnaryIeee32 {
                 opcode: C::F32const,
                 imm,
             } => {
-                self.push(L::Copy, ctrl, results, &[Operand::F32(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, [Operand::F32(imm.bits())], 0);
             }
             D::UnaryIeee64 {
                 opcode: C::F64const,
                 imm,
             } => {
-                self.push(L::Copy, ctrl, results, &[Operand::F64(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, [Operand::F64(imm.bits())], 0);
             }
             D::IntCompare { args, .. } | D::FloatCompare { args, .. } => {
                 let (op, pred) = match data {
@@ -530,14 +565,14 @@ impl<'a> Lifter<'a> {
                 };
                 let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
                 let ops = [Operand::Pred(pred), Operand::Reg(x), Operand::Reg(y)];
-                self.push(op, ctrl, results, &ops, 0);
+                self.push(op, ctrl, results, ops, 0);
             }
             D::StackAddr {
                 stack_slot, offset, ..
             } => {
                 let op =
                     Operand::Stack(lir::StackObj::from_u32(stack_slot.as_u32()), offset.into());
-                self.push(L::StackAddr, ctrl, results, &[op], 0);
+                self.push(L::StackAddr, ctrl, results, [op], 0);
             }
             D::UnaryGlobalValue {
                 opcode: C::SymbolValue,
@@ -556,12 +591,12 @@ impl<'a> Lifter<'a> {
                         L::SymbolValue,
                         ctrl,
                         results,
-                        &[Operand::Sym(s, offset.bits())],
+                        [Operand::Sym(s, offset.bits())],
                         0,
                     );
                 }
                 _ => {
-                    self.push(L::GlobalValue, ctrl, results, &[], global_value.as_u32());
+                    self.push(L::GlobalValue, ctrl, results, [], global_value.as_u32());
                 }
             },
             D::FuncAddr { func_ref, .. } => {
@@ -571,7 +606,7 @@ impl<'a> Lifter<'a> {
                     L::FuncAddr,
                     ctrl,
                     results,
-                    &[Operand::Sym(s, 0)],
+                    [Operand::Sym(s, 0)],
                     sig.as_u32(),
                 );
             }
@@ -600,7 +635,7 @@ impl<'a> Lifter<'a> {
             D::TryCall { .. } | D::TryCallIndirect { .. } => self.lift_try_call(b, inst)?,
             D::Jump { destination, .. } => {
                 let op = self.block_op(destination.block(&self.src.dfg.value_lists))?;
-                let t = self.push(L::Jump, lir::Type::VOID, &[], &[op], 0);
+                let t = self.push(L::Jump, lir::Type::VOID, &[], [op], 0);
                 self.edge(b, t, 0, destination, &[], 0)?;
             }
             D::Brif {
@@ -618,7 +653,7 @@ impl<'a> Lifter<'a> {
                     self.block_op(tb)?,
                     self.block_op(fb)?,
                 ];
-                let t = self.push(L::Brif, cty, &[], &ops, 0);
+                let t = self.push(L::Brif, cty, &[], ops, 0);
                 self.edge(b, t, 2, bt, &[], 0)?;
                 self.edge(b, t, 3, bf, &[], 0)?;
             }
@@ -633,7 +668,7 @@ impl<'a> Lifter<'a> {
                 for bc in &calls {
                     ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
                 }
-                let t = self.push(L::BrTable, ity, &[], &ops, 0);
+                let t = self.push_slice(L::BrTable, ity, &[], &ops, 0);
                 for (k, bc) in calls.into_iter().enumerate() {
                     self.edge(b, t, k + 1, bc, &[], 0)?;
                 }
@@ -648,7 +683,7 @@ impl<'a> Lifter<'a> {
                     L::Trap,
                     lir::Type::VOID,
                     &[],
-                    &[],
+                    [],
                     code.as_raw().get() as u32,
                 );
             }
@@ -660,7 +695,7 @@ impl<'a> Lifter<'a> {
                 } else {
                     L::Trapnz
                 };
-                self.push(op, cty, &[], &[Operand::Reg(c)], code.as_raw().get() as u32);
+                self.push(op, cty, &[], [Operand::Reg(c)], code.as_raw().get() as u32);
             }
             D::ExceptionHandlerAddress { block, imm, .. } => {
                 let bo = self.block_op(block)?;
@@ -668,7 +703,7 @@ impl<'a> Lifter<'a> {
                     L::ExnHandlerAddr,
                     ctrl,
                     results,
-                    &[bo, Operand::Int(imm.bits())],
+                    [bo, Operand::Int(imm.bits())],
                     0,
                 );
             }
@@ -763,7 +798,7 @@ impl<'a> Lifter<'a> {
             .iter()
             .position(|o| matches!(o, Operand::Block(_)))
             .unwrap();
-        let t = self.push(L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
+        let t = self.push_slice(L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
         self.f.insts[t].aux2 = table.as_u32();
         self.edge(b, t, normal_idx, normal, &results, nrets)?;
         for (idx, bc) in handler_calls {
@@ -980,9 +1015,9 @@ impl<'a> Lifter<'a> {
                 let r = self.def_reg(v)?;
                 let ty = self.f.reg_type(r);
                 if b == entry {
-                    self.push(L::Copy, ty, &[r], &[Operand::Arg(k as u32)], 0);
+                    self.push(L::Copy, ty, &[r], [Operand::Arg(k as u32)], 0);
                 } else {
-                    self.push(L::Phi, ty, &[r], &[], 0);
+                    self.push(L::Phi, ty, &[r], [], 0);
                 }
             }
             for inst in src.layout.block_insts(b) {
