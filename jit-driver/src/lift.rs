@@ -157,13 +157,37 @@ impl<'a> Lifter<'a> {
         Ok(r)
     }
 
+    /// The register of result `v` of `inst`, the instruction being lifted; records `inst` as
+    /// its definition.
+    #[inline(always)]
+    fn def_result(&mut self, v: ir::Value, inst: ir::Inst) -> LResult<lir::Reg> {
+        let r = match self.ctx.vals[v].reg.expand() {
+            Some(r) => r,
+            None => {
+                let ty = self.value_ty(v)?;
+                self.f.new_reg(ty)
+            }
+        };
+        self.ctx.vals[v] = ValSlot {
+            reg: r.into(),
+            def: inst.into(),
+        };
+        Ok(r)
+    }
+
     /// The LIR type of a value.
-    #[inline]
+    #[inline(always)]
     fn value_ty(&mut self, v: ir::Value) -> LResult<lir::Type> {
         let t = self.src.dfg.value_type(v);
         if t == self.last_ty.0 {
             return Ok(self.last_ty.1);
         }
+        self.convert_ty(t)
+    }
+
+    /// `value_ty` for a type other than the last one.
+    #[inline(never)]
+    fn convert_ty(&mut self, t: ir::Type) -> LResult<lir::Type> {
         let l = self.ty(t)?;
         self.last_ty = (t, l);
         Ok(l)
@@ -482,8 +506,7 @@ impl<'a> Lifter<'a> {
         let many: Vec<lir::Reg>;
         let results: &[lir::Reg] = if result_vals.len() <= buf.len() {
             for (k, &v) in result_vals.iter().enumerate() {
-                buf[k] = self.def_reg(v)?;
-                self.ctx.vals[v].def = inst.into();
+                buf[k] = self.def_result(v, inst)?;
             }
             &buf[..result_vals.len()]
         } else {
@@ -1027,8 +1050,8 @@ impl<'a> Lifter<'a> {
             // left (4, 8, 16..) for passes that add to the block.
             let n = self.f.insts.len() - first;
             if n > 0 {
-                self.f.reserve_block(lb, n.next_power_of_two().max(4));
-                self.f.append_inst_range(lb, lir::Inst::new(first), n);
+                let cap = n.next_power_of_two().max(4);
+                self.f.place_inst_range(lb, lir::Inst::new(first), n, cap);
             }
         }
         self.cur_inst = None;

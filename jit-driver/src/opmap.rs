@@ -318,7 +318,11 @@ pub fn write_symbol_name(out: &mut String, func: &ir::Function, name: &ir::Exter
             let u = &func.params.user_named_funcs()[*r];
             write_user_name(out, u.namespace, u.index);
         }
-        ir::ExternalName::TestCase(t) => out.push_str(&String::from_utf8_lossy(t.raw())),
+        ir::ExternalName::TestCase(t) => match std::str::from_utf8(t.raw()) {
+            // (the common case, without `from_utf8_lossy`'s chunked walk)
+            Ok(s) => out.push_str(s),
+            Err(_) => out.push_str(&String::from_utf8_lossy(t.raw())),
+        },
         ir::ExternalName::LibCall(l) => {
             let _ = write!(out, "libcall.{l}");
         }

@@ -573,6 +573,34 @@ impl Function {
         }
     }
 
+    /// Fill block `b`, which has no instructions yet, with the consecutive instructions
+    /// `first..first + n`, with room for `cap` (at least `n`): what `reserve_block(b, cap)` then
+    /// `append_inst_range(b, first, n)` leave, in one pass at the end of the function's array.
+    pub fn place_inst_range(&mut self, b: Block, first: Inst, n: usize, cap: usize) {
+        debug_assert!(n <= cap);
+        let d = self.blocks[b];
+        if d.len != 0 || d.cap as usize >= cap {
+            self.reserve_block(b, cap);
+            self.append_inst_range(b, first, n);
+            return;
+        }
+        // An empty block's list moves to the end of the array, with room for `cap`.
+        let start = if d.start as usize + d.cap as usize == self.inst_order.len() {
+            d.start as usize
+        } else {
+            self.inst_order.len()
+        };
+        self.inst_order.truncate(start);
+        let first = first.as_u32();
+        self.inst_order
+            .extend((0..n as u32).map(|k| Inst::from_u32(first + k)));
+        self.inst_order.resize(start + cap, Inst::reserved_value());
+        let d = &mut self.blocks[b];
+        d.start = start as u32;
+        d.len = n as u32;
+        d.cap = cap as u32;
+    }
+
     /// Insert an instruction into block `b` before position `pos`.
     pub fn insert_inst(&mut self, b: Block, pos: usize, i: Inst) {
         self.append_inst(b, i);
