@@ -52,6 +52,28 @@ struct ValSlot {
     def: PackedOption<ir::Inst>,
 }
 
+/// See `LiftContext::types`.
+struct TypeCache([Option<lir::Type>; 256]);
+
+impl Default for TypeCache {
+    fn default() -> Self {
+        TypeCache([None; 256])
+    }
+}
+
+impl std::ops::Deref for TypeCache {
+    type Target = [Option<lir::Type>; 256];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for TypeCache {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
 /// The lifter's tables, reused from one function to the next (as cranelift-frontend's
 /// `FunctionBuilderContext`): lifting a module allocates them once, not per function.
 #[derive(Default)]
@@ -76,6 +98,9 @@ pub struct LiftContext {
     sorted: Vec<Source>,
     /// Per block, where its sources start in `sorted` (`fill_phis`).
     source_start: Vec<u32>,
+    /// The LIR type of each Cranelift type converted so far, by `Type::index` (the fixed-size
+    /// types all have an index below 256): a pure function, kept from one function to the next.
+    types: TypeCache,
     /// Scratch: the operands of an instruction under construction.
     ops: Vec<Operand>,
     /// Scratch: a symbol name.
@@ -116,8 +141,6 @@ struct Lifter<'a> {
     f: lir::Function,
     ctx: &'a mut LiftContext,
     cur_inst: Option<ir::Inst>,
-    /// The last type converted by `value_ty` (most values share a few types).
-    last_ty: (ir::Type, lir::Type),
 }
 
 impl<'a> Lifter<'a> {
@@ -179,17 +202,19 @@ impl<'a> Lifter<'a> {
     #[inline(always)]
     fn value_ty(&mut self, v: ir::Value) -> LResult<lir::Type> {
         let t = self.src.dfg.value_type(v);
-        if t == self.last_ty.0 {
-            return Ok(self.last_ty.1);
+        if let Some(&Some(l)) = self.ctx.types.get(t.index()) {
+            return Ok(l);
         }
         self.convert_ty(t)
     }
 
-    /// `value_ty` for a type other than the last one.
+    /// `value_ty` for a type not converted before.
     #[inline(never)]
     fn convert_ty(&mut self, t: ir::Type) -> LResult<lir::Type> {
         let l = self.ty(t)?;
-        self.last_ty = (t, l);
+        if let Some(slot) = self.ctx.types.get_mut(t.index()) {
+            *slot = Some(l);
+        }
         Ok(l)
     }
 
@@ -287,7 +312,7 @@ impl<'a> Lifter<'a> {
 
     /// Create an instruction of the block being lifted. A block's instructions are
     /// consecutive; `run` places them in the block when it is done.
-    #[inline]
+    #[inline(always)]
     fn push<const N: usize>(
         &mut self,
         op: L,
@@ -298,9 +323,7 @@ impl<'a> Lifter<'a> {
     ) -> lir::Inst {
         // (`make_inst`, with the copy of a list of known length inlined here, no `memcpy`)
         self.f.operand_pool.extend_from_slice(&operands);
-        let i = self.f.make_inst_pooled(op, ty, results, N);
-        self.f.insts[i].aux = aux;
-        i
+        self.f.make_inst_pooled_aux(op, ty, results, N, aux)
     }
 
     /// `push` with operands of any number.
@@ -339,9 +362,7 @@ impl<'a> Lifter<'a> {
             let r = self.reg(v)?;
             self.f.operand_pool.push(Operand::Reg(r));
         }
-        let i = self.f.make_inst_pooled(op, ty, results, n);
-        self.f.insts[i].aux = aux;
-        Ok(i)
+        Ok(self.f.make_inst_pooled_aux(op, ty, results, n, aux))
     }
 
     /// `v` through its aliases, and the instruction defining it (`dfg.value_def`): from
@@ -531,9 +552,10 @@ impl<'a> Lifter<'a> {
             // type: LIR uses the result type.
             ctrl = self.f.reg_type(results[0]);
         }
-        let args: &[ir::Value] = data.arguments(&src.dfg.value_lists);
+        // (the argument list, `data.arguments`, only where a list of any length is taken)
+        let pool = &src.dfg.value_lists;
 
-        if let Some(l) = opmap::opmap().lir(opcode) {
+        if let Some(l) = opmap::lir_opcode(opcode) {
             match data {
                 D::Load {
                     arg, flags, offset, ..
@@ -553,8 +575,24 @@ impl<'a> Lifter<'a> {
                     let v = Operand::Reg(self.reg(v)?);
                     self.push(l, ctrl, &[], [mem, v], aux);
                 }
-                D::Unary { .. } | D::Binary { .. } | D::Ternary { .. } => {
-                    self.push_args(l, ctrl, results, None, args, 0)?;
+                // Register operands in argument order (`push_args`, for a fixed count).
+                D::Unary { arg, .. } => {
+                    let x = self.reg(arg)?;
+                    self.push(l, ctrl, results, [Operand::Reg(x)], 0);
+                }
+                D::Binary { args: [x, y], .. } => {
+                    let x = self.reg(x)?;
+                    let y = self.reg(y)?;
+                    self.push(l, ctrl, results, [Operand::Reg(x), Operand::Reg(y)], 0);
+                }
+                D::Ternary {
+                    args: [x, y, z], ..
+                } => {
+                    let x = self.reg(x)?;
+                    let y = self.reg(y)?;
+                    let z = self.reg(z)?;
+                    let ops = [Operand::Reg(x), Operand::Reg(y), Operand::Reg(z)];
+                    self.push(l, ctrl, results, ops, 0);
                 }
                 _ => return self.lift_opaque(inst, ctrl, results),
             }
@@ -643,6 +681,7 @@ impl<'a> Lifter<'a> {
                     L::Call
                 };
                 let sym = Some(Operand::Sym(s, 0));
+                let args = data.arguments(pool);
                 self.push_args(op, lir::Type::VOID, results, sym, args, sig.as_u32())?;
             }
             D::CallIndirect {
@@ -653,6 +692,7 @@ impl<'a> Lifter<'a> {
                 } else {
                     L::Call
                 };
+                let args = data.arguments(pool);
                 self.push_args(op, lir::Type::VOID, results, None, args, sig_ref.as_u32())?;
             }
             D::TryCall { .. } | D::TryCallIndirect { .. } => self.lift_try_call(b, inst)?,
@@ -699,6 +739,7 @@ impl<'a> Lifter<'a> {
             D::MultiAry {
                 opcode: C::Return, ..
             } => {
+                let args = data.arguments(pool);
                 self.push_args(L::Ret, lir::Type::VOID, &[], None, args, 0)?;
             }
             D::Trap { code, .. } => {
@@ -1211,7 +1252,6 @@ pub fn lift_function_with(
         f: lir::Function::new(name, lir::Signature::new(lir::CallConv::SystemV), linkage),
         ctx,
         cur_inst: None,
-        last_ty: (ir::types::INVALID, lir::Type::VOID),
     };
     l.f.sig = l.sig(&func.signature).map_err(|e| *e)?;
     let n = func.dfg.num_insts();

@@ -698,6 +698,37 @@ impl Function {
         })
     }
 
+    /// `make_inst_pooled` with `aux` set, inlined into the caller (the lifter's hot path).
+    #[inline(always)]
+    pub fn make_inst_pooled_aux(
+        &mut self,
+        opcode: Opcode,
+        ty: Type,
+        results: &[Reg],
+        n: usize,
+        aux: u32,
+    ) -> Inst {
+        let results = match *results {
+            [r] => PoolRange {
+                start: r.as_u32(),
+                len: 1,
+            },
+            _ => push_range(&mut self.result_pool, results),
+        };
+        let operands = PoolRange {
+            start: (self.operand_pool.len() - n) as u32,
+            len: n as u32,
+        };
+        self.insts.push(InstData {
+            opcode,
+            ty,
+            aux,
+            aux2: 0,
+            results,
+            operands,
+        })
+    }
+
     /// The result registers of an instruction. One result (the common case) is held in the
     /// instruction's `results.start`; several are a range of `result_pool`.
     #[inline]
