@@ -516,13 +516,16 @@ impl<'a> Lifter<'a> {
             .ok_or_else(|| self.err(format!("branch to {b}, which is not in the layout")))
     }
 
+    #[inline(always)]
     fn lift_inst(&mut self, b: lir::Block, inst: ir::Inst) -> LResult<()> {
         self.cur_inst = Some(inst);
         let dfg = &self.src.dfg;
         let data = dfg.insts[inst];
         let opcode = data.opcode();
         let src = self.src;
-        let result_vals = src.dfg.inst_results(inst);
+        // (`inst_results`, with the slice taken here, inline)
+        let result_vals = src.dfg.inst_results_list(inst);
+        let result_vals = result_vals.as_slice(&src.dfg.value_lists);
         let mut buf = [lir::Reg::from_u32(0); 4];
         let many: Vec<lir::Reg>;
         let results: &[lir::Reg] = if result_vals.len() <= buf.len() {
@@ -1084,8 +1087,16 @@ impl<'a> Lifter<'a> {
                     self.push(L::Phi, ty, &[r], [], 0);
                 }
             }
-            for inst in src.layout.block_insts(b) {
+            // (`layout.block_insts`, stepping with `next_inst`: the iterator's step is dearer)
+            let last = src.layout.last_inst(b);
+            let mut at = src.layout.first_inst(b);
+            while let Some(inst) = at {
                 self.lift_inst(lb, inst)?;
+                at = if at == last {
+                    None
+                } else {
+                    src.layout.next_inst(inst)
+                };
             }
             // The block's instructions, with the room appending them one by one would have
             // left (4, 8, 16..) for passes that add to the block.

@@ -592,12 +592,17 @@ impl Function {
         };
         self.inst_order.truncate(start);
         let first = first.as_u32();
-        self.inst_order
-            .extend((0..n as u32).map(|k| Inst::from_u32(first + k)));
-        self.inst_order.resize(start + cap, Inst::reserved_value());
+        let n = n as u32;
+        self.inst_order.extend((0..cap as u32).map(|k| {
+            if k < n {
+                Inst::from_u32(first + k)
+            } else {
+                Inst::reserved_value()
+            }
+        }));
         let d = &mut self.blocks[b];
         d.start = start as u32;
-        d.len = n as u32;
+        d.len = n;
         d.cap = cap as u32;
     }
 
