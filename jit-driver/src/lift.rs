@@ -81,9 +81,12 @@ pub struct LiftContext {
     /// Per value: its register, once made, and its defining instruction once lifted.
     vals: SecondaryMap<ir::Value, ValSlot>,
     blocks: SecondaryMap<ir::Block, PackedOption<lir::Block>>,
-    /// Phis created for block parameters: (CLIF block) → (first phi, number of phis); a
-    /// block's phis are consecutive instructions.
-    phis: SecondaryMap<ir::Block, (u32, u32)>,
+    /// Phis created for block parameters: (CLIF block) → (first phi, number of phis, its
+    /// place in `phi_blocks`); a block's phis are consecutive instructions. The number is set
+    /// before any instruction is lifted, the first phi when the block is.
+    phis: SecondaryMap<ir::Block, (u32, u32, u32)>,
+    /// The blocks with phis, in layout order.
+    phi_blocks: Vec<ir::Block>,
     /// The symbol of each function reference, once looked up.
     func_syms: SecondaryMap<ir::FuncRef, PackedOption<lir::Symbol>>,
     /// The LIR memory flags of each Cranelift memory flags entry, once interned.
@@ -120,6 +123,7 @@ impl LiftContext {
         self.blocks.resize(func.dfg.num_blocks());
         self.phis.clear();
         self.phis.resize(func.dfg.num_blocks());
+        self.phi_blocks.clear();
         self.func_syms.clear();
         self.func_syms.resize(func.dfg.ext_funcs.len());
         self.memflags.clear();
@@ -141,6 +145,8 @@ struct Lifter<'a> {
     f: lir::Function,
     ctx: &'a mut LiftContext,
     cur_inst: Option<ir::Inst>,
+    /// The entry block, once known.
+    entry: Option<ir::Block>,
 }
 
 impl<'a> Lifter<'a> {
@@ -498,13 +504,18 @@ impl<'a> Lifter<'a> {
             };
             self.ctx.edge_args.push(r);
         }
+        let len = self.ctx.edge_args.len() - start;
+        if len == 0 && Some(target) != self.entry && self.ctx.phis[target].1 == 0 {
+            // Nothing for `fill_phis` to check or fill.
+            return Ok(());
+        }
         self.ctx.edges.push(Edge {
             pred,
             term,
             idx: idx as u32,
             target,
             start: start as u32,
-            len: (self.ctx.edge_args.len() - start) as u32,
+            len: len as u32,
         });
         Ok(())
     }
@@ -1054,12 +1065,19 @@ impl<'a> Lifter<'a> {
         let Some(entry) = src.layout.entry_block() else {
             return Err(self.err("function has no body"));
         };
+        self.entry = Some(entry);
         // Block parameters become phis or argument copies: count them, for exact room.
         let mut nparams = 0;
         for b in src.layout.blocks() {
             let lb = self.f.new_block();
             self.ctx.blocks[b] = lb.into();
-            nparams += src.dfg.block_params(b).len();
+            let np = src.dfg.block_params(b).len();
+            nparams += np;
+            if b != entry && np != 0 {
+                let ord = self.ctx.phi_blocks.len() as u32;
+                self.ctx.phis[b] = (0, np as u32, ord);
+                self.ctx.phi_blocks.push(b);
+            }
         }
         let n = src.dfg.num_insts();
         let nb = src.dfg.num_blocks();
@@ -1076,7 +1094,7 @@ impl<'a> Lifter<'a> {
             let first = self.f.insts.len();
             let params = src.dfg.block_params(b);
             if b != entry && !params.is_empty() {
-                self.ctx.phis[b] = (self.f.insts.len() as u32, params.len() as u32);
+                self.ctx.phis[b].0 = self.f.insts.len() as u32;
             }
             for (k, &v) in params.iter().enumerate() {
                 let r = self.def_reg(v)?;
@@ -1180,12 +1198,13 @@ impl<'a> Lifter<'a> {
         if ctx.sources.is_empty() {
             return Ok(());
         }
-        // Group the sources by target, keeping their order (a counting sort).
-        let nb = self.src.dfg.num_blocks();
+        // Group the sources by target, keeping their order (a counting sort, by the target's
+        // place among the blocks with phis: every source's target has phis).
+        let nb = ctx.phi_blocks.len();
         ctx.source_start.clear();
         ctx.source_start.resize(nb + 1, 0);
         for s in &ctx.sources {
-            ctx.source_start[s.target.index() + 1] += 1;
+            ctx.source_start[ctx.phis[s.target].2 as usize + 1] += 1;
         }
         for k in 0..nb {
             ctx.source_start[k + 1] += ctx.source_start[k];
@@ -1200,27 +1219,24 @@ impl<'a> Lifter<'a> {
             },
         );
         for s in &ctx.sources {
-            let at = &mut ctx.source_start[s.target.index()];
+            let at = &mut ctx.source_start[ctx.phis[s.target].2 as usize];
             ctx.sorted[*at as usize] = *s;
             *at += 1;
         }
-        // `source_start[b]` is now where block b's sources end (and b + 1's begin).
+        // `source_start[k]` is now where the k-th phi block's sources end (and k + 1's begin).
         let phi_operands: usize = ctx
             .sources
             .iter()
             .map(|s| 2 * ctx.phis[s.target].1 as usize)
             .sum();
         self.f.operand_pool.reserve(phi_operands);
-        for b in self.src.layout.blocks() {
-            let (first_phi, nphis) = ctx.phis[b];
-            if nphis == 0 {
-                continue;
-            }
-            let end = ctx.source_start[b.index()] as usize;
-            let begin = if b.index() == 0 {
+        for (ord, &b) in ctx.phi_blocks.iter().enumerate() {
+            let (first_phi, nphis, _) = ctx.phis[b];
+            let end = ctx.source_start[ord] as usize;
+            let begin = if ord == 0 {
                 0
             } else {
-                ctx.source_start[b.index() - 1] as usize
+                ctx.source_start[ord - 1] as usize
             };
             let srcs = &ctx.sorted[begin..end];
             for k in 0..nphis {
@@ -1263,6 +1279,7 @@ pub fn lift_function_with(
         f: lir::Function::new(name, lir::Signature::new(lir::CallConv::SystemV), linkage),
         ctx,
         cur_inst: None,
+        entry: None,
     };
     l.f.sig = l.sig(&func.signature).map_err(|e| *e)?;
     let n = func.dfg.num_insts();
