@@ -909,4 +909,30 @@ mod tests {
         assert_eq!(f.block_insts(a).len(), 5);
         assert_eq!(f.inst_count(), 8);
     }
+
+    /// `place_inst_range` leaves a block as `reserve_block` then `append_inst_range` do, and
+    /// later appends grow it alike.
+    #[test]
+    fn place_inst_range_as_reserve_and_append() {
+        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+        let mut g = f.clone();
+        let blocks: Vec<(Block, Block)> = (0..3).map(|_| (f.new_block(), g.new_block())).collect();
+        for (k, &(bf, bg)) in blocks.iter().enumerate() {
+            let (first, n) = (10 * k as u32, k + 3);
+            let cap = n.next_power_of_two().max(4);
+            f.place_inst_range(bf, inst(first), n, cap);
+            g.reserve_block(bg, cap);
+            g.append_inst_range(bg, inst(first), n);
+        }
+        f.append_inst(blocks[1].0, inst(99));
+        g.append_inst(blocks[1].1, inst(99));
+        for &(bf, bg) in &blocks {
+            assert_eq!(f.block_insts(bf), g.block_insts(bg));
+            assert_eq!(
+                (f.blocks[bf].start, f.blocks[bf].cap),
+                (g.blocks[bg].start, g.blocks[bg].cap)
+            );
+        }
+        assert_eq!(f.inst_order, g.inst_order);
+    }
 }
