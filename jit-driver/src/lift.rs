@@ -383,6 +383,16 @@ impl<'a> Lifter<'a> {
         (v, dfg.value_def(v).inst())
     }
 
+    /// Is `v` (no alias) of type `i64`? From its register when it has one (only Cranelift's
+    /// `i64` becomes LIR's `i64`).
+    #[inline]
+    fn is_i64(&self, v: ir::Value) -> bool {
+        match self.ctx.vals[v].reg.expand() {
+            Some(r) => self.f.reg_type(r) == lir::Type::I64,
+            None => self.src.dfg.value_type(v) == ir::types::I64,
+        }
+    }
+
     /// The constant a value is defined by, if it is an `iconst`.
     fn iconst_of(&self, v: ir::Value) -> Option<i64> {
         let i = self.resolve_def(v).1?;
@@ -434,7 +444,7 @@ impl<'a> Lifter<'a> {
                 D::Binary {
                     opcode: C::Iadd,
                     args,
-                } if dfg.value_type(addr) == ir::types::I64 => {
+                } if self.is_i64(addr) => {
                     let (a, b) = (args[0], args[1]);
                     // base + constant
                     if let Some(k) = self.iconst_of(b) {
@@ -479,18 +489,18 @@ impl<'a> Lifter<'a> {
         (v, 1)
     }
 
-    /// Record the arguments of a branch edge and return the block operand.
+    /// Record the arguments of a branch edge (`bc`, to `target`, its block).
     fn edge(
         &mut self,
         pred: lir::Block,
         term: lir::Inst,
         idx: usize,
         bc: ir::BlockCall,
+        target: ir::Block,
         try_results: &[lir::Reg],
         nrets: usize,
     ) -> LResult<()> {
         let pool = &self.src.dfg.value_lists;
-        let target = bc.block(pool);
         let start = self.ctx.edge_args.len();
         for a in bc.args(pool) {
             let r = match a {
@@ -711,9 +721,10 @@ impl<'a> Lifter<'a> {
             }
             D::TryCall { .. } | D::TryCallIndirect { .. } => self.lift_try_call(b, inst)?,
             D::Jump { destination, .. } => {
-                let op = self.block_op(destination.block(&self.src.dfg.value_lists))?;
+                let target = destination.block(pool);
+                let op = self.block_op(target)?;
                 let t = self.push(L::Jump, lir::Type::VOID, &[], [op], 0);
-                self.edge(b, t, 0, destination, &[], 0)?;
+                self.edge(b, t, 0, destination, target, &[], 0)?;
             }
             D::Brif {
                 arg,
@@ -731,8 +742,8 @@ impl<'a> Lifter<'a> {
                     self.block_op(fb)?,
                 ];
                 let t = self.push(L::Brif, cty, &[], ops, 0);
-                self.edge(b, t, 2, bt, &[], 0)?;
-                self.edge(b, t, 3, bf, &[], 0)?;
+                self.edge(b, t, 2, bt, tb, &[], 0)?;
+                self.edge(b, t, 3, bf, fb, &[], 0)?;
             }
             D::BranchTable { arg, table, .. } => {
                 let jt = &self.src.dfg.jump_tables[table];
@@ -747,7 +758,8 @@ impl<'a> Lifter<'a> {
                 }
                 let t = self.push_slice(L::BrTable, ity, &[], &ops, 0);
                 for (k, bc) in calls.into_iter().enumerate() {
-                    self.edge(b, t, k + 1, bc, &[], 0)?;
+                    let target = bc.block(&self.src.dfg.value_lists);
+                    self.edge(b, t, k + 1, bc, target, &[], 0)?;
                 }
             }
             D::MultiAry {
@@ -878,9 +890,11 @@ impl<'a> Lifter<'a> {
             .unwrap();
         let t = self.push_slice(L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
         self.f.insts[t].aux2 = table.as_u32();
-        self.edge(b, t, normal_idx, normal, &results, nrets)?;
+        let target = normal.block(&self.src.dfg.value_lists);
+        self.edge(b, t, normal_idx, normal, target, &results, nrets)?;
         for (idx, bc) in handler_calls {
-            self.edge(b, t, idx, bc, &results, nrets)?;
+            let target = bc.block(&self.src.dfg.value_lists);
+            self.edge(b, t, idx, bc, target, &results, nrets)?;
         }
         Ok(())
     }
