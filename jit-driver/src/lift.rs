@@ -208,6 +208,12 @@ impl<'a> Lifter<'a> {
     #[inline(always)]
     fn value_ty(&mut self, v: ir::Value) -> LResult<lir::Type> {
         let t = self.src.dfg.value_type(v);
+        self.cached_ty(t)
+    }
+
+    /// `ty` through `LiftContext::types`.
+    #[inline(always)]
+    fn cached_ty(&mut self, t: ir::Type) -> LResult<lir::Type> {
         if let Some(&Some(l)) = self.ctx.types.get(t.index()) {
             return Ok(l);
         }
@@ -239,33 +245,34 @@ impl<'a> Lifter<'a> {
         Ok(r)
     }
 
-    fn sig(&self, s: &ir::Signature) -> LResult<lir::Signature> {
+    fn abi_param(&mut self, p: &ir::AbiParam) -> LResult<lir::AbiParam> {
+        Ok(lir::AbiParam {
+            ty: self.cached_ty(p.value_type)?,
+            ext: match p.extension {
+                ir::ArgumentExtension::None => lir::Ext::None,
+                ir::ArgumentExtension::Uext => lir::Ext::Uext,
+                ir::ArgumentExtension::Sext => lir::Ext::Sext,
+            },
+            purpose: match p.purpose {
+                ir::ArgumentPurpose::Normal => lir::Purpose::Normal,
+                ir::ArgumentPurpose::VMContext => lir::Purpose::VmCtx,
+                ir::ArgumentPurpose::StructReturn => lir::Purpose::StructReturn,
+                ir::ArgumentPurpose::StructArgument(n) => lir::Purpose::StructArgument(n),
+            },
+        })
+    }
+
+    fn sig(&mut self, s: &ir::Signature) -> LResult<lir::Signature> {
         let cc = opmap::lir_call_conv(s.call_conv)
             .ok_or_else(|| self.err(format!("unsupported calling convention {}", s.call_conv)))?;
-        let conv = |p: &ir::AbiParam| -> LResult<lir::AbiParam> {
-            Ok(lir::AbiParam {
-                ty: self.ty(p.value_type)?,
-                ext: match p.extension {
-                    ir::ArgumentExtension::None => lir::Ext::None,
-                    ir::ArgumentExtension::Uext => lir::Ext::Uext,
-                    ir::ArgumentExtension::Sext => lir::Ext::Sext,
-                },
-                purpose: match p.purpose {
-                    ir::ArgumentPurpose::Normal => lir::Purpose::Normal,
-                    ir::ArgumentPurpose::VMContext => lir::Purpose::VmCtx,
-                    ir::ArgumentPurpose::StructReturn => lir::Purpose::StructReturn,
-                    ir::ArgumentPurpose::StructArgument(n) => lir::Purpose::StructArgument(n),
-                },
-            })
-        };
         // Exact capacities (`collect` over a fallible iterator would not know them).
         let mut params = Vec::with_capacity(s.params.len());
         for p in &s.params {
-            params.push(conv(p)?);
+            params.push(self.abi_param(p)?);
         }
         let mut returns = Vec::with_capacity(s.returns.len());
         for p in &s.returns {
-            returns.push(conv(p)?);
+            returns.push(self.abi_param(p)?);
         }
         Ok(lir::Signature {
             params,
@@ -567,7 +574,7 @@ impl<'a> Lifter<'a> {
         let mut ctrl = if !constraints.is_polymorphic() {
             lir::Type::VOID
         } else if constraints.requires_typevar_operand() || results.is_empty() {
-            self.ty(dfg.ctrl_typevar(inst))?
+            self.cached_ty(dfg.ctrl_typevar(inst))?
         } else {
             self.f.reg_type(results[0])
         };
