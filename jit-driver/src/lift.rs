@@ -43,15 +43,50 @@ struct FirstEdge {
     edge: u32,
 }
 
+/// What the lifter knows of a value: its register, and for a result of an instruction lifted
+/// already, that instruction (what `dfg.value_def` says, without its look-ups, for folding
+/// addresses). One table, cleared once per function.
+#[derive(Clone, Copy, Default)]
+struct ValSlot {
+    reg: PackedOption<lir::Reg>,
+    def: PackedOption<ir::Inst>,
+}
+
+/// See `LiftContext::types`.
+struct TypeCache([Option<lir::Type>; 256]);
+
+impl Default for TypeCache {
+    fn default() -> Self {
+        TypeCache([None; 256])
+    }
+}
+
+impl std::ops::Deref for TypeCache {
+    type Target = [Option<lir::Type>; 256];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for TypeCache {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
 /// The lifter's tables, reused from one function to the next (as cranelift-frontend's
 /// `FunctionBuilderContext`): lifting a module allocates them once, not per function.
 #[derive(Default)]
 pub struct LiftContext {
-    regs: SecondaryMap<ir::Value, PackedOption<lir::Reg>>,
+    /// Per value: its register, once made, and its defining instruction once lifted.
+    vals: SecondaryMap<ir::Value, ValSlot>,
     blocks: SecondaryMap<ir::Block, PackedOption<lir::Block>>,
-    /// Phis created for block parameters: (CLIF block) → (first phi, number of phis); a
-    /// block's phis are consecutive instructions.
-    phis: SecondaryMap<ir::Block, (u32, u32)>,
+    /// Phis created for block parameters: (CLIF block) → (first phi, number of phis, its
+    /// place in `phi_blocks`); a block's phis are consecutive instructions. The number is set
+    /// before any instruction is lifted, the first phi when the block is.
+    phis: SecondaryMap<ir::Block, (u32, u32, u32)>,
+    /// The blocks with phis, in layout order.
+    phi_blocks: Vec<ir::Block>,
     /// The symbol of each function reference, once looked up.
     func_syms: SecondaryMap<ir::FuncRef, PackedOption<lir::Symbol>>,
     /// The LIR memory flags of each Cranelift memory flags entry, once interned.
@@ -66,6 +101,9 @@ pub struct LiftContext {
     sorted: Vec<Source>,
     /// Per block, where its sources start in `sorted` (`fill_phis`).
     source_start: Vec<u32>,
+    /// The LIR type of each Cranelift type converted so far, by `Type::index` (the fixed-size
+    /// types all have an index below 256): a pure function, kept from one function to the next.
+    types: TypeCache,
     /// Scratch: the operands of an instruction under construction.
     ops: Vec<Operand>,
     /// Scratch: a symbol name.
@@ -79,12 +117,13 @@ pub struct LiftContext {
 impl LiftContext {
     /// Empty tables sized for `func` (sized once, so no access grows them one by one).
     fn clear_for(&mut self, func: &ir::Function) {
-        self.regs.clear();
-        self.regs.resize(func.dfg.num_values());
+        self.vals.clear();
+        self.vals.resize(func.dfg.num_values());
         self.blocks.clear();
         self.blocks.resize(func.dfg.num_blocks());
         self.phis.clear();
         self.phis.resize(func.dfg.num_blocks());
+        self.phi_blocks.clear();
         self.func_syms.clear();
         self.func_syms.resize(func.dfg.ext_funcs.len());
         self.memflags.clear();
@@ -96,34 +135,40 @@ impl LiftContext {
     }
 }
 
+/// The lifter's results: errors are boxed, so a result travels in registers (most carry a
+/// register or an operand) rather than through memory.
+type LResult<T> = Result<T, Box<Error>>;
+
 struct Lifter<'a> {
     src: &'a ir::Function,
     m: &'a mut lir::Module,
     f: lir::Function,
     ctx: &'a mut LiftContext,
     cur_inst: Option<ir::Inst>,
-    /// The last type converted by `value_ty` (most values share a few types).
-    last_ty: (ir::Type, lir::Type),
+    /// The entry block, once known.
+    entry: Option<ir::Block>,
 }
 
 impl<'a> Lifter<'a> {
-    fn err(&self, msg: impl Into<String>) -> Error {
-        Error::Lift {
+    #[cold]
+    #[inline(never)]
+    fn err(&self, msg: impl Into<String>) -> Box<Error> {
+        Box::new(Error::Lift {
             function: opmap::func_name(&self.src.name),
             inst: self
                 .cur_inst
                 .map(|i| self.src.dfg.display_inst(i).to_string()),
             msg: msg.into(),
-        }
+        })
     }
 
-    fn ty(&self, t: ir::Type) -> Result<lir::Type, Error> {
+    fn ty(&self, t: ir::Type) -> LResult<lir::Type> {
         lir_type(t).ok_or_else(|| self.err(format!("unsupported type {t}")))
     }
 
     #[inline]
-    fn reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
-        if let Some(r) = self.ctx.regs[v].expand() {
+    fn reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
+        if let Some(r) = self.ctx.vals[v].reg.expand() {
             return Ok(r);
         }
         self.new_reg(v)
@@ -131,70 +176,103 @@ impl<'a> Lifter<'a> {
 
     /// The register of a value an instruction or block defines (never an alias).
     #[inline]
-    fn def_reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
-        if let Some(r) = self.ctx.regs[v].expand() {
+    fn def_reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
+        if let Some(r) = self.ctx.vals[v].reg.expand() {
             return Ok(r);
         }
         let ty = self.value_ty(v)?;
         let r = self.f.new_reg(ty);
-        self.ctx.regs[v] = r.into();
+        self.ctx.vals[v].reg = r.into();
+        Ok(r)
+    }
+
+    /// The register of result `v` of `inst`, the instruction being lifted; records `inst` as
+    /// its definition.
+    #[inline(always)]
+    fn def_result(&mut self, v: ir::Value, inst: ir::Inst) -> LResult<lir::Reg> {
+        let r = match self.ctx.vals[v].reg.expand() {
+            Some(r) => r,
+            None => {
+                let ty = self.value_ty(v)?;
+                self.f.new_reg(ty)
+            }
+        };
+        self.ctx.vals[v] = ValSlot {
+            reg: r.into(),
+            def: inst.into(),
+        };
         Ok(r)
     }
 
     /// The LIR type of a value.
-    #[inline]
-    fn value_ty(&mut self, v: ir::Value) -> Result<lir::Type, Error> {
+    #[inline(always)]
+    fn value_ty(&mut self, v: ir::Value) -> LResult<lir::Type> {
         let t = self.src.dfg.value_type(v);
-        if t == self.last_ty.0 {
-            return Ok(self.last_ty.1);
+        self.cached_ty(t)
+    }
+
+    /// `ty` through `LiftContext::types`.
+    #[inline(always)]
+    fn cached_ty(&mut self, t: ir::Type) -> LResult<lir::Type> {
+        if let Some(&Some(l)) = self.ctx.types.get(t.index()) {
+            return Ok(l);
         }
+        self.convert_ty(t)
+    }
+
+    /// `value_ty` for a type not converted before.
+    #[inline(never)]
+    fn convert_ty(&mut self, t: ir::Type) -> LResult<lir::Type> {
         let l = self.ty(t)?;
-        self.last_ty = (t, l);
+        if let Some(slot) = self.ctx.types.get_mut(t.index()) {
+            *slot = Some(l);
+        }
         Ok(l)
     }
 
     /// The register of a value seen for the first time (through its alias, if it is one).
     #[cold]
-    fn new_reg(&mut self, v: ir::Value) -> Result<lir::Reg, Error> {
+    fn new_reg(&mut self, v: ir::Value) -> LResult<lir::Reg> {
         let rv = self.src.dfg.resolve_aliases(v);
-        if let Some(r) = self.ctx.regs[rv].expand() {
-            self.ctx.regs[v] = r.into();
+        if let Some(r) = self.ctx.vals[rv].reg.expand() {
+            self.ctx.vals[v].reg = r.into();
             return Ok(r);
         }
         let ty = self.value_ty(rv)?;
         let r = self.f.new_reg(ty);
-        self.ctx.regs[rv] = r.into();
-        self.ctx.regs[v] = r.into();
+        self.ctx.vals[rv].reg = r.into();
+        self.ctx.vals[v].reg = r.into();
         Ok(r)
     }
 
-    fn sig(&self, s: &ir::Signature) -> Result<lir::Signature, Error> {
+    fn abi_param(&mut self, p: &ir::AbiParam) -> LResult<lir::AbiParam> {
+        Ok(lir::AbiParam {
+            ty: self.cached_ty(p.value_type)?,
+            ext: match p.extension {
+                ir::ArgumentExtension::None => lir::Ext::None,
+                ir::ArgumentExtension::Uext => lir::Ext::Uext,
+                ir::ArgumentExtension::Sext => lir::Ext::Sext,
+            },
+            purpose: match p.purpose {
+                ir::ArgumentPurpose::Normal => lir::Purpose::Normal,
+                ir::ArgumentPurpose::VMContext => lir::Purpose::VmCtx,
+                ir::ArgumentPurpose::StructReturn => lir::Purpose::StructReturn,
+                ir::ArgumentPurpose::StructArgument(n) => lir::Purpose::StructArgument(n),
+            },
+        })
+    }
+
+    fn sig(&mut self, s: &ir::Signature) -> LResult<lir::Signature> {
         let cc = opmap::lir_call_conv(s.call_conv)
             .ok_or_else(|| self.err(format!("unsupported calling convention {}", s.call_conv)))?;
-        let conv = |p: &ir::AbiParam| -> Result<lir::AbiParam, Error> {
-            Ok(lir::AbiParam {
-                ty: self.ty(p.value_type)?,
-                ext: match p.extension {
-                    ir::ArgumentExtension::None => lir::Ext::None,
-                    ir::ArgumentExtension::Uext => lir::Ext::Uext,
-                    ir::ArgumentExtension::Sext => lir::Ext::Sext,
-                },
-                purpose: match p.purpose {
-                    ir::ArgumentPurpose::Normal => lir::Purpose::Normal,
-                    ir::ArgumentPurpose::VMContext => lir::Purpose::VmCtx,
-                    ir::ArgumentPurpose::StructReturn => lir::Purpose::StructReturn,
-                    ir::ArgumentPurpose::StructArgument(n) => lir::Purpose::StructArgument(n),
-                },
-            })
-        };
         // Exact capacities (`collect` over a fallible iterator would not know them).
         let mut params = Vec::with_capacity(s.params.len());
         for p in &s.params {
-            params.push(conv(p)?);
+            params.push(self.abi_param(p)?);
         }
         let mut returns = Vec::with_capacity(s.returns.len());
         for p in &s.returns {
-            returns.push(conv(p)?);
+            returns.push(self.abi_param(p)?);
         }
         Ok(lir::Signature {
             params,
@@ -229,7 +307,7 @@ impl<'a> Lifter<'a> {
         s
     }
 
-    fn func_symbol(&mut self, fr: ir::FuncRef) -> Result<(lir::Symbol, lir::SigRef), Error> {
+    fn func_symbol(&mut self, fr: ir::FuncRef) -> LResult<(lir::Symbol, lir::SigRef)> {
         let src = self.src;
         let ext = &src.dfg.ext_funcs[fr];
         if ext.patchable {
@@ -247,8 +325,22 @@ impl<'a> Lifter<'a> {
 
     /// Create an instruction of the block being lifted. A block's instructions are
     /// consecutive; `run` places them in the block when it is done.
-    #[inline]
-    fn push(
+    #[inline(always)]
+    fn push<const N: usize>(
+        &mut self,
+        op: L,
+        ty: lir::Type,
+        results: &[lir::Reg],
+        operands: [Operand; N],
+        aux: u32,
+    ) -> lir::Inst {
+        // (`make_inst`, with the copy of a list of known length inlined here, no `memcpy`)
+        self.f.operand_pool.extend_from_slice(&operands);
+        self.f.make_inst_pooled_aux(op, ty, results, N, aux)
+    }
+
+    /// `push` with operands of any number.
+    fn push_slice(
         &mut self,
         op: L,
         ty: lir::Type,
@@ -256,7 +348,6 @@ impl<'a> Lifter<'a> {
         operands: &[Operand],
         aux: u32,
     ) -> lir::Inst {
-        // (`make_inst`, with the copy of a short constant list inlined here)
         self.f.operand_pool.extend_from_slice(operands);
         let i = self.f.make_inst_pooled(op, ty, results, operands.len());
         self.f.insts[i].aux = aux;
@@ -274,7 +365,7 @@ impl<'a> Lifter<'a> {
         prefix: Option<Operand>,
         args: &[ir::Value],
         aux: u32,
-    ) -> Result<lir::Inst, Error> {
+    ) -> LResult<lir::Inst> {
         let mut n = args.len();
         if let Some(p) = prefix {
             self.f.operand_pool.push(p);
@@ -284,15 +375,34 @@ impl<'a> Lifter<'a> {
             let r = self.reg(v)?;
             self.f.operand_pool.push(Operand::Reg(r));
         }
-        let i = self.f.make_inst_pooled(op, ty, results, n);
-        self.f.insts[i].aux = aux;
-        Ok(i)
+        Ok(self.f.make_inst_pooled_aux(op, ty, results, n, aux))
+    }
+
+    /// `v` through its aliases, and the instruction defining it (`dfg.value_def`): from
+    /// `LiftContext::defs` when the instruction is already lifted (then `v` is no alias).
+    #[inline]
+    fn resolve_def(&self, v: ir::Value) -> (ir::Value, Option<ir::Inst>) {
+        if let Some(i) = self.ctx.vals[v].def.expand() {
+            return (v, Some(i));
+        }
+        let dfg = &self.src.dfg;
+        let v = dfg.resolve_aliases(v);
+        (v, dfg.value_def(v).inst())
+    }
+
+    /// Is `v` (no alias) of type `i64`? From its register when it has one (only Cranelift's
+    /// `i64` becomes LIR's `i64`).
+    #[inline]
+    fn is_i64(&self, v: ir::Value) -> bool {
+        match self.ctx.vals[v].reg.expand() {
+            Some(r) => self.f.reg_type(r) == lir::Type::I64,
+            None => self.src.dfg.value_type(v) == ir::types::I64,
+        }
     }
 
     /// The constant a value is defined by, if it is an `iconst`.
     fn iconst_of(&self, v: ir::Value) -> Option<i64> {
-        let v = self.src.dfg.resolve_aliases(v);
-        let i = self.src.dfg.value_def(v).inst()?;
+        let i = self.resolve_def(v).1?;
         match self.src.dfg.insts[i] {
             D::UnaryImm {
                 opcode: C::Iconst,
@@ -303,10 +413,9 @@ impl<'a> Lifter<'a> {
     }
 
     /// Fold the address `addr + offset` into a memory operand.
-    fn memory_operand(&mut self, addr: ir::Value, offset: i32) -> Result<Operand, Error> {
+    fn memory_operand(&mut self, addr: ir::Value, offset: i32) -> LResult<Operand> {
+        let (addr, def) = self.resolve_def(addr);
         let dfg = &self.src.dfg;
-        let addr = dfg.resolve_aliases(addr);
-        let def = dfg.value_def(addr).inst();
         if let Some(di) = def {
             match dfg.insts[di] {
                 D::StackAddr {
@@ -342,7 +451,7 @@ impl<'a> Lifter<'a> {
                 D::Binary {
                     opcode: C::Iadd,
                     args,
-                } if dfg.value_type(addr) == ir::types::I64 => {
+                } if self.is_i64(addr) => {
                     let (a, b) = (args[0], args[1]);
                     // base + constant
                     if let Some(k) = self.iconst_of(b) {
@@ -373,10 +482,9 @@ impl<'a> Lifter<'a> {
 
     /// `v` as (index, scale) when it is `ishl x, k` or `imul x, 2^k` with scale 1, 2, 4 or 8.
     fn scaled_index(&self, v: ir::Value) -> (ir::Value, u8) {
-        let dfg = &self.src.dfg;
-        let v = dfg.resolve_aliases(v);
-        if let Some(i) = dfg.value_def(v).inst() {
-            if let D::Binary { opcode, args } = dfg.insts[i] {
+        let (v, def) = self.resolve_def(v);
+        if let Some(i) = def {
+            if let D::Binary { opcode, args } = self.src.dfg.insts[i] {
                 let k = self.iconst_of(args[1]);
                 match (opcode, k) {
                     (C::Ishl, Some(k @ 0..=3)) => return (args[0], 1 << k),
@@ -388,18 +496,21 @@ impl<'a> Lifter<'a> {
         (v, 1)
     }
 
-    /// Record the arguments of a branch edge and return the block operand.
+    /// Record the arguments of a branch edge (`bc`, to `target`, its block).
+    // (the target, which every caller has at hand, passed apart: one argument more than clippy's
+    // default, for fewer instructions than a grouped argument in this hot path)
+    #[allow(clippy::too_many_arguments)]
     fn edge(
         &mut self,
         pred: lir::Block,
         term: lir::Inst,
         idx: usize,
         bc: ir::BlockCall,
+        target: ir::Block,
         try_results: &[lir::Reg],
         nrets: usize,
-    ) -> Result<(), Error> {
+    ) -> LResult<()> {
         let pool = &self.src.dfg.value_lists;
-        let target = bc.block(pool);
         let start = self.ctx.edge_args.len();
         for a in bc.args(pool) {
             let r = match a {
@@ -413,36 +524,44 @@ impl<'a> Lifter<'a> {
             };
             self.ctx.edge_args.push(r);
         }
+        let len = self.ctx.edge_args.len() - start;
+        if len == 0 && Some(target) != self.entry && self.ctx.phis[target].1 == 0 {
+            // Nothing for `fill_phis` to check or fill.
+            return Ok(());
+        }
         self.ctx.edges.push(Edge {
             pred,
             term,
             idx: idx as u32,
             target,
             start: start as u32,
-            len: (self.ctx.edge_args.len() - start) as u32,
+            len: len as u32,
         });
         Ok(())
     }
 
-    fn block_op(&self, b: ir::Block) -> Result<Operand, Error> {
+    fn block_op(&self, b: ir::Block) -> LResult<Operand> {
         self.ctx.blocks[b]
             .expand()
             .map(Operand::Block)
             .ok_or_else(|| self.err(format!("branch to {b}, which is not in the layout")))
     }
 
-    fn lift_inst(&mut self, b: lir::Block, inst: ir::Inst) -> Result<(), Error> {
+    #[inline(always)]
+    fn lift_inst(&mut self, b: lir::Block, inst: ir::Inst) -> LResult<()> {
         self.cur_inst = Some(inst);
         let dfg = &self.src.dfg;
         let data = dfg.insts[inst];
         let opcode = data.opcode();
         let src = self.src;
-        let result_vals = src.dfg.inst_results(inst);
+        // (`inst_results`, with the slice taken here, inline)
+        let result_vals = src.dfg.inst_results_list(inst);
+        let result_vals = result_vals.as_slice(&src.dfg.value_lists);
         let mut buf = [lir::Reg::from_u32(0); 4];
         let many: Vec<lir::Reg>;
         let results: &[lir::Reg] = if result_vals.len() <= buf.len() {
             for (k, &v) in result_vals.iter().enumerate() {
-                buf[k] = self.def_reg(v)?;
+                buf[k] = self.def_result(v, inst)?;
             }
             &buf[..result_vals.len()]
         } else {
@@ -458,7 +577,7 @@ impl<'a> Lifter<'a> {
         let mut ctrl = if !constraints.is_polymorphic() {
             lir::Type::VOID
         } else if constraints.requires_typevar_operand() || results.is_empty() {
-            self.ty(dfg.ctrl_typevar(inst))?
+            self.cached_ty(dfg.ctrl_typevar(inst))?
         } else {
             self.f.reg_type(results[0])
         };
@@ -467,16 +586,17 @@ impl<'a> Lifter<'a> {
             // type: LIR uses the result type.
             ctrl = self.f.reg_type(results[0]);
         }
-        let args: &[ir::Value] = data.arguments(&src.dfg.value_lists);
+        // (the argument list, `data.arguments`, only where a list of any length is taken)
+        let pool = &src.dfg.value_lists;
 
-        if let Some(l) = opmap::opmap().lir(opcode) {
+        if let Some(l) = opmap::lir_opcode(opcode) {
             match data {
                 D::Load {
                     arg, flags, offset, ..
                 } => {
                     let aux = self.memflags(flags);
                     let mem = self.memory_operand(arg, offset.into())?;
-                    self.push(l, ctrl, results, &[mem], aux);
+                    self.push(l, ctrl, results, [mem], aux);
                 }
                 D::Store {
                     args: [v, addr],
@@ -487,10 +607,26 @@ impl<'a> Lifter<'a> {
                     let aux = self.memflags(flags);
                     let mem = self.memory_operand(addr, offset.into())?;
                     let v = Operand::Reg(self.reg(v)?);
-                    self.push(l, ctrl, &[], &[mem, v], aux);
+                    self.push(l, ctrl, &[], [mem, v], aux);
                 }
-                D::Unary { .. } | D::Binary { .. } | D::Ternary { .. } => {
-                    self.push_args(l, ctrl, results, None, args, 0)?;
+                // Register operands in argument order (`push_args`, for a fixed count).
+                D::Unary { arg, .. } => {
+                    let x = self.reg(arg)?;
+                    self.push(l, ctrl, results, [Operand::Reg(x)], 0);
+                }
+                D::Binary { args: [x, y], .. } => {
+                    let x = self.reg(x)?;
+                    let y = self.reg(y)?;
+                    self.push(l, ctrl, results, [Operand::Reg(x), Operand::Reg(y)], 0);
+                }
+                D::Ternary {
+                    args: [x, y, z], ..
+                } => {
+                    let x = self.reg(x)?;
+                    let y = self.reg(y)?;
+                    let z = self.reg(z)?;
+                    let ops = [Operand::Reg(x), Operand::Reg(y), Operand::Reg(z)];
+                    self.push(l, ctrl, results, ops, 0);
                 }
                 _ => return self.lift_opaque(inst, ctrl, results),
             }
@@ -502,19 +638,19 @@ impl<'a> Lifter<'a> {
                 opcode: C::Iconst,
                 imm,
             } => {
-                self.push(L::Copy, ctrl, results, &[Operand::Int(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, [Operand::Int(imm.bits())], 0);
             }
             D::UnaryIeee32 {
                 opcode: C::F32const,
                 imm,
             } => {
-                self.push(L::Copy, ctrl, results, &[Operand::F32(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, [Operand::F32(imm.bits())], 0);
             }
             D::UnaryIeee64 {
                 opcode: C::F64const,
                 imm,
             } => {
-                self.push(L::Copy, ctrl, results, &[Operand::F64(imm.bits())], 0);
+                self.push(L::Copy, ctrl, results, [Operand::F64(imm.bits())], 0);
             }
             D::IntCompare { args, .. } | D::FloatCompare { args, .. } => {
                 let (op, pred) = match data {
@@ -524,14 +660,14 @@ impl<'a> Lifter<'a> {
                 };
                 let (x, y) = (self.reg(args[0])?, self.reg(args[1])?);
                 let ops = [Operand::Pred(pred), Operand::Reg(x), Operand::Reg(y)];
-                self.push(op, ctrl, results, &ops, 0);
+                self.push(op, ctrl, results, ops, 0);
             }
             D::StackAddr {
                 stack_slot, offset, ..
             } => {
                 let op =
                     Operand::Stack(lir::StackObj::from_u32(stack_slot.as_u32()), offset.into());
-                self.push(L::StackAddr, ctrl, results, &[op], 0);
+                self.push(L::StackAddr, ctrl, results, [op], 0);
             }
             D::UnaryGlobalValue {
                 opcode: C::SymbolValue,
@@ -550,12 +686,12 @@ impl<'a> Lifter<'a> {
                         L::SymbolValue,
                         ctrl,
                         results,
-                        &[Operand::Sym(s, offset.bits())],
+                        [Operand::Sym(s, offset.bits())],
                         0,
                     );
                 }
                 _ => {
-                    self.push(L::GlobalValue, ctrl, results, &[], global_value.as_u32());
+                    self.push(L::GlobalValue, ctrl, results, [], global_value.as_u32());
                 }
             },
             D::FuncAddr { func_ref, .. } => {
@@ -565,7 +701,7 @@ impl<'a> Lifter<'a> {
                     L::FuncAddr,
                     ctrl,
                     results,
-                    &[Operand::Sym(s, 0)],
+                    [Operand::Sym(s, 0)],
                     sig.as_u32(),
                 );
             }
@@ -579,6 +715,7 @@ impl<'a> Lifter<'a> {
                     L::Call
                 };
                 let sym = Some(Operand::Sym(s, 0));
+                let args = data.arguments(pool);
                 self.push_args(op, lir::Type::VOID, results, sym, args, sig.as_u32())?;
             }
             D::CallIndirect {
@@ -589,13 +726,15 @@ impl<'a> Lifter<'a> {
                 } else {
                     L::Call
                 };
+                let args = data.arguments(pool);
                 self.push_args(op, lir::Type::VOID, results, None, args, sig_ref.as_u32())?;
             }
             D::TryCall { .. } | D::TryCallIndirect { .. } => self.lift_try_call(b, inst)?,
             D::Jump { destination, .. } => {
-                let op = self.block_op(destination.block(&self.src.dfg.value_lists))?;
-                let t = self.push(L::Jump, lir::Type::VOID, &[], &[op], 0);
-                self.edge(b, t, 0, destination, &[], 0)?;
+                let target = destination.block(pool);
+                let op = self.block_op(target)?;
+                let t = self.push(L::Jump, lir::Type::VOID, &[], [op], 0);
+                self.edge(b, t, 0, destination, target, &[], 0)?;
             }
             D::Brif {
                 arg,
@@ -612,9 +751,9 @@ impl<'a> Lifter<'a> {
                     self.block_op(tb)?,
                     self.block_op(fb)?,
                 ];
-                let t = self.push(L::Brif, cty, &[], &ops, 0);
-                self.edge(b, t, 2, bt, &[], 0)?;
-                self.edge(b, t, 3, bf, &[], 0)?;
+                let t = self.push(L::Brif, cty, &[], ops, 0);
+                self.edge(b, t, 2, bt, tb, &[], 0)?;
+                self.edge(b, t, 3, bf, fb, &[], 0)?;
             }
             D::BranchTable { arg, table, .. } => {
                 let jt = &self.src.dfg.jump_tables[table];
@@ -627,14 +766,16 @@ impl<'a> Lifter<'a> {
                 for bc in &calls {
                     ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
                 }
-                let t = self.push(L::BrTable, ity, &[], &ops, 0);
+                let t = self.push_slice(L::BrTable, ity, &[], &ops, 0);
                 for (k, bc) in calls.into_iter().enumerate() {
-                    self.edge(b, t, k + 1, bc, &[], 0)?;
+                    let target = bc.block(&self.src.dfg.value_lists);
+                    self.edge(b, t, k + 1, bc, target, &[], 0)?;
                 }
             }
             D::MultiAry {
                 opcode: C::Return, ..
             } => {
+                let args = data.arguments(pool);
                 self.push_args(L::Ret, lir::Type::VOID, &[], None, args, 0)?;
             }
             D::Trap { code, .. } => {
@@ -642,7 +783,7 @@ impl<'a> Lifter<'a> {
                     L::Trap,
                     lir::Type::VOID,
                     &[],
-                    &[],
+                    [],
                     code.as_raw().get() as u32,
                 );
             }
@@ -654,7 +795,7 @@ impl<'a> Lifter<'a> {
                 } else {
                     L::Trapnz
                 };
-                self.push(op, cty, &[], &[Operand::Reg(c)], code.as_raw().get() as u32);
+                self.push(op, cty, &[], [Operand::Reg(c)], code.as_raw().get() as u32);
             }
             D::ExceptionHandlerAddress { block, imm, .. } => {
                 let bo = self.block_op(block)?;
@@ -662,7 +803,7 @@ impl<'a> Lifter<'a> {
                     L::ExnHandlerAddr,
                     ctrl,
                     results,
-                    &[bo, Operand::Int(imm.bits())],
+                    [bo, Operand::Int(imm.bits())],
                     0,
                 );
             }
@@ -671,7 +812,7 @@ impl<'a> Lifter<'a> {
         Ok(())
     }
 
-    fn lift_try_call(&mut self, b: lir::Block, inst: ir::Inst) -> Result<(), Error> {
+    fn lift_try_call(&mut self, b: lir::Block, inst: ir::Inst) -> LResult<()> {
         let dfg = &self.src.dfg;
         let (callee, exception) = match dfg.insts[inst] {
             D::TryCall {
@@ -757,11 +898,13 @@ impl<'a> Lifter<'a> {
             .iter()
             .position(|o| matches!(o, Operand::Block(_)))
             .unwrap();
-        let t = self.push(L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
+        let t = self.push_slice(L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
         self.f.insts[t].aux2 = table.as_u32();
-        self.edge(b, t, normal_idx, normal, &results, nrets)?;
+        let target = normal.block(&self.src.dfg.value_lists);
+        self.edge(b, t, normal_idx, normal, target, &results, nrets)?;
         for (idx, bc) in handler_calls {
-            self.edge(b, t, idx, bc, &results, nrets)?;
+            let target = bc.block(&self.src.dfg.value_lists);
+            self.edge(b, t, idx, bc, target, &results, nrets)?;
         }
         Ok(())
     }
@@ -772,7 +915,7 @@ impl<'a> Lifter<'a> {
         inst: ir::Inst,
         ctrl: lir::Type,
         results: &[lir::Reg],
-    ) -> Result<(), Error> {
+    ) -> LResult<()> {
         let dfg = &self.src.dfg;
         let data = dfg.insts[inst];
         let opcode = data.opcode();
@@ -864,7 +1007,7 @@ impl<'a> Lifter<'a> {
         Ok(())
     }
 
-    fn run(mut self) -> Result<lir::FuncId, Error> {
+    fn run(mut self) -> LResult<lir::FuncId> {
         let src = self.src;
         // Side tables keep Cranelift's indices.
         for (_, ss) in src.sized_stack_slots.iter() {
@@ -946,10 +1089,27 @@ impl<'a> Lifter<'a> {
         let Some(entry) = src.layout.entry_block() else {
             return Err(self.err("function has no body"));
         };
+        self.entry = Some(entry);
+        // Block parameters become phis or argument copies: count them, for exact room.
+        let mut nparams = 0;
         for b in src.layout.blocks() {
             let lb = self.f.new_block();
             self.ctx.blocks[b] = lb.into();
+            let np = src.dfg.block_params(b).len();
+            nparams += np;
+            if b != entry && np != 0 {
+                let ord = self.ctx.phi_blocks.len() as u32;
+                self.ctx.phis[b] = (0, np as u32, ord);
+                self.ctx.phi_blocks.push(b);
+            }
         }
+        let n = src.dfg.num_insts();
+        let nb = src.dfg.num_blocks();
+        // Instructions: the CLIF ones, a phi or copy per parameter, and an edge split or two.
+        self.f.insts.reserve(n + nparams + 2);
+        // Operands: about two per instruction, a branch's targets, a phi's sources (a
+        // register and a block each); beyond this (1% of functions) the pool grows.
+        self.f.operand_pool.reserve(2 * n + 2 * nb + 2 * nparams);
         // One block after the other, so each block's list grows at the end of the function's
         // one instruction array (in place): entry parameters become argument copies, others
         // phis, then the instructions.
@@ -958,40 +1118,50 @@ impl<'a> Lifter<'a> {
             let first = self.f.insts.len();
             let params = src.dfg.block_params(b);
             if b != entry && !params.is_empty() {
-                self.ctx.phis[b] = (self.f.insts.len() as u32, params.len() as u32);
+                self.ctx.phis[b].0 = self.f.insts.len() as u32;
             }
             for (k, &v) in params.iter().enumerate() {
                 let r = self.def_reg(v)?;
                 let ty = self.f.reg_type(r);
                 if b == entry {
-                    self.push(L::Copy, ty, &[r], &[Operand::Arg(k as u32)], 0);
+                    self.push(L::Copy, ty, &[r], [Operand::Arg(k as u32)], 0);
                 } else {
-                    self.push(L::Phi, ty, &[r], &[], 0);
+                    self.push(L::Phi, ty, &[r], [], 0);
                 }
             }
-            for inst in src.layout.block_insts(b) {
+            // (`layout.block_insts`, stepping with `next_inst`: the iterator's step is dearer)
+            let last = src.layout.last_inst(b);
+            let mut at = src.layout.first_inst(b);
+            while let Some(inst) = at {
                 self.lift_inst(lb, inst)?;
+                at = if at == last {
+                    None
+                } else {
+                    src.layout.next_inst(inst)
+                };
             }
             // The block's instructions, with the room appending them one by one would have
             // left (4, 8, 16..) for passes that add to the block.
             let n = self.f.insts.len() - first;
             if n > 0 {
-                self.f.reserve_block(lb, n.next_power_of_two().max(4));
-                self.f.append_inst_range(lb, lir::Inst::new(first), n);
+                let cap = n.next_power_of_two().max(4);
+                self.f.place_inst_range(lb, lir::Inst::new(first), n, cap);
             }
         }
         self.cur_inst = None;
         self.fill_phis(entry)?;
-        self.m.add_function(self.f).map_err(|msg| Error::Lift {
-            function: opmap::func_name(&src.name),
-            inst: None,
-            msg,
+        self.m.add_function(self.f).map_err(|msg| {
+            Box::new(Error::Lift {
+                function: opmap::func_name(&src.name),
+                inst: None,
+                msg,
+            })
         })
     }
 
     /// Turn recorded edges into phi sources, splitting edges where one predecessor reaches a
     /// block twice with different arguments.
-    fn fill_phis(&mut self, entry: ir::Block) -> Result<(), Error> {
+    fn fill_phis(&mut self, entry: ir::Block) -> LResult<()> {
         let ctx = &mut *self.ctx;
         // A block's edges are recorded together, the blocks in layout order: the edges of one
         // predecessor are consecutive, so per target only the first edge from the current
@@ -1052,12 +1222,13 @@ impl<'a> Lifter<'a> {
         if ctx.sources.is_empty() {
             return Ok(());
         }
-        // Group the sources by target, keeping their order (a counting sort).
-        let nb = self.src.dfg.num_blocks();
+        // Group the sources by target, keeping their order (a counting sort, by the target's
+        // place among the blocks with phis: every source's target has phis).
+        let nb = ctx.phi_blocks.len();
         ctx.source_start.clear();
         ctx.source_start.resize(nb + 1, 0);
         for s in &ctx.sources {
-            ctx.source_start[s.target.index() + 1] += 1;
+            ctx.source_start[ctx.phis[s.target].2 as usize + 1] += 1;
         }
         for k in 0..nb {
             ctx.source_start[k + 1] += ctx.source_start[k];
@@ -1072,27 +1243,24 @@ impl<'a> Lifter<'a> {
             },
         );
         for s in &ctx.sources {
-            let at = &mut ctx.source_start[s.target.index()];
+            let at = &mut ctx.source_start[ctx.phis[s.target].2 as usize];
             ctx.sorted[*at as usize] = *s;
             *at += 1;
         }
-        // `source_start[b]` is now where block b's sources end (and b + 1's begin).
+        // `source_start[k]` is now where the k-th phi block's sources end (and k + 1's begin).
         let phi_operands: usize = ctx
             .sources
             .iter()
             .map(|s| 2 * ctx.phis[s.target].1 as usize)
             .sum();
         self.f.operand_pool.reserve(phi_operands);
-        for b in self.src.layout.blocks() {
-            let (first_phi, nphis) = ctx.phis[b];
-            if nphis == 0 {
-                continue;
-            }
-            let end = ctx.source_start[b.index()] as usize;
-            let begin = if b.index() == 0 {
+        for (ord, &b) in ctx.phi_blocks.iter().enumerate() {
+            let (first_phi, nphis, _) = ctx.phis[b];
+            let end = ctx.source_start[ord] as usize;
+            let begin = if ord == 0 {
                 0
             } else {
-                ctx.source_start[b.index() - 1] as usize
+                ctx.source_start[ord - 1] as usize
             };
             let srcs = &ctx.sorted[begin..end];
             for k in 0..nphis {
@@ -1135,25 +1303,24 @@ pub fn lift_function_with(
         f: lir::Function::new(name, lir::Signature::new(lir::CallConv::SystemV), linkage),
         ctx,
         cur_inst: None,
-        last_ty: (ir::types::INVALID, lir::Type::VOID),
+        entry: None,
     };
-    l.f.sig = l.sig(&func.signature)?;
+    l.f.sig = l.sig(&func.signature).map_err(|e| *e)?;
     let n = func.dfg.num_insts();
     let nb = func.dfg.num_blocks();
-    l.f.insts.reserve(n + nb);
     l.f.blocks.reserve(nb);
     l.f.layout.reserve(nb);
     l.f.stack_objs.reserve(func.sized_stack_slots.len());
     l.f.sigs.reserve(func.dfg.signatures.len());
     l.f.regions.reserve(func.dfg.alias_regions.len());
     l.f.globals.reserve(func.global_values.len());
-    l.f.regs.reserve(func.dfg.num_values());
-    l.f.operand_pool.reserve(2 * n);
+    // Registers: one per value, a few more for `try_call` results.
+    l.f.regs.reserve(func.dfg.num_values() + 4);
     // Block lists grow at the end of one array (`run`): room for them all, and a block's
     // first doubling or two.
     l.f.reserve_insts(n + func.dfg.num_values() / 2 + 8 * func.dfg.num_blocks());
 
-    l.run()
+    l.run().map_err(|e| *e)
 }
 
 /// Lift Cranelift functions into one LIR module (exported, address-significant where taken),

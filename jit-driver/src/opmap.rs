@@ -80,6 +80,24 @@ pub const NATIVE: &[(C, L)] = &[
     (C::Istore32, L::Istore32),
 ];
 
+/// Cranelift opcode → native LIR opcode, indexed by the Cranelift opcode (built at compile
+/// time, so a look-up is one load).
+static TO_LIR: [Option<L>; 1024] = {
+    let mut t = [None; 1024];
+    let mut k = 0;
+    while k < NATIVE.len() {
+        t[NATIVE[k].0 as usize] = Some(NATIVE[k].1);
+        k += 1;
+    }
+    t
+};
+
+/// The LIR opcode modelling `c` natively, if any (`opmap().lir(c)`).
+#[inline]
+pub fn lir_opcode(c: C) -> Option<L> {
+    TO_LIR.get(c as usize).copied().flatten()
+}
+
 /// Dense lookup tables built once.
 pub struct OpMap {
     to_lir: Vec<Option<L>>,
@@ -318,7 +336,11 @@ pub fn write_symbol_name(out: &mut String, func: &ir::Function, name: &ir::Exter
             let u = &func.params.user_named_funcs()[*r];
             write_user_name(out, u.namespace, u.index);
         }
-        ir::ExternalName::TestCase(t) => out.push_str(&String::from_utf8_lossy(t.raw())),
+        ir::ExternalName::TestCase(t) => match std::str::from_utf8(t.raw()) {
+            // (the common case, without `from_utf8_lossy`'s chunked walk)
+            Ok(s) => out.push_str(s),
+            Err(_) => out.push_str(&String::from_utf8_lossy(t.raw())),
+        },
         ir::ExternalName::LibCall(l) => {
             let _ = write!(out, "libcall.{l}");
         }

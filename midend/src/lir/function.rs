@@ -593,6 +593,39 @@ impl Function {
         }
     }
 
+    /// Fill block `b`, which has no instructions yet, with the consecutive instructions
+    /// `first..first + n`, with room for `cap` (at least `n`): what `reserve_block(b, cap)` then
+    /// `append_inst_range(b, first, n)` leave, in one pass at the end of the function's array.
+    pub fn place_inst_range(&mut self, b: Block, first: Inst, n: usize, cap: usize) {
+        debug_assert!(n <= cap);
+        let d = self.blocks[b];
+        if d.len != 0 || d.cap as usize >= cap {
+            self.reserve_block(b, cap);
+            self.append_inst_range(b, first, n);
+            return;
+        }
+        // An empty block's list moves to the end of the array, with room for `cap`.
+        let start = if d.start as usize + d.cap as usize == self.inst_order.len() {
+            d.start as usize
+        } else {
+            self.inst_order.len()
+        };
+        self.inst_order.truncate(start);
+        let first = first.as_u32();
+        let n = n as u32;
+        self.inst_order.extend((0..cap as u32).map(|k| {
+            if k < n {
+                Inst::from_u32(first + k)
+            } else {
+                Inst::reserved_value()
+            }
+        }));
+        let d = &mut self.blocks[b];
+        d.start = start as u32;
+        d.len = n;
+        d.cap = cap as u32;
+    }
+
     /// Insert an instruction into block `b` before position `pos`.
     pub fn insert_inst(&mut self, b: Block, pos: usize, i: Inst) {
         self.append_inst(b, i);
@@ -684,6 +717,37 @@ impl Function {
             opcode,
             ty,
             aux: 0,
+            aux2: 0,
+            results,
+            operands,
+        })
+    }
+
+    /// `make_inst_pooled` with `aux` set, inlined into the caller (the lifter's hot path).
+    #[inline(always)]
+    pub fn make_inst_pooled_aux(
+        &mut self,
+        opcode: Opcode,
+        ty: Type,
+        results: &[Reg],
+        n: usize,
+        aux: u32,
+    ) -> Inst {
+        let results = match *results {
+            [r] => PoolRange {
+                start: r.as_u32(),
+                len: 1,
+            },
+            _ => push_range(&mut self.result_pool, results),
+        };
+        let operands = PoolRange {
+            start: (self.operand_pool.len() - n) as u32,
+            len: n as u32,
+        };
+        self.insts.push(InstData {
+            opcode,
+            ty,
+            aux,
             aux2: 0,
             results,
             operands,
@@ -864,5 +928,31 @@ mod tests {
         assert_eq!(f.block_insts(b), [inst(10), inst(12)]);
         assert_eq!(f.block_insts(a).len(), 5);
         assert_eq!(f.inst_count(), 8);
+    }
+
+    /// `place_inst_range` leaves a block as `reserve_block` then `append_inst_range` do, and
+    /// later appends grow it alike.
+    #[test]
+    fn place_inst_range_as_reserve_and_append() {
+        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+        let mut g = f.clone();
+        let blocks: Vec<(Block, Block)> = (0..3).map(|_| (f.new_block(), g.new_block())).collect();
+        for (k, &(bf, bg)) in blocks.iter().enumerate() {
+            let (first, n) = (10 * k as u32, k + 3);
+            let cap = n.next_power_of_two().max(4);
+            f.place_inst_range(bf, inst(first), n, cap);
+            g.reserve_block(bg, cap);
+            g.append_inst_range(bg, inst(first), n);
+        }
+        f.append_inst(blocks[1].0, inst(99));
+        g.append_inst(blocks[1].1, inst(99));
+        for &(bf, bg) in &blocks {
+            assert_eq!(f.block_insts(bf), g.block_insts(bg));
+            assert_eq!(
+                (f.blocks[bf].start, f.blocks[bf].cap),
+                (g.blocks[bg].start, g.blocks[bg].cap)
+            );
+        }
+        assert_eq!(f.inst_order, g.inst_order);
     }
 }
