@@ -84,6 +84,10 @@
 //!   verify input with Cranelift's verifier before the passes.
 //! - **Reports**: [`MergeModule::merged_into`], [`MergeModule::merges`],
 //!   [`MergeModule::stats`], [`MergeModule::code_bytes`].
+//! - **Memory**: besides the inner module's, a compiled function costs about 1.2 KB (its
+//!   name, signature and the fingerprint later batches merge by); its LIR body is freed once
+//!   it is compiled or merged away. [`MergeConfig::keep_lir`] keeps the bodies for
+//!   [`MergeModule::lir`] to show.
 //!
 //! # What is underneath
 //!
