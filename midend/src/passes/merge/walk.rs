@@ -114,10 +114,11 @@ impl Words<'_> {
         self.n += xs.len();
     }
 
-    /// A register operand's serial number: one word (kind 0) when it fits, else two.
+    /// A register operand's serial number: one word (kind 0) when it fits (always, in a
+    /// `small` function), else two.
     #[inline(always)]
-    fn reg(&mut self, sn: u32) {
-        if sn < 1 << 28 {
+    fn reg(&mut self, sn: u32, small: bool) {
+        if small || sn < 1 << 28 {
             self.put(sn)
         } else {
             self.put(TK_BIG_REG);
@@ -280,15 +281,21 @@ fn format_fields(f: &Function, d: &InstData, format: Format, t: &mut Vec<u32>) {
 ///   filter of seed 001. Functions with a unique weak hash are never compared.
 /// - `local`: the hash of the token stream.
 pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64) {
-    if out.similar {
-        walk_function::<true>(f, s, out)
-    } else {
-        walk_function::<false>(f, s, out)
+    // Serial numbers of registers fit 16 bits, and of blocks 28 bits less one, in most
+    // functions: those are walked with no checks for the long forms.
+    let small = f.regs.len() < 1 << 16 && f.blocks.len() < (1 << 28) - 2;
+    match (out.similar, small) {
+        (false, true) => walk_function::<false, true>(f, s, out),
+        (false, false) => walk_function::<false, false>(f, s, out),
+        (true, true) => walk_function::<true, true>(f, s, out),
+        (true, false) => walk_function::<true, false>(f, s, out),
     }
 }
 
-/// `function_hashes`, for a `similar` walk (constants are holes) or not.
-fn walk_function<const SIMILAR: bool>(
+/// `function_hashes`, for a `similar` walk (constants are holes) or not, and for a function
+/// whose register serial numbers fit 16 bits and block serial numbers `(1 << 28) - 1` (`SMALL`:
+/// serial numbers are at most the number of registers, the number of blocks plus one).
+fn walk_function<const SIMILAR: bool, const SMALL: bool>(
     f: &Function,
     s: &mut HashScratch,
     out: &mut WalkOut,
@@ -396,7 +403,7 @@ fn walk_function<const SIMILAR: bool>(
                     for &r in results {
                         let sn = serial(reg_sn, &mut next_r, r);
                         let ty = f.reg_type(r).raw() as u32;
-                        if sn < 1 << 16 {
+                        if SMALL || sn < 1 << 16 {
                             w.put(ty | sn << 16);
                         } else {
                             w.put(ty);
@@ -419,7 +426,7 @@ fn walk_function<const SIMILAR: bool>(
                     match op {
                         Operand::Reg(r) => {
                             let sn = serial(reg_sn, &mut next_r, r);
-                            w.reg(sn);
+                            w.reg(sn, SMALL);
                         }
                         Operand::Int(_) | Operand::F32(_) | Operand::F64(_) if holes => {
                             let kind = match op {
@@ -447,7 +454,7 @@ fn walk_function<const SIMILAR: bool>(
                                 next_b += 1;
                                 order.push(bb);
                             }
-                            if *x < (1 << 28) - 1 {
+                            if SMALL || *x < (1 << 28) - 1 {
                                 w.put(TK_BLOCK | *x);
                             } else {
                                 w.put(TK_BLOCK | ((1 << 28) - 1));
@@ -469,11 +476,11 @@ fn walk_function<const SIMILAR: bool>(
                             w.put(disp as u32);
                             if let Some(x) = base.expand() {
                                 let sn = serial(reg_sn, &mut next_r, x);
-                                w.reg(sn);
+                                w.reg(sn, SMALL);
                             }
                             if let Some(x) = index.expand() {
                                 let sn = serial(reg_sn, &mut next_r, x);
-                                w.reg(sn);
+                                w.reg(sn, SMALL);
                             }
                         }
                         Operand::Sym(sym, off) => {
