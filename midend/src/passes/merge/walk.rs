@@ -17,6 +17,12 @@ pub struct HashScratch {
     reg_sn: Vec<u32>,
     block_sn: Vec<u32>,
     order: Vec<Block>,
+    /// The stream being written (`Words`): its length is the most room ever made, all of
+    /// it written once (zeros first), so a walk writes into it with no capacity checks and
+    /// copies the stream to `WalkOut::tokens` at the end.
+    tokens: Vec<u32>,
+    /// An instruction's format fields, before they go to the stream.
+    fields: Vec<u32>,
 }
 
 /// What the hashing walk collects besides the hashes.
@@ -87,6 +93,64 @@ impl Hasher for Tokens<'_> {
     }
 }
 
+/// The token stream being written: words go to `buf[n..]`, room made ahead (see `room!` in
+/// `walk_function`), so writing a word is a store and a bounds check, with no capacity check
+/// and no length kept in memory. The bounds check stays: room too short would be a panic,
+/// never a bad write.
+struct Words<'b> {
+    buf: &'b mut [u32],
+    n: usize,
+}
+
+impl Words<'_> {
+    #[inline(always)]
+    fn put(&mut self, x: u32) {
+        self.buf[self.n] = x;
+        self.n += 1;
+    }
+
+    fn put_slice(&mut self, xs: &[u32]) {
+        self.buf[self.n..self.n + xs.len()].copy_from_slice(xs);
+        self.n += xs.len();
+    }
+
+    /// A register operand's serial number: one word (kind 0) when it fits (always, in a
+    /// `small` function), else two.
+    #[inline(always)]
+    fn reg(&mut self, sn: u32, small: bool) {
+        if small || sn < 1 << 28 {
+            self.put(sn)
+        } else {
+            self.put(TK_BIG_REG);
+            self.put(sn);
+        }
+    }
+
+    /// Two words, or three when `x` does not fit 32 bits (the low bit of `kind` says so).
+    #[inline(always)]
+    fn i64(&mut self, kind: u32, x: i64) {
+        if x == x as i32 as i64 {
+            self.put(kind);
+            self.put(x as u32);
+        } else {
+            self.put(kind | 1);
+            self.put(x as u32);
+            self.put((x >> 32) as u32);
+        }
+    }
+}
+
+/// Make `buf` (all of it, words written before or zeros) at least `len` words long.
+#[cold]
+#[inline(never)]
+fn grow_tokens(buf: &mut Vec<u32>, len: usize) {
+    let len = (len + 256).max(2 * buf.len());
+    buf.resize(len, 0);
+}
+
+/// Words an operand writes at most (a memory reference with two big registers).
+const OPERAND_WORDS: usize = 6;
+
 /// Token kinds: the top four bits of an operand's first token (a register operand is its
 /// serial number alone, kind 0).
 const TK_BIG_REG: u32 = 0xF << 28;
@@ -100,15 +164,6 @@ const TK_PRED: u32 = 7 << 28;
 const TK_ARG: u32 = 8 << 28;
 /// A constant operand in a `similar` walk (the low bits tell integer, f32, f64).
 const TK_HOLE: u32 = 9 << 28;
-
-#[inline]
-fn push_reg(t: &mut Vec<u32>, sn: u32) {
-    if sn < 1 << 28 {
-        t.push(sn)
-    } else {
-        t.extend_from_slice(&[TK_BIG_REG, sn])
-    }
-}
 
 fn hash_memflags(f: &Function, r: MemFlagsRef, h: &mut Tokens) {
     let x = f.memflags[r];
@@ -143,14 +198,6 @@ fn push_sig(sig: &Signature, t: &mut Vec<u32>) {
     }
 }
 
-fn push_i64(t: &mut Vec<u32>, kind: u32, x: i64) {
-    if x == x as i32 as i64 {
-        t.extend_from_slice(&[kind, x as u32]);
-    } else {
-        t.extend_from_slice(&[kind | 1, x as u32, (x >> 32) as u32]);
-    }
-}
-
 fn hash_global(f: &Function, g: GlobalRef, h: &mut Tokens) {
     match f.globals[g] {
         GlobalData::VmCtx => 0u8.hash(h),
@@ -177,6 +224,48 @@ fn hash_global(f: &Function, g: GlobalRef, h: &mut Tokens) {
     }
 }
 
+/// Formats with fields of their own in the stream (`format_fields`), as a bit set.
+const FIELD_FORMATS: u32 = 1 << Format::Load as u32
+    | 1 << Format::Store as u32
+    | 1 << Format::Call as u32
+    | 1 << Format::Addr as u32
+    | 1 << Format::Trap as u32
+    | 1 << Format::CondTrap as u32
+    | 1 << Format::GlobalValue as u32
+    | 1 << Format::Opaque as u32;
+
+/// The fields of an instruction particular to its format, written after its head word (to
+/// `t`, cleared first): memory flags, signatures, trap codes, global values, opaque records.
+#[inline(never)]
+fn format_fields(f: &Function, d: &InstData, format: Format, t: &mut Vec<u32>) {
+    t.clear();
+    match format {
+        Format::Load | Format::Store => {
+            hash_memflags(f, MemFlagsRef::from_u32(d.aux), &mut Tokens(t))
+        }
+        Format::Call => {
+            push_sig(&f.sigs[SigRef::from_u32(d.aux)], t);
+            if d.opcode == Opcode::TryCall {
+                f.exn_tables[ExnTable::from_u32(d.aux2)].hash(&mut Tokens(t));
+            }
+        }
+        Format::Addr if d.opcode == Opcode::FuncAddr => {
+            push_sig(&f.sigs[SigRef::from_u32(d.aux)], t)
+        }
+        Format::Trap | Format::CondTrap => t.push(d.aux),
+        Format::GlobalValue => hash_global(f, GlobalRef::from_u32(d.aux), &mut Tokens(t)),
+        Format::Opaque => {
+            let o = &f.opaques[OpaqueRef::from_u32(d.aux)];
+            (&o.name, &o.imms, o.effects).hash(&mut Tokens(t));
+            t.push(d.aux2.min(1));
+            if d.aux2 != 0 {
+                hash_memflags(f, MemFlagsRef::from_u32(d.aux2 - 1), &mut Tokens(t));
+            }
+        }
+        _ => {}
+    }
+}
+
 /// One walk over a function that visits blocks and values in the order `FunctionComparator`
 /// does (blocks by first reference from the entry, which is a CFG order; registers by first
 /// appearance, results before operands). It appends to `out`:
@@ -188,156 +277,188 @@ fn hash_global(f: &Function, g: GlobalRef, h: &mut Tokens) {
 /// - `taken`: symbols used other than as a direct callee.
 ///
 /// It returns two hashes:
-/// - `weak`: signature, reachable block count and opcode sequence: the cheap filter of seed
-///   001. Functions with a unique weak hash are never compared.
+/// - `weak`: signature, opcode sequence (in walk order) and reachable block count: the cheap
+///   filter of seed 001. Functions with a unique weak hash are never compared.
 /// - `local`: the hash of the token stream.
 pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64) {
-    let mut weak = FxHasher::default();
-    f.sig.hash(&mut weak);
-    let mut weak = weak.finish();
-    let start = out.tokens.len();
-    let t = &mut out.tokens;
-    push_sig(&f.sig, t);
+    // Serial numbers of registers fit 16 bits, and of blocks 28 bits less one, in most
+    // functions: those are walked with no checks for the long forms.
+    let small = f.regs.len() < 1 << 16 && f.blocks.len() < (1 << 28) - 2;
+    match (out.similar, small) {
+        (false, true) => walk_function::<false, true>(f, s, out),
+        (false, false) => walk_function::<false, false>(f, s, out),
+        (true, true) => walk_function::<true, true>(f, s, out),
+        (true, false) => walk_function::<true, false>(f, s, out),
+    }
+}
+
+/// `function_hashes`, for a `similar` walk (constants are holes) or not, and for a function
+/// whose register serial numbers fit 16 bits and block serial numbers `(1 << 28) - 1` (`SMALL`:
+/// serial numbers are at most the number of registers, the number of blocks plus one).
+fn walk_function<const SIMILAR: bool, const SMALL: bool>(
+    f: &Function,
+    s: &mut HashScratch,
+    out: &mut WalkOut,
+) -> (u64, u64) {
+    let HashScratch {
+        reg_sn,
+        block_sn,
+        order,
+        tokens,
+        fields,
+    } = s;
+    // The stream is written to `buf[..n]`, with `Words` for a while at a time (room made
+    // first, once for all its words).
+    let (mut buf, mut n) = (&mut tokens[..], 0);
+    // Make room for `k` more words.
+    macro_rules! room {
+        ($k:expr) => {
+            let k = $k;
+            if buf.len() - n < k {
+                grow_tokens(tokens, n + k);
+                buf = &mut tokens[..];
+            }
+        };
+    }
+    macro_rules! words {
+        () => {
+            Words { buf: &mut *buf, n }
+        };
+    }
+    fields.clear();
+    push_sig(&f.sig, fields);
     match f.stack_limit {
         Some(g) => {
-            t.push(1);
-            hash_global(f, g, &mut Tokens(t));
+            fields.push(1);
+            hash_global(f, g, &mut Tokens(fields));
         }
-        None => t.push(0),
+        None => fields.push(0),
     }
+    room!(fields.len() + 1);
+    let mut w = words!();
+    w.put_slice(fields);
+    let mut weak = sig_hash(&f.sig);
     if let Some(entry) = f.entry() {
-        t.push(1);
-        s.reg_sn.clear();
-        s.reg_sn.resize(f.regs.len(), 0);
-        s.block_sn.clear();
-        s.block_sn.resize(f.blocks.len(), 0);
-        s.order.clear();
+        w.put(1);
+        n = w.n;
+        reg_sn.clear();
+        reg_sn.resize(f.regs.len(), 0);
+        block_sn.clear();
+        block_sn.resize(f.blocks.len(), 0);
+        order.clear();
+        let (reg_sn, block_sn) = (&mut reg_sn[..], &mut block_sn[..]);
         let (mut next_b, mut next_r) = (2u32, 1u32);
-        s.block_sn[entry.index()] = 1;
-        s.order.push(entry);
-        // The opcode sequence for the weak hash, eight opcodes to a word.
-        let (mut opcodes, mut pending) = (0u64, 0u32);
+        block_sn[entry.index()] = 1;
+        order.push(entry);
         let mut k = 0;
-        while k < s.order.len() {
-            let b = s.order[k];
+        while k < order.len() {
+            let b = order[k];
             k += 1;
             let insts = f.block_insts(b);
-            t.push(insts.len() as u32);
+            room!(1);
+            buf[n] = insts.len() as u32;
+            n += 1;
             for &i in insts {
                 let d = &f.insts[i];
-                opcodes = opcodes << 8 | d.opcode as u64;
-                pending += 1;
-                if pending == 8 {
-                    weak = mix(weak, opcodes);
-                    (opcodes, pending) = (0, 0);
-                }
+                weak = mix(weak, d.opcode as u64);
+                let (ty, nres, nops) = (d.ty.raw() as u32, d.results.len, d.operands.len);
+                let room = 2 * nres as usize + OPERAND_WORDS * nops as usize;
+                room!(4 + room);
+                let mut w = words!();
                 // One head word: opcode, type, result and operand counts (a long form, type
                 // field 0xFF, when they do not fit). The top bit says the instruction has one
                 // result, of its own type, a register not seen before: its serial number is
                 // the next one, and no result word follows (the common case in SSA form).
-                let (ty, nres, nops) = (d.ty.raw() as u32, d.results.len, d.operands.len);
                 let results = f.results(i);
                 let fresh = match results {
-                    [r] => s.reg_sn[r.index()] == 0 && f.reg_type(*r) == d.ty,
+                    [r] => reg_sn[r.index()] == 0 && f.reg_type(*r) == d.ty,
                     _ => false,
                 };
-                if ty < 0xFF && nres < 1 << 4 && nops < 1 << 11 {
-                    t.push(
+                // (ty < 0xFF && nres < 1 << 4 && nops < 1 << 11, in one test.)
+                if ((ty + 1) >> 8 | nres >> 4 | nops >> 11) == 0 {
+                    w.put(
                         d.opcode as u32 | ty << 8 | nres << 16 | nops << 20 | (fresh as u32) << 31,
                     );
                 } else {
-                    t.extend_from_slice(&[
-                        d.opcode as u32 | 0xFF << 8 | (fresh as u32) << 31,
-                        ty,
-                        nres,
-                        nops,
-                    ]);
+                    w.put(d.opcode as u32 | 0xFF << 8 | (fresh as u32) << 31);
+                    w.put(ty);
+                    w.put(nres);
+                    w.put(nops);
                 }
+                n = w.n;
                 let format = d.opcode.format();
-                match format {
-                    Format::Load | Format::Store => {
-                        hash_memflags(f, MemFlagsRef::from_u32(d.aux), &mut Tokens(t))
-                    }
-                    Format::Call => {
-                        push_sig(&f.sigs[SigRef::from_u32(d.aux)], t);
-                        if d.opcode == Opcode::TryCall {
-                            f.exn_tables[ExnTable::from_u32(d.aux2)].hash(&mut Tokens(t));
-                        }
-                    }
-                    Format::Addr if d.opcode == Opcode::FuncAddr => {
-                        push_sig(&f.sigs[SigRef::from_u32(d.aux)], t)
-                    }
-                    Format::Trap | Format::CondTrap => t.push(d.aux),
-                    Format::GlobalValue => {
-                        hash_global(f, GlobalRef::from_u32(d.aux), &mut Tokens(t))
-                    }
-                    Format::Opaque => {
-                        let o = &f.opaques[OpaqueRef::from_u32(d.aux)];
-                        (&o.name, &o.imms, o.effects).hash(&mut Tokens(t));
-                        t.push(d.aux2.min(1));
-                        if d.aux2 != 0 {
-                            hash_memflags(f, MemFlagsRef::from_u32(d.aux2 - 1), &mut Tokens(t));
-                        }
-                    }
-                    _ => {}
+                let mut call = false;
+                if FIELD_FORMATS & 1 << format as u32 != 0 {
+                    format_fields(f, d, format, fields);
+                    room!(fields.len() + room);
+                    buf[n..n + fields.len()].copy_from_slice(fields);
+                    n += fields.len();
+                    call = format == Format::Call;
                 }
+                let mut w = words!();
                 if fresh {
-                    serial(&mut s.reg_sn, &mut next_r, results[0]);
+                    reg_sn[results[0].index()] = next_r;
+                    next_r += 1;
                 } else {
                     for &r in results {
-                        let sn = serial(&mut s.reg_sn, &mut next_r, r);
+                        let sn = serial(reg_sn, &mut next_r, r);
                         let ty = f.reg_type(r).raw() as u32;
-                        if sn < 1 << 16 {
-                            t.push(ty | sn << 16);
+                        if SMALL || sn < 1 << 16 {
+                            w.put(ty | sn << 16);
                         } else {
-                            t.extend_from_slice(&[ty, sn]);
+                            w.put(ty);
+                            w.put(sn);
                         }
                     }
                 }
                 let ops = &f.operand_pool[d.operands.range()];
-                let mut ops_iter = ops.iter();
-                if format == Format::Call {
-                    if let Some(Operand::Sym(sym, off)) = ops.first() {
+                let mut first = 0;
+                if call {
+                    if let Some(&Operand::Sym(sym, off)) = ops.first() {
                         // The callee: compared by class, so only its position and offset here.
-                        out.callees.push((*sym, i));
-                        push_i64(t, TK_CALLEE, *off);
-                        ops_iter.next();
+                        out.callees.push((sym, i));
+                        w.i64(TK_CALLEE, off);
+                        first = 1;
                     }
                 }
-                let first = ops.len() - ops_iter.len();
-                let holes = out.similar && d.opcode != Opcode::ExnHandlerAddr;
-                for (k, &op) in ops_iter.enumerate() {
-                    if holes && op.is_imm() {
-                        let kind = match op {
-                            Operand::Int(_) => 0,
-                            Operand::F32(_) => 2,
-                            _ => 3,
-                        };
-                        t.push(TK_HOLE | kind);
-                        out.holes.push((i, (first + k) as u16, op));
-                        continue;
-                    }
+                let holes = SIMILAR && d.opcode != Opcode::ExnHandlerAddr;
+                for (k, &op) in ops[first..].iter().enumerate() {
                     match op {
                         Operand::Reg(r) => {
-                            let sn = serial(&mut s.reg_sn, &mut next_r, r);
-                            push_reg(t, sn)
+                            let sn = serial(reg_sn, &mut next_r, r);
+                            w.reg(sn, SMALL);
                         }
-                        Operand::Int(x) => push_i64(t, TK_IMM, x),
-                        Operand::F32(x) => t.extend_from_slice(&[TK_IMM | 2, x]),
+                        Operand::Int(_) | Operand::F32(_) | Operand::F64(_) if holes => {
+                            let kind = match op {
+                                Operand::Int(_) => 0,
+                                Operand::F32(_) => 2,
+                                _ => 3,
+                            };
+                            w.put(TK_HOLE | kind);
+                            out.holes.push((i, (first + k) as u16, op));
+                        }
+                        Operand::Int(x) => w.i64(TK_IMM, x),
+                        Operand::F32(x) => {
+                            w.put(TK_IMM | 2);
+                            w.put(x);
+                        }
                         Operand::F64(x) => {
-                            t.extend_from_slice(&[TK_IMM | 3, x as u32, (x >> 32) as u32])
+                            w.put(TK_IMM | 3);
+                            w.put(x as u32);
+                            w.put((x >> 32) as u32);
                         }
                         Operand::Block(bb) => {
-                            let x = &mut s.block_sn[bb.index()];
+                            let x = &mut block_sn[bb.index()];
                             if *x == 0 {
                                 *x = next_b;
                                 next_b += 1;
-                                s.order.push(bb);
+                                order.push(bb);
                             }
-                            if *x < (1 << 28) - 1 {
-                                t.push(TK_BLOCK | *x);
+                            if SMALL || *x < (1 << 28) - 1 {
+                                w.put(TK_BLOCK | *x);
                             } else {
-                                t.extend_from_slice(&[TK_BLOCK | ((1 << 28) - 1), *x]);
+                                w.put(TK_BLOCK | ((1 << 28) - 1));
+                                w.put(*x);
                             }
                         }
                         Operand::Mem {
@@ -346,51 +467,62 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
                             scale,
                             disp,
                         } => {
-                            t.extend_from_slice(&[
+                            w.put(
                                 TK_MEM
                                     | (scale as u32) << 8
                                     | (base.is_some() as u32) << 1
                                     | index.is_some() as u32,
-                                disp as u32,
-                            ]);
+                            );
+                            w.put(disp as u32);
                             if let Some(x) = base.expand() {
-                                let sn = serial(&mut s.reg_sn, &mut next_r, x);
-                                push_reg(t, sn);
+                                let sn = serial(reg_sn, &mut next_r, x);
+                                w.reg(sn, SMALL);
                             }
                             if let Some(x) = index.expand() {
-                                let sn = serial(&mut s.reg_sn, &mut next_r, x);
-                                push_reg(t, sn);
+                                let sn = serial(reg_sn, &mut next_r, x);
+                                w.reg(sn, SMALL);
                             }
                         }
                         Operand::Sym(sym, off) => {
                             out.taken.push(sym);
-                            push_i64(t, TK_SYM, off);
-                            t.push(sym.as_u32());
+                            w.i64(TK_SYM, off);
+                            w.put(sym.as_u32());
                         }
                         Operand::Stack(so, off) => {
                             let sd = f.stack_objs[so];
-                            t.extend_from_slice(&[
-                                TK_STACK,
-                                so.as_u32(),
-                                sd.size,
-                                sd.align_shift as u32,
-                                off as u32,
-                            ]);
+                            w.put(TK_STACK);
+                            w.put(so.as_u32());
+                            w.put(sd.size);
+                            w.put(sd.align_shift as u32);
+                            w.put(off as u32);
                         }
-                        Operand::Pred(c) => t.push(TK_PRED | c as u32),
-                        Operand::Arg(n) => t.extend_from_slice(&[TK_ARG, n]),
+                        Operand::Pred(c) => w.put(TK_PRED | c as u32),
+                        Operand::Arg(n) => {
+                            w.put(TK_ARG);
+                            w.put(n);
+                        }
                     }
                 }
+                n = w.n;
             }
         }
-        weak = mix(
-            mix(weak, opcodes),
-            pending as u64 | (s.order.len() as u64) << 8,
-        );
     } else {
-        t.push(0);
+        w.put(0);
+        n = w.n;
     }
-    (finish(weak), finish(hash_words(&out.tokens[start..])))
+    let stream = &tokens[..n];
+    out.tokens.extend_from_slice(stream);
+    if f.entry().is_some() {
+        weak = mix(weak, order.len() as u64);
+    }
+    (finish(weak), finish(hash_words(stream)))
+}
+
+/// The hash of a signature, where the weak hash starts.
+fn sig_hash(sig: &Signature) -> u64 {
+    let mut h = FxHasher::default();
+    sig.hash(&mut h);
+    h.finish()
 }
 
 /// The light walk: the weak hash `function_hashes` returns, the direct calls and taken
@@ -400,9 +532,7 @@ pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> 
 /// streams imply equal weak hashes, so a function whose weak hash no other function shares
 /// cannot share a skeleton and needs no stream yet.
 pub(super) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, usize) {
-    let mut weak = FxHasher::default();
-    f.sig.hash(&mut weak);
-    let mut weak = weak.finish();
+    let mut weak = sig_hash(&f.sig);
     let mut holes = 0;
     let Some(entry) = f.entry() else {
         return (finish(weak), 0);
@@ -412,19 +542,13 @@ pub(super) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -
     s.order.clear();
     s.block_sn[entry.index()] = 1;
     s.order.push(entry);
-    let (mut opcodes, mut pending) = (0u64, 0u32);
     let mut k = 0;
     while k < s.order.len() {
         let b = s.order[k];
         k += 1;
         for &i in f.block_insts(b) {
             let d = &f.insts[i];
-            opcodes = opcodes << 8 | d.opcode as u64;
-            pending += 1;
-            if pending == 8 {
-                weak = mix(weak, opcodes);
-                (opcodes, pending) = (0, 0);
-            }
+            weak = mix(weak, d.opcode as u64);
             let ops = &f.operand_pool[d.operands.range()];
             let mut ops_iter = ops.iter();
             if d.opcode.format() == Format::Call {
@@ -450,11 +574,7 @@ pub(super) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -
             }
         }
     }
-    weak = mix(
-        mix(weak, opcodes),
-        pending as u64 | (s.order.len() as u64) << 8,
-    );
-    (finish(weak), holes)
+    (finish(mix(weak, s.order.len() as u64)), holes)
 }
 
 #[inline(always)]
