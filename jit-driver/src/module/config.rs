@@ -86,7 +86,9 @@ pub struct MergeConfig {
     /// never changes, and later batches merge into it by a fingerprint kept apart, so by
     /// default a function's LIR body (about 3 KB for a 30-instruction function) is freed
     /// once it is compiled or merged away, and a long-running JIT keeps only the name and
-    /// signature of each function besides its fingerprint.
+    /// signature of each function besides its fingerprint. (A last batch, `flush_last` or
+    /// an object file's `finish`, keeps its bodies until the module is dropped: nothing
+    /// merges into it later.)
     pub keep_lir: bool,
 }
 

@@ -680,8 +680,10 @@ impl Core {
         self.stats.add("lir_insts_in", insts(&self.lir));
 
         // 2. The passes, over the new functions (frozen ones only survive). A function
-        // merged away has no code, and without `keep_lir` its body goes at once.
-        self.lir.free_removed = !config.keep_lir;
+        // merged away has no code, and without `keep_lir` its body goes at once (unless this
+        // is the last batch: then the module's end frees it, and freeing it here would only
+        // slow the passes).
+        self.lir.free_removed = !config.keep_lir && !last;
         let merges_before = self.lir.merges.len();
         let pm = self.passes.get_or_insert_with(|| {
             let mut pm = PassManager::from_kinds_with(
@@ -822,7 +824,7 @@ impl Core {
         // What was compiled never changes again; later batches merge into it.
         let open = self.lir.open_function_ids();
         midend::passes::merge::freeze(&mut self.lir, &open, !last);
-        if !config.keep_lir {
+        if !config.keep_lir && !last {
             // Later batches merge into these by the fingerprints just taken: the bodies
             // are no longer needed.
             for &lid in &open {

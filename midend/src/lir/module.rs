@@ -106,8 +106,9 @@ pub struct Module {
     /// and a return. Off by default (x86-64 needs frame pointers for tail calls).
     pub allow_tail_calls: bool,
     /// Free a function's body as soon as a pass removes it (merged into an equal function,
-    /// folded into a shared body) rather than when the module is dropped: a lower peak of
-    /// memory on large modules, for the price of the frees inside the passes. On by default.
+    /// folded into a shared body) rather than when the module is dropped, and give back the
+    /// room a thunk built in a merged function's old tables does not use: a lower peak of
+    /// memory on large modules, for the price of the frees inside the passes. Off by default.
     pub free_removed: bool,
 }
 

@@ -535,9 +535,9 @@ pub(super) fn make_thunk_with(
         let i = t.make_inst(Opcode::Ret, Type::VOID, &[], &rv);
         t.append_inst(b, i);
     }
-    if !keep_old {
-        // Give back what the old body's tables had beyond the thunk's needs (a shrink in
-        // place: no copy).
+    if !keep_old && m.free_removed {
+        // Saving memory: give back what the old body's tables had beyond the thunk's needs
+        // (a shrink in place: no copy).
         t.shrink_to_fit();
     }
     core::mem::replace(&mut m.functions[g], t)
