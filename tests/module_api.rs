@@ -316,22 +316,35 @@ fn later_batches_merge_into_earlier_code() {
 #[test]
 fn lazy_jit_one_function_per_finalize() {
     let mut m = jit();
-    let s = sig(&m, 1);
+    let ids = affine_one_per_finalize(&mut m, 12, 3);
+    assert_eq!(m.stats().get("compiled"), 3);
+    assert_eq!(m.stats().get("flushes"), 12);
+    check_affine_one_per_finalize(&m, &ids, 3);
+}
+
+/// Define `f0`..`f{n-1}` one per finalize, `fk(x) = (k % period + 2) * x + 1`: each from
+/// `f{period}` on equals one compiled before.
+fn affine_one_per_finalize(m: &mut MergeModule<JITModule>, n: usize, period: usize) -> Vec<FuncId> {
+    let s = sig(m, 1);
     let mut ids = Vec::new();
-    for k in 0..12 {
+    for k in 0..n {
         let id = m
             .declare_function(&format!("f{k}"), Linkage::Export, &s)
             .unwrap();
-        affine(&mut m, id, (k % 3) as i64 + 2);
+        affine(m, id, (k % period) as i64 + 2);
         m.finalize_definitions().unwrap();
         ids.push(id);
     }
-    assert_eq!(m.stats().get("compiled"), 3);
-    assert_eq!(m.stats().get("flushes"), 12);
+    ids
+}
+
+/// Every function of `affine_one_per_finalize` computes its own value, and each from
+/// `f{period}` on merged into the first of its kind.
+fn check_affine_one_per_finalize(m: &MergeModule<JITModule>, ids: &[FuncId], period: usize) {
     for (k, &id) in ids.iter().enumerate() {
-        assert_eq!(call1(&m, id, 10), 10 * ((k % 3) as i64 + 2) + 1);
-        if k >= 3 {
-            assert_eq!(m.merged_into(id), Some(ids[k % 3]));
+        assert_eq!(call1(m, id, 10), 10 * ((k % period) as i64 + 2) + 1);
+        if k >= period {
+            assert_eq!(m.merged_into(id), Some(ids[k % period]));
         }
     }
 }
@@ -347,15 +360,7 @@ fn compiled_bodies_are_freed_unless_kept() {
             ..Default::default()
         });
         let s = sig(&m, 1);
-        let mut ids = Vec::new();
-        for k in 0..6 {
-            let id = m
-                .declare_function(&format!("f{k}"), Linkage::Export, &s)
-                .unwrap();
-            affine(&mut m, id, (k % 2) as i64 + 2);
-            m.finalize_definitions().unwrap();
-            ids.push(id);
-        }
+        let ids = affine_one_per_finalize(&mut m, 6, 2);
         let caller = m.declare_function("caller", Linkage::Export, &s).unwrap();
         define(&mut m, caller, &[ids[4], ids[5]], |b, p, r| {
             let c = b.ins().call(r[0], &[p[0]]);
@@ -366,12 +371,7 @@ fn compiled_bodies_are_freed_unless_kept() {
         });
         m.finalize_definitions().unwrap();
         assert_eq!(m.stats().get("compiled"), 3, "keep_lir {keep_lir}");
-        for (k, &id) in ids.iter().enumerate() {
-            assert_eq!(call1(&m, id, 10), 10 * ((k % 2) as i64 + 2) + 1);
-            if k >= 2 {
-                assert_eq!(m.merged_into(id), Some(ids[k % 2]));
-            }
-        }
+        check_affine_one_per_finalize(&m, &ids, 2);
         // f4(1) = 2 * 1 + 1 = 3, then f5(3) = 3 * 3 + 1 = 10.
         assert_eq!(call1(&m, caller, 1), 10);
         let lir = m.lir();

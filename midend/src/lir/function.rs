@@ -701,26 +701,7 @@ impl Function {
         results: &[Reg],
         n: usize,
     ) -> Inst {
-        let results = match *results {
-            // The only result lives in the instruction itself (see `results`).
-            [r] => PoolRange {
-                start: r.as_u32(),
-                len: 1,
-            },
-            _ => push_range(&mut self.result_pool, results),
-        };
-        let operands = PoolRange {
-            start: (self.operand_pool.len() - n) as u32,
-            len: n as u32,
-        };
-        self.insts.push(InstData {
-            opcode,
-            ty,
-            aux: 0,
-            aux2: 0,
-            results,
-            operands,
-        })
+        self.make_inst_pooled_aux(opcode, ty, results, n, 0)
     }
 
     /// `make_inst_pooled` with `aux` set, inlined into the caller (the lifter's hot path).
@@ -734,6 +715,7 @@ impl Function {
         aux: u32,
     ) -> Inst {
         let results = match *results {
+            // The only result lives in the instruction itself (see `results`).
             [r] => PoolRange {
                 start: r.as_u32(),
                 len: 1,

@@ -290,14 +290,13 @@ fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
         }
         m.symbol_of(d)
     };
-    let ok = if known {
-        let callees = s.walk.callees.iter().map(|&(c, _)| c);
-        fingerprint_of(m, g, &s.walk.tokens, callees, resolve, &mut s.fp)
-    } else {
-        let mut walk = WalkOut::default();
-        fingerprint(m, g, &mut s.hash, &mut walk, resolve, &mut s.fp)
-    };
-    let found = if ok { m.frozen_index.find(&s.fp) } else { None };
+    let found = find_frozen(
+        m,
+        g,
+        known.then(|| (&s.walk.tokens[..], s.walk.callees.iter().map(|&(c, _)| c))),
+        resolve,
+        (&mut s.hash, &mut WalkOut::default(), &mut s.fp),
+    );
     match found.and_then(|f| Some((f, m.symbol_of(g)?, m.symbol_of(f)?))) {
         Some((f, gs, fs)) => {
             let significant = significant || s.walk.taken.contains(&gs);
@@ -314,6 +313,28 @@ fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
     }
     report.lap("merge.frozen", &mut clock);
     report
+}
+
+/// The frozen function that `g` equals, by fingerprint: made from `g`'s walk (its tokens and
+/// callees) when the body is still as walked, else from a new walk (in the buffers given).
+/// `None` when a callee is not final yet (`resolve` says `None`) or no frozen function
+/// equals it.
+fn find_frozen(
+    m: &Module,
+    g: FuncId,
+    walked: Option<(&[u32], impl Iterator<Item = Symbol>)>,
+    resolve: impl FnMut(Symbol) -> Option<Symbol>,
+    (scratch, walk, fp): (&mut HashScratch, &mut WalkOut, &mut Vec<u32>),
+) -> Option<FuncId> {
+    let ok = match walked {
+        Some((tokens, callees)) => fingerprint_of(m, g, tokens, callees, resolve, fp),
+        None => fingerprint(m, g, scratch, walk, resolve, fp),
+    };
+    if ok {
+        m.frozen_index.find(fp)
+    } else {
+        None
+    }
 }
 
 /// Merge each open survivor that equals a frozen function into it. Survivors are visited
@@ -377,12 +398,13 @@ fn merge_into_frozen(
             m.symbol_of(d)
         };
         let known = !m.functions[g].modified && !m.functions[g].calls_rewritten;
-        let ok = if known {
-            fingerprint_of(m, g, w.tokens_of(g), w.callee_symbols(g), resolve, &mut fp)
-        } else {
-            fingerprint(m, g, &mut scratch, &mut walk, resolve, &mut fp)
-        };
-        let found = if ok { m.frozen_index.find(&fp) } else { None };
+        let found = find_frozen(
+            m,
+            g,
+            known.then(|| (w.tokens_of(g), w.callee_symbols(g))),
+            resolve,
+            (&mut scratch, &mut walk, &mut fp),
+        );
         let Some(f) = found else {
             if known && m.incremental {
                 // Unchanged: freezing it later reuses this walk.
