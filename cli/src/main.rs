@@ -65,8 +65,8 @@ enum Cmd {
         #[arg(long)]
         no_verify: bool,
         /// Free the body of each function as soon as a pass merges it away, rather than at
-        /// the end: a lower peak of memory on large modules (about 15% on 300k generated
-        /// functions) for about 1 µs more per merged function in the passes.
+        /// the end: a lower peak of memory on large modules (1.17 -> 1.02 GB on 300k
+        /// generated functions) for about 1 µs more per merged function in the passes.
         #[arg(long)]
         low_memory: bool,
         /// Input files (`.lir` or `.clif`); all functions of all inputs form one module. Every
