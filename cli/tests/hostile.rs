@@ -212,6 +212,36 @@ fn huge_register_numbers_in_lir_are_refused() {
 }
 
 #[test]
+fn more_results_than_lir_holds_are_refused() {
+    // A callee returning 256 values: a call of it would have 256 results, one more than an
+    // LIR instruction holds (its count is a byte).
+    let rets = vec!["i32"; 256].join(", ");
+    let clif = format!(
+        "function %many() -> {rets} {{\nblock0:\n    v0 = iconst.i32 1\n    return {}\n}}\n",
+        vec!["v0"; 256].join(", ")
+    );
+    let p = file("manyrets.clif", clif.as_bytes());
+    let o = bounded(&["opt", s(&p)]);
+    assert_clean(&o, 2, &["manyrets.clif", "many", "256 return values"]);
+    // `size` compiles the input with Cranelift first, which refuses it too.
+    let o = bounded(&["size", s(&p)]);
+    assert_clean(&o, 2, &["manyrets.clif", "many"]);
+    // The same in LIR text: a signature and an instruction with too many.
+    let lir = format!("function @many() -> {rets} system_v export {{\nbb0:\n    ret 1\n}}\n");
+    let p = file("manyrets.lir", lir.as_bytes());
+    let o = bounded(&["opt", s(&p)]);
+    assert_clean(&o, 2, &["manyrets.lir", "more than 255 return values"]);
+    let regs: Vec<String> = (0..256).map(|i| format!("%vr{i}")).collect();
+    let lir = format!(
+        "function @f() system_v export {{\nbb0:\n    {} = call sig0 @g()\n    ret\n}}\n",
+        regs.join(", ")
+    );
+    let p = file("manyresults.lir", lir.as_bytes());
+    let o = bounded(&["opt", s(&p)]);
+    assert_clean(&o, 2, &["manyresults.lir", "more than 255 results"]);
+}
+
+#[test]
 fn fifos_and_directories_are_not_read() {
     let dir = scratch().join("fifo-dir");
     std::fs::create_dir_all(&dir).unwrap();

@@ -270,6 +270,13 @@ impl<'a> Lifter<'a> {
         for p in &s.params {
             params.push(self.abi_param(p)?);
         }
+        if s.returns.len() > lir::MAX_RESULTS {
+            return Err(self.err(format!(
+                "a signature with {} return values (LIR supports at most {})",
+                s.returns.len(),
+                lir::MAX_RESULTS
+            )));
+        }
         let mut returns = Vec::with_capacity(s.returns.len());
         for p in &s.returns {
             returns.push(self.abi_param(p)?);

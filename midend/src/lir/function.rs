@@ -5,6 +5,7 @@
 use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode, PoolRange};
 use super::operand::Operand;
+use super::thin::ThinMap;
 use super::types::Type;
 use crate::hash::HashMap;
 use cranelift_entity::packed_option::ReservedValue;
@@ -320,16 +321,16 @@ pub struct Function {
     pub layout: Vec<Block>,
     pub operand_pool: Vec<Operand>,
     pub result_pool: Vec<Reg>,
-    pub stack_objs: PrimaryMap<StackObj, StackObjData>,
+    pub stack_objs: ThinMap<StackObj, StackObjData>,
     pub sigs: PrimaryMap<SigRef, Signature>,
-    pub regions: PrimaryMap<Region, RegionData>,
+    pub regions: ThinMap<Region, RegionData>,
     pub memflags: PrimaryMap<MemFlagsRef, MemFlags>,
     /// The index of `memflags`, built once the table outgrows `MEMFLAGS_SCAN` (empty until
     /// then).
-    memflags_index: HashMap<MemFlags, MemFlagsRef>,
-    pub globals: PrimaryMap<GlobalRef, GlobalData>,
-    pub opaques: PrimaryMap<OpaqueRef, OpaqueData>,
-    pub exn_tables: PrimaryMap<ExnTable, Vec<ExnItem>>,
+    memflags_index: Option<Box<HashMap<MemFlags, MemFlagsRef>>>,
+    pub globals: ThinMap<GlobalRef, GlobalData>,
+    pub opaques: ThinMap<OpaqueRef, OpaqueData>,
+    pub exn_tables: ThinMap<ExnTable, Vec<ExnItem>>,
     /// Global value holding the stack limit, checked in the prologue (Cranelift's
     /// `stack_limit = gvN`).
     pub stack_limit: Option<GlobalRef>,
@@ -430,14 +431,14 @@ impl Function {
             layout: Vec::new(),
             operand_pool: Vec::new(),
             result_pool: Vec::new(),
-            stack_objs: PrimaryMap::new(),
+            stack_objs: ThinMap::new(),
             sigs: PrimaryMap::new(),
-            regions: PrimaryMap::new(),
+            regions: ThinMap::new(),
             memflags: PrimaryMap::new(),
-            memflags_index: HashMap::default(),
-            globals: PrimaryMap::new(),
-            opaques: PrimaryMap::new(),
-            exn_tables: PrimaryMap::new(),
+            memflags_index: None,
+            globals: ThinMap::new(),
+            opaques: ThinMap::new(),
+            exn_tables: ThinMap::new(),
             stack_limit: None,
         }
     }
@@ -511,11 +512,72 @@ impl Function {
         self.sigs.shrink_to_fit();
         self.regions.shrink_to_fit();
         self.memflags.shrink_to_fit();
-        self.memflags_index.shrink_to_fit();
+        if let Some(ix) = &mut self.memflags_index {
+            ix.shrink_to_fit();
+        }
         self.globals.shrink_to_fit();
         self.opaques.shrink_to_fit();
         self.exn_tables.shrink_to_fit();
         self.name.shrink_to_fit();
+    }
+
+    /// The heap blocks this function owns, by table: `(table, bytes reserved)` for every
+    /// table holding an allocation (an empty `Vec` holds none). Memory reports
+    /// (`examples/lir_memory.rs`) sum it over a module.
+    pub fn heap_blocks(&self, mut each: impl FnMut(&'static str, usize)) {
+        fn v<T>(each: &mut impl FnMut(&'static str, usize), name: &'static str, cap: usize) {
+            if cap > 0 && core::mem::size_of::<T>() > 0 {
+                each(name, cap * core::mem::size_of::<T>());
+            }
+        }
+        v::<u8>(&mut each, "name", self.name.capacity());
+        for s in core::iter::once(&self.sig).chain(self.sigs.values()) {
+            v::<AbiParam>(&mut each, "sig params", s.params.capacity());
+            v::<AbiParam>(&mut each, "sig returns", s.returns.capacity());
+        }
+        v::<RegData>(&mut each, "regs", self.regs.len());
+        v::<InstData>(&mut each, "insts", self.insts.len());
+        v::<BlockData>(&mut each, "blocks", self.blocks.len());
+        v::<Inst>(&mut each, "inst_order", self.inst_order.capacity());
+        v::<Block>(&mut each, "layout", self.layout.capacity());
+        v::<Operand>(&mut each, "operand_pool", self.operand_pool.capacity());
+        v::<Reg>(&mut each, "result_pool", self.result_pool.capacity());
+        if self.stack_objs.heap_bytes() > 0 {
+            each("stack_objs", self.stack_objs.heap_bytes());
+        }
+        v::<Signature>(&mut each, "sigs", self.sigs.len());
+        if self.regions.heap_bytes() > 0 {
+            each("regions", self.regions.heap_bytes());
+        }
+        for r in self.regions.values() {
+            v::<u8>(&mut each, "region names", r.name.capacity());
+        }
+        v::<MemFlags>(&mut each, "memflags", self.memflags.len());
+        if let Some(ix) = &self.memflags_index {
+            each("memflags_index", core::mem::size_of_val(&**ix));
+            each(
+                "memflags_index",
+                ix.capacity() * (core::mem::size_of::<(MemFlags, MemFlagsRef)>() + 1),
+            );
+        }
+        if self.globals.heap_bytes() > 0 {
+            each("globals", self.globals.heap_bytes());
+        }
+        if self.opaques.heap_bytes() > 0 {
+            each("opaques", self.opaques.heap_bytes());
+        }
+        for o in self.opaques.values() {
+            v::<u8>(&mut each, "opaque names", o.name.capacity());
+            if o.imms.spilled() {
+                v::<u64>(&mut each, "opaque imms", o.imms.capacity());
+            }
+        }
+        if self.exn_tables.heap_bytes() > 0 {
+            each("exn_tables", self.exn_tables.heap_bytes());
+        }
+        for t in self.exn_tables.values() {
+            v::<ExnItem>(&mut each, "exn items", t.capacity());
+        }
     }
 
     /// Free the body of a function a pass removed (merged into an equal one, or folded into a
@@ -658,23 +720,25 @@ impl Function {
     /// Intern memory flags. A function has a few: up to `MEMFLAGS_SCAN` are found by a
     /// search of the table, without building (and allocating) the hash index.
     pub fn intern_memflags(&mut self, f: MemFlags) -> MemFlagsRef {
-        if self.memflags_index.is_empty() {
+        let Some(index) = &mut self.memflags_index else {
             if let Some(k) = self.memflags.values().position(|m| *m == f) {
                 return MemFlagsRef::from_u32(k as u32);
             }
             let r = self.memflags.push(f);
             if self.memflags.len() > MEMFLAGS_SCAN {
+                let mut index = Box::<HashMap<MemFlags, MemFlagsRef>>::default();
                 for (r, m) in self.memflags.iter() {
-                    self.memflags_index.entry(*m).or_insert(r);
+                    index.entry(*m).or_insert(r);
                 }
+                self.memflags_index = Some(index);
             }
             return r;
-        }
-        if let Some(&r) = self.memflags_index.get(&f) {
+        };
+        if let Some(&r) = index.get(&f) {
             return r;
         }
         let r = self.memflags.push(f);
-        self.memflags_index.insert(f, r);
+        index.insert(f, r);
         r
     }
 
@@ -726,45 +790,44 @@ impl Function {
             start: (self.operand_pool.len() - n) as u32,
             len: n as u32,
         };
-        self.insts.push(InstData {
-            opcode,
-            ty,
-            aux,
-            aux2: 0,
-            results,
-            operands,
-        })
+        self.insts
+            .push(InstData::new(opcode, ty, aux, results, operands))
     }
 
     /// The result registers of an instruction. One result (the common case) is held in the
     /// instruction's `results.start`; several are a range of `result_pool`.
     #[inline]
     pub fn results(&self, inst: Inst) -> &[Reg] {
-        let r = &self.insts[inst].results;
+        let d = &self.insts[inst];
+        let r = d.results();
         if r.len == 1 {
             // SAFETY: `Reg` is a `repr(transparent)` wrapper of `u32`, and for one result
-            // `start` holds that register's index.
-            core::slice::from_ref(unsafe { &*(&r.start as *const u32 as *const Reg) })
+            // the start of the range holds that register's index.
+            core::slice::from_ref(unsafe { &*(d.results_start_ref() as *const u32 as *const Reg) })
         } else {
             &self.result_pool[r.range()]
         }
     }
     pub fn operands(&self, inst: Inst) -> &[Operand] {
-        &self.operand_pool[self.insts[inst].operands.range()]
+        &self.operand_pool[self.insts[inst].operands().range()]
     }
     pub fn operands_mut(&mut self, inst: Inst) -> &mut [Operand] {
-        let r = self.insts[inst].operands.range();
+        let r = self.insts[inst].operands().range();
         &mut self.operand_pool[r]
     }
     /// Replace the operand list of `inst` (appends to the pool when it grows).
     pub fn set_operands(&mut self, inst: Inst, ops: &[Operand]) {
-        let cur = self.insts[inst].operands;
+        let cur = self.insts[inst].operands();
         if ops.len() <= cur.len as usize {
             let start = cur.start as usize;
             self.operand_pool[start..start + ops.len()].copy_from_slice(ops);
-            self.insts[inst].operands.len = ops.len() as u32;
+            self.insts[inst].set_operands(PoolRange {
+                start: cur.start,
+                len: ops.len() as u32,
+            });
         } else {
-            self.insts[inst].operands = push_range(&mut self.operand_pool, ops);
+            let r = push_range(&mut self.operand_pool, ops);
+            self.insts[inst].set_operands(r);
         }
     }
 

@@ -268,21 +268,90 @@ impl PoolRange {
     }
 }
 
-/// The data of one instruction.
+/// The most results one instruction has (and the most return values a signature has): the
+/// count is one byte of `InstData`. The lifter and the LIR parser reject more.
+pub const MAX_RESULTS: usize = u8::MAX as usize;
+
+/// The data of one instruction: 24 bytes.
 ///
 /// `aux` depends on the format: memory flags (`MemFlagsRef`) for loads and stores, the
 /// signature (`SigRef`) for calls, the trap code for traps, the global value for
 /// `global_value`, the opaque record for `opaque`. `aux2` holds the exception table of a
-/// `try_call`. Unused fields are 0. `results` is a range of `Function::result_pool`, except for
-/// one result, whose register index is `results.start` itself (read results with
-/// `Function::results`).
+/// `try_call`. Unused fields are 0. `results()` is a range of `Function::result_pool`, except
+/// for one result, whose register index is `results().start` itself (read results with
+/// `Function::results`); `operands()` is a range of `Function::operand_pool`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct InstData {
     pub opcode: Opcode,
+    n_results: u8,
     /// Controlling type: the result type, the stored type, or VOID.
     pub ty: Type,
     pub aux: u32,
     pub aux2: u32,
-    pub results: PoolRange,
-    pub operands: PoolRange,
+    results_start: u32,
+    operands_start: u32,
+    n_operands: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<InstData>() == 24);
+
+impl InstData {
+    /// An instruction with these results and operands (ranges as `results()` and
+    /// `operands()` describe them; at most `MAX_RESULTS` results).
+    #[inline]
+    pub fn new(
+        opcode: Opcode,
+        ty: Type,
+        aux: u32,
+        results: PoolRange,
+        operands: PoolRange,
+    ) -> Self {
+        assert!(
+            results.len as usize <= MAX_RESULTS,
+            "an instruction with {} results (LIR allows {MAX_RESULTS})",
+            results.len
+        );
+        InstData {
+            opcode,
+            n_results: results.len as u8,
+            ty,
+            aux,
+            aux2: 0,
+            results_start: results.start,
+            operands_start: operands.start,
+            n_operands: operands.len,
+        }
+    }
+
+    /// The results: a range of `Function::result_pool`, or for one result the register index
+    /// itself in `start`.
+    #[inline(always)]
+    pub fn results(&self) -> PoolRange {
+        PoolRange {
+            start: self.results_start,
+            len: self.n_results as u32,
+        }
+    }
+
+    /// The operands: a range of `Function::operand_pool`.
+    #[inline(always)]
+    pub fn operands(&self) -> PoolRange {
+        PoolRange {
+            start: self.operands_start,
+            len: self.n_operands,
+        }
+    }
+
+    #[inline]
+    pub fn set_operands(&mut self, r: PoolRange) {
+        self.operands_start = r.start;
+        self.n_operands = r.len;
+    }
+
+    /// The register index of the only result (`results().len == 1`), or the start of the
+    /// results' range in `result_pool`.
+    #[inline(always)]
+    pub(crate) fn results_start_ref(&self) -> &u32 {
+        &self.results_start
+    }
 }

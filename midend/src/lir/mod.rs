@@ -9,18 +9,20 @@ pub mod module;
 pub mod operand;
 pub mod parse;
 pub mod print;
+pub mod thin;
 pub mod types;
 pub mod verify;
 
 pub use builder::Builder;
 pub use entities::*;
 pub use function::*;
-pub use inst::{effects, Format, InstData, Opcode, PoolRange};
+pub use inst::{effects, Format, InstData, Opcode, PoolRange, MAX_RESULTS};
 pub use module::{
     CallGraph, CallRewrite, ExtraArg, MergeKind, MergeRecord, Module, SymbolData, SymbolKind,
 };
 pub use operand::{Cond, Imm, MemRef, Operand};
 pub use parse::{parse_module, ParseError};
 pub use print::{module_to_string, write_function, write_inst};
+pub use thin::ThinMap;
 pub use types::{RegClass, Type};
 pub use verify::{verify_function, verify_module, VerifierError, VerifierErrors};

@@ -83,7 +83,9 @@ pub struct Module {
     /// Functions removed by a pass (slots stay so ids remain stable).
     pub removed: SecondaryMap<FuncId, bool>,
     pub symbols: PrimaryMap<Symbol, SymbolData>,
-    symbol_index: HashMap<String, Symbol>,
+    /// The symbols by name: the names are `symbols`' own (hashed with `name_hash`), so a
+    /// name is stored once.
+    symbol_index: hashbrown::HashTable<Symbol>,
     /// Names that resolve to another symbol's code (aliases made by merging).
     pub aliases: HashMap<Symbol, Symbol>,
     pub merges: Vec<MergeRecord>,
@@ -110,6 +112,15 @@ pub struct Module {
     /// room a thunk built in a merged function's old tables does not use: a lower peak of
     /// memory on large modules, for the price of the frees inside the passes. Off by default.
     pub free_removed: bool,
+}
+
+/// The hash of a symbol name in `Module::symbol_index` (the mid-end's hasher).
+#[inline]
+fn name_hash(name: &str) -> u64 {
+    use core::hash::{BuildHasher, Hash, Hasher};
+    let mut h = crate::hash::MidBuildHasher.build_hasher();
+    name.hash(&mut h);
+    h.finish()
 }
 
 impl Module {
@@ -141,21 +152,33 @@ impl Module {
 
     /// The symbol of `name`, created as `kind` if it does not exist yet.
     pub fn symbol(&mut self, name: &str, kind: SymbolKind) -> Symbol {
-        if let Some(&s) = self.symbol_index.get(name) {
-            return s;
+        let h = name_hash(name);
+        let symbols = &self.symbols;
+        let entry = self.symbol_index.entry(
+            h,
+            |&s| symbols[s].name == name,
+            |&s| name_hash(&symbols[s].name),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(e) => *e.get(),
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                let s = self.symbols.next_key();
+                e.insert(s);
+                self.symbols.push(SymbolData {
+                    name: name.to_string(),
+                    kind,
+                    def: None.into(),
+                    colocated: false,
+                });
+                s
+            }
         }
-        let s = self.symbols.push(SymbolData {
-            name: name.to_string(),
-            kind,
-            def: None.into(),
-            colocated: false,
-        });
-        self.symbol_index.insert(name.to_string(), s);
-        s
     }
 
     pub fn lookup_symbol(&self, name: &str) -> Option<Symbol> {
-        self.symbol_index.get(name).copied()
+        self.symbol_index
+            .find(name_hash(name), |&s| self.symbols[s].name == name)
+            .copied()
     }
 
     /// The name of a symbol.

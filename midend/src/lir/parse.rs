@@ -454,6 +454,12 @@ impl<'a> Parser<'a> {
             self.advance()?;
             loop {
                 returns.push(self.parse_abi_param()?);
+                if returns.len() > super::inst::MAX_RESULTS {
+                    return self.err(format!(
+                        "more than {} return values in a signature",
+                        super::inst::MAX_RESULTS
+                    ));
+                }
                 if !self.eat_punct(',')? {
                     break;
                 }
@@ -792,6 +798,12 @@ impl<'a> Parser<'a> {
                     return self.err(format!("{r} defined twice in one instruction"));
                 }
                 results.push((r, ty));
+                if results.len() > super::inst::MAX_RESULTS {
+                    return self.err(format!(
+                        "more than {} results in one instruction",
+                        super::inst::MAX_RESULTS
+                    ));
+                }
                 if !self.eat_punct(',')? {
                     break;
                 }

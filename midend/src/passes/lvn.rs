@@ -570,9 +570,9 @@ impl LocalValueNumbering {
                 // The common case inline: a pure one-result ALU instruction, copy or compare
                 // (`visit_simple`); everything else, and operands it does not take, in `visit`.
                 let d = &f.insts[inst];
-                if d.opcode.is_pure_value() && d.results.len == 1 && d.aux2 == 0 {
-                    let dst = Reg::from_u32(d.results.start); // the only result (`results`)
-                    let ops = &f.operand_pool[d.operands.range()];
+                if d.opcode.is_pure_value() && d.results().len == 1 && d.aux2 == 0 {
+                    let dst = Reg::from_u32(d.results().start); // the only result (`results`)
+                    let ops = &f.operand_pool[d.operands().range()];
                     if self.visit_simple(inst, d, dst, ops, st).is_none() {
                         self.visit(f, inst, &mut opaque_ids, st);
                     }
@@ -665,7 +665,7 @@ impl LocalValueNumbering {
             return; // results are their own VNs
         }
         let dst = results[0];
-        let ops = &f.operand_pool[d.operands.range()];
+        let ops = &f.operand_pool[d.operands().range()];
         if d.opcode == Opcode::Copy {
             if let [Operand::Reg(src)] = *ops {
                 // A register copy has the VN of its source.

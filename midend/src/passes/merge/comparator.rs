@@ -302,8 +302,8 @@ impl<'m> FunctionComparator<'m> {
         let (a, b) = (l.insts[i], r.insts[j]);
         let o = cmp(a.opcode, b.opcode)
             .then(Self::cmp_types(a.ty, b.ty))
-            .then(cmp(a.results.len, b.results.len))
-            .then(cmp(a.operands.len, b.operands.len));
+            .then(cmp(a.results().len, b.results().len))
+            .then(cmp(a.operands().len, b.operands().len));
         if o != Ordering::Equal {
             return o;
         }

@@ -361,7 +361,7 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
             for &i in insts {
                 let d = &f.insts[i];
                 weak = mix(weak, d.opcode as u64);
-                let (ty, nres, nops) = (d.ty.raw() as u32, d.results.len, d.operands.len);
+                let (ty, nres, nops) = (d.ty.raw() as u32, d.results().len, d.operands().len);
                 let room = 2 * nres as usize + OPERAND_WORDS * nops as usize;
                 room!(4 + room);
                 let mut w = words!();
@@ -411,7 +411,7 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
                         }
                     }
                 }
-                let ops = &f.operand_pool[d.operands.range()];
+                let ops = &f.operand_pool[d.operands().range()];
                 let mut first = 0;
                 if call {
                     if let Some(&Operand::Sym(sym, off)) = ops.first() {
@@ -549,7 +549,7 @@ pub(super) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -
         for &i in f.block_insts(b) {
             let d = &f.insts[i];
             weak = mix(weak, d.opcode as u64);
-            let ops = &f.operand_pool[d.operands.range()];
+            let ops = &f.operand_pool[d.operands().range()];
             let mut ops_iter = ops.iter();
             if d.opcode.format() == Format::Call {
                 if let Some(Operand::Sym(sym, _)) = ops.first() {
