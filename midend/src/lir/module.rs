@@ -117,10 +117,8 @@ pub struct Module {
 /// The hash of a symbol name in `Module::symbol_index` (the mid-end's hasher).
 #[inline]
 fn name_hash(name: &str) -> u64 {
-    use core::hash::{BuildHasher, Hash, Hasher};
-    let mut h = crate::hash::MidBuildHasher.build_hasher();
-    name.hash(&mut h);
-    h.finish()
+    use core::hash::BuildHasher;
+    crate::hash::MidBuildHasher.hash_one(name)
 }
 
 impl Module {
