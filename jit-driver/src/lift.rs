@@ -906,7 +906,7 @@ impl<'a> Lifter<'a> {
             .position(|o| matches!(o, Operand::Block(_)))
             .unwrap();
         let t = self.push_slice(L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
-        self.f.insts[t].aux2 = table.as_u32();
+        self.f.set_aux2(t, table.as_u32());
         let target = normal.block(&self.src.dfg.value_lists);
         self.edge(b, t, normal_idx, normal, target, &results, nrets)?;
         for (idx, bc) in handler_calls {
@@ -1009,7 +1009,8 @@ impl<'a> Lifter<'a> {
         let args = self.src.dfg.inst_args(inst);
         let i = self.push_args(L::Opaque, ctrl, results, None, args, o.as_u32())?;
         if let Some(fl) = flags {
-            self.f.insts[i].aux2 = self.memflags(fl) + 1;
+            let mf = self.memflags(fl) + 1;
+            self.f.set_aux2(i, mf);
         }
         Ok(())
     }

@@ -785,7 +785,7 @@ impl Lowerer<'_, '_> {
                 }
                 let rest = &ops[1 + nargs..];
                 let normal = self.block_call(lb, rest[0])?;
-                let table = &f.exn_tables[lir::ExnTable::from_u32(d.aux2)];
+                let table = &f.exn_tables[lir::ExnTable::from_u32(f.aux2(inst))];
                 let mut items = Vec::with_capacity(table.len());
                 for (item, &op) in table.iter().zip(&rest[1..]) {
                     items.push(match item {
@@ -876,7 +876,7 @@ impl Lowerer<'_, '_> {
             }
             vals.push(v);
         }
-        let flags = match d.aux2 {
+        let flags = match f.aux2(inst) {
             0 => None,
             n => {
                 let r = lir::MemFlagsRef::from_u32(n - 1);

@@ -838,7 +838,7 @@ impl Gen<'_, '_> {
         });
         let i = self.b.ins(Opcode::Opaque, ty, &results, &ops);
         self.b.func.insts[i].aux = o.as_u32();
-        self.b.func.insts[i].aux2 = aux2;
+        self.b.func.set_aux2(i, aux2);
     }
 
     fn terminator(&mut self, plan: &TermPlan) {
@@ -920,7 +920,7 @@ impl Gen<'_, '_> {
                 let et = self.b.func.exn_tables.push(table);
                 let i = self.b.ins(Opcode::TryCall, Type::VOID, &results, &ops);
                 self.b.func.insts[i].aux = sr.as_u32();
-                self.b.func.insts[i].aux2 = et.as_u32();
+                self.b.func.set_aux2(i, et.as_u32());
             }
         }
     }

@@ -786,6 +786,11 @@ impl Function {
             },
             _ => push_range(&mut self.result_pool, results),
         };
+        if opcode.has_aux2() {
+            // The second auxiliary word sits just before the operands (`aux2`).
+            let at = self.operand_pool.len() - n;
+            self.operand_pool.insert(at, Operand::Int(0));
+        }
         let operands = PoolRange {
             start: (self.operand_pool.len() - n) as u32,
             len: n as u32,
@@ -826,9 +831,36 @@ impl Function {
                 len: ops.len() as u32,
             });
         } else {
+            if self.insts[inst].opcode.has_aux2() {
+                let a = self.aux2(inst);
+                self.operand_pool.push(Operand::Int(a as i64));
+            }
             let r = push_range(&mut self.operand_pool, ops);
             self.insts[inst].set_operands(r);
         }
+    }
+
+    /// The second auxiliary word of an instruction (`Opcode::has_aux2`; 0 for the others): a
+    /// `try_call`'s exception table, an opaque instruction's memory flags plus one (0 for
+    /// none). It is kept in the operand pool just before the operands, so the instruction
+    /// record of every other instruction is a word smaller.
+    #[inline]
+    pub fn aux2(&self, inst: Inst) -> u32 {
+        let d = &self.insts[inst];
+        if !d.opcode.has_aux2() {
+            return 0;
+        }
+        match self.operand_pool[d.operands().start as usize - 1] {
+            Operand::Int(v) => v as u32,
+            _ => unreachable!("the aux2 word of {inst} is not a constant"),
+        }
+    }
+
+    /// Set the second auxiliary word of a `try_call` or opaque instruction (see `aux2`).
+    pub fn set_aux2(&mut self, inst: Inst, v: u32) {
+        let d = self.insts[inst];
+        assert!(d.opcode.has_aux2(), "{} has no aux2 word", d.opcode.name());
+        self.operand_pool[d.operands().start as usize - 1] = Operand::Int(v as i64);
     }
 
     /// The type a constant operand stands for: what lowering materialises for operand `k` of

@@ -200,6 +200,12 @@ opcodes! {
 }
 
 impl Opcode {
+    /// The instructions with a second auxiliary word (`Function::aux2`): `try_call` (its
+    /// exception table) and `opaque` (its memory flags plus one, or 0).
+    #[inline(always)]
+    pub fn has_aux2(self) -> bool {
+        matches!(self, Opcode::TryCall | Opcode::Opaque)
+    }
     pub fn name(self) -> &'static str {
         NAMES[self as usize]
     }
@@ -272,12 +278,13 @@ impl PoolRange {
 /// count is one byte of `InstData`. The lifter and the LIR parser reject more.
 pub const MAX_RESULTS: usize = u8::MAX as usize;
 
-/// The data of one instruction: 24 bytes.
+/// The data of one instruction: 20 bytes.
 ///
 /// `aux` depends on the format: memory flags (`MemFlagsRef`) for loads and stores, the
 /// signature (`SigRef`) for calls, the trap code for traps, the global value for
-/// `global_value`, the opaque record for `opaque`. `aux2` holds the exception table of a
-/// `try_call`. Unused fields are 0. `results()` is a range of `Function::result_pool`, except
+/// `global_value`, the opaque record for `opaque`. Unused fields are 0. The two opcodes
+/// that need a second word (`Opcode::has_aux2`: a `try_call`'s exception table, an opaque
+/// instruction's memory flags) keep it in the operand pool (`Function::aux2`). `results()` is a range of `Function::result_pool`, except
 /// for one result, whose register index is `results().start` itself (read results with
 /// `Function::results`); `operands()` is a range of `Function::operand_pool`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -287,13 +294,12 @@ pub struct InstData {
     /// Controlling type: the result type, the stored type, or VOID.
     pub ty: Type,
     pub aux: u32,
-    pub aux2: u32,
     results_start: u32,
     operands_start: u32,
     n_operands: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<InstData>() == 24);
+const _: () = assert!(core::mem::size_of::<InstData>() == 20);
 
 impl InstData {
     /// An instruction with these results and operands (ranges as `results()` and
@@ -316,7 +322,6 @@ impl InstData {
             n_results: results.len as u8,
             ty,
             aux,
-            aux2: 0,
             results_start: results.start,
             operands_start: operands.start,
             n_operands: operands.len,

@@ -1040,7 +1040,9 @@ impl<'a> Parser<'a> {
             il[inst.index()] = line;
         }
         f.insts[inst].aux = aux;
-        f.insts[inst].aux2 = aux2;
+        if opcode.has_aux2() {
+            f.set_aux2(inst, aux2);
+        }
         for (i, (r, annotated)) in results.iter().enumerate() {
             let natural = natural_result_type(f, opcode, ty, aux, i);
             let t = match (annotated, natural) {

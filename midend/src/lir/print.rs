@@ -296,7 +296,7 @@ pub fn write_inst(w: &mut dyn Write, m: &Module, f: &Function, inst: Inst) -> fm
     if !d.ty.is_void() {
         write!(w, ".{}", d.ty)?;
     }
-    if !printable(f, d.opcode, d.aux, d.aux2, ops) {
+    if !printable(f, d.opcode, d.aux, f.aux2(inst), ops) {
         // Malformed (the verifier prints what it rejects): a generic form that cannot panic.
         if !ops.is_empty() {
             w.write_char(' ')?;
@@ -355,7 +355,7 @@ pub fn write_inst(w: &mut dyn Write, m: &Module, f: &Function, inst: Inst) -> fm
             if d.opcode == Opcode::TryCall {
                 let rest = &ops[1 + nargs..];
                 write!(w, ", {}, [", rest[0].as_block().unwrap())?;
-                let table = &f.exn_tables[ExnTable::from_u32(d.aux2)];
+                let table = &f.exn_tables[ExnTable::from_u32(f.aux2(inst))];
                 for (i, (item, op)) in table.iter().zip(&rest[1..]).enumerate() {
                     if i > 0 {
                         w.write_str(", ")?;
@@ -409,10 +409,10 @@ pub fn write_inst(w: &mut dyn Write, m: &Module, f: &Function, inst: Inst) -> fm
                 w.write_char(']')?;
             }
             write!(w, " {}", effects_text(o.effects))?;
-            if d.aux2 != 0 {
+            if f.aux2(inst) != 0 {
                 w.write_str(" mem(")?;
                 let mut s = String::new();
-                write_memflags(&mut s, &f.memflags[MemFlagsRef::from_u32(d.aux2 - 1)])?;
+                write_memflags(&mut s, &f.memflags[MemFlagsRef::from_u32(f.aux2(inst) - 1)])?;
                 w.write_str(s.trim_start())?;
                 w.write_char(')')?;
             }

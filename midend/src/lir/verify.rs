@@ -721,7 +721,7 @@ fn check_call(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
                 c.report("try_call defines fewer results than the signature returns");
             }
             let rest = &ops[1 + nargs..];
-            let Some(table) = f.exn_tables.get(ExnTable::from_u32(d.aux2)) else {
+            let Some(table) = f.exn_tables.get(ExnTable::from_u32(f.aux2(i))) else {
                 c.report("exception table does not exist");
                 return;
             };
@@ -1207,7 +1207,7 @@ fn opaque_problems(f: &Function, i: Inst, report: &mut dyn FnMut(String)) {
             effects_name(o.effects)
         ));
     }
-    match (op.format.has_memflags(), d.aux2) {
+    match (op.format.has_memflags(), f.aux2(i)) {
         (true, 0) => report(format!("'{name}' needs memory flags")),
         (false, 0) => {}
         (false, _) => report(format!("'{name}' takes no memory flags")),
@@ -1326,8 +1326,8 @@ fn check_bitcast(f: &Function, i: Inst, ctrl: Option<Type>, report: &mut dyn FnM
         ));
     }
     let order = MemFlags::LITTLE | MemFlags::BIG;
-    let Some(mf) = f.insts[i]
-        .aux2
+    let Some(mf) = f
+        .aux2(i)
         .checked_sub(1)
         .and_then(|k| f.memflags.get(MemFlagsRef::from_u32(k)))
     else {

@@ -175,7 +175,7 @@ pub fn gvn_function(f: &mut Function) -> usize {
                     opcode: d.opcode,
                     ty: d.ty,
                     aux: d.aux,
-                    aux2: d.aux2,
+                    aux2: f.aux2(inst),
                     ops: SmallVec::new(),
                 };
                 if d.opcode == Opcode::Opaque {

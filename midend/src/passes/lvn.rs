@@ -570,7 +570,7 @@ impl LocalValueNumbering {
                 // The common case inline: a pure one-result ALU instruction, copy or compare
                 // (`visit_simple`); everything else, and operands it does not take, in `visit`.
                 let d = &f.insts[inst];
-                if d.opcode.is_pure_value() && d.results().len == 1 && d.aux2 == 0 {
+                if d.opcode.is_pure_value() && d.results().len == 1 {
                     let dst = Reg::from_u32(d.results().start); // the only result (`results`)
                     let ops = &f.operand_pool[d.operands().range()];
                     if self.visit_simple(inst, d, dst, ops, st).is_none() {
@@ -682,9 +682,10 @@ impl LocalValueNumbering {
             let n = opaque_ids.len() as u32;
             aux = *opaque_ids.entry(o).or_insert(n);
         }
-        let mut k = Key::new(header(d.opcode, d.ty, aux) | (HDR_AUX2 * (d.aux2 != 0) as u64));
-        if d.aux2 != 0 {
-            k.push(d.aux2 as u64);
+        let aux2 = f.aux2(inst);
+        let mut k = Key::new(header(d.opcode, d.ty, aux) | (HDR_AUX2 * (aux2 != 0) as u64));
+        if aux2 != 0 {
+            k.push(aux2 as u64);
         }
         // Where the last two operands' words start (for the canonical orders below).
         let (mut second_last, mut last) = (0, 0);

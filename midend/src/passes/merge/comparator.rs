@@ -320,8 +320,8 @@ impl<'m> FunctionComparator<'m> {
             )
             .then_with(|| match a.opcode {
                 Opcode::TryCall => cmp(
-                    &l.exn_tables[ExnTable::from_u32(a.aux2)],
-                    &r.exn_tables[ExnTable::from_u32(b.aux2)],
+                    &l.exn_tables[ExnTable::from_u32(l.aux2(i))],
+                    &r.exn_tables[ExnTable::from_u32(r.aux2(j))],
                 ),
                 _ => Ordering::Equal,
             }),
@@ -339,7 +339,7 @@ impl<'m> FunctionComparator<'m> {
                     &r.opaques[OpaqueRef::from_u32(b.aux)],
                 );
                 cmp((&x.name, &x.imms, x.effects), (&y.name, &y.imms, y.effects)).then_with(|| {
-                    match (a.aux2, b.aux2) {
+                    match (l.aux2(i), r.aux2(j)) {
                         (0, 0) => Ordering::Equal,
                         (0, _) => Ordering::Less,
                         (_, 0) => Ordering::Greater,

@@ -237,7 +237,7 @@ const FIELD_FORMATS: u32 = 1 << Format::Load as u32
 /// The fields of an instruction particular to its format, written after its head word (to
 /// `t`, cleared first): memory flags, signatures, trap codes, global values, opaque records.
 #[inline(never)]
-fn format_fields(f: &Function, d: &InstData, format: Format, t: &mut Vec<u32>) {
+fn format_fields(f: &Function, inst: Inst, d: &InstData, format: Format, t: &mut Vec<u32>) {
     t.clear();
     match format {
         Format::Load | Format::Store => {
@@ -246,7 +246,7 @@ fn format_fields(f: &Function, d: &InstData, format: Format, t: &mut Vec<u32>) {
         Format::Call => {
             push_sig(&f.sigs[SigRef::from_u32(d.aux)], t);
             if d.opcode == Opcode::TryCall {
-                f.exn_tables[ExnTable::from_u32(d.aux2)].hash(&mut Tokens(t));
+                f.exn_tables[ExnTable::from_u32(f.aux2(inst))].hash(&mut Tokens(t));
             }
         }
         Format::Addr if d.opcode == Opcode::FuncAddr => {
@@ -257,9 +257,10 @@ fn format_fields(f: &Function, d: &InstData, format: Format, t: &mut Vec<u32>) {
         Format::Opaque => {
             let o = &f.opaques[OpaqueRef::from_u32(d.aux)];
             (&o.name, &o.imms, o.effects).hash(&mut Tokens(t));
-            t.push(d.aux2.min(1));
-            if d.aux2 != 0 {
-                hash_memflags(f, MemFlagsRef::from_u32(d.aux2 - 1), &mut Tokens(t));
+            let aux2 = f.aux2(inst);
+            t.push(aux2.min(1));
+            if aux2 != 0 {
+                hash_memflags(f, MemFlagsRef::from_u32(aux2 - 1), &mut Tokens(t));
             }
         }
         _ => {}
@@ -389,7 +390,7 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
                 let format = d.opcode.format();
                 let mut call = false;
                 if FIELD_FORMATS & 1 << format as u32 != 0 {
-                    format_fields(f, d, format, fields);
+                    format_fields(f, i, d, format, fields);
                     room!(fields.len() + room);
                     buf[n..n + fields.len()].copy_from_slice(fields);
                     n += fields.len();
