@@ -71,7 +71,8 @@ fn limit_memory(cmd: &mut Command) {
 static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mergelift-hostile-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mergelift-hostile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -10,7 +10,8 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 fn write_temp(name: &str, text: &str) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("mergelift-families-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mergelift-families-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(format!("{name}-{n}.clif"));
     std::fs::write(&p, text).unwrap();

@@ -10,7 +10,8 @@ fn out_dir() -> PathBuf {
     if let Ok(d) = std::env::var("MERGELIFT_FUZZ_OUT") {
         return PathBuf::from(d);
     }
-    std::env::temp_dir().join(format!("mergelift-fuzz-{}", std::process::id()))
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mergelift-fuzz-{}", std::process::id()))
 }
 
 #[test]

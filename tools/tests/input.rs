@@ -6,7 +6,8 @@ use mergelift_tools::input::{open_clif, parse_clif, read_text};
 use std::path::{Path, PathBuf};
 
 fn write_temp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mergelift-input-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mergelift-input-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
