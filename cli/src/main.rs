@@ -159,6 +159,17 @@ enum Cmd {
         /// Where reproducers of failures are written.
         #[arg(long, default_value = "fuzz-failures")]
         out_dir: PathBuf,
+        /// Define and finalize the pipeline side in batches of N functions, as a lazy JIT
+        /// does (all declared first; `finalize_definitions` after each batch; later batches
+        /// merge into the frozen code of earlier ones; a function waits for what it calls,
+        /// and recursive ones share a batch). 0: one batch; `random`: 1 to 4 per module.
+        #[arg(long, default_value = "0", value_name = "N|random")]
+        batch: mergelift_tools::fuzz::BatchMode,
+        /// With --batch: let a function take the address of one defined in an earlier batch
+        /// (by default the two share a batch: MergeModule cannot yet give an address to a
+        /// function it merged away in an earlier batch, and cranelift-jit panics).
+        #[arg(long)]
+        late_addresses: bool,
     },
 }
 
@@ -265,7 +276,9 @@ fn run(cli: Cli) -> ExitCode {
             seed,
             passes,
             out_dir,
-        } => cmd_fuzz(iterations, seed, &passes, out_dir),
+            batch,
+            late_addresses,
+        } => cmd_fuzz(iterations, seed, &passes, out_dir, (batch, late_addresses)),
     };
     match r {
         Ok(code) => code,
@@ -673,13 +686,21 @@ fn cmd_gen(functions: u64, dup_ratio: f64, near_ratio: f64, seed: u64) -> Result
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_fuzz(iterations: usize, seed: u64, passes: &str, out_dir: PathBuf) -> Result<ExitCode> {
+fn cmd_fuzz(
+    iterations: usize,
+    seed: u64,
+    passes: &str,
+    out_dir: PathBuf,
+    (batch, late_addresses): (mergelift_tools::fuzz::BatchMode, bool),
+) -> Result<ExitCode> {
     PassManager::from_names(passes)?;
     let r = mergelift_tools::fuzz::fuzz(&mergelift_tools::fuzz::FuzzOptions {
         iterations,
         seed,
         passes: passes.to_string(),
         out_dir,
+        batch,
+        late_addresses,
     });
     let mut out = Out::new();
     for f in &r.failures {
@@ -699,6 +720,18 @@ fn cmd_fuzz(iterations: usize, seed: u64, passes: &str, out_dir: PathBuf) -> Res
         r.stats.get("merged"),
         r.stats.get("merged_similar"),
     );
+    if batch != mergelift_tools::fuzz::BatchMode::One {
+        let _ = writeln!(
+            std::io::stderr(),
+            "batch mode {batch}: {} modules in {} batches; merge.into_frozen {}, flushes {}, \
+             compiled {}",
+            r.batched_modules,
+            r.batches,
+            r.stats.get("merge.into_frozen"),
+            r.stats.get("flushes"),
+            r.stats.get("compiled"),
+        );
+    }
     Ok(if r.failed > 0 {
         ExitCode::from(EXIT_FAILURES)
     } else {

@@ -86,7 +86,7 @@ use cranelift_interpreter::environment::FunctionStore;
 use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
 use cranelift_interpreter::step::ControlFlow;
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Linkage};
+use cranelift_module::{FuncId, Linkage, Module};
 use jit_driver::{host_isa, MergeConfig, MergeModule, OptLevel};
 use midend::{parse_pass_list, Stats};
 use std::path::PathBuf;
@@ -103,6 +103,14 @@ pub struct FuzzOptions {
     pub passes: String,
     /// Where minimized reproducers are written.
     pub out_dir: PathBuf,
+    /// How the pipeline side defines and finalizes a module (one batch, or several: the
+    /// incremental path of `MergeModule`).
+    pub batch: BatchMode,
+    /// In batches: let a function take the address of (`func_addr`, `symbol_value`) a function
+    /// of an earlier batch. Off (the default), the two go in one batch (see `batch_plan`):
+    /// `MergeModule` cannot yet give an address to a function merged away (without code of its
+    /// own) in an earlier batch; cranelift-jit panics `can't resolve symbol` at the finalize.
+    pub late_addresses: bool,
 }
 
 impl Default for FuzzOptions {
@@ -112,6 +120,63 @@ impl Default for FuzzOptions {
             seed: 0,
             passes: "merge,merge-similar,lvn".into(),
             out_dir: PathBuf::from("fuzz-failures"),
+            batch: BatchMode::One,
+            late_addresses: false,
+        }
+    }
+}
+
+/// How the pipeline side defines a module's functions (`mergelift fuzz --batch`).
+///
+/// In batches, every function is declared first (as in one batch), then the functions are
+/// defined a batch at a time with `finalize_definitions` after each, as a lazy JIT does: later
+/// batches merge into the functions compiled before (frozen), and a batch of one takes the
+/// short path of the merge pass. cranelift-jit resolves a call when it finalizes the caller,
+/// so a function is never defined before what it refers to: see [`batch_plan`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BatchMode {
+    /// Everything in one batch (`--batch 0`, the default).
+    #[default]
+    One,
+    /// Batches of this many functions (at least 1).
+    Size(usize),
+    /// Batches of 1 to 4 functions, the size drawn per module from its seed.
+    Random,
+}
+
+impl BatchMode {
+    /// The batch size for the module of `iter_seed` (0: one batch).
+    pub fn size_for(self, iter_seed: u64) -> usize {
+        match self {
+            BatchMode::One => 0,
+            BatchMode::Size(n) => n,
+            BatchMode::Random => {
+                1 + (SplitMix64::new(iter_seed ^ 0xBA7C_4ED0_0000_0008).next_u64() % 4) as usize
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for BatchMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "random" => Ok(BatchMode::Random),
+            _ => match s.parse::<usize>() {
+                Ok(0) => Ok(BatchMode::One),
+                Ok(n) => Ok(BatchMode::Size(n)),
+                Err(_) => Err(format!("`{s}`: a batch size (0 for one batch) or `random`")),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for BatchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchMode::One => write!(f, "0"),
+            BatchMode::Size(n) => write!(f, "{n}"),
+            BatchMode::Random => write!(f, "random"),
         }
     }
 }
@@ -141,6 +206,10 @@ pub struct FuzzReport {
     pub merged_similar: u64,
     /// Pass statistics summed over the iterations (`merged`, `lvn.removed`, ...).
     pub stats: Stats,
+    /// Modules compiled in several batches (`FuzzOptions::batch`).
+    pub batched_modules: usize,
+    /// `finalize_definitions` calls of the batched modules, over all modules.
+    pub batches: usize,
 }
 
 impl FuzzReport {
@@ -2547,6 +2616,253 @@ pub fn compile_pipeline_linked(
     Ok(j)
 }
 
+/// The names a function refers to, spelled as `Function::name` displays them (`%f0`), each
+/// with whether its address is taken (`func_addr`, `symbol_value`) rather than only called.
+fn referenced_names(f: &Function) -> Vec<(String, bool)> {
+    let mut addressed: std::collections::HashSet<FuncRef> = std::collections::HashSet::new();
+    for b in f.layout.blocks() {
+        for i in f.layout.block_insts(b) {
+            if let InstructionData::FuncAddr { func_ref, .. } = f.dfg.insts[i] {
+                addressed.insert(func_ref);
+            }
+        }
+    }
+    let mut names: Vec<(String, bool)> = f
+        .dfg
+        .ext_funcs
+        .iter()
+        .map(|(r, e)| {
+            let name = e.name.display(Some(&f.params)).to_string();
+            (name, addressed.contains(&r))
+        })
+        .collect();
+    for gv in f.global_values.values() {
+        if let GlobalValueData::Symbol { name, .. } = gv {
+            names.push((name.display(Some(&f.params)).to_string(), true));
+        }
+    }
+    names
+}
+
+/// The batches in which `compile_pipeline_batched` defines `funcs` (indices into `funcs`), for
+/// batches of `size` (at least 1).
+///
+/// cranelift-jit patches a function's calls when it finalizes it, so everything a function
+/// refers to must be defined by then: in its own batch or an earlier one. The functions go in
+/// module order, except that one waits until what it refers to is placed (the generator's
+/// base functions call the clones that follow them), and functions that refer to each other
+/// (a cycle of the reference graph, recursion) go in one batch, which may then hold more than
+/// `size`. A batch is closed once it holds `size` functions, or before a cycle that would
+/// make it exceed `size`.
+///
+/// Unless `late_addresses`, a function whose address another takes goes in one batch with it,
+/// as if they called each other: `MergeModule` learns that an address is observed when it
+/// sees the code taking it, and cannot yet give an address to a function it merged away in
+/// an earlier batch (cranelift-jit panics `can't resolve symbol` at the finalize).
+pub fn batch_plan(funcs: &[Function], size: usize, late_addresses: bool) -> Vec<Vec<usize>> {
+    let size = size.max(1);
+    let n = funcs.len();
+    let index: std::collections::HashMap<String, usize> = funcs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.to_string(), i))
+        .collect();
+    let mut refs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, f) in funcs.iter().enumerate() {
+        for (name, address) in referenced_names(f) {
+            let Some(&j) = index.get(&name) else {
+                continue;
+            };
+            if j != i {
+                refs[i].push(j);
+                if address && !late_addresses {
+                    refs[j].push(i);
+                }
+            }
+        }
+    }
+    for r in &mut refs {
+        r.sort_unstable();
+        r.dedup();
+    }
+    // Strongly connected components (Tarjan, iterative), numbered in completion order.
+    let mut comp = vec![usize::MAX; n];
+    let mut num = vec![usize::MAX; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut n_comps = 0;
+    let mut counter = 0;
+    for root in 0..n {
+        if num[root] != usize::MAX {
+            continue;
+        }
+        let mut work: Vec<(usize, usize)> = vec![(root, 0)];
+        num[root] = counter;
+        low[root] = counter;
+        counter += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut k)) = work.last_mut() {
+            if let Some(&w) = refs[v].get(*k) {
+                *k += 1;
+                if num[w] == usize::MAX {
+                    num[w] = counter;
+                    low[w] = counter;
+                    counter += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(num[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == num[v] {
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp[w] = n_comps;
+                    if w == v {
+                        break;
+                    }
+                }
+                n_comps += 1;
+            }
+        }
+    }
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); n_comps];
+    for (i, &c) in comp.iter().enumerate() {
+        members[c].push(i); // in module order
+    }
+    // Components in module order of their first member, each once those it refers to are
+    // placed (Kahn's algorithm, the smallest first member first).
+    let mut waits_on = vec![0usize; n_comps];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n_comps];
+    for c in 0..n_comps {
+        let mut deps: Vec<usize> = members[c]
+            .iter()
+            .flat_map(|&i| refs[i].iter().map(|&j| comp[j]))
+            .filter(|&d| d != c)
+            .collect();
+        deps.sort_unstable();
+        deps.dedup();
+        waits_on[c] = deps.len();
+        for d in deps {
+            users[d].push(c);
+        }
+    }
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<(usize, usize)>> = (0..n_comps)
+        .filter(|&c| waits_on[c] == 0)
+        .map(|c| std::cmp::Reverse((members[c][0], c)))
+        .collect();
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    while let Some(std::cmp::Reverse((_, c))) = ready.pop() {
+        if !current.is_empty() && current.len() + members[c].len() > size {
+            batches.push(std::mem::take(&mut current));
+        }
+        current.extend_from_slice(&members[c]);
+        if current.len() >= size {
+            batches.push(std::mem::take(&mut current));
+        }
+        for &u in &users[c] {
+            waits_on[u] -= 1;
+            if waits_on[u] == 0 {
+                ready.push(std::cmp::Reverse((members[u][0], u)));
+            }
+        }
+    }
+    if !current.is_empty() {
+        batches.push(current);
+    }
+    debug_assert_eq!(batches.iter().map(Vec::len).sum::<usize>(), n);
+    batches
+}
+
+/// `compile_pipeline_linked` in batches (`FuzzOptions::batch`): every function is declared
+/// first, then the batches of `plan` (indices into `funcs`, each function once, as
+/// `batch_plan` makes them) are defined one after another, each
+/// followed by `finalize_definitions` (the incremental path: later batches merge into the
+/// frozen functions of earlier ones). The statistics are those of all the batches.
+#[allow(clippy::too_many_arguments)]
+pub fn compile_pipeline_batched(
+    frame_pointers: bool,
+    funcs: &[Function],
+    locals: &[String],
+    passes: &str,
+    lower_all: bool,
+    plan: &[Vec<usize>],
+    stats: &mut Stats,
+) -> Result<LinkedJit, String> {
+    let config = MergeConfig {
+        passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
+        verify_lir: true,
+        lower_all,
+        ..Default::default()
+    };
+    let isa = pipeline_isa(frame_pointers)?;
+    let linked: Vec<(Linkage, Function)> = funcs
+        .iter()
+        .map(|f| {
+            let local = locals.contains(&jit_driver::opmap::func_name(&f.name));
+            let l = if local {
+                Linkage::Local
+            } else {
+                Linkage::Export
+            };
+            (l, f.clone())
+        })
+        .collect();
+    let j = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let jit = JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+        let mut m = MergeModule::with_config(jit, config);
+        let define = |m: &mut MergeModule<JITModule>| {
+            let declared = jit_driver::declare_by_name(m, linked)?;
+            let mut bodies: Vec<Option<(String, FuncId, Function)>> =
+                declared.into_iter().map(Some).collect();
+            let mut ids = Vec::with_capacity(bodies.len());
+            let mut ctx = cranelift_codegen::Context::new();
+            for b in plan {
+                for &i in b {
+                    let (name, id, f) = bodies[i].take().expect("each function in one batch");
+                    ctx.clear();
+                    ctx.func = f;
+                    m.define_function(id, &mut ctx)?;
+                    ids.push((name, id));
+                }
+                m.finalize_definitions()?;
+            }
+            cranelift_module::ModuleResult::Ok(ids)
+        };
+        let ids = match define(&mut m) {
+            Ok(ids) => ids,
+            Err(e) => {
+                // SAFETY: nothing was called.
+                unsafe { m.free_memory() };
+                return Err(format!("{e:#}"));
+            }
+        };
+        Ok(LinkedJit {
+            module: Some(m),
+            ids: ids.into_iter().collect(),
+        })
+    }))
+    .map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        format!("the pipeline panicked: {msg}")
+    })??;
+    stats.merge_from(j.stats());
+    Ok(j)
+}
+
 /// Run the calls in forked children (one child runs calls until one traps; the next child
 /// resumes after it).
 pub fn run_jit<M: WrapperCall + ?Sized>(module: &M, calls: &[(String, Vec<i64>)]) -> Vec<Outcome> {
@@ -2622,19 +2938,36 @@ pub fn run_jit<M: WrapperCall + ?Sized>(module: &M, calls: &[(String, Vec<i64>)]
 }
 
 /// How the pipeline side compiles: passes, every function lowered, frame pointers, the local
-/// functions.
-type Setup<'a> = (&'a str, bool, bool, &'a [String]);
+/// functions, the batch size (0: one batch; see `compile_pipeline_batched`) and whether
+/// addresses may be taken in later batches (`FuzzOptions::late_addresses`).
+type Setup<'a> = (&'a str, bool, bool, &'a [String], (usize, bool));
 
 /// The first disagreement of a module on the given calls: (call index, description).
 fn first_mismatch(
     funcs: &[Function],
     calls: &[(String, Vec<i64>)],
-    (passes, lower_all, frame_pointers, locals): Setup,
+    (passes, lower_all, frame_pointers, locals, (batch, late)): Setup,
     mut report: Option<&mut FuzzReport>,
 ) -> Option<(usize, String, Vec<Outcome>)> {
     let oracle: Vec<Outcome> = calls.iter().map(|(n, a)| interpret(funcs, n, a)).collect();
     let mut stats = Stats::default();
-    let compiled: Result<Box<dyn WrapperCall>, String> = if locals.is_empty() {
+    let compiled: Result<Box<dyn WrapperCall>, String> = if batch > 0 {
+        let plan = batch_plan(funcs, batch, late);
+        if let Some(r) = report.as_deref_mut() {
+            r.batched_modules += 1;
+            r.batches += plan.len();
+        }
+        compile_pipeline_batched(
+            frame_pointers,
+            funcs,
+            locals,
+            passes,
+            lower_all,
+            &plan,
+            &mut stats,
+        )
+        .map(|j| Box::new(j) as Box<dyn WrapperCall>)
+    } else if locals.is_empty() {
         compile_pipeline_on(frame_pointers, funcs, passes, lower_all, &mut stats)
             .map(|h| Box::new(h) as Box<dyn WrapperCall>)
     } else {
@@ -2700,11 +3033,18 @@ fn minimize(
         let mut i = 0;
         while i < funcs.len() {
             let name = funcs[i].name.to_string();
+            // Batched, symbols (`symbol_value`) count too: a module without the function a
+            // symbol names fails otherwise (in one batch, as this minimizer always did).
+            let batched = setup.4 .0 > 0;
             let referenced = name == entry
-                || funcs
-                    .iter()
-                    .enumerate()
-                    .any(|(j, f)| j != i && called_names(f).contains(&name));
+                || funcs.iter().enumerate().any(|(j, f)| {
+                    j != i
+                        && if batched {
+                            referenced_names(f).iter().any(|(n, _)| *n == name)
+                        } else {
+                            called_names(f).contains(&name)
+                        }
+                });
             if referenced {
                 i += 1;
                 continue;
@@ -2855,11 +3195,13 @@ pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> 
     // Every other module compiles every function from its lowered LIR (testing lift and
     // lower everywhere); the others compile unchanged functions from their input (testing
     // that rule and the redirected calls).
+    let batch = opts.batch.size_for(iter_seed);
     let setup = (
         opts.passes.as_str(),
         iter_seed & 1 == 1,
         cfg.frame_pointers,
         gm.locals.as_slice(),
+        (batch, opts.late_addresses),
     );
     let (idx, desc, oracle) = first_mismatch(&gm.functions, &calls, setup, Some(report))?;
     let (funcs, call, mdesc) = minimize(gm.functions.clone(), calls[idx].clone(), setup);
@@ -2875,8 +3217,31 @@ pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> 
         .filter(|l| names.contains(l))
         .map(|l| format!("%{l}"))
         .collect();
+    // Batched: the batches of the minimized module, each followed by finalize_definitions.
+    let batches = if batch > 0 {
+        let plan: Vec<String> = batch_plan(&funcs, batch, opts.late_addresses)
+            .iter()
+            .map(|b| {
+                let names: Vec<String> = b.iter().map(|&i| funcs[i].name.to_string()).collect();
+                format!("[{}]", names.join(" "))
+            })
+            .collect();
+        format!(
+            "\nbatch mode `--batch {}{}`: batches of {batch} (all functions declared first; \
+             finalize_definitions after each batch): {}",
+            opts.batch,
+            if opts.late_addresses {
+                " --late-addresses"
+            } else {
+                ""
+            },
+            plan.join(" ")
+        )
+    } else {
+        String::new()
+    };
     let header = format!(
-        "mergelift fuzz: iteration seed {iter_seed:#x}, passes `{}`{}{}, edge cases {:#x}\n\
+        "mergelift fuzz: iteration seed {iter_seed:#x}, passes `{}`{}{}, edge cases {:#x}{batches}\n\
          local functions (Linkage::Local; the others exported): {}\n{}\n(before minimizing: {desc})",
         opts.passes,
         if setup.1 { ", every function lowered" } else { "" },
@@ -2890,11 +3255,21 @@ pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> 
         text = text.replacen(FP_SETTING, "", 1);
     }
     let _ = std::fs::create_dir_all(&opts.out_dir);
-    let path = opts.out_dir.join(format!("fuzz-{iter_seed:016x}.clif"));
+    let path = if batch > 0 {
+        opts.out_dir
+            .join(format!("fuzz-{iter_seed:016x}-batch{batch}.clif"))
+    } else {
+        opts.out_dir.join(format!("fuzz-{iter_seed:016x}.clif"))
+    };
     let written = std::fs::write(&path, text).is_ok();
     log::debug!("fuzz iteration took {:?}", t0.elapsed());
     Some(format!(
-        "seed {iter_seed:#x}: %{}: {mdesc}{}",
+        "seed {iter_seed:#x}{}: %{}: {mdesc}{}",
+        if batch > 0 {
+            format!(" (batches of {batch})")
+        } else {
+            String::new()
+        },
         call.0,
         if written {
             format!(" (reproducer: {})", path.display())

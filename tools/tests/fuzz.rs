@@ -1,8 +1,8 @@
 //! Bounded differential fuzzing of the pipeline against Cranelift's interpreter (issue 7).
 
 use mergelift_tools::fuzz::{
-    compare_outcomes, fuzz, generate_module, interpret, module_for_seed, verify_all, FuzzOptions,
-    Outcome, SplitMix64,
+    batch_plan, compare_outcomes, fuzz, generate_module, interpret, module_for_seed, verify_all,
+    BatchMode, FuzzOptions, Outcome, SplitMix64,
 };
 use std::path::PathBuf;
 
@@ -29,6 +29,7 @@ fn bounded_fuzz_run_finds_no_mismatch() {
         passes: std::env::var("MERGELIFT_FUZZ_PASSES")
             .unwrap_or_else(|_| "merge,merge-similar,lvn".into()),
         out_dir: out_dir(),
+        ..Default::default()
     };
     let t = std::time::Instant::now();
     let report = fuzz(&opts);
@@ -471,6 +472,7 @@ fn every_pass_order_keeps_behaviour() {
             seed: 0x6f72_6465_7200 + k as u64,
             passes: order.join(","),
             out_dir: out_dir(),
+            ..Default::default()
         };
         let report = fuzz(&opts);
         calls += report.calls;
@@ -489,3 +491,191 @@ fn every_pass_order_keeps_behaviour() {
     assert!(calls > orders.len() * iterations);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Batched mode (`--batch`): the pipeline defines each module a few functions at a time with
+/// `finalize_definitions` after each batch, as a lazy JIT does, so later batches merge into
+/// frozen code (`merge_one` for batches of one, `merge_into_frozen` for larger ones). Every
+/// call must still agree with the interpreter, and merges into frozen functions must happen.
+/// The passes are the library's default (`merge,merge-similar`): with `lvn` after `merge`,
+/// few functions merge into frozen ones (a frozen function is indexed as `lvn` left it, a new
+/// one looked up as defined), and the count would not show that the path was exercised.
+#[test]
+fn batched_fuzz_run_merges_into_frozen_code() {
+    let iterations = std::env::var("MERGELIFT_FUZZ_BATCH_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    for (k, batch) in [BatchMode::Size(1), BatchMode::Size(2), BatchMode::Random]
+        .into_iter()
+        .enumerate()
+    {
+        let opts = FuzzOptions {
+            iterations,
+            seed: 0x6261_7463_6800 + k as u64,
+            passes: "merge,merge-similar".into(),
+            out_dir: out_dir(),
+            batch,
+            late_addresses: false,
+        };
+        let t = std::time::Instant::now();
+        let report = fuzz(&opts);
+        let into_frozen = report.stats.get("merge.into_frozen");
+        eprintln!(
+            "fuzz --batch {batch}: {} in {:?}; {} calls compared, {} batches, merged {}, \
+             merge.into_frozen {into_frozen}, merged_similar {}",
+            report.summary(),
+            t.elapsed(),
+            report.calls,
+            report.batches,
+            report.stats.get("merged"),
+            report.merged_similar,
+        );
+        assert_eq!(report.passed + report.failed, iterations);
+        assert_eq!(report.failed, 0, "{}", report.failures.join("\n"));
+        assert!(report.calls > iterations, "too few calls compared");
+        assert_eq!(report.batched_modules, iterations);
+        assert!(
+            report.batches > 2 * iterations,
+            "modules were not split: {} batches",
+            report.batches
+        );
+        assert_eq!(report.stats.get("flushes"), report.batches as u64);
+        assert!(
+            into_frozen > 0,
+            "--batch {batch}: nothing merged into frozen code"
+        );
+    }
+}
+
+/// A batch plan places every function once, never before what it refers to (a callee is in
+/// the same batch or an earlier one), keeps batches at the size asked for unless recursion
+/// ties more functions together, and is module order when nothing refers forward.
+#[test]
+fn batch_plans_respect_references() {
+    for seed in 0..40u64 {
+        let m = module_for_seed(seed).unwrap();
+        let funcs = &m.functions;
+        for size in 1..=4 {
+            let plan = batch_plan(funcs, size, false);
+            let mut batch_of = vec![usize::MAX; funcs.len()];
+            for (b, fs) in plan.iter().enumerate() {
+                assert!(!fs.is_empty());
+                for &i in fs {
+                    assert_eq!(batch_of[i], usize::MAX, "placed twice");
+                    batch_of[i] = b;
+                }
+            }
+            assert!(batch_of.iter().all(|&b| b != usize::MAX), "not placed");
+            let index = |name: &str| funcs.iter().position(|f| f.name.to_string() == name);
+            for (i, f) in funcs.iter().enumerate() {
+                for e in f.dfg.ext_funcs.values() {
+                    let name = e.name.display(Some(&f.params)).to_string();
+                    if let Some(j) = index(&name) {
+                        assert!(
+                            batch_of[j] <= batch_of[i],
+                            "seed {seed}: {} is defined after its caller {}",
+                            name,
+                            f.name
+                        );
+                    }
+                }
+                // Addresses are taken in the batch of the function (not `late_addresses`).
+                for b in f.layout.blocks() {
+                    for inst in f.layout.block_insts(b) {
+                        if let cranelift_codegen::ir::InstructionData::FuncAddr {
+                            func_ref, ..
+                        } = f.dfg.insts[inst]
+                        {
+                            let e = &f.dfg.ext_funcs[func_ref];
+                            let name = e.name.display(Some(&f.params)).to_string();
+                            if let Some(j) = index(&name) {
+                                assert_eq!(batch_of[j], batch_of[i], "seed {seed}: {name}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // No references: module order, in batches of the size.
+    let m = module_for_seed(1).unwrap();
+    let leaves: Vec<_> = m
+        .functions
+        .iter()
+        .filter(|f| f.dfg.ext_funcs.is_empty() && f.global_values.is_empty())
+        .cloned()
+        .collect();
+    if leaves.len() >= 2 {
+        let plan = batch_plan(&leaves, 2, false);
+        let flat: Vec<usize> = plan.iter().flatten().copied().collect();
+        assert_eq!(flat, (0..leaves.len()).collect::<Vec<_>>());
+        assert!(plan.iter().all(|b| b.len() <= 2));
+    }
+}
+
+/// Known bug found by `--batch --late-addresses` (not fixed here): a later batch that takes
+/// the address (`func_addr`) of a function an earlier batch merged away (no code of its own:
+/// an exact merge of a local or exported function, or a `merge-similar` fold) makes
+/// cranelift-jit panic `can't resolve symbol g` at the finalize. In one batch the address
+/// would be seen as observed and the function kept as a thunk. Ignored until `MergeModule`
+/// can give such a function code late (a thunk to its survivor, with the fold's extras).
+#[test]
+#[ignore = "known bug: address taken after the function was merged away in an earlier batch"]
+fn address_taken_after_an_earlier_batch_merged_the_function() {
+    use cranelift_module::{Linkage, Module};
+    let text = "
+function %f(i64) -> i64 {
+block0(v0: i64):
+    v1 = iconst.i64 7
+    v2 = iadd v0, v1
+    return v2
+}
+function %g(i64) -> i64 {
+block0(v0: i64):
+    v1 = iconst.i64 7
+    v2 = iadd v0, v1
+    return v2
+}
+function %h() -> i64 {
+    sig0 = (i64) -> i64
+    fn0 = colocated %g sig0
+block0:
+    v0 = func_addr.i64 fn0
+    return v0
+}
+";
+    let funcs = cranelift_reader::parse_functions(text).unwrap();
+    for g_linkage in [Linkage::Local, Linkage::Export] {
+        let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
+        let jit = cranelift_jit::JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+        let mut m = jit_driver::MergeModule::new(jit);
+        let linked = vec![
+            (Linkage::Export, funcs[0].clone()),
+            (g_linkage, funcs[1].clone()),
+            (Linkage::Export, funcs[2].clone()),
+        ];
+        let declared = jit_driver::declare_by_name(&mut m, linked).unwrap();
+        let ids: Vec<_> = declared.iter().map(|(_, id, _)| *id).collect();
+        let mut ctx = cranelift_codegen::Context::new();
+        for (k, (_, id, f)) in declared.into_iter().enumerate() {
+            ctx.clear();
+            ctx.func = f;
+            m.define_function(id, &mut ctx).unwrap();
+            if k == 1 {
+                // Batch 1: f and g; g merges into f.
+                m.finalize_definitions().unwrap();
+                assert_eq!(m.merged_into(ids[1]), Some(ids[0]), "{g_linkage:?}");
+            }
+        }
+        // Batch 2: h takes g's address.
+        m.finalize_definitions().unwrap();
+        // SAFETY: h is `() -> i64`.
+        let h: extern "C" fn() -> i64 =
+            unsafe { std::mem::transmute(m.get_finalized_function(ids[2])) };
+        let g: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(h() as usize) };
+        assert_eq!(g(1), 8);
+        // SAFETY: nothing runs any more.
+        unsafe { m.free_memory() };
+    }
+}
+
