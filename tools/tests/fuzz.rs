@@ -679,3 +679,21 @@ block0:
     }
 }
 
+/// Regression (found by `--batch 2`): a call, in a later batch, to a function that `merge`
+/// aliased to a member `merge-similar` then folded (no code of its own: `f0_dup1` -> `f0`,
+/// folded into a shared body) was not rewritten to call the shared body, and cranelift-jit
+/// panicked `can't resolve symbol f0`. `merge-similar` now looks the callee up through
+/// aliases when it rewrites calls of members merged by earlier batches.
+#[test]
+fn later_batch_calls_a_folded_member_through_an_alias() {
+    let opts = FuzzOptions {
+        passes: "merge,merge-similar,lvn".into(),
+        out_dir: out_dir(),
+        batch: BatchMode::Size(2),
+        ..Default::default()
+    };
+    let mut report = mergelift_tools::fuzz::FuzzReport::default();
+    let failure = mergelift_tools::fuzz::fuzz_one(0x4c32_5863_daa5_8e82, &opts, &mut report);
+    assert_eq!(failure, None);
+    assert!(report.calls > 0);
+}

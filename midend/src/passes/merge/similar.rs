@@ -1236,7 +1236,9 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
             for &i in f.block_insts(b) {
                 if matches!(f.insts[i].opcode, Opcode::Call | Opcode::TailCall) {
                     if let Some(&Operand::Sym(s, 0)) = f.operands(i).first() {
-                        if m.call_rewrite(s).is_some() {
+                        // Through aliases: a function merged by `merge` into a member (its
+                        // calls go to the member, which has no code either).
+                        if m.call_rewrite(m.resolve_alias(s)).is_some() {
                             sites.push((b, i));
                         }
                     }
@@ -1247,7 +1249,10 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
             let Some(&Operand::Sym(member, 0)) = m.functions[id].operands(i).first() else {
                 continue;
             };
-            let rw = m.call_rewrite(member).expect("found above").clone();
+            let rw = m
+                .call_rewrite(m.resolve_alias(member))
+                .expect("found above")
+                .clone();
             extras.clear();
             sigs.clear();
             for e in &rw.extras {
