@@ -166,8 +166,8 @@ enum Cmd {
         #[arg(long, default_value = "0", value_name = "N|random")]
         batch: mergelift_tools::fuzz::BatchMode,
         /// With --batch: let a function take the address of one defined in an earlier batch
-        /// (by default the two share a batch: MergeModule cannot yet give an address to a
-        /// function it merged away in an earlier batch, and cranelift-jit panics).
+        /// (by default the two share a batch). Exercises the late thunks MergeModule gives a
+        /// function merged away in an earlier batch when a later one takes its address.
         #[arg(long)]
         late_addresses: bool,
     },

@@ -107,9 +107,8 @@ pub struct FuzzOptions {
     /// incremental path of `MergeModule`).
     pub batch: BatchMode,
     /// In batches: let a function take the address of (`func_addr`, `symbol_value`) a function
-    /// of an earlier batch. Off (the default), the two go in one batch (see `batch_plan`):
-    /// `MergeModule` cannot yet give an address to a function merged away (without code of its
-    /// own) in an earlier batch; cranelift-jit panics `can't resolve symbol` at the finalize.
+    /// of an earlier batch. Off (the default), the two go in one batch (see `batch_plan`); on,
+    /// a function merged away in an earlier batch gets a late thunk from `MergeModule`.
     pub late_addresses: bool,
 }
 
@@ -2657,8 +2656,8 @@ fn referenced_names(f: &Function) -> Vec<(String, bool)> {
 ///
 /// Unless `late_addresses`, a function whose address another takes goes in one batch with it,
 /// as if they called each other: `MergeModule` learns that an address is observed when it
-/// sees the code taking it, and cannot yet give an address to a function it merged away in
-/// an earlier batch (cranelift-jit panics `can't resolve symbol` at the finalize).
+/// sees the code taking it (with `late_addresses`, a function it merged away in an earlier
+/// batch gets a thunk in the later one).
 pub fn batch_plan(funcs: &[Function], size: usize, late_addresses: bool) -> Vec<Vec<usize>> {
     let size = size.max(1);
     let n = funcs.len();

@@ -613,14 +613,12 @@ fn batch_plans_respect_references() {
     }
 }
 
-/// Known bug found by `--batch --late-addresses` (not fixed here): a later batch that takes
-/// the address (`func_addr`) of a function an earlier batch merged away (no code of its own:
-/// an exact merge of a local or exported function, or a `merge-similar` fold) makes
-/// cranelift-jit panic `can't resolve symbol g` at the finalize. In one batch the address
-/// would be seen as observed and the function kept as a thunk. Ignored until `MergeModule`
-/// can give such a function code late (a thunk to its survivor, with the fold's extras).
+/// Found by `--batch --late-addresses`: a later batch that takes the address (`func_addr`) of
+/// a function an earlier batch merged away (no code of its own: an exact merge of a local or
+/// exported function, or a `merge-similar` fold) made cranelift-jit panic `can't resolve
+/// symbol g` at the finalize. Now the function gets code in the later batch: a thunk to its
+/// survivor, with an address of its own.
 #[test]
-#[ignore = "known bug: address taken after the function was merged away in an earlier batch"]
 fn address_taken_after_an_earlier_batch_merged_the_function() {
     use cranelift_module::{Linkage, Module};
     let text = "
@@ -674,6 +672,9 @@ block0:
             unsafe { std::mem::transmute(m.get_finalized_function(ids[2])) };
         let g: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(h() as usize) };
         assert_eq!(g(1), 8);
+        // Its own address, not its survivor's.
+        assert_ne!(h() as usize, m.get_finalized_function(ids[0]) as usize);
+        assert_eq!(m.merged_into(ids[1]), Some(ids[0]));
         // SAFETY: nothing runs any more.
         unsafe { m.free_memory() };
     }

@@ -645,9 +645,15 @@ impl Core {
         // Addresses taken in the new code, and stored in data: such functions keep an address
         // of their own.
         let taken = std::mem::take(&mut self.lift_ctx.taken);
+        // Functions an earlier batch merged away (no code) whose address the new code takes:
+        // they get code below, a thunk to their survivor.
+        let mut late: Vec<FuncId> = Vec::new();
         for &s in &taken {
             if let Some(g) = self.func_of(s) {
                 self.taken[g] = true;
+                if self.state[g] == State::Merged {
+                    late.push(g);
+                }
             }
         }
         self.lift_ctx.taken = taken;
@@ -729,6 +735,27 @@ impl Core {
                 redirect: r.callers_redirected,
             });
             self.any_merged = true;
+        }
+        // A function merged away by an earlier batch whose address this batch takes becomes a
+        // thunk to its survivor, compiled with the batch: the address exists, and is its own.
+        // (A fold's thunk may take the address of another such function: a worklist.)
+        while let Some(g) = late.pop() {
+            if self.state[g] != State::Merged {
+                continue;
+            }
+            let Some(lid) = self.lifted[g].expand() else {
+                continue;
+            };
+            if !midend::passes::merge::thunk_for_address(&mut self.lir, lid) {
+                continue;
+            }
+            let mut next = Vec::new();
+            self.lir.functions[lid].for_each_taken_symbol(|s| next.push(s));
+            late.extend(next.into_iter().filter_map(|s| self.func_of(s)));
+            self.state[g] = State::Pending;
+            self.taken[g] = true;
+            self.stats.add("late_thunks", 1);
+            made.push((g, lid));
         }
         // Survivors merged in turn (into a function of an earlier batch): point at the last.
         for &(g, _) in &batch {

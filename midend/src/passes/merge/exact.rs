@@ -565,6 +565,53 @@ pub(super) fn make_thunk_with(
     core::mem::replace(&mut m.functions[g], t)
 }
 
+/// Give code back to a function merged away (aliased, replaced or folded: it has no code)
+/// whose address is taken after the merge, by a later batch of an incremental module: it
+/// becomes a thunk calling its survivor (for a fold, the shared body with the member's extra
+/// arguments), so the address exists and is the function's own. Calls keep going to the
+/// survivor (the alias and the call rewrite stay). Returns false, changing nothing, for a
+/// function that was not merged away.
+pub fn thunk_for_address(m: &mut Module, g: FuncId) -> bool {
+    if !m.removed[g] {
+        return false;
+    }
+    let Some(gs) = m.symbol_of(g) else {
+        return false;
+    };
+    if let Some(rw) = m.call_rewrite(gs).cloned() {
+        let n_extra = rw.extras.len();
+        make_thunk_with(m, g, rw.shared, rw.sig, n_extra, false, |t, b, ops| {
+            for e in &rw.extras {
+                let (r, i) = match e {
+                    ExtraArg::Const(ty, c) => {
+                        let r = t.new_reg(*ty);
+                        (r, t.make_inst(Opcode::Copy, *ty, &[r], &[*c]))
+                    }
+                    ExtraArg::FuncAddr(s, sig) => {
+                        let r = t.new_reg(Type::I64);
+                        let sr = t.sigs.push(sig.clone());
+                        let i =
+                            t.make_inst(Opcode::FuncAddr, Type::I64, &[r], &[Operand::Sym(*s, 0)]);
+                        t.insts[i].aux = sr.as_u32();
+                        (r, i)
+                    }
+                };
+                let n = t.block_insts(b).len();
+                t.insert_inst(b, n, i);
+                ops.push(Operand::Reg(r));
+            }
+        });
+    } else {
+        let target = m.resolve_alias(gs);
+        if target == gs {
+            return false;
+        }
+        make_thunk(m, g, target);
+    }
+    m.removed[g] = false;
+    true
+}
+
 /// Give every function merged into an equal one (an alias or a replaced local) a body again: a
 /// thunk that calls its survivor. For output that must stay a whole module, such as
 /// `mergelift opt --emit clif`, where every input function must still be there and callable by

@@ -48,7 +48,9 @@ mod similar;
 mod walk;
 
 pub use comparator::{validate_merge, ComparatorState, FunctionComparator};
-pub use exact::{merge_functions_reusing, merge_functions_with, thunk_merged, MergeScratch};
+pub use exact::{
+    merge_functions_reusing, merge_functions_with, thunk_for_address, thunk_merged, MergeScratch,
+};
 pub use index::{freeze, FrozenIndex};
 pub use scope::{Classes, ScopeMap};
 pub use similar::{merge_similar, CostModel, MergeSimilar, SimilarOptions, SimilarReport};
