@@ -512,7 +512,10 @@ impl NameResolver for ModuleNames<'_> {
         sym: lir::Symbol,
         _sig: ir::SigRef,
     ) -> ir::ExternalName {
-        let sym = m.resolve_alias(sym);
+        // A merged function's name means its survivor, unless it has code of its own again
+        // (a late thunk: `thunk_for_address`).
+        let own = m.symbols[sym].def.expand().is_some_and(|d| !m.removed[d]);
+        let sym = if own { sym } else { m.resolve_alias(sym) };
         match self.sym_func.get(sym).and_then(|f| f.expand()) {
             Some(id) => Self::user(func, 0, id.as_u32()),
             None => Self::other(m, func, sym),

@@ -578,7 +578,9 @@ pub fn thunk_for_address(m: &mut Module, g: FuncId) -> bool {
     let Some(gs) = m.symbol_of(g) else {
         return false;
     };
-    if let Some(rw) = m.call_rewrite(gs).cloned() {
+    // The function's calls go to: through aliases (an exact merge), then through a fold.
+    let to = m.resolve_alias(gs);
+    if let Some(rw) = m.call_rewrite(to).cloned() {
         let n_extra = rw.extras.len();
         make_thunk_with(m, g, rw.shared, rw.sig, n_extra, false, |t, b, ops| {
             for e in &rw.extras {
@@ -602,13 +604,13 @@ pub fn thunk_for_address(m: &mut Module, g: FuncId) -> bool {
             }
         });
     } else {
-        let target = m.resolve_alias(gs);
-        if target == gs {
+        if to == gs {
             return false;
         }
-        make_thunk(m, g, target);
+        make_thunk(m, g, to);
     }
     m.removed[g] = false;
+    m.symbols[gs].def = Some(g).into();
     true
 }
 
