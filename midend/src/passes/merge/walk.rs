@@ -360,74 +360,60 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
             n += 1;
             for &i in insts {
                 let d = &f.insts[i];
-                weak = mix(weak, d.opcode as u64);
+                let opcode = d.opcode;
+                weak = mix(weak, opcode as u64);
                 let (ty, nres, nops) = (d.ty.raw() as u32, d.results.len, d.operands.len);
                 let room = 2 * nres as usize + OPERAND_WORDS * nops as usize;
                 room!(4 + room);
-                let mut w = words!();
                 // One head word: opcode, type, result and operand counts (a long form, type
                 // field 0xFF, when they do not fit). The top bit says the instruction has one
                 // result, of its own type, a register not seen before: its serial number is
-                // the next one, and no result word follows (the common case in SSA form).
-                let results = f.results(i);
-                let fresh = match results {
-                    [r] => reg_sn[r.index()] == 0 && f.reg_type(*r) == d.ty,
-                    _ => false,
-                };
-                // (ty < 0xFF && nres < 1 << 4 && nops < 1 << 11, in one test.)
-                if ((ty + 1) >> 8 | nres >> 4 | nops >> 11) == 0 {
-                    w.put(
-                        d.opcode as u32 | ty << 8 | nres << 16 | nops << 20 | (fresh as u32) << 31,
-                    );
-                } else {
-                    w.put(d.opcode as u32 | 0xFF << 8 | (fresh as u32) << 31);
-                    w.put(ty);
-                    w.put(nres);
-                    w.put(nops);
-                }
-                n = w.n;
-                let format = d.opcode.format();
+                // the next one, and no result word follows (the common case in SSA form). One
+                // result's register index is `results.start` itself (see `Function::results`).
+                let r0 = d.results.start as usize;
+                let fresh = nres == 1 && reg_sn[r0] == 0 && f.regs[Reg::new(r0)].ty == d.ty;
+                let format = opcode.format();
                 let mut call = false;
-                if FIELD_FORMATS & 1 << format as u32 != 0 {
-                    format_fields(f, d, format, fields);
-                    room!(fields.len() + room);
-                    buf[n..n + fields.len()].copy_from_slice(fields);
-                    n += fields.len();
+                // (ty < 0xFF && nres < 1 << 4 && nops < 1 << 11, in one test.)
+                if ((ty + 1) >> 8 | nres >> 4 | nops >> 11) == 0
+                    && FIELD_FORMATS & 1 << format as u32 == 0
+                {
+                    buf[n] =
+                        opcode as u32 | ty << 8 | nres << 16 | nops << 20 | (fresh as u32) << 31;
+                    n += 1;
+                } else {
+                    n = put_head_slow(f, d, fresh, tokens, n, fields, room);
+                    buf = &mut tokens[..];
                     call = format == Format::Call;
                 }
-                let mut w = words!();
                 if fresh {
-                    reg_sn[results[0].index()] = next_r;
+                    reg_sn[r0] = next_r;
                     next_r += 1;
-                } else {
-                    for &r in results {
-                        let sn = serial(reg_sn, &mut next_r, r);
-                        let ty = f.reg_type(r).raw() as u32;
-                        if SMALL || sn < 1 << 16 {
-                            w.put(ty | sn << 16);
-                        } else {
-                            w.put(ty);
-                            w.put(sn);
-                        }
-                    }
+                } else if nres != 0 {
+                    n = put_results::<SMALL>(f, i, reg_sn, &mut next_r, buf, n);
                 }
-                let ops = &f.operand_pool[d.operands.range()];
+                let mut ops = &f.operand_pool[d.operands.range()];
                 let mut first = 0;
+                let mut w = words!();
                 if call {
-                    if let Some(&Operand::Sym(sym, off)) = ops.first() {
+                    if let Some((&Operand::Sym(sym, off), rest)) = ops.split_first() {
                         // The callee: compared by class, so only its position and offset here.
                         out.callees.push((sym, i));
                         w.i64(TK_CALLEE, off);
+                        ops = rest;
                         first = 1;
                     }
                 }
-                let holes = SIMILAR && d.opcode != Opcode::ExnHandlerAddr;
-                for (k, &op) in ops[first..].iter().enumerate() {
+                let holes = SIMILAR && opcode != Opcode::ExnHandlerAddr;
+                for (k, &op) in ops.iter().enumerate() {
+                    // Registers first: most operands are.
+                    if let Operand::Reg(r) = op {
+                        let sn = serial(reg_sn, &mut next_r, r);
+                        w.reg(sn, SMALL);
+                        continue;
+                    }
                     match op {
-                        Operand::Reg(r) => {
-                            let sn = serial(reg_sn, &mut next_r, r);
-                            w.reg(sn, SMALL);
-                        }
+                        Operand::Reg(_) => {}
                         Operand::Int(_) | Operand::F32(_) | Operand::F64(_) if holes => {
                             let kind = match op {
                                 Operand::Int(_) => 0,
@@ -516,6 +502,71 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
         weak = mix(weak, order.len() as u64);
     }
     (finish(weak), finish(hash_words(stream)))
+}
+
+/// An instruction's head in the rare forms (see `walk_function`): the long form, and the
+/// format fields (`format_fields`) that follow the head. Room is made for 4 words, then for
+/// the fields and `room` more words. Returns the new length of the stream.
+#[inline(never)]
+fn put_head_slow(
+    f: &Function,
+    d: &InstData,
+    fresh: bool,
+    tokens: &mut Vec<u32>,
+    n: usize,
+    fields: &mut Vec<u32>,
+    room: usize,
+) -> usize {
+    let (ty, nres, nops) = (d.ty.raw() as u32, d.results.len, d.operands.len);
+    let fresh = (fresh as u32) << 31;
+    let mut w = Words {
+        buf: &mut tokens[..],
+        n,
+    };
+    if ((ty + 1) >> 8 | nres >> 4 | nops >> 11) == 0 {
+        w.put(d.opcode as u32 | ty << 8 | nres << 16 | nops << 20 | fresh);
+    } else {
+        w.put(d.opcode as u32 | 0xFF << 8 | fresh);
+        w.put(ty);
+        w.put(nres);
+        w.put(nops);
+    }
+    let mut n = w.n;
+    let format = d.opcode.format();
+    if FIELD_FORMATS & 1 << format as u32 != 0 {
+        format_fields(f, d, format, fields);
+        if tokens.len() - n < fields.len() + room {
+            grow_tokens(tokens, n + fields.len() + room);
+        }
+        tokens[n..n + fields.len()].copy_from_slice(fields);
+        n += fields.len();
+    }
+    n
+}
+
+/// The result words of an instruction whose results are not one fresh register (see
+/// `walk_function`): type and serial number of each. Returns the new length of the stream.
+#[inline(never)]
+fn put_results<const SMALL: bool>(
+    f: &Function,
+    i: Inst,
+    reg_sn: &mut [u32],
+    next_r: &mut u32,
+    buf: &mut [u32],
+    n: usize,
+) -> usize {
+    let mut w = Words { buf, n };
+    for &r in f.results(i) {
+        let sn = serial(reg_sn, next_r, r);
+        let ty = f.reg_type(r).raw() as u32;
+        if SMALL || sn < 1 << 16 {
+            w.put(ty | sn << 16);
+        } else {
+            w.put(ty);
+            w.put(sn);
+        }
+    }
+    w.n
 }
 
 /// The hash of a signature, where the weak hash starts.
