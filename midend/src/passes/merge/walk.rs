@@ -5,7 +5,7 @@
 
 use super::scope::ScopeMap;
 use super::MergeReport;
-use crate::hash::{finish, HashMap, HashSet};
+use crate::hash::{finish, HashSet};
 use crate::lir::*;
 use core::hash::{Hash, Hasher};
 use cranelift_entity::EntityRef;
@@ -281,6 +281,14 @@ fn format_fields(f: &Function, d: &InstData, format: Format, t: &mut Vec<u32>) {
 ///   filter of seed 001. Functions with a unique weak hash are never compared.
 /// - `local`: the hash of the token stream.
 pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64) {
+    let (weak, local, len) = walk_stream(f, s, out);
+    out.tokens.extend_from_slice(&s.tokens[..len]);
+    (weak, local)
+}
+
+/// `function_hashes`, leaving the token stream in `s.tokens[..len]` (with `len` returned)
+/// rather than appending it to `out.tokens` (the walk of a module interns it from there).
+fn walk_stream(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64, usize) {
     // Serial numbers of registers fit 16 bits, and of blocks 28 bits less one, in most
     // functions: those are walked with no checks for the long forms.
     let small = f.regs.len() < 1 << 16 && f.blocks.len() < (1 << 28) - 2;
@@ -299,7 +307,7 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
     f: &Function,
     s: &mut HashScratch,
     out: &mut WalkOut,
-) -> (u64, u64) {
+) -> (u64, u64, usize) {
     let HashScratch {
         reg_sn,
         block_sn,
@@ -496,12 +504,10 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
         w.put(0);
         n = w.n;
     }
-    let stream = &tokens[..n];
-    out.tokens.extend_from_slice(stream);
     if f.entry().is_some() {
         weak = mix(weak, order.len() as u64);
     }
-    (finish(weak), finish(hash_words(stream)))
+    (finish(weak), finish(hash_words(&tokens[..n])), n)
 }
 
 /// An instruction's head in the rare forms (see `walk_function`): the long form, and the
@@ -945,9 +951,8 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
         m.prefetch_ahead(ids, k);
         let f = &m.functions[id];
         out.callees.clear();
-        out.tokens.clear();
-        let (weak, local) = function_hashes(f, &mut scratch, &mut out);
-        let shape = part.intern(&out.tokens, weak, local, ids.len());
+        let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
+        let shape = part.intern(&scratch.tokens[..len], weak, local, ids.len());
         part.push_facts(
             m,
             scope,
@@ -961,6 +966,77 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     part
 }
 
+/// A `u32` per weak hash, for `walk_part_light`: open addressing over (weak hash, value),
+/// the hash itself the key (compared in full). It starts small and doubles when half full:
+/// once every function is walked in full, nothing is added, so it stays in the cache.
+struct WeakTable {
+    slots: Vec<(u64, u32)>,
+    len: usize,
+    shift: u32,
+}
+
+impl WeakTable {
+    /// The value of a slot no key has taken.
+    const EMPTY: u32 = u32::MAX - 1;
+
+    fn new() -> Self {
+        WeakTable {
+            slots: vec![(0, Self::EMPTY); 1024],
+            len: 0,
+            shift: 64 - 10,
+        }
+    }
+
+    #[inline]
+    fn index(&self, key: u64) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize;
+        loop {
+            let (k, v) = self.slots[i];
+            if v == Self::EMPTY || k == key {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The value of `key`, if it has one.
+    #[inline]
+    fn get_mut(&mut self, key: u64) -> Option<&mut u32> {
+        let i = self.index(key);
+        let slot = &mut self.slots[i];
+        (slot.1 != Self::EMPTY).then_some(&mut slot.1)
+    }
+
+    /// The value of `key`, `EMPTY` when new (the caller sets it).
+    #[inline]
+    fn slot(&mut self, key: u64) -> &mut u32 {
+        let mut i = self.index(key);
+        if self.slots[i].1 == Self::EMPTY {
+            if 2 * (self.len + 1) > self.slots.len() {
+                self.grow();
+                i = self.index(key);
+            }
+            self.len += 1;
+            self.slots[i].0 = key;
+        }
+        &mut self.slots[i].1
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let old = core::mem::replace(&mut self.slots, vec![(0, Self::EMPTY); 0]);
+        self.slots = vec![(0, Self::EMPTY); 2 * old.len()];
+        self.shift -= 1;
+        for (k, v) in old {
+            if v != Self::EMPTY {
+                let i = self.index(k);
+                self.slots[i] = (k, v);
+            }
+        }
+    }
+}
+
 /// `walk_part` for a whole module on one thread, with light walks (`light_walk`): a function
 /// gets a token stream only once another function has its weak hash (equal streams have
 /// equal weak hashes); one alone with its weak hash is a shape of its own with no stream.
@@ -969,27 +1045,26 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
 fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     let mut part = WalkPart::with_capacity(ids.len());
     let mut scratch = HashScratch::default();
+    // For the walks in full of functions met earlier (`walk_full`), so that the stream of the
+    // function being walked stays in `scratch` meanwhile.
+    let mut scratch_full = HashScratch::default();
     let mut out = WalkOut::default();
     let mut full = WalkOut::default();
     // Per weak hash: the function alone with it so far (its index in `ids`), or `SHARED`.
-    let mut by_weak: HashMap<u64, u32> = HashMap::default();
+    let mut by_weak = WeakTable::new();
     const SHARED: u32 = u32::MAX;
     // Streams found: (index in `ids`, local hash, shape in the table).
     let mut streams: Vec<(u32, u64, u32)> = Vec::new();
-    // The stream of `ids[k]` (walked in full with `o`), classed into a shape.
-    let intern = |k: usize, o: &WalkOut, weak: u64, local: u64, part: &mut WalkPart| {
+    // Walk `ids[k]` in full (with `o` and `s`) and class its stream into a shape.
+    let walk_full = |k: usize, o: &mut WalkOut, s: &mut HashScratch, part: &mut WalkPart| {
+        o.callees.clear();
+        o.taken.clear();
+        let (weak, local, len) = walk_stream(&m.functions[ids[k]], s, o);
         (
             k as u32,
             local,
-            part.intern(&o.tokens, weak, local, ids.len()),
+            part.intern(&s.tokens[..len], weak, local, ids.len()),
         )
-    };
-    let walk_full = |k: usize, o: &mut WalkOut, scratch: &mut HashScratch, part: &mut WalkPart| {
-        o.tokens.clear();
-        o.callees.clear();
-        o.taken.clear();
-        let (weak, local) = function_hashes(&m.functions[ids[k]], scratch, o);
-        intern(k, o, weak, local, part)
     };
     // Instructions of the functions walked so far, and of those walked in full. When most
     // share their weak hash with another function (a module of many near duplicates), a
@@ -1003,31 +1078,32 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
         seen += f.insts.len();
         all_full = all_full || (k >= 256 && 5 * walked_full > 3 * seen);
         let weak = if all_full {
-            out.tokens.clear();
-            let (weak, local) = function_hashes(f, &mut scratch, &mut out);
-            if let Some(first) = by_weak.insert(weak, SHARED) {
-                if first != SHARED {
-                    streams.push(walk_full(
-                        first as usize,
-                        &mut full,
-                        &mut scratch,
-                        &mut part,
-                    ));
-                }
+            let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
+            // A function walked lightly (before every walk was in full) has a stream only
+            // once another shares its weak hash. (No function is added any more.)
+            let first = by_weak.get_mut(weak).map(|v| core::mem::replace(v, SHARED));
+            if let Some(first) = first.filter(|&x| x != SHARED) {
+                streams.push(walk_full(
+                    first as usize,
+                    &mut full,
+                    &mut scratch_full,
+                    &mut part,
+                ));
             }
-            streams.push(intern(k, &out, weak, local, &mut part));
+            let shape = part.intern(&scratch.tokens[..len], weak, local, ids.len());
+            streams.push((k as u32, local, shape));
             weak
         } else {
             let (weak, _) = light_walk(f, &mut scratch, &mut out);
-            match by_weak.get(&weak).copied() {
-                None => {
-                    by_weak.insert(weak, k as u32);
-                }
-                Some(SHARED) => {
+            let v = by_weak.slot(weak);
+            match *v {
+                WeakTable::EMPTY => *v = k as u32,
+                SHARED => {
                     streams.push(walk_full(k, &mut full, &mut scratch, &mut part));
                     walked_full += f.insts.len();
                 }
-                Some(first) => {
+                first => {
+                    *v = SHARED;
                     streams.push(walk_full(
                         first as usize,
                         &mut full,
@@ -1035,7 +1111,6 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
                         &mut part,
                     ));
                     streams.push(walk_full(k, &mut full, &mut scratch, &mut part));
-                    by_weak.insert(weak, SHARED);
                     walked_full += f.insts.len() + m.functions[ids[first as usize]].insts.len();
                 }
             }
