@@ -814,6 +814,9 @@ impl ShapeTable {
 
     /// The shape of a stream with hash key `key`, added if no shape has that stream.
     pub(super) fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
+        if self.slots.is_empty() {
+            self.index_anew();
+        }
         let mask = self.slots.len() - 1;
         let mut i = key as usize & mask;
         loop {
@@ -841,10 +844,17 @@ impl ShapeTable {
         sh
     }
 
-    /// Replace the shapes by `shapes` (the same streams, numbered anew), and index them
-    /// again.
+    /// Replace the shapes by `shapes` (the same streams, numbered anew). They are indexed
+    /// again only if a shape is looked up (`intern`): the walk of a module on one thread
+    /// never does.
     fn renumber(&mut self, shapes: Vec<(u64, u32, u32)>) {
         self.shapes = shapes;
+        self.slots = Vec::new();
+    }
+
+    /// Index the shapes anew (after `renumber`).
+    #[cold]
+    fn index_anew(&mut self) {
         let cap = (2 * self.shapes.len()).next_power_of_two().max(16);
         self.slots = vec![(0, 0); cap / 2];
         self.grow();
