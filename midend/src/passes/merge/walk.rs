@@ -5,7 +5,7 @@
 
 use super::scope::ScopeMap;
 use super::MergeReport;
-use crate::hash::{finish, HashMap, HashSet};
+use crate::hash::{finish, HashSet};
 use crate::lir::*;
 use core::hash::{Hash, Hasher};
 use cranelift_entity::EntityRef;
@@ -282,6 +282,14 @@ fn format_fields(f: &Function, inst: Inst, d: &InstData, format: Format, t: &mut
 ///   filter of seed 001. Functions with a unique weak hash are never compared.
 /// - `local`: the hash of the token stream.
 pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64) {
+    let (weak, local, len) = walk_stream(f, s, out);
+    out.tokens.extend_from_slice(&s.tokens[..len]);
+    (weak, local)
+}
+
+/// `function_hashes`, leaving the token stream in `s.tokens[..len]` (with `len` returned)
+/// rather than appending it to `out.tokens` (the walk of a module interns it from there).
+fn walk_stream(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64, usize) {
     // Serial numbers of registers fit 16 bits, and of blocks 28 bits less one, in most
     // functions: those are walked with no checks for the long forms.
     let small = f.regs.len() < 1 << 16 && f.blocks.len() < (1 << 28) - 2;
@@ -300,7 +308,7 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
     f: &Function,
     s: &mut HashScratch,
     out: &mut WalkOut,
-) -> (u64, u64) {
+) -> (u64, u64, usize) {
     let HashScratch {
         reg_sn,
         block_sn,
@@ -361,74 +369,60 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
             n += 1;
             for &i in insts {
                 let d = &f.insts[i];
-                weak = mix(weak, d.opcode as u64);
+                let opcode = d.opcode;
+                weak = mix(weak, opcode as u64);
                 let (ty, nres, nops) = (d.ty.raw() as u32, d.results().len, d.operands().len);
                 let room = 2 * nres as usize + OPERAND_WORDS * nops as usize;
                 room!(4 + room);
-                let mut w = words!();
                 // One head word: opcode, type, result and operand counts (a long form, type
                 // field 0xFF, when they do not fit). The top bit says the instruction has one
                 // result, of its own type, a register not seen before: its serial number is
-                // the next one, and no result word follows (the common case in SSA form).
-                let results = f.results(i);
-                let fresh = match results {
-                    [r] => reg_sn[r.index()] == 0 && f.reg_type(*r) == d.ty,
-                    _ => false,
-                };
-                // (ty < 0xFF && nres < 1 << 4 && nops < 1 << 11, in one test.)
-                if ((ty + 1) >> 8 | nres >> 4 | nops >> 11) == 0 {
-                    w.put(
-                        d.opcode as u32 | ty << 8 | nres << 16 | nops << 20 | (fresh as u32) << 31,
-                    );
-                } else {
-                    w.put(d.opcode as u32 | 0xFF << 8 | (fresh as u32) << 31);
-                    w.put(ty);
-                    w.put(nres);
-                    w.put(nops);
-                }
-                n = w.n;
-                let format = d.opcode.format();
+                // the next one, and no result word follows (the common case in SSA form). One
+                // result's register index is `results.start` itself (see `Function::results`).
+                let r0 = d.results().start as usize;
+                let fresh = nres == 1 && reg_sn[r0] == 0 && f.regs[Reg::new(r0)].ty == d.ty;
+                let format = opcode.format();
                 let mut call = false;
-                if FIELD_FORMATS & 1 << format as u32 != 0 {
-                    format_fields(f, i, d, format, fields);
-                    room!(fields.len() + room);
-                    buf[n..n + fields.len()].copy_from_slice(fields);
-                    n += fields.len();
+                // (ty < 0xFF && nres < 1 << 4 && nops < 1 << 11, in one test.)
+                if ((ty + 1) >> 8 | nres >> 4 | nops >> 11) == 0
+                    && FIELD_FORMATS & 1 << format as u32 == 0
+                {
+                    buf[n] =
+                        opcode as u32 | ty << 8 | nres << 16 | nops << 20 | (fresh as u32) << 31;
+                    n += 1;
+                } else {
+                    n = put_head_slow(f, i, fresh, tokens, n, fields, room);
+                    buf = &mut tokens[..];
                     call = format == Format::Call;
                 }
-                let mut w = words!();
                 if fresh {
-                    reg_sn[results[0].index()] = next_r;
+                    reg_sn[r0] = next_r;
                     next_r += 1;
-                } else {
-                    for &r in results {
-                        let sn = serial(reg_sn, &mut next_r, r);
-                        let ty = f.reg_type(r).raw() as u32;
-                        if SMALL || sn < 1 << 16 {
-                            w.put(ty | sn << 16);
-                        } else {
-                            w.put(ty);
-                            w.put(sn);
-                        }
-                    }
+                } else if nres != 0 {
+                    n = put_results::<SMALL>(f, i, reg_sn, &mut next_r, buf, n);
                 }
-                let ops = &f.operand_pool[d.operands().range()];
+                let mut ops = &f.operand_pool[d.operands().range()];
                 let mut first = 0;
+                let mut w = words!();
                 if call {
-                    if let Some(&Operand::Sym(sym, off)) = ops.first() {
+                    if let Some((&Operand::Sym(sym, off), rest)) = ops.split_first() {
                         // The callee: compared by class, so only its position and offset here.
                         out.callees.push((sym, i));
                         w.i64(TK_CALLEE, off);
+                        ops = rest;
                         first = 1;
                     }
                 }
-                let holes = SIMILAR && d.opcode != Opcode::ExnHandlerAddr;
-                for (k, &op) in ops[first..].iter().enumerate() {
+                let holes = SIMILAR && opcode != Opcode::ExnHandlerAddr;
+                for (k, &op) in ops.iter().enumerate() {
+                    // Registers first: most operands are.
+                    if let Operand::Reg(r) = op {
+                        let sn = serial(reg_sn, &mut next_r, r);
+                        w.reg(sn, SMALL);
+                        continue;
+                    }
                     match op {
-                        Operand::Reg(r) => {
-                            let sn = serial(reg_sn, &mut next_r, r);
-                            w.reg(sn, SMALL);
-                        }
+                        Operand::Reg(_) => {}
                         Operand::Int(_) | Operand::F32(_) | Operand::F64(_) if holes => {
                             let kind = match op {
                                 Operand::Int(_) => 0,
@@ -511,12 +505,76 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
         w.put(0);
         n = w.n;
     }
-    let stream = &tokens[..n];
-    out.tokens.extend_from_slice(stream);
     if f.entry().is_some() {
         weak = mix(weak, order.len() as u64);
     }
-    (finish(weak), finish(hash_words(stream)))
+    (finish(weak), finish(hash_words(&tokens[..n])), n)
+}
+
+/// An instruction's head in the rare forms (see `walk_function`): the long form, and the
+/// format fields (`format_fields`) that follow the head. Room is made for 4 words, then for
+/// the fields and `room` more words. Returns the new length of the stream.
+#[inline(never)]
+fn put_head_slow(
+    f: &Function,
+    inst: Inst,
+    fresh: bool,
+    tokens: &mut Vec<u32>,
+    n: usize,
+    fields: &mut Vec<u32>,
+    room: usize,
+) -> usize {
+    let d = &f.insts[inst];
+    let (ty, nres, nops) = (d.ty.raw() as u32, d.results().len, d.operands().len);
+    let fresh = (fresh as u32) << 31;
+    let mut w = Words {
+        buf: &mut tokens[..],
+        n,
+    };
+    if ((ty + 1) >> 8 | nres >> 4 | nops >> 11) == 0 {
+        w.put(d.opcode as u32 | ty << 8 | nres << 16 | nops << 20 | fresh);
+    } else {
+        w.put(d.opcode as u32 | 0xFF << 8 | fresh);
+        w.put(ty);
+        w.put(nres);
+        w.put(nops);
+    }
+    let mut n = w.n;
+    let format = d.opcode.format();
+    if FIELD_FORMATS & 1 << format as u32 != 0 {
+        format_fields(f, inst, d, format, fields);
+        if tokens.len() - n < fields.len() + room {
+            grow_tokens(tokens, n + fields.len() + room);
+        }
+        tokens[n..n + fields.len()].copy_from_slice(fields);
+        n += fields.len();
+    }
+    n
+}
+
+/// The result words of an instruction whose results are not one fresh register (see
+/// `walk_function`): type and serial number of each. Returns the new length of the stream.
+#[inline(never)]
+fn put_results<const SMALL: bool>(
+    f: &Function,
+    i: Inst,
+    reg_sn: &mut [u32],
+    next_r: &mut u32,
+    buf: &mut [u32],
+    n: usize,
+) -> usize {
+    let mut w = Words { buf, n };
+    for &r in f.results(i) {
+        let sn = serial(reg_sn, next_r, r);
+        let ty = f.reg_type(r).raw() as u32;
+        if SMALL || sn < 1 << 16 {
+            w.put(ty | sn << 16);
+        } else {
+            w.put(ty);
+            w.put(sn);
+        }
+    }
+    w.n
 }
 
 /// The hash of a signature, where the weak hash starts.
@@ -758,6 +816,9 @@ impl ShapeTable {
 
     /// The shape of a stream with hash key `key`, added if no shape has that stream.
     pub(super) fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
+        if self.slots.is_empty() {
+            self.index_anew();
+        }
         let mask = self.slots.len() - 1;
         let mut i = key as usize & mask;
         loop {
@@ -785,10 +846,17 @@ impl ShapeTable {
         sh
     }
 
-    /// Replace the shapes by `shapes` (the same streams, numbered anew), and index them
-    /// again.
+    /// Replace the shapes by `shapes` (the same streams, numbered anew). They are indexed
+    /// again only if a shape is looked up (`intern`): the walk of a module on one thread
+    /// never does.
     fn renumber(&mut self, shapes: Vec<(u64, u32, u32)>) {
         self.shapes = shapes;
+        self.slots = Vec::new();
+    }
+
+    /// Index the shapes anew (after `renumber`).
+    #[cold]
+    fn index_anew(&mut self) {
         let cap = (2 * self.shapes.len()).next_power_of_two().max(16);
         self.slots = vec![(0, 0); cap / 2];
         self.grow();
@@ -885,6 +953,42 @@ impl WalkPart {
     }
 }
 
+/// While `ids[k]` is walked, start loading what the walk reads of the functions ahead: the
+/// tables of `ids[k + 4]` (`Function::prefetch`), the call signatures of `ids[k + 1]`, and
+/// the header of `ids[k + 8]` (the `Function` itself, where the addresses of its tables are,
+/// so that its `prefetch` does not wait for them). Each function's tables are asked for once
+/// (`Module::prefetch_ahead` asks again a step before).
+#[inline]
+fn prefetch_walk(m: &Module, ids: &[FuncId], k: usize) {
+    if let Some(&n) = ids.get(k + 8) {
+        prefetch_header(&m.functions[n]);
+    }
+    if let Some(&n) = ids.get(k + 4) {
+        m.functions[n].prefetch();
+    }
+    if let Some(&n) = ids.get(k + 1) {
+        m.functions[n].prefetch_signatures();
+    }
+}
+
+/// Start loading a function's header (the `Function` itself).
+#[inline(always)]
+fn prefetch_header(f: &Function) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = f as *const Function as *const i8;
+        let mut o = 0;
+        while o < core::mem::size_of::<Function>() {
+            // SAFETY: prefetching is a hint and never faults; `p + o` stays inside `*f`.
+            unsafe { _mm_prefetch(p.wrapping_add(o), _MM_HINT_T0) };
+            o += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = f;
+}
+
 /// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
 /// addresses. Callees are resolved against the scope (functions from `scope` on).
 fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
@@ -892,12 +996,11 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     let mut scratch = HashScratch::default();
     let mut out = WalkOut::default();
     for (k, &id) in ids.iter().enumerate() {
-        m.prefetch_ahead(ids, k);
+        prefetch_walk(m, ids, k);
         let f = &m.functions[id];
         out.callees.clear();
-        out.tokens.clear();
-        let (weak, local) = function_hashes(f, &mut scratch, &mut out);
-        let shape = part.intern(&out.tokens, weak, local, ids.len());
+        let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
+        let shape = part.intern(&scratch.tokens[..len], weak, local, ids.len());
         part.push_facts(
             m,
             scope,
@@ -911,6 +1014,77 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     part
 }
 
+/// A `u32` per weak hash, for `walk_part_light`: open addressing over (weak hash, value),
+/// the hash itself the key (compared in full). It starts small and doubles when half full:
+/// once every function is walked in full, nothing is added, so it stays in the cache.
+struct WeakTable {
+    slots: Vec<(u64, u32)>,
+    len: usize,
+    shift: u32,
+}
+
+impl WeakTable {
+    /// The value of a slot no key has taken.
+    const EMPTY: u32 = u32::MAX - 1;
+
+    fn new() -> Self {
+        WeakTable {
+            slots: vec![(0, Self::EMPTY); 1024],
+            len: 0,
+            shift: 64 - 10,
+        }
+    }
+
+    #[inline]
+    fn index(&self, key: u64) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize;
+        loop {
+            let (k, v) = self.slots[i];
+            if v == Self::EMPTY || k == key {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The value of `key`, if it has one.
+    #[inline]
+    fn get_mut(&mut self, key: u64) -> Option<&mut u32> {
+        let i = self.index(key);
+        let slot = &mut self.slots[i];
+        (slot.1 != Self::EMPTY).then_some(&mut slot.1)
+    }
+
+    /// The value of `key`, `EMPTY` when new (the caller sets it).
+    #[inline]
+    fn slot(&mut self, key: u64) -> &mut u32 {
+        let mut i = self.index(key);
+        if self.slots[i].1 == Self::EMPTY {
+            if 2 * (self.len + 1) > self.slots.len() {
+                self.grow();
+                i = self.index(key);
+            }
+            self.len += 1;
+            self.slots[i].0 = key;
+        }
+        &mut self.slots[i].1
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let old = core::mem::replace(&mut self.slots, vec![(0, Self::EMPTY); 0]);
+        self.slots = vec![(0, Self::EMPTY); 2 * old.len()];
+        self.shift -= 1;
+        for (k, v) in old {
+            if v != Self::EMPTY {
+                let i = self.index(k);
+                self.slots[i] = (k, v);
+            }
+        }
+    }
+}
+
 /// `walk_part` for a whole module on one thread, with light walks (`light_walk`): a function
 /// gets a token stream only once another function has its weak hash (equal streams have
 /// equal weak hashes); one alone with its weak hash is a shape of its own with no stream.
@@ -919,27 +1093,26 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
 fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     let mut part = WalkPart::with_capacity(ids.len());
     let mut scratch = HashScratch::default();
+    // For the walks in full of functions met earlier (`walk_full`), so that the stream of the
+    // function being walked stays in `scratch` meanwhile.
+    let mut scratch_full = HashScratch::default();
     let mut out = WalkOut::default();
     let mut full = WalkOut::default();
     // Per weak hash: the function alone with it so far (its index in `ids`), or `SHARED`.
-    let mut by_weak: HashMap<u64, u32> = HashMap::default();
+    let mut by_weak = WeakTable::new();
     const SHARED: u32 = u32::MAX;
     // Streams found: (index in `ids`, local hash, shape in the table).
     let mut streams: Vec<(u32, u64, u32)> = Vec::new();
-    // The stream of `ids[k]` (walked in full with `o`), classed into a shape.
-    let intern = |k: usize, o: &WalkOut, weak: u64, local: u64, part: &mut WalkPart| {
+    // Walk `ids[k]` in full (with `o` and `s`) and class its stream into a shape.
+    let walk_full = |k: usize, o: &mut WalkOut, s: &mut HashScratch, part: &mut WalkPart| {
+        o.callees.clear();
+        o.taken.clear();
+        let (weak, local, len) = walk_stream(&m.functions[ids[k]], s, o);
         (
             k as u32,
             local,
-            part.intern(&o.tokens, weak, local, ids.len()),
+            part.intern(&s.tokens[..len], weak, local, ids.len()),
         )
-    };
-    let walk_full = |k: usize, o: &mut WalkOut, scratch: &mut HashScratch, part: &mut WalkPart| {
-        o.tokens.clear();
-        o.callees.clear();
-        o.taken.clear();
-        let (weak, local) = function_hashes(&m.functions[ids[k]], scratch, o);
-        intern(k, o, weak, local, part)
     };
     // Instructions of the functions walked so far, and of those walked in full. When most
     // share their weak hash with another function (a module of many near duplicates), a
@@ -947,37 +1120,38 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     // walked in full at once.
     let (mut seen, mut walked_full, mut all_full) = (0usize, 0usize, false);
     for (k, &id) in ids.iter().enumerate() {
-        m.prefetch_ahead(ids, k);
+        prefetch_walk(m, ids, k);
         let f = &m.functions[id];
         out.callees.clear();
         seen += f.insts.len();
         all_full = all_full || (k >= 256 && 5 * walked_full > 3 * seen);
         let weak = if all_full {
-            out.tokens.clear();
-            let (weak, local) = function_hashes(f, &mut scratch, &mut out);
-            if let Some(first) = by_weak.insert(weak, SHARED) {
-                if first != SHARED {
-                    streams.push(walk_full(
-                        first as usize,
-                        &mut full,
-                        &mut scratch,
-                        &mut part,
-                    ));
-                }
+            let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
+            // A function walked lightly (before every walk was in full) has a stream only
+            // once another shares its weak hash. (No function is added any more.)
+            let first = by_weak.get_mut(weak).map(|v| core::mem::replace(v, SHARED));
+            if let Some(first) = first.filter(|&x| x != SHARED) {
+                streams.push(walk_full(
+                    first as usize,
+                    &mut full,
+                    &mut scratch_full,
+                    &mut part,
+                ));
             }
-            streams.push(intern(k, &out, weak, local, &mut part));
+            let shape = part.intern(&scratch.tokens[..len], weak, local, ids.len());
+            streams.push((k as u32, local, shape));
             weak
         } else {
             let (weak, _) = light_walk(f, &mut scratch, &mut out);
-            match by_weak.get(&weak).copied() {
-                None => {
-                    by_weak.insert(weak, k as u32);
-                }
-                Some(SHARED) => {
+            let v = by_weak.slot(weak);
+            match *v {
+                WeakTable::EMPTY => *v = k as u32,
+                SHARED => {
                     streams.push(walk_full(k, &mut full, &mut scratch, &mut part));
                     walked_full += f.insts.len();
                 }
-                Some(first) => {
+                first => {
+                    *v = SHARED;
                     streams.push(walk_full(
                         first as usize,
                         &mut full,
@@ -985,7 +1159,6 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
                         &mut part,
                     ));
                     streams.push(walk_full(k, &mut full, &mut scratch, &mut part));
-                    by_weak.insert(weak, SHARED);
                     walked_full += f.insts.len() + m.functions[ids[first as usize]].insts.len();
                 }
             }
