@@ -698,3 +698,62 @@ fn later_batch_calls_a_folded_member_through_an_alias() {
     assert_eq!(failure, None);
     assert!(report.calls > 0);
 }
+
+/// A function a pass after `merge` changed (lvn removes a redundant add here) is indexed, once
+/// compiled, by its body as defined: an equal function defined in a later batch merges into it
+/// (it was looked up by its own body as defined, so it did not match the optimised one).
+#[test]
+fn later_batch_merges_into_a_function_lvn_changed() {
+    use cranelift_module::{Linkage, Module};
+    use jit_driver::MergeConfig;
+    use midend::PassKind;
+    let body = "(i64, i64) -> i64 {
+block0(v0: i64, v1: i64):
+    v2 = iadd v0, v1
+    v3 = iadd v0, v1
+    v4 = imul v2, v3
+    return v4
+}
+";
+    let text = format!("function %f{body}function %g{body}");
+    let funcs = cranelift_reader::parse_functions(&text).unwrap();
+    for passes in [
+        &[PassKind::Merge, PassKind::Lvn][..],
+        &[
+            PassKind::Merge,
+            PassKind::MergeSimilar,
+            PassKind::Lvn,
+            PassKind::Gvn,
+            PassKind::Dce,
+        ],
+    ] {
+        let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
+        let jit = cranelift_jit::JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+        let mut m = jit_driver::MergeModule::with_config(jit, MergeConfig::with_passes(passes));
+        let linked = funcs.iter().map(|f| (Linkage::Export, f.clone())).collect();
+        let declared = jit_driver::declare_by_name(&mut m, linked).unwrap();
+        let ids: Vec<_> = declared.iter().map(|(_, id, _)| *id).collect();
+        let mut ctx = cranelift_codegen::Context::new();
+        for (k, (_, id, f)) in declared.into_iter().enumerate() {
+            ctx.clear();
+            ctx.func = f;
+            m.define_function(id, &mut ctx).unwrap();
+            m.finalize_definitions().unwrap();
+            if k == 0 {
+                // The first batch's passes changed f (the second add is gone).
+                let (i, o) = (
+                    m.stats().get("lir_insts_in"),
+                    m.stats().get("lir_insts_out"),
+                );
+                assert!(o < i, "{passes:?}: {o:?} < {i:?}");
+            }
+        }
+        assert_eq!(m.merged_into(ids[1]), Some(ids[0]), "{passes:?}");
+        // SAFETY: both are `(i64, i64) -> i64`.
+        let g: extern "C" fn(i64, i64) -> i64 =
+            unsafe { std::mem::transmute(m.get_finalized_function(ids[1])) };
+        assert_eq!(g(2, 3), 25);
+        // SAFETY: nothing runs any more.
+        unsafe { m.free_memory() };
+    }
+}

@@ -159,9 +159,13 @@ pub fn freeze(m: &mut Module, ids: &[FuncId], index_them: bool) {
         if m.removed[f] {
             continue;
         }
-        let known = index
-            .remembered(f)
-            .filter(|_| !m.functions[f].modified && !m.functions[f].calls_rewritten);
+        // The stream the merge walk remembered is the function as defined. Passes after
+        // `merge` (lvn, gvn, merge-similar's rewrites) keep its behaviour, so it stands for
+        // the compiled code as well as a walk of the final body does. It is also what a later
+        // batch's function is looked up by (`merge` runs before the passes that change
+        // bodies), so a function those passes changed still matches an equal one defined
+        // later.
+        let known = index.remembered(f);
         let resolve = |s| Some(m.resolve_alias(s));
         let indexable = index_them
             && priority(&m.functions[f]) < PRIO_PREEMPTIBLE
