@@ -77,7 +77,10 @@
 //! - **What the host sees**: by default ([`AddressPolicy::Shared`]) a merged function the
 //!   host can see may share its survivor's address; [`AddressPolicy::Distinct`] keeps a thunk
 //!   with an address of its own for every function visible outside the module. Addresses
-//!   taken in IR or stored in data always stay distinct. A *local* function folded by
+//!   taken in IR always stay distinct, also when a later batch takes the address of a
+//!   function an earlier batch merged away: the later flush gives it a thunk to its survivor
+//!   (stats counter `late_thunks`). An address stored in data (`define_data`) of a function
+//!   merged away before is its survivor's. A *local* function folded by
 //!   `merge-similar` has no code left: declare functions the host calls as `Export`.
 //! - **Configuration** ([`MergeConfig`]): the passes as values ([`PassKind`]; default
 //!   `merge`, `merge-similar`), threads (default: none), the address policy, whether to
