@@ -2567,6 +2567,36 @@ pub fn compile_pipeline_linked(
     lower_all: bool,
     stats: &mut Stats,
 ) -> Result<LinkedJit, String> {
+    let define = |m: &mut MergeModule<JITModule>, linked| {
+        let ids = jit_driver::define_by_name(m, linked)?;
+        m.finalize_definitions()?;
+        Ok(ids)
+    };
+    compile_linked_with(
+        frame_pointers,
+        funcs,
+        locals,
+        passes,
+        lower_all,
+        stats,
+        define,
+    )
+}
+
+/// The pipeline over `funcs` (those named in `locals` with `Linkage::Local`, the others
+/// exported), defined and finalized in a new module by `define`. A panic is an error.
+fn compile_linked_with(
+    frame_pointers: bool,
+    funcs: &[Function],
+    locals: &[String],
+    passes: &str,
+    lower_all: bool,
+    stats: &mut Stats,
+    define: impl FnOnce(
+        &mut MergeModule<JITModule>,
+        Vec<(Linkage, Function)>,
+    ) -> cranelift_module::ModuleResult<Vec<(String, FuncId)>>,
+) -> Result<LinkedJit, String> {
     let config = MergeConfig {
         passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
         verify_lir: true,
@@ -2589,8 +2619,7 @@ pub fn compile_pipeline_linked(
     let j = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let jit = JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
         let mut m = MergeModule::with_config(jit, config);
-        let ids = jit_driver::define_by_name(&mut m, linked);
-        let ids = match ids.and_then(|ids| m.finalize_definitions().map(|()| ids)) {
+        let ids = match define(&mut m, linked) {
             Ok(ids) => ids,
             Err(e) => {
                 // SAFETY: nothing was called.
@@ -2797,69 +2826,33 @@ pub fn compile_pipeline_batched(
     plan: &[Vec<usize>],
     stats: &mut Stats,
 ) -> Result<LinkedJit, String> {
-    let config = MergeConfig {
-        passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
-        verify_lir: true,
-        lower_all,
-        ..Default::default()
+    let define = |m: &mut MergeModule<JITModule>, linked| {
+        let declared = jit_driver::declare_by_name(m, linked)?;
+        let mut bodies: Vec<Option<(String, FuncId, Function)>> =
+            declared.into_iter().map(Some).collect();
+        let mut ids = Vec::with_capacity(bodies.len());
+        let mut ctx = cranelift_codegen::Context::new();
+        for b in plan {
+            for &i in b {
+                let (name, id, f) = bodies[i].take().expect("each function in one batch");
+                ctx.clear();
+                ctx.func = f;
+                m.define_function(id, &mut ctx)?;
+                ids.push((name, id));
+            }
+            m.finalize_definitions()?;
+        }
+        Ok(ids)
     };
-    let isa = pipeline_isa(frame_pointers)?;
-    let linked: Vec<(Linkage, Function)> = funcs
-        .iter()
-        .map(|f| {
-            let local = locals.contains(&jit_driver::opmap::func_name(&f.name));
-            let l = if local {
-                Linkage::Local
-            } else {
-                Linkage::Export
-            };
-            (l, f.clone())
-        })
-        .collect();
-    let j = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let jit = JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
-        let mut m = MergeModule::with_config(jit, config);
-        let define = |m: &mut MergeModule<JITModule>| {
-            let declared = jit_driver::declare_by_name(m, linked)?;
-            let mut bodies: Vec<Option<(String, FuncId, Function)>> =
-                declared.into_iter().map(Some).collect();
-            let mut ids = Vec::with_capacity(bodies.len());
-            let mut ctx = cranelift_codegen::Context::new();
-            for b in plan {
-                for &i in b {
-                    let (name, id, f) = bodies[i].take().expect("each function in one batch");
-                    ctx.clear();
-                    ctx.func = f;
-                    m.define_function(id, &mut ctx)?;
-                    ids.push((name, id));
-                }
-                m.finalize_definitions()?;
-            }
-            cranelift_module::ModuleResult::Ok(ids)
-        };
-        let ids = match define(&mut m) {
-            Ok(ids) => ids,
-            Err(e) => {
-                // SAFETY: nothing was called.
-                unsafe { m.free_memory() };
-                return Err(format!("{e:#}"));
-            }
-        };
-        Ok(LinkedJit {
-            module: Some(m),
-            ids: ids.into_iter().collect(),
-        })
-    }))
-    .map_err(|p| {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default();
-        format!("the pipeline panicked: {msg}")
-    })??;
-    stats.merge_from(j.stats());
-    Ok(j)
+    compile_linked_with(
+        frame_pointers,
+        funcs,
+        locals,
+        passes,
+        lower_all,
+        stats,
+        define,
+    )
 }
 
 /// Run the calls in forked children (one child runs calls until one traps; the next child

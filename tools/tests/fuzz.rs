@@ -613,6 +613,41 @@ fn batch_plans_respect_references() {
     }
 }
 
+/// A JIT `MergeModule` with `config` over `linked`, all declared first, then defined in order
+/// with `finalize_definitions` after each function whose position is in `ends`; `check` runs
+/// after each of those finalizes with the position and the ids.
+fn jit_in_batches(
+    config: jit_driver::MergeConfig,
+    linked: Vec<(cranelift_module::Linkage, cranelift_codegen::ir::Function)>,
+    ends: &[usize],
+    mut check: impl FnMut(
+        usize,
+        &jit_driver::MergeModule<cranelift_jit::JITModule>,
+        &[cranelift_module::FuncId],
+    ),
+) -> (
+    jit_driver::MergeModule<cranelift_jit::JITModule>,
+    Vec<cranelift_module::FuncId>,
+) {
+    use cranelift_module::Module;
+    let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
+    let jit = cranelift_jit::JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+    let mut m = jit_driver::MergeModule::with_config(jit, config);
+    let declared = jit_driver::declare_by_name(&mut m, linked).unwrap();
+    let ids: Vec<_> = declared.iter().map(|(_, id, _)| *id).collect();
+    let mut ctx = cranelift_codegen::Context::new();
+    for (k, (_, id, f)) in declared.into_iter().enumerate() {
+        ctx.clear();
+        ctx.func = f;
+        m.define_function(id, &mut ctx).unwrap();
+        if ends.contains(&k) {
+            m.finalize_definitions().unwrap();
+            check(k, &m, &ids);
+        }
+    }
+    (m, ids)
+}
+
 /// Found by `--batch --late-addresses`: a later batch that takes the address (`func_addr`) of
 /// a function an earlier batch merged away (no code of its own: an exact merge of a local or
 /// exported function, or a `merge-similar` fold) made cranelift-jit panic `can't resolve
@@ -620,7 +655,7 @@ fn batch_plans_respect_references() {
 /// survivor, with an address of its own.
 #[test]
 fn address_taken_after_an_earlier_batch_merged_the_function() {
-    use cranelift_module::{Linkage, Module};
+    use cranelift_module::Linkage;
     let text = "
 function %f(i64) -> i64 {
 block0(v0: i64):
@@ -644,29 +679,17 @@ block0:
 ";
     let funcs = cranelift_reader::parse_functions(text).unwrap();
     for g_linkage in [Linkage::Local, Linkage::Export] {
-        let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
-        let jit = cranelift_jit::JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
-        let mut m = jit_driver::MergeModule::new(jit);
         let linked = vec![
             (Linkage::Export, funcs[0].clone()),
             (g_linkage, funcs[1].clone()),
             (Linkage::Export, funcs[2].clone()),
         ];
-        let declared = jit_driver::declare_by_name(&mut m, linked).unwrap();
-        let ids: Vec<_> = declared.iter().map(|(_, id, _)| *id).collect();
-        let mut ctx = cranelift_codegen::Context::new();
-        for (k, (_, id, f)) in declared.into_iter().enumerate() {
-            ctx.clear();
-            ctx.func = f;
-            m.define_function(id, &mut ctx).unwrap();
+        // Batch 1: f and g; g merges into f. Batch 2: h takes g's address.
+        let (m, ids) = jit_in_batches(Default::default(), linked, &[1, 2], |k, m, ids| {
             if k == 1 {
-                // Batch 1: f and g; g merges into f.
-                m.finalize_definitions().unwrap();
                 assert_eq!(m.merged_into(ids[1]), Some(ids[0]), "{g_linkage:?}");
             }
-        }
-        // Batch 2: h takes g's address.
-        m.finalize_definitions().unwrap();
+        });
         // SAFETY: h is `() -> i64`.
         let h: extern "C" fn() -> i64 =
             unsafe { std::mem::transmute(m.get_finalized_function(ids[2])) };
@@ -704,7 +727,7 @@ fn later_batch_calls_a_folded_member_through_an_alias() {
 /// (it was looked up by its own body as defined, so it did not match the optimised one).
 #[test]
 fn later_batch_merges_into_a_function_lvn_changed() {
-    use cranelift_module::{Linkage, Module};
+    use cranelift_module::Linkage;
     use jit_driver::MergeConfig;
     use midend::PassKind;
     let body = "(i64, i64) -> i64 {
@@ -727,18 +750,9 @@ block0(v0: i64, v1: i64):
             PassKind::Dce,
         ],
     ] {
-        let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
-        let jit = cranelift_jit::JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
-        let mut m = jit_driver::MergeModule::with_config(jit, MergeConfig::with_passes(passes));
         let linked = funcs.iter().map(|f| (Linkage::Export, f.clone())).collect();
-        let declared = jit_driver::declare_by_name(&mut m, linked).unwrap();
-        let ids: Vec<_> = declared.iter().map(|(_, id, _)| *id).collect();
-        let mut ctx = cranelift_codegen::Context::new();
-        for (k, (_, id, f)) in declared.into_iter().enumerate() {
-            ctx.clear();
-            ctx.func = f;
-            m.define_function(id, &mut ctx).unwrap();
-            m.finalize_definitions().unwrap();
+        let config = MergeConfig::with_passes(passes);
+        let (m, ids) = jit_in_batches(config, linked, &[0, 1], |k, m, _| {
             if k == 0 {
                 // The first batch's passes changed f (the second add is gone).
                 let (i, o) = (
@@ -747,7 +761,7 @@ block0(v0: i64, v1: i64):
                 );
                 assert!(o < i, "{passes:?}: {o:?} < {i:?}");
             }
-        }
+        });
         assert_eq!(m.merged_into(ids[1]), Some(ids[0]), "{passes:?}");
         // SAFETY: both are `(i64, i64) -> i64`.
         let g: extern "C" fn(i64, i64) -> i64 =

@@ -374,6 +374,16 @@ impl Function {
         prefetch_slice(self.sigs.as_values_slice(), 256);
     }
 
+    /// Start loading the function's header (the `Function` itself, where the addresses of its
+    /// tables are), so that a later `prefetch` of it does not wait for it.
+    #[inline(always)]
+    pub fn prefetch_header(&self) {
+        prefetch_slice(
+            core::slice::from_ref(self),
+            core::mem::size_of::<Function>(),
+        );
+    }
+
     /// `prefetch` for a pass that reads only the body: instructions, operands, block lists and
     /// memory flags (value numbering), not registers or signatures.
     #[inline]

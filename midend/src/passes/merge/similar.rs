@@ -640,7 +640,7 @@ fn round(
     }
     for (k, &id) in rewalk.iter().enumerate() {
         if let Some(&n) = rewalk.get(k + 8) {
-            prefetch_header(&m.functions[n]);
+            m.functions[n].prefetch_header();
         }
         m.prefetch_ahead(rewalk, k);
         st.walk(m, id, first);
@@ -711,7 +711,7 @@ fn round(
         // The members of the groups next in line on their way into the cache.
         if let Some(q) = plans.get(k + 2) {
             for mb in &q.members {
-                prefetch_header(&m.functions[mb.f]);
+                m.functions[mb.f].prefetch_header();
             }
         }
         if let Some(q) = plans.get(k + 1) {
@@ -932,25 +932,6 @@ fn plan(
         thunk,
         rewrite,
     })
-}
-
-/// Start loading a function's header (the `Function` itself, where the addresses of its
-/// tables are), so that a later `Function::prefetch` of it does not wait for it.
-#[inline(always)]
-fn prefetch_header(f: &Function) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = f as *const Function as *const i8;
-        let mut o = 0;
-        while o < core::mem::size_of::<Function>() {
-            // SAFETY: prefetching is a hint and never faults; `p + o` stays inside `*f`.
-            unsafe { _mm_prefetch(p.wrapping_add(o), _MM_HINT_T0) };
-            o += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = f;
 }
 
 /// A fresh name for a shared body.
@@ -1321,7 +1302,7 @@ fn rewrite_callers(
     let (mut regs, mut ops) = (Vec::new(), Vec::new());
     for (k, &(member, (id, i))) in edits.iter().enumerate() {
         if let Some(&(_, (next, _))) = edits.get(k + 8) {
-            prefetch_header(&m.functions[next]);
+            m.functions[next].prefetch_header();
         }
         if let Some(&(_, (next, _))) = edits.get(k + 4) {
             m.functions[next].prefetch();

@@ -961,7 +961,7 @@ impl WalkPart {
 #[inline]
 fn prefetch_walk(m: &Module, ids: &[FuncId], k: usize) {
     if let Some(&n) = ids.get(k + 8) {
-        prefetch_header(&m.functions[n]);
+        m.functions[n].prefetch_header();
     }
     if let Some(&n) = ids.get(k + 4) {
         m.functions[n].prefetch();
@@ -969,24 +969,6 @@ fn prefetch_walk(m: &Module, ids: &[FuncId], k: usize) {
     if let Some(&n) = ids.get(k + 1) {
         m.functions[n].prefetch_signatures();
     }
-}
-
-/// Start loading a function's header (the `Function` itself).
-#[inline(always)]
-fn prefetch_header(f: &Function) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = f as *const Function as *const i8;
-        let mut o = 0;
-        while o < core::mem::size_of::<Function>() {
-            // SAFETY: prefetching is a hint and never faults; `p + o` stays inside `*f`.
-            unsafe { _mm_prefetch(p.wrapping_add(o), _MM_HINT_T0) };
-            o += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = f;
 }
 
 /// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
