@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod hash;
 pub mod lir;
+mod mem;
 pub mod pass;
 pub mod passes;
 

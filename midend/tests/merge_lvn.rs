@@ -1108,3 +1108,130 @@ fn lvn_takes_an_empty_access_to_a_stack_object() {
     );
     assert_eq!(count(&m, Opcode::Load), 1, "{}", module_to_string(&m));
 }
+
+/// A function `@NAME(i64, i64) -> i64` whose body is `body` after two argument copies
+/// (`%vr0`, `%vr1`), returning `%vrN` where `N` is `ret`.
+fn small_fn(name: &str, body: &str, ret: u32) -> String {
+    format!(
+        "function @{name}(i64, i64) -> i64 system_v export {{\nbb0:\n    %vr0 = copy.i64 arg0\n    \
+         %vr1 = copy.i64 arg1\n{body}    ret %vr{ret}\n}}\n"
+    )
+}
+
+/// The compact forms of the walk's token stream at their edges: constants and callee or
+/// symbol offsets in one word (25 bits) or more, displacements in the memory word (16 bits)
+/// or after it, two registers in one word. Streams must stay equal exactly when the
+/// functions are (two copies of every variant are in the module), so each value just inside
+/// an edge is told apart from the one just outside it, and from the one that shares its low
+/// bits.
+#[test]
+fn compact_stream_forms_at_their_edges() {
+    let mut src = String::new();
+    let mut k = 0;
+    let mut add = |body: String, ret: u32| {
+        for _ in 0..2 {
+            src.push_str(&small_fn(&format!("f{k}"), &body, ret));
+            k += 1;
+        }
+    };
+    let imms: [i64; 16] = [
+        0,
+        1,
+        -1,
+        (1 << 24) - 1,
+        -(1 << 24),
+        1 << 24,
+        -(1 << 24) - 1,
+        1 + (1 << 25),
+        (1 << 25) - 1,
+        1 << 25,
+        i32::MAX as i64,
+        i32::MIN as i64,
+        i32::MAX as i64 + 1,
+        1 << 32,
+        -(1 << 32),
+        i64::MIN,
+    ];
+    for x in imms {
+        add(format!("    %vr2 = add.i64 %vr0, {x}\n"), 2);
+        add(format!("    %vr2 = copy.i64 {x}\n"), 2);
+    }
+    let disps: [i64; 10] = [
+        0,
+        8,
+        32767,
+        -32768,
+        32768,
+        -32769,
+        8 + 65536,
+        8 - 65536,
+        i32::MAX as i64,
+        i32::MIN as i64,
+    ];
+    for d in disps {
+        for scale in [1, 8] {
+            add(
+                format!("    %vr2 = load.i64 notrap [%vr0 + %vr1*{scale} + {d}]\n"),
+                2,
+            );
+        }
+        add(format!("    %vr2 = load.i64 notrap [%vr0 + {d}]\n"), 2);
+    }
+    // Register operands, paired or not.
+    add("    %vr2 = add.i64 %vr0, %vr1\n".into(), 2);
+    add("    %vr2 = add.i64 %vr1, %vr0\n".into(), 2);
+    add("    %vr2 = add.i64 %vr0, %vr0\n".into(), 2);
+    add("    %vr2 = add.i64 %vr1, %vr1\n".into(), 2);
+    add("    %vr2 = select.i64 %vr0, %vr1, %vr0\n".into(), 2);
+    add("    %vr2 = select.i64 %vr0, %vr0, %vr1\n".into(), 2);
+    add("    %vr2 = select.i64 %vr1, %vr0, %vr0\n".into(), 2);
+    add(
+        "    %vr2 = add.i64 %vr0, 1\n    %vr3 = add.i64 %vr2, %vr1\n".into(),
+        3,
+    );
+    add(
+        "    %vr2 = add.i64 %vr0, 1\n    %vr3 = add.i64 %vr1, %vr2\n".into(),
+        3,
+    );
+    let m = parse(&src);
+    check_tokens(&m).unwrap();
+    // Only the copies merge.
+    let mut m = m;
+    let r = merge_functions(&mut m);
+    assert_eq!(r.merged, k / 2);
+}
+
+/// Two registers share a word only when the second's serial number is under 4096: around
+/// that edge (and past 65535, where a register takes two words) operand order and identity
+/// still tell functions apart.
+#[test]
+fn register_pairs_past_their_edge() {
+    let mut body = String::new();
+    for r in 2..70_000 {
+        body.push_str(&format!("    %vr{r} = add.i64 %vr{}, 1\n", r - 1));
+    }
+    let mut src = String::new();
+    let mut k = 0;
+    let uses = [
+        (4094, 4095),
+        (4095, 4094),
+        (4095, 4096),
+        (4096, 4095),
+        (4096, 4097),
+        (65_534, 65_535),
+        (65_535, 65_536),
+        (65_536, 65_535),
+        (65_536, 69_999),
+        (69_999, 65_536),
+        (1, 69_999),
+    ];
+    for (a, b) in uses {
+        for _ in 0..2 {
+            let last = format!("{body}    %vr70000 = sub.i64 %vr{a}, %vr{b}\n");
+            src.push_str(&small_fn(&format!("f{k}"), &last, 70_000));
+            k += 1;
+        }
+    }
+    let m = parse(&src);
+    check_tokens(&m).unwrap();
+}

@@ -339,7 +339,7 @@ pub struct Function {
 /// Ask the CPU to start loading the first `max` bytes of a slice (a hint; no effect on
 /// other targets).
 #[inline(always)]
-fn prefetch_slice<T>(s: &[T], max: usize) {
+pub(crate) fn prefetch_slice<T>(s: &[T], max: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -240,6 +240,15 @@ impl Module {
         self.open_functions().map(|(id, _)| id).collect()
     }
 
+    /// Start loading what `defined(sym)` reads (a hint: a walk over many functions asks for
+    /// the symbols of a function's calls before it resolves them).
+    #[inline]
+    pub fn prefetch_symbol(&self, sym: Symbol) {
+        if let Some(d) = self.symbols.get(sym) {
+            super::function::prefetch_slice(core::slice::from_ref(d), 1);
+        }
+    }
+
     /// The function a symbol is defined by.
     pub fn defined(&self, sym: Symbol) -> Option<FuncId> {
         self.symbols[sym].def.expand()

@@ -114,11 +114,12 @@ impl Words<'_> {
         self.n += xs.len();
     }
 
-    /// A register operand's serial number: one word (kind 0) when it fits (always, in a
-    /// `small` function), else two.
+    /// A register operand's serial number: one word (kind 0) when it fits 16 bits (always,
+    /// in a `small` function), else two. (The bits above stay clear in a word of one
+    /// register: `walk_function` packs a second register there.)
     #[inline(always)]
     fn reg(&mut self, sn: u32, small: bool) {
-        if small || sn < 1 << 28 {
+        if small || sn < 1 << 16 {
             self.put(sn)
         } else {
             self.put(TK_BIG_REG);
@@ -126,10 +127,13 @@ impl Words<'_> {
         }
     }
 
-    /// Two words, or three when `x` does not fit 32 bits (the low bit of `kind` says so).
+    /// One word when `x` fits 25 bits (bit 2 of the word set, `x` in bits 3..28), two when
+    /// it fits 32, else three (the low bit of `kind` set). `kind`'s low three bits are clear.
     #[inline(always)]
     fn i64(&mut self, kind: u32, x: i64) {
-        if x == x as i32 as i64 {
+        if (-(1 << 24)..1 << 24).contains(&x) {
+            self.put(kind | 4 | (x as u32 & 0x1FF_FFFF) << 3);
+        } else if x == x as i32 as i64 {
             self.put(kind);
             self.put(x as u32);
         } else {
@@ -414,13 +418,30 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
                     }
                 }
                 let holes = SIMILAR && opcode != Opcode::ExnHandlerAddr;
+                // Where the word of a register operand alone is, when the next operand, if a
+                // register with a serial number under 1 << 12, may share it: two registers in
+                // one word `a | b << 16`. A word of one register has its bits 16.. clear and
+                // serial numbers start at 1, so the two forms never meet (the head gives the
+                // operand count).
+                let mut lone = usize::MAX;
                 for (k, &op) in ops.iter().enumerate() {
                     // Registers first: most operands are.
                     if let Operand::Reg(r) = op {
                         let sn = serial(reg_sn, &mut next_r, r);
-                        w.reg(sn, SMALL);
+                        if lone != usize::MAX && sn < 1 << 12 {
+                            w.buf[lone] |= sn << 16;
+                            lone = usize::MAX;
+                        } else {
+                            lone = if SMALL || sn < 1 << 16 {
+                                w.n
+                            } else {
+                                usize::MAX
+                            };
+                            w.reg(sn, SMALL);
+                        }
                         continue;
                     }
+                    lone = usize::MAX;
                     match op {
                         Operand::Reg(_) => {}
                         Operand::Int(_) | Operand::F32(_) | Operand::F64(_) if holes => {
@@ -462,13 +483,18 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
                             scale,
                             disp,
                         } => {
-                            w.put(
-                                TK_MEM
-                                    | (scale as u32) << 8
-                                    | (base.is_some() as u32) << 1
-                                    | index.is_some() as u32,
-                            );
-                            w.put(disp as u32);
+                            let head = TK_MEM
+                                | (scale as u32) << 8
+                                | (base.is_some() as u32) << 1
+                                | index.is_some() as u32;
+                            // A displacement that fits 16 bits goes in the head (bits
+                            // 12..28, bit 2 set) when the scale leaves them clear.
+                            if scale < 16 && disp == disp as i16 as i32 {
+                                w.put(head | 4 | (disp as u32 & 0xFFFF) << 12);
+                            } else {
+                                w.put(head);
+                                w.put(disp as u32);
+                            }
                             if let Some(x) = base.expand() {
                                 let sn = serial(reg_sn, &mut next_r, x);
                                 w.reg(sn, SMALL);
@@ -790,11 +816,13 @@ pub(super) struct ShapeTable {
 
 impl ShapeTable {
     pub(super) fn with_capacity(n: usize) -> Self {
-        let cap = (2 * n).next_power_of_two().max(16);
+        // Room for n / 2 shapes before the slots double (a module with half its functions
+        // alike in shape is already one of many duplicates).
+        let cap = n.next_power_of_two().max(16);
         ShapeTable {
             tokens: Vec::new(),
-            shapes: Vec::new(),
-            slots: vec![(0, 0); cap],
+            shapes: crate::mem::huge_vec(n),
+            slots: crate::mem::huge_vec_of(cap, (0, 0)),
             comparisons: 0,
         }
     }
@@ -904,9 +932,10 @@ impl WalkPart {
     fn with_capacity(n: usize) -> Self {
         WalkPart {
             shapes: ShapeTable::with_capacity(n),
-            facts: Vec::with_capacity(n),
-            sites: Vec::new(),
-            targets: Vec::new(),
+            facts: crate::mem::huge_vec(n),
+            // About one call site per function or fewer in most modules; more grow.
+            sites: crate::mem::huge_vec(n),
+            targets: crate::mem::huge_vec(n),
             taken: Vec::new(),
         }
     }
@@ -914,8 +943,10 @@ impl WalkPart {
     /// Class a token stream (of one of `n` functions) into a shape.
     fn intern(&mut self, tokens: &[u32], weak: u64, local: u64, n: usize) -> u32 {
         if self.shapes.tokens.is_empty() {
-            // Room for a stream per function or so: one allocation, no regrowth.
-            self.shapes.tokens.reserve(tokens.len() * n / 2);
+            // Room for a stream per function or so (address space only: pages are mapped as
+            // they are written), at most 256 MiB: one allocation, seldom regrown.
+            self.shapes.tokens.reserve((tokens.len() * n).min(1 << 26));
+            crate::mem::advise_huge_pages(&self.shapes.tokens);
         }
         self.shapes.intern(finish(mix(weak, local)), tokens)
     }
@@ -996,11 +1027,14 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     part
 }
 
-/// A `u32` per weak hash, for `walk_part_light`: open addressing over (weak hash, value),
-/// the hash itself the key (compared in full). It starts small and doubles when half full:
-/// once every function is walked in full, nothing is added, so it stays in the cache.
+/// A `u32` per weak hash, for `walk_part_light`: open addressing over (key, value), where
+/// the key is the weak hash folded to 32 bits (8-byte slots: half the memory to touch). Two
+/// weak hashes that fold alike share a slot: the table is a filter, so that only costs both
+/// functions a walk in full, whose streams then tell them apart. It starts small and doubles
+/// when half full: once every function is walked in full, nothing is added, so it stays in
+/// the cache.
 struct WeakTable {
-    slots: Vec<(u64, u32)>,
+    slots: Vec<(u32, u32)>,
     len: usize,
     shift: u32,
 }
@@ -1010,17 +1044,24 @@ impl WeakTable {
     const EMPTY: u32 = u32::MAX - 1;
 
     fn new() -> Self {
+        let cap = 1024;
         WeakTable {
-            slots: vec![(0, Self::EMPTY); 1024],
+            slots: vec![(0, Self::EMPTY); cap],
             len: 0,
-            shift: 64 - 10,
+            shift: 64 - cap.trailing_zeros(),
         }
     }
 
+    /// The key of a weak hash.
     #[inline]
-    fn index(&self, key: u64) -> usize {
+    fn fold(weak: u64) -> u32 {
+        (weak ^ weak >> 32) as u32
+    }
+
+    #[inline]
+    fn index(&self, key: u32) -> usize {
         let mask = self.slots.len() - 1;
-        let mut i = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize;
+        let mut i = ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize;
         loop {
             let (k, v) = self.slots[i];
             if v == Self::EMPTY || k == key {
@@ -1030,17 +1071,18 @@ impl WeakTable {
         }
     }
 
-    /// The value of `key`, if it has one.
+    /// The value of `weak`'s key, if it has one.
     #[inline]
-    fn get_mut(&mut self, key: u64) -> Option<&mut u32> {
-        let i = self.index(key);
+    fn get_mut(&mut self, weak: u64) -> Option<&mut u32> {
+        let i = self.index(Self::fold(weak));
         let slot = &mut self.slots[i];
         (slot.1 != Self::EMPTY).then_some(&mut slot.1)
     }
 
-    /// The value of `key`, `EMPTY` when new (the caller sets it).
+    /// The value of `weak`'s key, `EMPTY` when new (the caller sets it).
     #[inline]
-    fn slot(&mut self, key: u64) -> &mut u32 {
+    fn slot(&mut self, weak: u64) -> &mut u32 {
+        let key = Self::fold(weak);
         let mut i = self.index(key);
         if self.slots[i].1 == Self::EMPTY {
             if 2 * (self.len + 1) > self.slots.len() {
@@ -1055,7 +1097,7 @@ impl WeakTable {
 
     #[cold]
     fn grow(&mut self) {
-        let old = core::mem::replace(&mut self.slots, vec![(0, Self::EMPTY); 0]);
+        let old = core::mem::take(&mut self.slots);
         self.slots = vec![(0, Self::EMPTY); 2 * old.len()];
         self.shift -= 1;
         for (k, v) in old {
@@ -1084,7 +1126,7 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     let mut by_weak = WeakTable::new();
     const SHARED: u32 = u32::MAX;
     // Streams found: (index in `ids`, local hash, shape in the table).
-    let mut streams: Vec<(u32, u64, u32)> = Vec::new();
+    let mut streams: Vec<(u32, u64, u32)> = crate::mem::huge_vec(ids.len());
     // Walk `ids[k]` in full (with `o` and `s`) and class its stream into a shape.
     let walk_full = |k: usize, o: &mut WalkOut, s: &mut HashScratch, part: &mut WalkPart| {
         o.callees.clear();
@@ -1109,6 +1151,10 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
         all_full = all_full || (k >= 256 && 5 * walked_full > 3 * seen);
         let weak = if all_full {
             let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
+            // Resolved below (`push_facts`), after the lookups that follow.
+            for &(sym, _) in &out.callees {
+                m.prefetch_symbol(sym);
+            }
             // A function walked lightly (before every walk was in full) has a stream only
             // once another shares its weak hash. (No function is added any more.)
             let first = by_weak.get_mut(weak).map(|v| core::mem::replace(v, SHARED));
@@ -1125,6 +1171,9 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
             weak
         } else {
             let (weak, _) = light_walk(f, &mut scratch, &mut out);
+            for &(sym, _) in &out.callees {
+                m.prefetch_symbol(sym);
+            }
             let v = by_weak.slot(weak);
             match *v {
                 WeakTable::EMPTY => *v = k as u32,
@@ -1250,7 +1299,7 @@ pub(super) fn walk_module(
     // looked up there (and added when new), in order.
     let mut global = core::mem::replace(&mut parts[0].shapes, ShapeTable::with_capacity(0));
     let mut to_global: Vec<u32> = Vec::new();
-    for (p, part) in parts.iter().enumerate() {
+    for (p, part) in parts.iter_mut().enumerate() {
         to_global.clear();
         if p == 0 {
             to_global.extend(0..global.shapes.len() as u32);
@@ -1263,8 +1312,13 @@ pub(super) fn walk_module(
         report.comparisons += part.shapes.comparisons;
         w.shape_size.resize(global.shapes.len(), 0);
         let base = w.sites.len() as u32;
-        w.sites.extend_from_slice(&part.sites);
-        w.targets.extend_from_slice(&part.targets);
+        if p == 0 {
+            w.sites = core::mem::take(&mut part.sites);
+            w.targets = core::mem::take(&mut part.targets);
+        } else {
+            w.sites.extend_from_slice(&part.sites);
+            w.targets.extend_from_slice(&part.targets);
+        }
         w.taken.extend(part.taken.iter().copied());
         for (&id, facts) in ids[p * chunk..].iter().zip(&part.facts) {
             let sh = to_global[facts.shape as usize];
