@@ -266,7 +266,7 @@ impl<'a> Lifter<'a> {
         let cc = opmap::lir_call_conv(s.call_conv)
             .ok_or_else(|| self.err(format!("unsupported calling convention {}", s.call_conv)))?;
         // Exact capacities (`collect` over a fallible iterator would not know them).
-        let mut params = Vec::with_capacity(s.params.len());
+        let mut params = lir::AbiParams::with_capacity(s.params.len());
         for p in &s.params {
             params.push(self.abi_param(p)?);
         }
@@ -277,7 +277,7 @@ impl<'a> Lifter<'a> {
                 lir::MAX_RESULTS
             )));
         }
-        let mut returns = Vec::with_capacity(s.returns.len());
+        let mut returns = lir::AbiParams::with_capacity(s.returns.len());
         for p in &s.returns {
             returns.push(self.abi_param(p)?);
         }

@@ -85,16 +85,22 @@ impl AbiParam {
 /// A function signature.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Signature {
-    pub params: Vec<AbiParam>,
-    pub returns: Vec<AbiParam>,
+    pub params: AbiParams,
+    pub returns: AbiParams,
     pub call_conv: CallConv,
 }
+
+/// The parameters or the returns of a signature: one is held inline (most return lists, and
+/// many parameter lists), so it costs no allocation; the list is as wide as a `Vec`.
+pub type AbiParams = smallvec::SmallVec<[AbiParam; 1]>;
+
+const _: () = assert!(core::mem::size_of::<AbiParams>() == core::mem::size_of::<Vec<AbiParam>>());
 
 impl Signature {
     pub fn new(call_conv: CallConv) -> Self {
         Signature {
-            params: Vec::new(),
-            returns: Vec::new(),
+            params: AbiParams::new(),
+            returns: AbiParams::new(),
             call_conv,
         }
     }
@@ -542,8 +548,10 @@ impl Function {
         }
         v::<u8>(&mut each, "name", self.name.capacity());
         for s in core::iter::once(&self.sig).chain(self.sigs.values()) {
-            v::<AbiParam>(&mut each, "sig params", s.params.capacity());
-            v::<AbiParam>(&mut each, "sig returns", s.returns.capacity());
+            // Held inline unless spilled.
+            let heap = |l: &AbiParams| if l.spilled() { l.capacity() } else { 0 };
+            v::<AbiParam>(&mut each, "sig params", heap(&s.params));
+            v::<AbiParam>(&mut each, "sig returns", heap(&s.returns));
         }
         v::<RegData>(&mut each, "regs", self.regs.len());
         v::<InstData>(&mut each, "insts", self.insts.len());

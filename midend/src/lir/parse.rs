@@ -439,7 +439,7 @@ impl<'a> Parser<'a> {
 
     fn parse_signature(&mut self) -> PResult<Signature> {
         self.expect_punct('(')?;
-        let mut params = Vec::new();
+        let mut params = super::function::AbiParams::new();
         if !self.eat_punct(')')? {
             loop {
                 params.push(self.parse_abi_param()?);
@@ -449,7 +449,7 @@ impl<'a> Parser<'a> {
                 self.expect_punct(',')?;
             }
         }
-        let mut returns = Vec::new();
+        let mut returns = super::function::AbiParams::new();
         if self.tok == Tok::Arrow {
             self.advance()?;
             loop {
