@@ -5,7 +5,7 @@
 pub mod analysis;
 pub mod hash;
 pub mod lir;
-mod mem;
+pub mod mem;
 pub mod pass;
 pub mod passes;
 

@@ -1,4 +1,4 @@
-//! Memory hints for the mid-end's large, short-lived buffers.
+//! Memory hints for the mid-end's large, short-lived buffers, and the peak memory of the process.
 
 /// Ask the kernel to back the buffer of `v` (its whole capacity) with transparent huge
 /// pages: a buffer of tens of megabytes written once (the merge walk's token streams) then
@@ -39,4 +39,17 @@ pub(crate) fn huge_vec_of<T: Clone>(n: usize, x: T) -> Vec<T> {
     let mut v = huge_vec(n);
     v.resize(n, x);
     v
+}
+
+/// The peak resident memory of this process so far, in KiB (`VmHWM`), where the system
+/// tells it (Linux).
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line["VmHWM:".len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }

@@ -200,6 +200,8 @@ impl PassManager {
             let name = p.name();
             let t = Instant::now();
             p.run(module, stats)?;
+            // Bodies a pass removed and left to be freed (`Module::free_removed`).
+            module.free_pending();
             stats.add_time(name, t.elapsed());
             if self.verify {
                 // The functions the pass may have changed: the open ones.

@@ -1235,3 +1235,117 @@ fn register_pairs_past_their_edge() {
     let m = parse(&src);
     check_tokens(&m).unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Memory: what passes keep.
+// ---------------------------------------------------------------------------------------------
+
+/// A local function of about 30 instructions around the constant `k`: a member of a
+/// `merge-similar` group with any other `similar_body` of the same length.
+fn similar_body(name: &str, k: i64) -> String {
+    let mut s = format!("function @{name}(i64) -> i64 system_v local {{\nbb0:\n    %vr0 = copy.i64 arg0\n    %vr1 = mul.i64 %vr0, {k}\n");
+    for j in 0..14 {
+        let (a, b) = (2 + 2 * j, 3 + 2 * j);
+        s += &format!(
+            "    %vr{a} = add.i64 %vr{}, %vr0\n    %vr{b} = xor.i64 %vr{a}, %vr1\n",
+            a - 1
+        );
+    }
+    s += "    ret %vr29\n}\n";
+    s
+}
+
+/// The heap bytes of a function's tables (`Function::heap_blocks`).
+fn heap_bytes(f: &Function) -> usize {
+    let mut n = 0;
+    f.heap_blocks(|_, b| n += b);
+    n
+}
+
+/// A call that `merge-similar` rewrites (to call the shared body with an extra argument)
+/// grows the caller's tables by what the rewrite needs, not by `Vec`'s doubling of every
+/// table it touches: on a large module most callers are rewritten once, and doubling them all
+/// added half the module again in memory (`Function::reserve_edit`). The merged members'
+/// bodies, with `free_removed`, are freed by the end of the pass.
+#[test]
+fn similar_rewrites_grow_callers_by_what_they_need() {
+    // A caller of 60 instructions whose tables are cut to size, as after lifting.
+    let mut text = String::from(
+        "function @main(i64) -> i64 system_v export {\n    sig0 = (i64) -> i64 system_v\nbb0:\n    %vr0 = copy.i64 arg0\n    %vr1 = call @b(%vr0), sig0\n",
+    );
+    for j in 2..60 {
+        text += &format!("    %vr{j} = add.i64 %vr{}, %vr0\n", j - 1);
+    }
+    text += "    ret %vr59\n}\n";
+    for (name, k) in [("a", 3), ("b", 5), ("c", 7)] {
+        text += &similar_body(name, k);
+    }
+    let mut kept = parse(&text);
+    let mut m = parse(&text);
+    m.free_removed = true;
+    for (_, f) in m.functions.iter_mut() {
+        f.shrink_to_fit();
+    }
+    let (main, b) = (fid(&m, "main"), fid(&m, "b"));
+    let before = heap_bytes(&m.functions[main]);
+    let stats = run(&mut m, "merge-similar");
+    run(&mut kept, "merge-similar");
+    assert_eq!(stats.get("merged_similar"), 3, "{}", module_to_string(&m));
+    assert_eq!(stats.get("similar.callers_rewritten"), 1);
+    assert!(!calls(&m, main, "b"), "main calls the shared body now");
+    let after = heap_bytes(&m.functions[main]);
+    assert!(
+        after <= before + before / 8,
+        "the caller grew from {before} to {after} bytes for one rewritten call"
+    );
+    // The same module as without freeing; the folded members' bodies are gone.
+    assert_eq!(kept.to_string(), m.to_string());
+    assert!(m.removed[b] && kept.removed[b]);
+    assert_eq!(m.functions[b].inst_count(), 0);
+    assert!(kept.functions[b].inst_count() > 0);
+}
+
+/// `reserve_block_edit` before each of many insertions keeps every block's list in order (a
+/// list that moves takes its instructions along), and the array of lists stays within a small
+/// multiple of the instructions it lists.
+#[test]
+fn block_edits_keep_lists_in_order() {
+    let mut m = parse(&similar_body("f", 3));
+    let id = fid(&m, "f");
+    let f = &mut m.functions[id];
+    // A second block after the entry, so that the entry's list is not the last.
+    let b1 = f.new_block();
+    let r = f.new_reg(Type::I64);
+    let i = f.make_inst(Opcode::Copy, Type::I64, &[r], &[Operand::Int(1)]);
+    f.append_inst(b1, i);
+    f.shrink_to_fit();
+    let entry = f.entry().unwrap();
+    let mut model: Vec<Inst> = f.block_insts(entry).to_vec();
+    for k in 0..200usize {
+        f.reserve_block_edit(entry, 1);
+        let r = f.new_reg(Type::I64);
+        let i = f.make_inst(Opcode::Copy, Type::I64, &[r], &[Operand::Int(k as i64)]);
+        let pos = (k * 7) % (model.len() + 1);
+        f.insert_inst(entry, pos, i);
+        model.insert(pos, i);
+        assert_eq!(f.block_insts(entry), &model[..]);
+        assert_eq!(f.block_insts(b1), &[model_b1(f, b1)][..]);
+    }
+    let mut order = 0;
+    f.heap_blocks(|name, b| {
+        if name == "inst_order" {
+            order = b;
+        }
+    });
+    // The lists, their room to grow, and the copy the entry's list left behind when it
+    // moved to the end (once: it then grows in place).
+    assert!(
+        order <= 4 * 3 * model.len(),
+        "{order} bytes of lists for {} instructions",
+        model.len()
+    );
+}
+
+fn model_b1(f: &Function, b1: Block) -> Inst {
+    f.block_insts(b1)[0]
+}

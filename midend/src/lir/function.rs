@@ -390,6 +390,38 @@ impl Function {
         );
     }
 
+    /// Start loading the allocator's header of each of the function's tables (the word
+    /// before each allocation), ahead of `drop_body`.
+    #[inline]
+    pub fn prefetch_allocations(&self) {
+        #[inline(always)]
+        fn before<T>(p: *const T, cap: usize) {
+            if cap > 0 {
+                let p = (p as *const u8).wrapping_sub(8);
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: prefetching is a hint and never faults.
+                unsafe {
+                    core::arch::x86_64::_mm_prefetch(
+                        p as *const i8,
+                        core::arch::x86_64::_MM_HINT_T0,
+                    )
+                };
+            }
+        }
+        before(self.regs.as_values_slice().as_ptr(), self.regs.len());
+        before(self.insts.as_values_slice().as_ptr(), self.insts.len());
+        before(self.blocks.as_values_slice().as_ptr(), self.blocks.len());
+        before(self.inst_order.as_ptr(), self.inst_order.capacity());
+        before(self.layout.as_ptr(), self.layout.capacity());
+        before(self.operand_pool.as_ptr(), self.operand_pool.capacity());
+        before(self.result_pool.as_ptr(), self.result_pool.capacity());
+        before(self.sigs.as_values_slice().as_ptr(), self.sigs.len());
+        before(
+            self.memflags.as_values_slice().as_ptr(),
+            self.memflags.len(),
+        );
+    }
+
     /// `prefetch` for a pass that reads only the body: instructions, operands, block lists and
     /// memory flags (value numbering), not registers or signatures.
     #[inline]
@@ -616,6 +648,41 @@ impl Function {
         self.frozen = old.frozen;
         self.modified = old.modified;
         self.calls_rewritten = old.calls_rewritten;
+    }
+
+    /// Make room, exactly, for an edit of a finished function (whose tables are cut to
+    /// size): `insts` new instructions (of one result each) with `operands` new operands, `regs`
+    /// new registers and `sigs` new call signatures. `Vec`'s doubling would give a one-call rewrite twice the
+    /// room it needs in every table: on a large module, a pass that rewrites calls would add
+    /// half the module again in memory. Give the totals of all the edits a pass makes in the
+    /// function at once (growing by small steps, edit by edit, would copy the tables each
+    /// time). Place the new instructions with `reserve_block_edit`.
+    pub fn reserve_edit(&mut self, insts: usize, operands: usize, regs: usize, sigs: usize) {
+        self.insts.reserve_exact(insts);
+        self.result_pool.reserve_exact(insts);
+        self.operand_pool.reserve_exact(operands);
+        self.regs.reserve_exact(regs);
+        self.sigs.reserve_exact(sigs);
+    }
+
+    /// Make room for `n` more instructions in block `b` for an edit (see `reserve_edit`): a
+    /// list that must move to the end of the array of lists grows by `n` or by half,
+    /// whichever is more (a list that moves leaves its old room unused: growing by half
+    /// bounds that waste to twice the list), and the array, when it must grow, by what the
+    /// move needs or an eighth, whichever is more.
+    pub fn reserve_block_edit(&mut self, b: Block, n: usize) {
+        let d = self.blocks[b];
+        if d.cap - d.len >= n as u32 {
+            return;
+        }
+        let want = d.len as usize + n.max(d.len as usize / 2);
+        let at_end = d.start as usize + d.cap as usize == self.inst_order.len();
+        let grow = if at_end { want - d.cap as usize } else { want };
+        let (len, cap) = (self.inst_order.len(), self.inst_order.capacity());
+        if cap - len < grow {
+            self.inst_order.reserve_exact(grow.max(len / 8));
+        }
+        self.move_block_to_end(b, want);
     }
 
     /// Make room for `n` more placed instructions in the function (all blocks' lists).

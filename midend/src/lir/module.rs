@@ -112,6 +112,9 @@ pub struct Module {
     /// room a thunk built in a merged function's old tables does not use: a lower peak of
     /// memory on large modules, for the price of the frees inside the passes. Off by default.
     pub free_removed: bool,
+    /// Functions removed with `free_removed` set whose bodies are still to be freed
+    /// (`free_pending`).
+    pending_free: Vec<FuncId>,
 }
 
 /// The hash of a symbol name in `Module::symbol_index` (the mid-end's hasher).
@@ -131,6 +134,28 @@ impl Module {
     pub fn remove_function(&mut self, f: FuncId) {
         self.removed[f] = true;
         if self.free_removed {
+            self.pending_free.push(f);
+        }
+    }
+
+    /// No body waits to be freed (`free_pending`).
+    pub fn pending_free_is_empty(&self) -> bool {
+        self.pending_free.is_empty()
+    }
+
+    /// Free the bodies of the functions removed since the last call (with `free_removed`
+    /// set). Freeing a body frees each of its tables, and the allocator reads a header just
+    /// before each: on a large module every one of those is a cache miss. In a batch they are
+    /// asked for a few functions ahead, so they come in together.
+    pub fn free_pending(&mut self) {
+        let pending = core::mem::take(&mut self.pending_free);
+        for (k, &f) in pending.iter().enumerate() {
+            if let Some(&g) = pending.get(k + 8) {
+                self.functions[g].prefetch_header();
+            }
+            if let Some(&g) = pending.get(k + 3) {
+                self.functions[g].prefetch_allocations();
+            }
             self.functions[f].drop_body();
         }
     }

@@ -725,6 +725,11 @@ fn round(
         }
     }
     report.add_time("similar.fold", t);
+    if !m.pending_free_is_empty() {
+        let t = std::time::Instant::now();
+        m.free_pending();
+        report.add_time("similar.free", t);
+    }
     let t = std::time::Instant::now();
     rewrite_callers(m, st, &folds, &mut next_walk, report);
     report.add_time("similar.rewrite", t);
@@ -1016,8 +1021,21 @@ fn fold(
     s.address_significant = false;
     s.modified = true;
     s.frozen = false;
-    // The extra parameters, moved into registers at the top of the entry block.
+    // The extra parameters, moved into registers at the top of the entry block; self-calls
+    // get them as extra arguments. Room for that, exactly (`Function::reserve_edit`).
     let entry = s.entry().expect("a body");
+    {
+        let rep_callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
+        let self_ops: usize = p
+            .callee_fate
+            .iter()
+            .zip(rep_callees)
+            .filter(|(fate, _)| matches!(fate, Fate::SelfCall))
+            .map(|(_, &(_, inst))| s.operands(inst).len() + tys.len())
+            .sum();
+        s.reserve_edit(tys.len(), tys.len() + self_ops, tys.len(), 1);
+        s.reserve_block_edit(entry, tys.len());
+    }
     let mut regs = Vec::with_capacity(tys.len());
     for (k, &t) in tys.iter().enumerate() {
         let r = s.new_reg(t);
@@ -1299,6 +1317,24 @@ fn rewrite_callers(
         edits.extend(sites.iter().map(|&s| (member, s)));
     }
     let mut seen: HashSet<FuncId> = changed.iter().copied().collect();
+    // What the rewrites add to each caller, so that its tables grow once and exactly
+    // (`Function::reserve_edit`): per call, an instruction, register and operand per extra
+    // argument, the call's new operand list, its signature and those of the addresses.
+    let mut needs: HashMap<FuncId, [usize; 4]> = HashMap::default();
+    for &(member, (id, i)) in &edits {
+        let f = &m.functions[id];
+        if m.removed[id] || !is_call_of(f, i, member) {
+            continue;
+        }
+        let (_, _, (a, b)) = folds.calls_to[&member];
+        let extras = &folds.extras[a as usize..b as usize];
+        let addrs = extras.iter().filter(|e| e.2 != NO_SIG).count();
+        let n = needs.entry(id).or_default();
+        n[0] += extras.len();
+        n[1] += 2 * extras.len() + f.operands(i).len();
+        n[2] += extras.len();
+        n[3] += 1 + addrs;
+    }
     let (mut regs, mut ops) = (Vec::new(), Vec::new());
     for (k, &(member, (id, i))) in edits.iter().enumerate() {
         if let Some(&(_, (next, _))) = edits.get(k + 8) {
@@ -1314,10 +1350,7 @@ fn rewrite_callers(
         let extras = &folds.extras[a as usize..b as usize];
         let f = &mut m.functions[id];
         // The index may be stale (a body replaced by a thunk): check the call is there.
-        let here = matches!(
-            f.insts.get(i).map(|d| d.opcode),
-            Some(Opcode::Call | Opcode::TailCall)
-        ) && f.operands(i).first() == Some(&Operand::Sym(member, 0));
+        let here = is_call_of(f, i, member);
         let Some((b, pos)) = here
             .then(|| {
                 f.layout.iter().find_map(|&b| {
@@ -1331,6 +1364,10 @@ fn rewrite_callers(
         else {
             continue;
         };
+        if let Some([insts, operands, nregs, sigs]) = needs.remove(&id) {
+            f.reserve_edit(insts, operands, nregs, sigs);
+        }
+        f.reserve_block_edit(b, extras.len());
         regs.clear();
         materialize(f, b, pos, extras, &folds.sigs, &mut regs);
         call_shared(
@@ -1347,4 +1384,13 @@ fn rewrite_callers(
         }
         report.callers_rewritten += 1;
     }
+}
+
+/// Whether instruction `i` of `f` is a direct call (`call`, `tail_call`) of `member` (a call
+/// site recorded earlier may be stale: the body replaced by a thunk).
+fn is_call_of(f: &Function, i: Inst, member: Symbol) -> bool {
+    matches!(
+        f.insts.get(i).map(|d| d.opcode),
+        Some(Opcode::Call | Opcode::TailCall)
+    ) && f.operands(i).first() == Some(&Operand::Sym(member, 0))
 }
