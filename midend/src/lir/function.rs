@@ -342,27 +342,30 @@ pub struct Function {
     pub stack_limit: Option<GlobalRef>,
 }
 
-/// Ask the CPU to start loading the first `max` bytes of a slice (a hint; no effect on
-/// other targets).
+/// Ask the CPU to start loading the cache line at `p` (a hint: it never faults, whatever
+/// the address; no effect on other targets).
+#[inline(always)]
+pub(crate) fn prefetch_addr(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint and never faults.
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Ask the CPU to start loading the first `max` bytes of a slice (a hint).
 #[inline(always)]
 pub(crate) fn prefetch_slice<T>(s: &[T], max: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = s.as_ptr() as *const i8;
-        let bytes = core::mem::size_of_val(s).min(max);
-        let mut o = 0;
-        while o < bytes {
-            // SAFETY: prefetching is a hint and never faults; `p + o` stays inside `s`.
-            #[allow(unused_unsafe)]
-            unsafe {
-                _mm_prefetch(p.add(o), _MM_HINT_T0)
-            };
-            o += 64;
-        }
+    let p = s.as_ptr() as *const u8;
+    let bytes = core::mem::size_of_val(s).min(max);
+    let mut o = 0;
+    while o < bytes {
+        prefetch_addr(p.wrapping_add(o));
+        o += 64;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (s, max);
 }
 
 impl Function {
@@ -397,15 +400,7 @@ impl Function {
         #[inline(always)]
         fn before<T>(p: *const T, cap: usize) {
             if cap > 0 {
-                let p = (p as *const u8).wrapping_sub(8);
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: prefetching is a hint and never faults.
-                unsafe {
-                    core::arch::x86_64::_mm_prefetch(
-                        p as *const i8,
-                        core::arch::x86_64::_MM_HINT_T0,
-                    )
-                };
+                prefetch_addr((p as *const u8).wrapping_sub(8));
             }
         }
         before(self.regs.as_values_slice().as_ptr(), self.regs.len());
@@ -651,10 +646,10 @@ impl Function {
     }
 
     /// Make room, exactly, for an edit of a finished function (whose tables are cut to
-    /// size): `insts` new instructions (of one result each) with `operands` new operands, `regs`
-    /// new registers and `sigs` new call signatures. `Vec`'s doubling would give a one-call rewrite twice the
-    /// room it needs in every table: on a large module, a pass that rewrites calls would add
-    /// half the module again in memory. Give the totals of all the edits a pass makes in the
+    /// size): `insts` new instructions (of one result each) with `operands` new operands,
+    /// `regs` new registers and `sigs` new call signatures. `Vec`'s doubling would give a
+    /// one-call rewrite twice the room it needs in every table: on a large module, a pass
+    /// that rewrites calls would add half the module again in memory. Give the totals of all the edits a pass makes in the
     /// function at once (growing by small steps, edit by edit, would copy the tables each
     /// time). Place the new instructions with `reserve_block_edit`.
     pub fn reserve_edit(&mut self, insts: usize, operands: usize, regs: usize, sigs: usize) {

@@ -138,16 +138,12 @@ impl Module {
         }
     }
 
-    /// No body waits to be freed (`free_pending`).
-    pub fn pending_free_is_empty(&self) -> bool {
-        self.pending_free.is_empty()
-    }
-
     /// Free the bodies of the functions removed since the last call (with `free_removed`
     /// set). Freeing a body frees each of its tables, and the allocator reads a header just
     /// before each: on a large module every one of those is a cache miss. In a batch they are
-    /// asked for a few functions ahead, so they come in together.
-    pub fn free_pending(&mut self) {
+    /// asked for a few functions ahead, so they come in together. Returns whether any
+    /// body was freed.
+    pub fn free_pending(&mut self) -> bool {
         let pending = core::mem::take(&mut self.pending_free);
         for (k, &f) in pending.iter().enumerate() {
             if let Some(&g) = pending.get(k + 8) {
@@ -158,6 +154,7 @@ impl Module {
             }
             self.functions[f].drop_body();
         }
+        !pending.is_empty()
     }
 
     /// Record how `merge-similar` rewrote the direct calls of `member`.

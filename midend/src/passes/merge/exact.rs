@@ -249,8 +249,7 @@ pub fn merge_functions_reusing(
         }
     }
     report.lap("merge.redirect", &mut clock);
-    if !m.pending_free_is_empty() {
-        m.free_pending();
+    if m.free_pending() {
         report.lap("merge.free", &mut clock);
     }
     report

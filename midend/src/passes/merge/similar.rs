@@ -725,9 +725,8 @@ fn round(
         }
     }
     report.add_time("similar.fold", t);
-    if !m.pending_free_is_empty() {
-        let t = std::time::Instant::now();
-        m.free_pending();
+    let t = std::time::Instant::now();
+    if m.free_pending() {
         report.add_time("similar.free", t);
     }
     let t = std::time::Instant::now();
