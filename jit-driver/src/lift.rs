@@ -342,7 +342,10 @@ impl<'a> Lifter<'a> {
         aux: u32,
     ) -> lir::Inst {
         // (`make_inst`, with the copy of a list of known length inlined here, no `memcpy`)
-        self.f.operand_pool.extend_from_slice(&operands);
+        self.f.reserve_operands(N);
+        for o in operands {
+            self.f.push_operand(o);
+        }
         self.f.make_inst_pooled_aux(op, ty, results, N, aux)
     }
 
@@ -355,7 +358,7 @@ impl<'a> Lifter<'a> {
         operands: &[Operand],
         aux: u32,
     ) -> lir::Inst {
-        self.f.operand_pool.extend_from_slice(operands);
+        self.f.extend_operands(operands);
         let i = self.f.make_inst_pooled(op, ty, results, operands.len());
         self.f.insts[i].aux = aux;
         i
@@ -375,12 +378,12 @@ impl<'a> Lifter<'a> {
     ) -> LResult<lir::Inst> {
         let mut n = args.len();
         if let Some(p) = prefix {
-            self.f.operand_pool.push(p);
+            self.f.push_operand(p);
             n += 1;
         }
         for &v in args {
             let r = self.reg(v)?;
-            self.f.operand_pool.push(Operand::Reg(r));
+            self.f.push_operand(Operand::Reg(r));
         }
         Ok(self.f.make_inst_pooled_aux(op, ty, results, n, aux))
     }
@@ -1117,7 +1120,7 @@ impl<'a> Lifter<'a> {
         self.f.insts.reserve(n + nparams + 2);
         // Operands: about two per instruction, a branch's targets, a phi's sources (a
         // register and a block each); beyond this (1% of functions) the pool grows.
-        self.f.operand_pool.reserve(2 * n + 2 * nb + 2 * nparams);
+        self.f.reserve_operands(2 * n + 2 * nb + 2 * nparams);
         // One block after the other, so each block's list grows at the end of the function's
         // one instruction array (in place): entry parameters become argument copies, others
         // phis, then the instructions.
@@ -1209,7 +1212,7 @@ impl<'a> Lifter<'a> {
                     .f
                     .make_inst(L::Jump, lir::Type::VOID, &[], &[Operand::Block(tb)]);
                 self.f.append_inst(e, j);
-                self.f.operands_mut(term)[idx as usize] = Operand::Block(e);
+                self.f.set_operand(term, idx as usize, Operand::Block(e));
                 ctx.sources.push(Source {
                     target,
                     pred: e,
@@ -1261,7 +1264,7 @@ impl<'a> Lifter<'a> {
             .iter()
             .map(|s| 2 * ctx.phis[s.target].1 as usize)
             .sum();
-        self.f.operand_pool.reserve(phi_operands);
+        self.f.reserve_operands(phi_operands);
         for (ord, &b) in ctx.phi_blocks.iter().enumerate() {
             let (first_phi, nphis, _) = ctx.phis[b];
             let end = ctx.source_start[ord] as usize;

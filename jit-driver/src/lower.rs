@@ -159,13 +159,13 @@ impl LowerContext {
             let (b, i) = *top;
             let ops = match f.terminator(b) {
                 Some(t) => f.operands(t),
-                None => &[],
+                None => lir::Operands::empty(),
             };
             let mut k = i as usize;
             let mut next = None;
             while let Some(op) = ops.get(k) {
                 k += 1;
-                if let Operand::Block(s) = *op {
+                if let Operand::Block(s) = op {
                     if !self.visited[s.index()] {
                         self.visited[s.index()] = true;
                         next = Some(s);
@@ -424,11 +424,10 @@ impl Lowerer<'_, '_> {
             if f.insts[phi].opcode != L::Phi {
                 break;
             }
-            let src = f
-                .operands(phi)
-                .chunks(2)
-                .find(|p| p[1] == Operand::Block(from))
-                .map(|p| p[0]);
+            let ops = f.operands(phi);
+            let src = (0..ops.len() / 2)
+                .find(|&k| ops.at(2 * k + 1) == Operand::Block(from))
+                .map(|k| ops.at(2 * k));
             let Some(Operand::Reg(r)) = src else {
                 return Err(self.err(format!("phi in {to} has no source for {from}")));
             };
@@ -456,7 +455,8 @@ impl Lowerer<'_, '_> {
         self.cur = Some(inst);
         let f = self.f;
         let d = f.insts[inst];
-        let ops = f.operands(inst);
+        let ops = f.operands(inst).unpacked();
+        let ops = &ops[..];
         let ty = d.ty;
         let cty = clif_type(ty);
         match d.opcode.format() {
@@ -742,7 +742,8 @@ impl Lowerer<'_, '_> {
     ) -> Result<(), Error> {
         let f = self.f;
         let d = f.insts[inst];
-        let ops = f.operands(inst);
+        let ops = f.operands(inst).unpacked();
+        let ops = &ops[..];
         let sig = ir::SigRef::from_u32(d.aux);
         let lsig = &f.sigs[lir::SigRef::from_u32(d.aux)];
         let nargs = ops[1..]
@@ -855,7 +856,7 @@ impl Lowerer<'_, '_> {
             )));
         }
         let mut vals: SmallVec<[ir::Value; 4]> = SmallVec::new();
-        for (k, &op) in ops.iter().enumerate() {
+        for (k, op) in ops.iter().enumerate() {
             let Operand::Reg(r) = op else {
                 return Err(self.err(format!("'{}' operand {k} must be a register", o.name)));
             };

@@ -247,7 +247,7 @@ fn calls(m: &Module, f: FuncId, sym: &str) -> bool {
     let func = &m.functions[f];
     func.layout.iter().any(|&b| {
         func.block_insts(b).iter().any(|&i| {
-            func.insts[i].opcode.is_call() && func.operands(i).first() == Some(&Operand::Sym(s, 0))
+            func.insts[i].opcode.is_call() && func.operands(i).first() == Some(Operand::Sym(s, 0))
         })
     })
 }

@@ -405,7 +405,7 @@ fn seed_load() {
     let f = &m.functions[FuncId::from_u32(0)];
     let i = inst_at(f, 0, 2);
     assert_eq!(f.insts[i].opcode, Opcode::Load);
-    let Some(mr) = f.operands(i)[0].mem() else {
+    let Some(mr) = f.operand(i, 0).mem() else {
         panic!("not a memory reference")
     };
     assert_eq!(mr.base.expand(), Some(Reg::from_u32(0)));

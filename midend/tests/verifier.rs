@@ -265,7 +265,7 @@ fn memory_operand_required_by_load() {
     .unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let load = f.block_insts(Block::from_u32(0))[1];
-    f.operands_mut(load)[0] = Operand::Reg(Reg::from_u32(0));
+    f.set_operand(load, 0, Operand::Reg(Reg::from_u32(0)));
     let e = verify_module(&m, true).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -559,11 +559,11 @@ fn bad_scale_built_directly() {
     .unwrap();
     let f = &mut m.functions[FuncId::from_u32(0)];
     let load = f.block_insts(Block::from_u32(0))[1];
-    let Some(mut mr) = f.operands(load)[0].mem() else {
+    let Some(mut mr) = f.operand(load, 0).mem() else {
         unreachable!()
     };
     mr.scale = 3;
-    f.operands_mut(load)[0] = Operand::from(mr);
+    f.set_operand(load, 0, Operand::from(mr));
     let e = verify_module(&m, true).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -741,14 +741,14 @@ fn use_of_undefined_register() {
     let f = &mut m.functions[FuncId::from_u32(0)];
     let r = f.new_reg(Type::I32);
     let ret = f.block_insts(Block::from_u32(0))[1];
-    f.operands_mut(ret)[0] = Operand::Reg(r);
+    f.set_operand(ret, 0, Operand::Reg(r));
     assert_eq!(
         verify_module(&m, true).unwrap_err().to_string(),
         "function f, bb0, `ret %vr1`: %vr1 is used but never defined"
     );
     // A register number past the function's registers.
     let f = &mut m.functions[FuncId::from_u32(0)];
-    f.operands_mut(ret)[0] = Operand::Reg(Reg::from_u32(99));
+    f.set_operand(ret, 0, Operand::Reg(Reg::from_u32(99)));
     assert_eq!(
         verify_module(&m, false).unwrap_err().to_string(),
         "function f, bb0, `ret %vr99`: %vr99 does not exist"

@@ -170,8 +170,8 @@ fn thunk_shape(f: &lir::Function) -> Option<(lir::Symbol, Vec<Extra>)> {
     while k < insts.len() {
         let i = insts[k];
         let d = &f.insts[i];
-        let (res, ops) = (f.results(i), f.operands(i));
-        match (d.opcode, res, ops) {
+        let (res, ops) = (f.results(i), f.operands(i).unpacked());
+        match (d.opcode, res, &ops[..]) {
             (Opcode::Copy, &[r], &[Operand::Arg(a)]) if k < np && a as usize == k => {
                 regs.push(r);
             }
@@ -220,7 +220,7 @@ fn thunk_shape(f: &lir::Function) -> Option<(lir::Symbol, Vec<Extra>)> {
                         let rops = f.operands(ret);
                         let same = rd.opcode == Opcode::Ret
                             && rops.len() == rets.len()
-                            && rops.iter().zip(rets).all(|(o, r)| *o == Operand::Reg(*r));
+                            && rops.iter().zip(rets).all(|(o, r)| o == Operand::Reg(*r));
                         same.then_some((*callee, extras))
                     }
                     _ => None,

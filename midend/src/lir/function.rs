@@ -4,13 +4,14 @@
 
 use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode, PoolRange};
-use super::operand::Operand;
+use super::operand::{Operand, Operands, PackedOperand};
 use super::thin::ThinMap;
 use super::types::Type;
 use crate::hash::HashMap;
 use cranelift_entity::packed_option::ReservedValue;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
 use smallvec::SmallVec;
+use thin_vec::ThinVec;
 
 /// Calling conventions (the names Cranelift prints).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -325,12 +326,16 @@ pub struct Function {
     inst_order: Vec<Inst>,
     /// Block order; the first is the entry.
     pub layout: Vec<Block>,
-    pub operand_pool: Vec<Operand>,
-    pub result_pool: Vec<Reg>,
+    /// Every instruction's operands, packed (`InstData::operands` is a range of it; read
+    /// them with `operands`).
+    pub(crate) operand_pool: Vec<PackedOperand>,
+    /// The operands too wide to pack, by the index their packed word holds.
+    pub(crate) wide_operands: ThinVec<Operand>,
+    pub result_pool: ThinVec<Reg>,
     pub stack_objs: ThinMap<StackObj, StackObjData>,
-    pub sigs: PrimaryMap<SigRef, Signature>,
+    pub sigs: ThinMap<SigRef, Signature>,
     pub regions: ThinMap<Region, RegionData>,
-    pub memflags: PrimaryMap<MemFlagsRef, MemFlags>,
+    pub memflags: ThinMap<MemFlagsRef, MemFlags>,
     /// The index of `memflags`, built once the table outgrows `MEMFLAGS_SCAN` (empty until
     /// then).
     memflags_index: Option<Box<HashMap<MemFlags, MemFlagsRef>>>,
@@ -403,18 +408,27 @@ impl Function {
                 prefetch_addr((p as *const u8).wrapping_sub(8));
             }
         }
+        /// A `ThinVec`'s block starts with its length and capacity.
+        #[inline(always)]
+        fn thin<T>(v: &ThinVec<T>) {
+            before(
+                (v.as_ptr() as *const u8).wrapping_sub(2 * size_of::<usize>()),
+                v.capacity(),
+            );
+        }
         before(self.regs.as_values_slice().as_ptr(), self.regs.len());
         before(self.insts.as_values_slice().as_ptr(), self.insts.len());
         before(self.blocks.as_values_slice().as_ptr(), self.blocks.len());
         before(self.inst_order.as_ptr(), self.inst_order.capacity());
         before(self.layout.as_ptr(), self.layout.capacity());
         before(self.operand_pool.as_ptr(), self.operand_pool.capacity());
-        before(self.result_pool.as_ptr(), self.result_pool.capacity());
-        before(self.sigs.as_values_slice().as_ptr(), self.sigs.len());
-        before(
-            self.memflags.as_values_slice().as_ptr(),
-            self.memflags.len(),
-        );
+        thin(&self.result_pool);
+        for p in [self.sigs.heap_start(), self.memflags.heap_start()]
+            .into_iter()
+            .flatten()
+        {
+            before(p, 1);
+        }
     }
 
     /// `prefetch` for a pass that reads only the body: instructions, operands, block lists and
@@ -446,7 +460,7 @@ impl Function {
             for &i in self.block_insts(b) {
                 if matches!(self.insts[i].opcode, Opcode::FuncAddr | Opcode::SymbolValue) {
                     if let Some(Operand::Sym(s, _)) = self.operands(i).first() {
-                        each(*s);
+                        each(s);
                     }
                 }
             }
@@ -473,11 +487,12 @@ impl Function {
             inst_order: Vec::new(),
             layout: Vec::new(),
             operand_pool: Vec::new(),
-            result_pool: Vec::new(),
+            wide_operands: ThinVec::new(),
+            result_pool: ThinVec::new(),
             stack_objs: ThinMap::new(),
-            sigs: PrimaryMap::new(),
+            sigs: ThinMap::new(),
             regions: ThinMap::new(),
-            memflags: PrimaryMap::new(),
+            memflags: ThinMap::new(),
             memflags_index: None,
             globals: ThinMap::new(),
             opaques: ThinMap::new(),
@@ -550,6 +565,7 @@ impl Function {
         self.blocks.shrink_to_fit();
         self.layout.shrink_to_fit();
         self.operand_pool.shrink_to_fit();
+        self.wide_operands.shrink_to_fit();
         self.result_pool.shrink_to_fit();
         self.stack_objs.shrink_to_fit();
         self.sigs.shrink_to_fit();
@@ -585,19 +601,34 @@ impl Function {
         v::<BlockData>(&mut each, "blocks", self.blocks.len());
         v::<Inst>(&mut each, "inst_order", self.inst_order.capacity());
         v::<Block>(&mut each, "layout", self.layout.capacity());
-        v::<Operand>(&mut each, "operand_pool", self.operand_pool.capacity());
-        v::<Reg>(&mut each, "result_pool", self.result_pool.capacity());
+        v::<PackedOperand>(&mut each, "operand_pool", self.operand_pool.capacity());
+        if self.wide_operands.capacity() > 0 {
+            each(
+                "wide_operands",
+                16 + self.wide_operands.capacity() * core::mem::size_of::<Operand>(),
+            );
+        }
+        if self.result_pool.capacity() > 0 {
+            each(
+                "result_pool",
+                2 * size_of::<usize>() + self.result_pool.capacity() * size_of::<Reg>(),
+            );
+        }
         if self.stack_objs.heap_bytes() > 0 {
             each("stack_objs", self.stack_objs.heap_bytes());
         }
-        v::<Signature>(&mut each, "sigs", self.sigs.len());
+        if self.sigs.heap_bytes() > 0 {
+            each("sigs", self.sigs.heap_bytes());
+        }
         if self.regions.heap_bytes() > 0 {
             each("regions", self.regions.heap_bytes());
         }
         for r in self.regions.values() {
             v::<u8>(&mut each, "region names", r.name.capacity());
         }
-        v::<MemFlags>(&mut each, "memflags", self.memflags.len());
+        if self.memflags.heap_bytes() > 0 {
+            each("memflags", self.memflags.heap_bytes());
+        }
         if let Some(ix) = &self.memflags_index {
             each("memflags_index", core::mem::size_of_val(&**ix));
             each(
@@ -632,6 +663,14 @@ impl Function {
     /// function's body is never read, and on a large module freeing it early lowers the peak
     /// memory of the passes that follow.
     pub fn drop_body(&mut self) {
+        drop(self.take_body());
+    }
+
+    /// Take the body out of a function a pass removes, leaving what `drop_body` leaves: the
+    /// function returned has the body, the flags and the linkage, with no name and an empty
+    /// signature of the same calling convention (`merge-similar` moves a removed member's
+    /// body into the shared function this way, rather than copying it).
+    pub fn take_body(&mut self) -> Function {
         let cc = self.sig.call_conv;
         let header = Function::new(
             core::mem::take(&mut self.name),
@@ -643,6 +682,7 @@ impl Function {
         self.frozen = old.frozen;
         self.modified = old.modified;
         self.calls_rewritten = old.calls_rewritten;
+        old
     }
 
     /// Make room, exactly, for an edit of a finished function (whose tables are cut to
@@ -831,12 +871,59 @@ impl Function {
         results: &[Reg],
         operands: &[Operand],
     ) -> Inst {
-        self.operand_pool.extend_from_slice(operands);
+        self.extend_operands(operands);
         self.make_inst_pooled(opcode, ty, results, operands.len())
     }
 
-    /// `make_inst` for operands the caller has pushed onto the end of `operand_pool`: the
-    /// last `n` entries become the instruction's operands, where they are.
+    /// Pack `op` (into the wide table if it does not fit in a word).
+    #[inline(always)]
+    pub fn pack(&mut self, op: Operand) -> PackedOperand {
+        match PackedOperand::inline(op) {
+            Some(p) => p,
+            None => self.pack_wide(op),
+        }
+    }
+
+    #[inline(never)]
+    fn pack_wide(&mut self, op: Operand) -> PackedOperand {
+        let k = self.wide_operands.len();
+        assert!(k < 1 << 32, "more than 2^32 wide operands in {}", self.name);
+        self.wide_operands.push(op);
+        PackedOperand::wide(k as u32)
+    }
+
+    /// Push an operand onto the end of the operand pool (for `make_inst_pooled`).
+    #[inline(always)]
+    pub fn push_operand(&mut self, op: Operand) {
+        let p = self.pack(op);
+        self.operand_pool.push(p);
+    }
+
+    /// Push operands onto the end of the operand pool (for `make_inst_pooled`).
+    #[inline]
+    pub fn extend_operands(&mut self, ops: &[Operand]) {
+        self.operand_pool.reserve(ops.len());
+        for &op in ops {
+            self.push_operand(op);
+        }
+    }
+
+    /// Make room for `n` more operands in the pool.
+    #[inline]
+    pub fn reserve_operands(&mut self, n: usize) {
+        self.operand_pool.reserve(n);
+    }
+
+    /// The number of operand words in the pool (all instructions', and those pushed for the
+    /// next `make_inst_pooled`).
+    #[inline]
+    pub fn operand_pool_len(&self) -> usize {
+        self.operand_pool.len()
+    }
+
+    /// `make_inst` for operands the caller has pushed onto the end of the operand pool
+    /// (`push_operand`): the last `n` entries become the instruction's operands, where they
+    /// are.
     #[inline]
     pub fn make_inst_pooled(
         &mut self,
@@ -869,7 +956,8 @@ impl Function {
         if opcode.has_aux2() {
             // The second auxiliary word sits just before the operands (`aux2`).
             let at = self.operand_pool.len() - n;
-            self.operand_pool.insert(at, Operand::Int(0));
+            self.operand_pool
+                .insert(at, PackedOperand::inline(Operand::Int(0)).unwrap());
         }
         let operands = PoolRange {
             start: (self.operand_pool.len() - n) as u32,
@@ -893,19 +981,71 @@ impl Function {
             &self.result_pool[r.range()]
         }
     }
-    pub fn operands(&self, inst: Inst) -> &[Operand] {
+    /// The operands of an instruction (unpacked as they are read).
+    #[inline(always)]
+    pub fn operands(&self, inst: Inst) -> Operands<'_> {
+        Operands::new(
+            &self.operand_pool[self.insts[inst].operands().range()],
+            &self.wide_operands,
+        )
+    }
+    /// Operand `k` of an instruction.
+    #[inline(always)]
+    pub fn operand(&self, inst: Inst, k: usize) -> Operand {
+        self.operands(inst).at(k)
+    }
+    /// Unpack a word of this function's operand pool.
+    #[inline(always)]
+    pub fn unpack(&self, p: PackedOperand) -> Operand {
+        p.unpack(&self.wide_operands)
+    }
+    /// The packed operand words of an instruction.
+    #[inline(always)]
+    pub fn packed_operands(&self, inst: Inst) -> &[PackedOperand] {
         &self.operand_pool[self.insts[inst].operands().range()]
     }
-    pub fn operands_mut(&mut self, inst: Inst) -> &mut [Operand] {
-        let r = self.insts[inst].operands().range();
-        &mut self.operand_pool[r]
+    /// Set operand `k` of an instruction.
+    pub fn set_operand(&mut self, inst: Inst, k: usize, op: Operand) {
+        let at = self.insts[inst].operands().range().start + k;
+        assert!(k < self.insts[inst].operands().len as usize);
+        self.put_operand(at, op);
+    }
+    /// Store `op` at `at` in the pool. A wide operand takes a new slot of the wide table (an
+    /// old slot is left unused, never overwritten: the table is append-only, so a packed
+    /// word, wherever it was copied, always means the same operand).
+    fn put_operand(&mut self, at: usize, op: Operand) {
+        let p = self.pack(op);
+        self.operand_pool[at] = p;
+    }
+    /// Apply `f` to every register every operand in the pool reads (registers, and the base
+    /// and index of memory references), instructions placed or not.
+    /// A word is written only when its operand changes (untouched cache lines stay clean).
+    pub fn map_operand_regs(&mut self, mut f: impl FnMut(Reg) -> Reg) {
+        for at in 0..self.operand_pool.len() {
+            let p = self.operand_pool[at];
+            if let Some(r) = p.as_reg() {
+                let c = f(r);
+                if c != r {
+                    self.operand_pool[at] = PackedOperand::reg(c);
+                }
+            } else if p.may_hold_mem() {
+                let old = p.unpack(&self.wide_operands);
+                let mut op = old;
+                op.map_regs(&mut f);
+                if op != old {
+                    self.put_operand(at, op);
+                }
+            }
+        }
     }
     /// Replace the operand list of `inst` (appends to the pool when it grows).
     pub fn set_operands(&mut self, inst: Inst, ops: &[Operand]) {
         let cur = self.insts[inst].operands();
         if ops.len() <= cur.len as usize {
             let start = cur.start as usize;
-            self.operand_pool[start..start + ops.len()].copy_from_slice(ops);
+            for (k, &op) in ops.iter().enumerate() {
+                self.put_operand(start + k, op);
+            }
             self.insts[inst].set_operands(PoolRange {
                 start: cur.start,
                 len: ops.len() as u32,
@@ -913,10 +1053,14 @@ impl Function {
         } else {
             if self.insts[inst].opcode.has_aux2() {
                 let a = self.aux2(inst);
-                self.operand_pool.push(Operand::Int(a as i64));
+                self.push_operand(Operand::Int(a as i64));
             }
-            let r = push_range(&mut self.operand_pool, ops);
-            self.insts[inst].set_operands(r);
+            let start = self.operand_pool.len() as u32;
+            self.extend_operands(ops);
+            self.insts[inst].set_operands(PoolRange {
+                start,
+                len: ops.len() as u32,
+            });
         }
     }
 
@@ -930,7 +1074,7 @@ impl Function {
         if !d.opcode.has_aux2() {
             return 0;
         }
-        match self.operand_pool[d.operands().start as usize - 1] {
+        match self.unpack(self.operand_pool[d.operands().start as usize - 1]) {
             Operand::Int(v) => v as u32,
             _ => unreachable!("the aux2 word of {inst} is not a constant"),
         }
@@ -940,7 +1084,7 @@ impl Function {
     pub fn set_aux2(&mut self, inst: Inst, v: u32) {
         let d = self.insts[inst];
         assert!(d.opcode.has_aux2(), "{} has no aux2 word", d.opcode.name());
-        self.operand_pool[d.operands().start as usize - 1] = Operand::Int(v as i64);
+        self.put_operand(d.operands().start as usize - 1, Operand::Int(v as i64));
     }
 
     /// The type a constant operand stands for: what lowering materialises for operand `k` of
@@ -948,7 +1092,7 @@ impl Function {
     /// or a returned value by its own type; integers of other types as `i64`).
     pub fn constant_type(&self, inst: Inst, k: usize) -> Type {
         let d = self.insts[inst];
-        match self.operands(inst)[k] {
+        match self.operand(inst, k) {
             Operand::F32(_) => return Type::F32,
             Operand::F64(_) => return Type::F64,
             _ => {}
@@ -1036,7 +1180,7 @@ impl Function {
 }
 
 #[inline]
-fn push_range<T: Copy>(pool: &mut Vec<T>, items: &[T]) -> PoolRange {
+fn push_range<T: Copy>(pool: &mut ThinVec<T>, items: &[T]) -> PoolRange {
     let start = pool.len() as u32;
     pool.extend_from_slice(items);
     PoolRange {
@@ -1051,6 +1195,76 @@ mod tests {
 
     fn inst(n: u32) -> Inst {
         Inst::from_u32(n)
+    }
+
+    /// Operands too wide to pack go through every way of writing them (`make_inst`,
+    /// `set_operand`, `set_operands` growing and shrinking, `map_operand_regs`, `aux2`) and
+    /// read back as written; a wide word copied by a rewrite keeps its meaning when the
+    /// original is overwritten.
+    #[test]
+    fn wide_operands_read_back_as_written() {
+        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+        let (r0, r1) = (f.new_reg(Type::I64), f.new_reg(Type::I64));
+        let big = Operand::Int(i64::MIN + 7);
+        let float = Operand::F64(0.1f64.to_bits());
+        let indexed = Operand::Mem {
+            base: r0.into(),
+            index: r1.into(),
+            scale: 8,
+            disp: -16,
+        };
+        let far = Operand::Sym(Symbol::from_u32(3), 1 << 40);
+        let ops = [big, Operand::Reg(r0), float, indexed, far];
+        assert!(
+            ops.iter()
+                .filter(|o| PackedOperand::inline(**o).is_none())
+                .count()
+                == 4
+        );
+        let i = f.make_inst(Opcode::Store, Type::I64, &[], &ops);
+        assert_eq!(f.operands(i), ops);
+        assert_eq!(f.operand(i, 3), indexed);
+
+        // Overwrite a wide operand with another, then with an inline one.
+        f.set_operand(i, 0, Operand::Int(i64::MAX));
+        assert_eq!(f.operand(i, 0), Operand::Int(i64::MAX));
+        f.set_operand(i, 2, Operand::Int(5));
+        assert_eq!(f.operand(i, 2), Operand::Int(5));
+        assert_eq!(f.operand(i, 4), far);
+
+        // A copy of the list in a second instruction, then the first rewritten.
+        let copy = f.operands(i).to_vec();
+        let j = f.make_inst(Opcode::Store, Type::I64, &[], &copy);
+        f.set_operands(i, &[far, far]);
+        assert_eq!(f.operands(i), [far, far]);
+        assert_eq!(f.operands(j), copy[..]);
+        f.set_operands(i, &[big, float, indexed, far, big, float]); // grows: moves
+        assert_eq!(f.operands(i), [big, float, indexed, far, big, float]);
+        assert_eq!(f.operands(j), copy[..]);
+
+        // Renaming registers reaches the base and index of a wide memory reference.
+        let r2 = f.new_reg(Type::I64);
+        f.map_operand_regs(|r| if r == r1 { r2 } else { r });
+        let renamed = Operand::Mem {
+            base: r0.into(),
+            index: r2.into(),
+            scale: 8,
+            disp: -16,
+        };
+        assert_eq!(f.operand(i, 2), renamed);
+        assert_eq!(f.operand(j, 3), renamed);
+        assert_eq!(f.operand(j, 1), Operand::Reg(r0));
+
+        // The second auxiliary word lives in the pool too.
+        let t = f.make_inst(Opcode::TryCall, Type::VOID, &[], &[far, big]);
+        f.set_aux2(t, u32::MAX);
+        assert_eq!(f.aux2(t), u32::MAX);
+        assert_eq!(f.operands(t), [far, big]);
+        f.set_operands(t, &[far, big, float]);
+        assert_eq!(
+            (f.aux2(t), f.operands(t).to_vec()),
+            (u32::MAX, vec![far, big, float])
+        );
     }
 
     /// Block lists share one array: filling blocks out of order, growing past the reserved

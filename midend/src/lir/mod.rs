@@ -20,7 +20,7 @@ pub use inst::{effects, Format, InstData, Opcode, PoolRange, MAX_RESULTS};
 pub use module::{
     CallGraph, CallRewrite, ExtraArg, MergeKind, MergeRecord, Module, SymbolData, SymbolKind,
 };
-pub use operand::{Cond, Imm, MemRef, Operand};
+pub use operand::{Cond, Imm, MemRef, Operand, OperandIter, Operands, PackedOperand};
 pub use parse::{parse_module, ParseError};
 pub use print::{module_to_string, write_function, write_inst};
 pub use thin::ThinMap;

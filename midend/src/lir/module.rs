@@ -342,9 +342,9 @@ impl CallGraph {
                         Opcode::Call | Opcode::TailCall | Opcode::TryCall
                     ) {
                         if let Some(Operand::Sym(s, _)) = f.operands(i).first() {
-                            if !seen.contains(s) {
-                                seen.push(*s);
-                                g.callers[*s].push(id);
+                            if !seen.contains(&s) {
+                                seen.push(s);
+                                g.callers[s].push(id);
                             }
                         }
                     }

@@ -3,6 +3,7 @@
 use super::entities::{Block, Reg, StackObj, Symbol};
 use core::fmt;
 use cranelift_entity::packed_option::PackedOption;
+use smallvec::SmallVec;
 
 /// A constant operand. Float constants keep their bit pattern so that ordering and hashing are
 /// exact (NaN payloads and -0.0 stay distinct).
@@ -145,10 +146,11 @@ impl fmt::Display for Cond {
 
 /// One operand of an instruction: the eight kinds of seed 002.
 ///
-/// The enum is kept at 16 bytes (operands are the bulk of a function's memory, and every pass
-/// streams over them): constants and memory references are spelled out as variants of their
-/// own rather than wrapping `Imm` and `MemRef`, which would cost a second tag word. `Imm` and
-/// `MemRef` stay as value types; `Operand::from`, `imm` and `mem` convert.
+/// This is the operand as passes read and match it (16 bytes: constants and memory
+/// references are spelled out as variants of their own rather than wrapping `Imm` and
+/// `MemRef`, which would cost a second tag word). A function stores its operands packed in
+/// 8 bytes (`PackedOperand`); `Function::operands` unpacks them. `Imm` and `MemRef` stay as
+/// value types; `Operand::from`, `imm` and `mem` convert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operand {
     /// A virtual register.
@@ -276,6 +278,438 @@ impl Operand {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+/// An operand as a function's operand pool stores it: one 64-bit word, the kind in the low
+/// 4 bits and the payload above (operands are the largest table of a function, and most are
+/// registers, small constants and blocks). What does not fit, a constant wider than 60 bits,
+/// a float whose low 4 bits are set, a memory reference with an index register or a register
+/// number of 2^24 or more, a symbol offset beyond 28 bits or a stack object of 2^28 or more,
+/// is kept whole in the function's table of wide operands and the word holds its index
+/// there.
+///
+/// The packing is canonical: an operand is packed inline whenever it fits. So two inline
+/// words are equal exactly when their operands are, and an inline word never equals a wide
+/// one's operand; two wide words may hold equal operands (unpack to compare).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct PackedOperand(u64);
+
+const _: () = assert!(core::mem::size_of::<PackedOperand>() == 8);
+
+/// The kind field of a `PackedOperand`.
+mod kind {
+    pub const REG: u64 = 0;
+    pub const INT: u64 = 1;
+    pub const F32: u64 = 2;
+    pub const F64: u64 = 3;
+    pub const BLOCK: u64 = 4;
+    pub const MEM: u64 = 5;
+    pub const SYM: u64 = 6;
+    pub const STACK: u64 = 7;
+    pub const PRED: u64 = 8;
+    pub const ARG: u64 = 9;
+    pub const WIDE: u64 = 10;
+}
+
+/// The base field of an inline memory reference (24 bits) when it has no base register.
+const NO_BASE: u64 = 0xFF_FFFF;
+
+impl PackedOperand {
+    /// The word for `op` when it fits in one (see the type's comment), else `None`.
+    #[inline(always)]
+    pub fn inline(op: Operand) -> Option<PackedOperand> {
+        let w = match op {
+            Operand::Reg(r) => (r.as_u32() as u64) << 4 | kind::REG,
+            Operand::Int(v) => {
+                if (v << 4) >> 4 != v {
+                    return None;
+                }
+                (v << 4) as u64 | kind::INT
+            }
+            Operand::F32(b) => (b as u64) << 4 | kind::F32,
+            Operand::F64(b) => {
+                if b & 0xF != 0 {
+                    return None;
+                }
+                b | kind::F64
+            }
+            Operand::Block(b) => (b.as_u32() as u64) << 4 | kind::BLOCK,
+            Operand::Mem {
+                base,
+                index,
+                scale,
+                disp,
+            } => {
+                let base = match base.expand() {
+                    None => NO_BASE,
+                    Some(r) if (r.as_u32() as u64) < NO_BASE => r.as_u32() as u64,
+                    Some(_) => return None,
+                };
+                if index.is_some() || !matches!(scale, 1 | 2 | 4 | 8) {
+                    return None;
+                }
+                let log = scale.trailing_zeros() as u64;
+                (base | log << 24 | (disp as u32 as u64) << 26) << 4 | kind::MEM
+            }
+            Operand::Sym(s, off) => {
+                if (off << 36) >> 36 != off {
+                    return None;
+                }
+                (off << 36) as u64 | (s.as_u32() as u64) << 4 | kind::SYM
+            }
+            Operand::Stack(s, off) => {
+                if s.as_u32() >= 1 << 28 {
+                    return None;
+                }
+                (off as u32 as u64) << 32 | (s.as_u32() as u64) << 4 | kind::STACK
+            }
+            Operand::Pred(c) => (c as u64) << 4 | kind::PRED,
+            Operand::Arg(n) => (n as u64) << 4 | kind::ARG,
+        };
+        Some(PackedOperand(w))
+    }
+
+    /// The word for the wide operand at `index` of the function's wide table.
+    #[inline]
+    pub fn wide(index: u32) -> PackedOperand {
+        PackedOperand((index as u64) << 4 | kind::WIDE)
+    }
+
+    /// The index in the wide table, for a wide operand.
+    #[inline(always)]
+    pub fn wide_index(self) -> Option<usize> {
+        (self.0 & 0xF == kind::WIDE).then_some((self.0 >> 4) as usize)
+    }
+
+    /// The word of a register operand.
+    #[inline(always)]
+    pub fn reg(r: Reg) -> PackedOperand {
+        PackedOperand((r.as_u32() as u64) << 4 | kind::REG)
+    }
+
+    /// Is this a memory reference or a wide operand (which may be one)? The only words,
+    /// besides registers, that may name a register.
+    #[inline(always)]
+    pub fn may_hold_mem(self) -> bool {
+        matches!(self.0 & 0xF, kind::MEM | kind::WIDE)
+    }
+
+    /// The register, for a register operand (without unpacking).
+    #[inline(always)]
+    pub fn as_reg(self) -> Option<Reg> {
+        if self.0 & 0xF == kind::REG {
+            Some(Reg::from_u32((self.0 >> 4) as u32))
+        } else {
+            None
+        }
+    }
+
+    /// The operand, with `wide` the function's table of wide operands.
+    #[inline(always)]
+    pub fn unpack(self, wide: &[Operand]) -> Operand {
+        let w = self.0;
+        let p = w >> 4;
+        match w & 0xF {
+            kind::REG => Operand::Reg(Reg::from_u32(p as u32)),
+            kind::INT => Operand::Int(w as i64 >> 4),
+            kind::F32 => Operand::F32(p as u32),
+            kind::F64 => Operand::F64(w & !0xF),
+            kind::BLOCK => Operand::Block(Block::from_u32(p as u32)),
+            kind::MEM => {
+                let base = p & NO_BASE;
+                Operand::Mem {
+                    base: if base == NO_BASE {
+                        None.into()
+                    } else {
+                        Reg::from_u32(base as u32).into()
+                    },
+                    index: None.into(),
+                    scale: 1 << ((p >> 24) & 3),
+                    disp: (p >> 26) as u32 as i32,
+                }
+            }
+            kind::SYM => Operand::Sym(Symbol::from_u32(p as u32), w as i64 >> 36),
+            kind::STACK => Operand::Stack(
+                StackObj::from_u32((p & 0xFFF_FFFF) as u32),
+                (w >> 32) as u32 as i32,
+            ),
+            kind::PRED => Operand::Pred(ALL_CONDS[p as usize]),
+            kind::ARG => Operand::Arg(p as u32),
+            _ => wide[p as usize],
+        }
+    }
+
+    /// The raw word (a filler for tests of the packing).
+    pub fn bits(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Debug for PackedOperand {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self.wide_index() {
+            Some(k) => write!(f, "wide#{k}"),
+            None => write!(f, "{:?}", self.unpack(&[])),
+        }
+    }
+}
+
+/// The operands of one instruction, unpacked as they are read (`Function::operands`): a
+/// view of the packed words and the function's wide table.
+#[derive(Clone, Copy)]
+pub struct Operands<'a> {
+    packed: &'a [PackedOperand],
+    wide: &'a [Operand],
+}
+
+impl<'a> Operands<'a> {
+    #[inline(always)]
+    pub fn new(packed: &'a [PackedOperand], wide: &'a [Operand]) -> Self {
+        Operands { packed, wide }
+    }
+    /// No operands.
+    pub fn empty() -> Operands<'static> {
+        Operands {
+            packed: &[],
+            wide: &[],
+        }
+    }
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.packed.len()
+    }
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.packed.is_empty()
+    }
+    /// Operand `k` (panics past the end, as indexing a slice does).
+    #[inline(always)]
+    pub fn at(&self, k: usize) -> Operand {
+        self.packed[k].unpack(self.wide)
+    }
+    #[inline(always)]
+    pub fn get(&self, k: usize) -> Option<Operand> {
+        self.packed.get(k).map(|p| p.unpack(self.wide))
+    }
+    #[inline(always)]
+    pub fn first(&self) -> Option<Operand> {
+        self.get(0)
+    }
+    #[inline(always)]
+    pub fn last(&self) -> Option<Operand> {
+        self.packed.last().map(|p| p.unpack(self.wide))
+    }
+    /// The operands from `k` on.
+    #[inline(always)]
+    pub fn skip(&self, k: usize) -> Operands<'a> {
+        Operands {
+            packed: &self.packed[k.min(self.packed.len())..],
+            wide: self.wide,
+        }
+    }
+    /// The packed words (compare two of them only through `PackedOperand`'s rules).
+    #[inline(always)]
+    pub fn packed(&self) -> &'a [PackedOperand] {
+        self.packed
+    }
+    #[inline(always)]
+    pub fn iter(&self) -> OperandIter<'a> {
+        OperandIter {
+            packed: self.packed.iter(),
+            wide: self.wide,
+        }
+    }
+    pub fn to_vec(&self) -> Vec<Operand> {
+        self.iter().collect()
+    }
+    /// All the operands unpacked, on the stack when there are few (for code that wants a
+    /// slice: the printer, the verifier).
+    #[inline]
+    pub fn unpacked(&self) -> SmallVec<[Operand; 8]> {
+        self.iter().collect()
+    }
+}
+
+impl fmt::Debug for Operands<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq<[Operand]> for Operands<'_> {
+    fn eq(&self, other: &[Operand]) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == *b)
+    }
+}
+
+impl<const N: usize> PartialEq<[Operand; N]> for Operands<'_> {
+    fn eq(&self, other: &[Operand; N]) -> bool {
+        *self == other[..]
+    }
+}
+
+impl<const N: usize> PartialEq<&[Operand; N]> for Operands<'_> {
+    fn eq(&self, other: &&[Operand; N]) -> bool {
+        *self == other[..]
+    }
+}
+
+impl PartialEq<&[Operand]> for Operands<'_> {
+    fn eq(&self, other: &&[Operand]) -> bool {
+        *self == **other
+    }
+}
+
+impl<'a> IntoIterator for Operands<'a> {
+    type Item = Operand;
+    type IntoIter = OperandIter<'a>;
+    #[inline(always)]
+    fn into_iter(self) -> OperandIter<'a> {
+        self.iter()
+    }
+}
+
+/// The iterator of `Operands`.
+#[derive(Clone)]
+pub struct OperandIter<'a> {
+    packed: core::slice::Iter<'a, PackedOperand>,
+    wide: &'a [Operand],
+}
+
+impl Iterator for OperandIter<'_> {
+    type Item = Operand;
+    #[inline(always)]
+    fn next(&mut self) -> Option<Operand> {
+        self.packed.next().map(|p| p.unpack(self.wide))
+    }
+    #[inline(always)]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.packed.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for OperandIter<'_> {
+    #[inline(always)]
+    fn next_back(&mut self) -> Option<Operand> {
+        self.packed.next_back().map(|p| p.unpack(self.wide))
+    }
+}
+
+impl ExactSizeIterator for OperandIter<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(op: Operand) -> bool {
+        match PackedOperand::inline(op) {
+            Some(p) => {
+                assert_eq!(p.unpack(&[]), op, "{op:?} packed as {:#x}", p.bits());
+                true
+            }
+            None => {
+                let wide = [Operand::Int(0), op];
+                assert_eq!(PackedOperand::wide(1).unpack(&wide), op);
+                false
+            }
+        }
+    }
+
+    /// Every kind packs inline up to the edge of its fields and goes wide past it, and
+    /// unpacks to itself either way.
+    #[test]
+    fn packing_at_the_edges() {
+        let r = Reg::from_u32;
+        for (op, inline) in [
+            (Operand::Reg(r(0)), true),
+            (Operand::Reg(r(u32::MAX - 1)), true),
+            (Operand::Int(0), true),
+            (Operand::Int(-1), true),
+            (Operand::Int((1 << 59) - 1), true),
+            (Operand::Int(-(1 << 59)), true),
+            (Operand::Int(1 << 59), false),
+            (Operand::Int(-(1 << 59) - 1), false),
+            (Operand::Int(i64::MAX), false),
+            (Operand::Int(i64::MIN), false),
+            (Operand::F32(u32::MAX), true),
+            (Operand::F64(1f64.to_bits()), true),
+            (Operand::F64((-0f64).to_bits()), true),
+            (Operand::F64(0.1f64.to_bits()), false),
+            (Operand::F64(f64::NAN.to_bits() | 1), false),
+            (Operand::Block(Block::from_u32(7)), true),
+            (Operand::from(MemRef::base(r(5), -8)), true),
+            (Operand::from(MemRef::base(r(0xFF_FFFE), i32::MIN)), true),
+            (Operand::from(MemRef::base(r(0xFF_FFFF), 0)), false),
+            (Operand::from(MemRef::base(r(3), i32::MAX)), true),
+            (
+                Operand::Mem {
+                    base: None.into(),
+                    index: None.into(),
+                    scale: 8,
+                    disp: 4096,
+                },
+                true,
+            ),
+            (
+                Operand::Mem {
+                    base: r(1).into(),
+                    index: r(2).into(),
+                    scale: 4,
+                    disp: 0,
+                },
+                false,
+            ),
+            (
+                Operand::Mem {
+                    base: r(1).into(),
+                    index: None.into(),
+                    scale: 3,
+                    disp: 0,
+                },
+                false,
+            ),
+            (Operand::Sym(Symbol::from_u32(u32::MAX - 1), 0), true),
+            (Operand::Sym(Symbol::from_u32(9), (1 << 27) - 1), true),
+            (Operand::Sym(Symbol::from_u32(9), -(1 << 27)), true),
+            (Operand::Sym(Symbol::from_u32(9), 1 << 27), false),
+            (Operand::Sym(Symbol::from_u32(9), i64::MIN), false),
+            (
+                Operand::Stack(StackObj::from_u32((1 << 28) - 1), i32::MIN),
+                true,
+            ),
+            (Operand::Stack(StackObj::from_u32(1 << 28), 0), false),
+            (Operand::Pred(Cond::FUge), true),
+            (Operand::Pred(Cond::Eq), true),
+            (Operand::Arg(u32::MAX), true),
+        ] {
+            assert_eq!(round_trip(op), inline, "{op:?}");
+        }
+    }
+
+    /// Canonical: equal operands that fit pack to equal words, different ones to different
+    /// words.
+    #[test]
+    fn packing_is_canonical() {
+        let ops = [
+            Operand::Reg(Reg::from_u32(1)),
+            Operand::Int(1),
+            Operand::F32(1),
+            Operand::F64(16),
+            Operand::Block(Block::from_u32(1)),
+            Operand::from(MemRef::base(Reg::from_u32(1), 0)),
+            Operand::Sym(Symbol::from_u32(1), 0),
+            Operand::Stack(StackObj::from_u32(1), 0),
+            Operand::Pred(Cond::Ne),
+            Operand::Arg(1),
+        ];
+        for a in ops {
+            for b in ops {
+                let (pa, pb) = (PackedOperand::inline(a), PackedOperand::inline(b));
+                assert_eq!(pa == pb, a == b, "{a:?} {b:?}");
+            }
         }
     }
 }

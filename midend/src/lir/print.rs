@@ -276,7 +276,8 @@ fn printable(f: &Function, opcode: Opcode, aux: u32, aux2: u32, ops: &[Operand])
 pub fn write_inst(w: &mut dyn Write, m: &Module, f: &Function, inst: Inst) -> fmt::Result {
     let d = &f.insts[inst];
     let results = f.results(inst);
-    let ops = f.operands(inst);
+    let ops = f.operands(inst).unpacked();
+    let ops = &ops[..];
     for (i, &r) in results.iter().enumerate() {
         if i > 0 {
             w.write_str(", ")?;

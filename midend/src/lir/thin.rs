@@ -82,8 +82,19 @@ impl<K: EntityRef, V> ThinMap<K, V> {
         self.elems.reserve(additional);
     }
 
+    pub fn reserve_exact(&mut self, additional: usize) {
+        self.elems.reserve_exact(additional);
+    }
+
     pub fn shrink_to_fit(&mut self) {
         self.elems.shrink_to_fit();
+    }
+
+    /// The start of the heap block (its header, before the elements), if it has one.
+    #[inline]
+    pub fn heap_start(&self) -> Option<*const u8> {
+        (self.elems.capacity() > 0)
+            .then(|| (self.elems.as_ptr() as *const u8).wrapping_sub(2 * size_of::<usize>()))
     }
 
     /// The bytes of the heap block (0 while empty): its header and its elements' room.

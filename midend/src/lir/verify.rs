@@ -411,7 +411,8 @@ impl Ctx<'_> {
 fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
     let f = c.f;
     let d = f.insts[i];
-    let ops = f.operands(i);
+    let ops = f.operands(i).unpacked();
+    let ops = &ops[..];
     let ty = d.ty;
     let shiftlike = matches!(
         d.opcode,
@@ -659,7 +660,8 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
 fn check_call(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
     let f = c.f;
     let d = f.insts[i];
-    let ops = f.operands(i);
+    let ops = f.operands(i).unpacked();
+    let ops = &ops[..];
     let Some(sig) = f.sigs.get(SigRef::from_u32(d.aux)) else {
         c.report("call signature does not exist");
         return;
@@ -761,7 +763,8 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
                 break;
             }
             c.inst = Some(i);
-            let ops = f.operands(i);
+            let ops = f.operands(i).unpacked();
+            let ops = &ops[..];
             let mut blocks: Vec<Block> = ops.chunks(2).filter_map(|p| p[1].as_block()).collect();
             blocks.sort();
             let n = blocks.len();
@@ -823,7 +826,8 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
         for (pos, &i) in f.block_insts(b).iter().enumerate() {
             c.inst = Some(i);
             let d = f.insts[i];
-            let ops = f.operands(i);
+            let ops = f.operands(i).unpacked();
+            let ops = &ops[..];
             if d.opcode == Opcode::Phi {
                 for pair in ops.chunks(2) {
                     let (Some(r), Some(p)) = (pair[0].as_reg(), pair[1].as_block()) else {
@@ -1235,7 +1239,8 @@ fn opaque_problems(f: &Function, i: Inst, report: &mut dyn FnMut(String)) {
         }
     };
     let reg_type = |r: Reg| f.regs.get(r).map(|rd| rd.ty);
-    let ops = f.operands(i);
+    let ops = f.operands(i).unpacked();
+    let ops = &ops[..];
     if ops.len() != op.args.len() {
         report(format!(
             "'{name}' takes {} operand(s), found {}",
@@ -1312,7 +1317,7 @@ fn opaque_problems(f: &Function, i: Inst, report: &mut dyn FnMut(String)) {
 /// `bitcast` keeps the bit width; its memory flags give only the byte order (`big` or
 /// `little`), which it needs to change the lane count.
 fn check_bitcast(f: &Function, i: Inst, ctrl: Option<Type>, report: &mut dyn FnMut(String)) {
-    let (Some(ctrl), [Operand::Reg(r)]) = (ctrl, f.operands(i)) else {
+    let (Some(ctrl), [Operand::Reg(r)]) = (ctrl, &f.operands(i).unpacked()[..]) else {
         return;
     };
     let Some(t) = f.regs.get(*r).map(|d| d.ty) else {

@@ -186,7 +186,7 @@ pub fn gvn_function(f: &mut Function) -> usize {
                         .or_insert(n);
                 }
                 for op in f.operands(inst) {
-                    key.ops.push(key_op(&rename, op));
+                    key.ops.push(key_op(&rename, &op));
                 }
                 if is_load {
                     let readonly = f.memflags[MemFlagsRef::from_u32(d.aux)].readonly();
@@ -258,9 +258,7 @@ pub fn gvn_function(f: &mut Function) -> usize {
     if removed == 0 {
         return 0;
     }
-    for op in f.operand_pool.iter_mut() {
-        op.map_regs(|r| canon(&rename, r));
-    }
+    f.map_operand_regs(|r| canon(&rename, r));
     f.retain_all_insts(|i| !dead[i]);
     f.modified = true;
     removed

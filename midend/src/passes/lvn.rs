@@ -45,7 +45,7 @@
 use crate::hash::HashMap;
 use crate::lir::{
     effects, Block, Format, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef, Module,
-    OpaqueData, OpaqueRef, Opcode, Operand, Reg, Region, StackObj, Symbol, Type,
+    OpaqueData, OpaqueRef, Opcode, Operand, Operands, Reg, Region, StackObj, Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
 use crate::Error;
@@ -572,7 +572,7 @@ impl LocalValueNumbering {
                 let d = &f.insts[inst];
                 if d.opcode.is_pure_value() && d.results().len == 1 {
                     let dst = Reg::from_u32(d.results().start); // the only result (`results`)
-                    let ops = &f.operand_pool[d.operands().range()];
+                    let ops = f.operands(inst);
                     if self.visit_simple(inst, d, dst, ops, st).is_none() {
                         self.visit(f, inst, &mut opaque_ids, st);
                     }
@@ -603,19 +603,7 @@ impl LocalValueNumbering {
             }
             Reg::from_u32(r)
         };
-        for op in f.operand_pool.iter_mut() {
-            match op {
-                // Written only when renamed: untouched cache lines stay clean.
-                Operand::Reg(r) => {
-                    let c = canon(*r);
-                    if c != *r {
-                        *r = c;
-                    }
-                }
-                Operand::Mem { .. } => op.map_regs(canon),
-                _ => {}
-            }
-        }
+        f.map_operand_regs(canon);
         let dead = &self.dead;
         for &b in &self.dirty {
             f.retain_insts(b, |i| !dead[i.index()]);
@@ -665,9 +653,9 @@ impl LocalValueNumbering {
             return; // results are their own VNs
         }
         let dst = results[0];
-        let ops = &f.operand_pool[d.operands().range()];
-        if d.opcode == Opcode::Copy {
-            if let [Operand::Reg(src)] = *ops {
+        let ops = f.operands(inst);
+        if d.opcode == Opcode::Copy && ops.len() == 1 {
+            if let Operand::Reg(src) = ops.at(0) {
                 // A register copy has the VN of its source.
                 let v = self.vn_of(src);
                 self.replace(inst, dst, v, st);
@@ -689,7 +677,7 @@ impl LocalValueNumbering {
         }
         // Where the last two operands' words start (for the canonical orders below).
         let (mut second_last, mut last) = (0, 0);
-        for &op in ops {
+        for op in ops {
             second_last = last;
             last = k.n;
             self.push_operand(&mut k, op);
@@ -702,7 +690,7 @@ impl LocalValueNumbering {
             // Commutative operands in a canonical order; `a sle b` is `b sge a`: compare
             // operands in a canonical order with the predicate swapped.
             if order_pair(&mut k.w[second_last..k.n], last - second_last) {
-                if let [Operand::Pred(c), ..] = ops {
+                if let Some(Operand::Pred(c)) = ops.first() {
                     k.w[second_last - 1] = TAG_PRED | c.swapped() as u64;
                 }
             }
@@ -721,28 +709,33 @@ impl LocalValueNumbering {
         inst: Inst,
         d: &crate::lir::InstData,
         dst: Reg,
-        ops: &[Operand],
+        ops: Operands<'_>,
         st: &mut LvnStats,
     ) -> Option<()> {
         let h = header(d.opcode, d.ty, d.aux);
         // One arm per operand count, the words in scalars (a loop over an array of words
         // would keep them on the stack).
-        let (w, n) = match *ops {
-            [Operand::Reg(src)] if d.opcode == Opcode::Copy => {
-                // A register copy has the VN of its source.
-                let v = self.vn_of(src);
-                self.replace(inst, dst, v, st);
-                return Some(());
+        let (w, n) = match ops.len() {
+            1 => {
+                let a = ops.at(0);
+                if let (Operand::Reg(src), Opcode::Copy) = (a, d.opcode) {
+                    // A register copy has the VN of its source.
+                    let v = self.vn_of(src);
+                    self.replace(inst, dst, v, st);
+                    return Some(());
+                }
+                ([h, self.operand_word(a)?, 0, 0], 2)
             }
-            [a] => ([h, self.operand_word(a)?, 0, 0], 2),
-            [a, b] => {
+            2 => {
+                let (a, b) = (ops.at(0), ops.at(1));
                 let (mut x, mut y) = (self.operand_word(a)?, self.operand_word(b)?);
                 if d.opcode.is_commutative() && x > y {
                     (x, y) = (y, x);
                 }
                 ([h, x, y, 0], 3)
             }
-            [a, b, c] => {
+            3 => {
+                let (a, b, c) = (ops.at(0), ops.at(1), ops.at(2));
                 let mut p = self.operand_word(a)?;
                 let (mut x, mut y) = (self.operand_word(b)?, self.operand_word(c)?);
                 if matches!(d.opcode, Opcode::Icmp | Opcode::Fcmp) && x > y {
@@ -786,7 +779,7 @@ impl LocalValueNumbering {
     fn visit_load(&mut self, f: &Function, inst: Inst, st: &mut LvnStats) {
         let d = f.insts[inst];
         let dst = f.results(inst)[0];
-        let mem = f.operands(inst)[0];
+        let mem = f.operand(inst, 0);
         let flags = f.memflags[MemFlagsRef::from_u32(d.aux)];
         let bytes = d.opcode.access_bytes(d.ty);
         let (m0, m1) = self.mem_key(mem);
@@ -838,7 +831,7 @@ impl LocalValueNumbering {
     fn visit_store(&mut self, f: &Function, inst: Inst) {
         let d = f.insts[inst];
         let ops = f.operands(inst);
-        let (mem, val) = (ops[0], ops[1]);
+        let (mem, val) = (ops.at(0), ops.at(1));
         let flags = f.memflags[MemFlagsRef::from_u32(d.aux)];
         let bytes = d.opcode.access_bytes(d.ty);
         let value_vn = match val {

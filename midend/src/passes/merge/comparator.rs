@@ -366,7 +366,7 @@ impl<'m> FunctionComparator<'m> {
         }
         let callee_pos = matches!(a.opcode.format(), Format::Call);
         for (k, (x, y)) in l.operands(i).iter().zip(r.operands(j)).enumerate() {
-            let o = self.cmp_operand(l, x, r, y, callee_pos && k == 0);
+            let o = self.cmp_operand(l, &x, r, &y, callee_pos && k == 0);
             if o != Ordering::Equal {
                 return o;
             }

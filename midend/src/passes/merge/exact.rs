@@ -242,9 +242,9 @@ pub fn merge_functions_reusing(
             if let Some(&(n, ..)) = edits.get(k + 4) {
                 m.functions[n].prefetch();
             }
-            let op = &mut m.functions[c].operands_mut(inst)[0];
-            if *op == Operand::Sym(s, 0) {
-                *op = Operand::Sym(t, 0);
+            let f = &mut m.functions[c];
+            if f.operand(inst, 0) == Operand::Sym(s, 0) {
+                f.set_operand(inst, 0, Operand::Sym(t, 0));
             }
         }
     }
@@ -560,10 +560,16 @@ pub(super) fn make_thunk_with(
         let i = t.make_inst(Opcode::Ret, Type::VOID, &[], &rv);
         t.append_inst(b, i);
     }
-    if !keep_old && m.free_removed {
-        // Saving memory: give back what the old body's tables had beyond the thunk's needs
-        // (a shrink in place: no copy).
-        t.shrink_to_fit();
+    if !keep_old {
+        // Give back what the old body's two largest tables had beyond the thunk's needs (a
+        // shrink in place: no copy), for the allocations of the edits that follow; with
+        // `free_removed`, every table's.
+        if m.free_removed {
+            t.shrink_to_fit();
+        } else {
+            t.insts.shrink_to_fit();
+            t.operand_pool.shrink_to_fit();
+        }
     }
     core::mem::replace(&mut m.functions[g], t)
 }

@@ -1008,11 +1008,12 @@ fn fold(
         (a as u32, (a + tys.len()) as u32)
     };
     // The shared body: the first member's body. A member that keeps a thunk gives its old
-    // body up; one that goes keeps it (it is removed).
+    // body up and gets a new one; one that goes gives it up too (it is removed, and a
+    // removed function's body is never read: see `Function::drop_body`).
     let mut s = if p.thunk[0] {
         thunk_member(m, rep.f, shared, shared_ref, extras_of(0), folds, true)
     } else {
-        m.functions[rep.f].clone()
+        m.functions[rep.f].take_body()
     };
     s.name = name;
     s.sig = shared_sig.clone();
@@ -1047,7 +1048,7 @@ fn fold(
     for (k, fate) in p.const_fate.iter().enumerate() {
         if let Fate::Param(q) = *fate {
             let (inst, op, _) = st.consts[rep.consts.0 as usize + k];
-            s.operands_mut(inst)[op as usize] = Operand::Reg(regs[q]);
+            s.set_operand(inst, op as usize, Operand::Reg(regs[q]));
         }
     }
     let self_sig = s.sigs.push(shared_sig);
@@ -1057,10 +1058,10 @@ fn fold(
         let (_, inst) = rep_callees[k];
         match *fate {
             Fate::Keep => {}
-            Fate::Param(q) => s.operands_mut(inst)[0] = Operand::Reg(regs[q]),
+            Fate::Param(q) => s.set_operand(inst, 0, Operand::Reg(regs[q])),
             Fate::SelfCall => {
                 ops.clear();
-                ops.extend_from_slice(s.operands(inst));
+                ops.extend(s.operands(inst));
                 ops[0] = Operand::Sym(shared, 0);
                 ops.extend(regs.iter().map(|&r| Operand::Reg(r)));
                 s.set_operands(inst, &ops);
@@ -1208,9 +1209,9 @@ fn call_shared(
     let nargs = (1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len()).min(old.len());
     ops.clear();
     ops.push(Operand::Sym(shared, 0));
-    ops.extend_from_slice(&old[1..nargs]);
+    ops.extend(old.iter().take(nargs).skip(1));
     ops.extend_from_slice(extras);
-    ops.extend_from_slice(&old[nargs..]);
+    ops.extend(old.skip(nargs));
     f.set_operands(i, ops);
     let sr = f.sigs.push(sig);
     f.insts[i].aux = sr.as_u32();
@@ -1233,7 +1234,7 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
         for &b in &f.layout {
             for &i in f.block_insts(b) {
                 if matches!(f.insts[i].opcode, Opcode::Call | Opcode::TailCall) {
-                    if let Some(&Operand::Sym(s, 0)) = f.operands(i).first() {
+                    if let Some(Operand::Sym(s, 0)) = f.operands(i).first() {
                         // Through aliases: a function merged by `merge` into a member (its
                         // calls go to the member, which has no code either).
                         if m.call_rewrite(m.resolve_alias(s)).is_some() {
@@ -1244,7 +1245,7 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
             }
         }
         for &(b, i) in &sites {
-            let Some(&Operand::Sym(member, 0)) = m.functions[id].operands(i).first() else {
+            let Some(Operand::Sym(member, 0)) = m.functions[id].operands(i).first() else {
                 continue;
             };
             let rw = m
@@ -1391,5 +1392,5 @@ fn is_call_of(f: &Function, i: Inst, member: Symbol) -> bool {
     matches!(
         f.insts.get(i).map(|d| d.opcode),
         Some(Opcode::Call | Opcode::TailCall)
-    ) && f.operands(i).first() == Some(&Operand::Sym(member, 0))
+    ) && f.operands(i).first() == Some(Operand::Sym(member, 0))
 }

@@ -409,12 +409,15 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
                 let mut first = 0;
                 let mut w = words!();
                 if call {
-                    if let Some((&Operand::Sym(sym, off), rest)) = ops.split_first() {
-                        // The callee: compared by class, so only its position and offset here.
-                        out.callees.push((sym, i));
-                        w.i64(TK_CALLEE, off);
-                        ops = rest;
-                        first = 1;
+                    if let Some((&p, rest)) = ops.split_first() {
+                        if let Operand::Sym(sym, off) = f.unpack(p) {
+                            // The callee: compared by class, so only its position and offset
+                            // here.
+                            out.callees.push((sym, i));
+                            w.i64(TK_CALLEE, off);
+                            ops = rest;
+                            first = 1;
+                        }
                     }
                 }
                 let holes = SIMILAR && opcode != Opcode::ExnHandlerAddr;
@@ -424,9 +427,9 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
                 // serial numbers start at 1, so the two forms never meet (the head gives the
                 // operand count).
                 let mut lone = usize::MAX;
-                for (k, &op) in ops.iter().enumerate() {
+                for (k, &p) in ops.iter().enumerate() {
                     // Registers first: most operands are.
-                    if let Operand::Reg(r) = op {
+                    if let Some(r) = p.as_reg() {
                         let sn = serial(reg_sn, &mut next_r, r);
                         if lone != usize::MAX && sn < 1 << 12 {
                             w.buf[lone] |= sn << 16;
@@ -442,6 +445,7 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
                         continue;
                     }
                     lone = usize::MAX;
+                    let op = f.unpack(p);
                     match op {
                         Operand::Reg(_) => {}
                         Operand::Int(_) | Operand::F32(_) | Operand::F64(_) if holes => {
@@ -634,16 +638,16 @@ pub(super) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -
         for &i in f.block_insts(b) {
             let d = &f.insts[i];
             weak = mix(weak, d.opcode as u64);
-            let ops = &f.operand_pool[d.operands().range()];
+            let ops = f.operands(i);
             let mut ops_iter = ops.iter();
             if d.opcode.format() == Format::Call {
                 if let Some(Operand::Sym(sym, _)) = ops.first() {
-                    out.callees.push((*sym, i));
+                    out.callees.push((sym, i));
                     ops_iter.next();
                 }
             }
             let counts = d.opcode != Opcode::ExnHandlerAddr;
-            for &op in ops_iter {
+            for op in ops_iter {
                 match op {
                     Operand::Int(_) | Operand::F32(_) | Operand::F64(_) => holes += counts as usize,
                     Operand::Block(bb) => {
