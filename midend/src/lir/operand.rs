@@ -299,8 +299,10 @@ pub struct PackedOperand(u64);
 
 const _: () = assert!(core::mem::size_of::<PackedOperand>() == 8);
 
-/// The kind field of a `PackedOperand`.
-mod kind {
+/// The kind field of a `PackedOperand` (`PackedOperand::kind`); the payload
+/// (`PackedOperand::payload`) of a register, a block, a 32-bit float, a predicate or an
+/// argument is its number or bits, of an integer its low 60 bits.
+pub mod kind {
     pub const REG: u64 = 0;
     pub const INT: u64 = 1;
     pub const F32: u64 = 2;
@@ -395,6 +397,18 @@ impl PackedOperand {
     #[inline(always)]
     pub fn may_hold_mem(self) -> bool {
         matches!(self.0 & 0xF, kind::MEM | kind::WIDE)
+    }
+
+    /// The kind field (`kind::REG`, ...; `kind::WIDE` for a wide operand).
+    #[inline(always)]
+    pub fn kind(self) -> u64 {
+        self.0 & 0xF
+    }
+
+    /// The 60 bits above the kind field.
+    #[inline(always)]
+    pub fn payload(self) -> u64 {
+        self.0 >> 4
     }
 
     /// The register, for a register operand (without unpacking).
@@ -529,7 +543,15 @@ impl<'a> Operands<'a> {
     /// slice: the printer, the verifier).
     #[inline]
     pub fn unpacked(&self) -> SmallVec<[Operand; 8]> {
-        self.iter().collect()
+        let n = self.len();
+        if n > 8 {
+            return self.iter().collect();
+        }
+        let mut buf = [Operand::Int(0); 8];
+        for (slot, p) in buf.iter_mut().zip(self.packed) {
+            *slot = p.unpack(self.wide);
+        }
+        SmallVec::from_buf_and_len(buf, n)
     }
 }
 

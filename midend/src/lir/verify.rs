@@ -313,6 +313,7 @@ pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), Verifi
     check_stack_objs(&mut c);
     check_globals(&mut c);
     let mut def_count: SecondaryMap<Reg, u32> = SecondaryMap::with_capacity(f.regs.len());
+    let mut ops: Vec<Operand> = Vec::new();
     for &b in &f.layout {
         c.block = Some(b);
         c.inst = None;
@@ -347,7 +348,9 @@ pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), Verifi
                     def_count[r] += 1;
                 }
             }
-            check_inst(&mut c, i, &in_layout);
+            ops.clear();
+            ops.extend(f.operands(i));
+            check_inst(&mut c, i, &in_layout, &ops);
         }
     }
     c.inst = None;
@@ -408,11 +411,10 @@ impl Ctx<'_> {
     }
 }
 
-fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
+/// Check one instruction; `ops` are its operands, unpacked.
+fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>, ops: &[Operand]) {
     let f = c.f;
     let d = f.insts[i];
-    let ops = f.operands(i).unpacked();
-    let ops = &ops[..];
     let ty = d.ty;
     let shiftlike = matches!(
         d.opcode,
@@ -554,7 +556,7 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
                 c.report("global value does not exist");
             }
         }
-        Format::Call => check_call(c, i, in_layout),
+        Format::Call => check_call(c, i, in_layout, ops),
         Format::Phi => {
             expect_results(c, 1);
             if !ops.len().is_multiple_of(2) {
@@ -657,11 +659,9 @@ fn check_inst(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
     }
 }
 
-fn check_call(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>) {
+fn check_call(c: &mut Ctx, i: Inst, in_layout: &SecondaryMap<Block, bool>, ops: &[Operand]) {
     let f = c.f;
     let d = f.insts[i];
-    let ops = f.operands(i).unpacked();
-    let ops = &ops[..];
     let Some(sig) = f.sigs.get(SigRef::from_u32(d.aux)) else {
         c.report("call signature does not exist");
         return;
@@ -826,11 +826,11 @@ fn check_phis_and_ssa(c: &mut Ctx, ssa: bool, def_count: &SecondaryMap<Reg, u32>
         for (pos, &i) in f.block_insts(b).iter().enumerate() {
             c.inst = Some(i);
             let d = f.insts[i];
-            let ops = f.operands(i).unpacked();
-            let ops = &ops[..];
+            let ops = f.operands(i);
             if d.opcode == Opcode::Phi {
-                for pair in ops.chunks(2) {
-                    let (Some(r), Some(p)) = (pair[0].as_reg(), pair[1].as_block()) else {
+                for k in 0..ops.len() / 2 {
+                    let (Some(r), Some(p)) = (ops.at(2 * k).as_reg(), ops.at(2 * k + 1).as_block())
+                    else {
                         continue;
                     };
                     let (db, _) = def_site[r];

@@ -43,9 +43,10 @@
 //!   have their operands renamed.
 
 use crate::hash::HashMap;
+use crate::lir::operand::kind;
 use crate::lir::{
     effects, Block, Format, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef, Module,
-    OpaqueData, OpaqueRef, Opcode, Operand, Operands, Reg, Region, StackObj, Symbol, Type,
+    OpaqueData, OpaqueRef, Opcode, Operand, PackedOperand, Reg, Region, StackObj, Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
 use crate::Error;
@@ -325,6 +326,23 @@ impl LocalValueNumbering {
         })
     }
 
+    /// `operand_word` of a packed operand, without unpacking it: the kinds that take one
+    /// word are packed inline, with the payload the word holds (a wide operand never is
+    /// one of them: the packing is canonical).
+    #[inline(always)]
+    fn packed_word(&self, p: PackedOperand) -> Option<u64> {
+        let x = p.payload();
+        Some(match p.kind() {
+            kind::REG => TAG_VN | self.vn_of(Reg::from_u32(x as u32)) as u64,
+            kind::INT => TAG_INT | x,
+            kind::F32 => TAG_F32 | x,
+            kind::PRED => TAG_PRED | x,
+            kind::ARG => TAG_ARG | x,
+            kind::BLOCK => TAG_BLOCK | x,
+            _ => return None,
+        })
+    }
+
     /// The two key words of a memory operand (a generic reference, a stack object or a
     /// symbol), as `push_operand` writes them.
     #[inline]
@@ -572,7 +590,7 @@ impl LocalValueNumbering {
                 let d = &f.insts[inst];
                 if d.opcode.is_pure_value() && d.results().len == 1 {
                     let dst = Reg::from_u32(d.results().start); // the only result (`results`)
-                    let ops = f.operands(inst);
+                    let ops = f.packed_operands(inst);
                     if self.visit_simple(inst, d, dst, ops, st).is_none() {
                         self.visit(f, inst, &mut opaque_ids, st);
                     }
@@ -709,38 +727,36 @@ impl LocalValueNumbering {
         inst: Inst,
         d: &crate::lir::InstData,
         dst: Reg,
-        ops: Operands<'_>,
+        ops: &[PackedOperand],
         st: &mut LvnStats,
     ) -> Option<()> {
         let h = header(d.opcode, d.ty, d.aux);
         // One arm per operand count, the words in scalars (a loop over an array of words
         // would keep them on the stack).
-        let (w, n) = match ops.len() {
-            1 => {
-                let a = ops.at(0);
-                if let (Operand::Reg(src), Opcode::Copy) = (a, d.opcode) {
+        let (w, n) = match *ops {
+            [a] => {
+                if let (Some(src), Opcode::Copy) = (a.as_reg(), d.opcode) {
                     // A register copy has the VN of its source.
                     let v = self.vn_of(src);
                     self.replace(inst, dst, v, st);
                     return Some(());
                 }
-                ([h, self.operand_word(a)?, 0, 0], 2)
+                ([h, self.packed_word(a)?, 0, 0], 2)
             }
-            2 => {
-                let (a, b) = (ops.at(0), ops.at(1));
-                let (mut x, mut y) = (self.operand_word(a)?, self.operand_word(b)?);
+            [a, b] => {
+                let (mut x, mut y) = (self.packed_word(a)?, self.packed_word(b)?);
                 if d.opcode.is_commutative() && x > y {
                     (x, y) = (y, x);
                 }
                 ([h, x, y, 0], 3)
             }
-            3 => {
-                let (a, b, c) = (ops.at(0), ops.at(1), ops.at(2));
-                let mut p = self.operand_word(a)?;
-                let (mut x, mut y) = (self.operand_word(b)?, self.operand_word(c)?);
+            [a, b, c] => {
+                let mut p = self.packed_word(a)?;
+                let (mut x, mut y) = (self.packed_word(b)?, self.packed_word(c)?);
                 if matches!(d.opcode, Opcode::Icmp | Opcode::Fcmp) && x > y {
                     (x, y) = (y, x);
-                    if let Operand::Pred(c) = a {
+                    // `a` took one word: it is inline, and unpacks without the wide table.
+                    if let Operand::Pred(c) = a.unpack(&[]) {
                         p = TAG_PRED | c.swapped() as u64;
                     }
                 }
