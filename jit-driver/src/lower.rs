@@ -135,6 +135,8 @@ pub struct LowerContext {
     args2: Vec<ir::BlockArg>,
     vals: Vec<ir::Value>,
     calls: Vec<ir::BlockCall>,
+    /// The operands of the instruction being lowered, unpacked.
+    ops: Vec<Operand>,
 }
 
 impl LowerContext {
@@ -452,11 +454,24 @@ impl Lowerer<'_, '_> {
     }
 
     fn lower_inst(&mut self, lb: lir::Block, inst: lir::Inst) -> Result<(), Error> {
+        let mut ops = std::mem::take(&mut self.cx.ops);
+        ops.clear();
+        ops.extend(self.f.operands(inst));
+        let r = self.lower_inst_with(lb, inst, &ops);
+        self.cx.ops = ops;
+        r
+    }
+
+    /// `lower_inst` with the instruction's operands unpacked.
+    fn lower_inst_with(
+        &mut self,
+        lb: lir::Block,
+        inst: lir::Inst,
+        ops: &[Operand],
+    ) -> Result<(), Error> {
         self.cur = Some(inst);
         let f = self.f;
         let d = f.insts[inst];
-        let ops = f.operands(inst).unpacked();
-        let ops = &ops[..];
         let ty = d.ty;
         let cty = clif_type(ty);
         match d.opcode.format() {
@@ -596,7 +611,7 @@ impl Lowerer<'_, '_> {
                     .symbol_value(cty, ir::GlobalValue::from_u32(d.aux));
                 self.define(f.results(inst)[0], v);
             }
-            Format::Call => self.lower_call(lb, inst)?,
+            Format::Call => self.lower_call(lb, inst, ops)?,
             Format::Jump => {
                 let mut args = std::mem::take(&mut self.cx.args);
                 let r = self.target(lb, ops[0], &mut args).map(|t| {
@@ -727,9 +742,14 @@ impl Lowerer<'_, '_> {
         Ok(())
     }
 
-    fn lower_call(&mut self, lb: lir::Block, inst: lir::Inst) -> Result<(), Error> {
+    fn lower_call(
+        &mut self,
+        lb: lir::Block,
+        inst: lir::Inst,
+        ops: &[Operand],
+    ) -> Result<(), Error> {
         let mut args = std::mem::take(&mut self.cx.vals);
-        let r = self.lower_call_with(lb, inst, &mut args);
+        let r = self.lower_call_with(lb, inst, ops, &mut args);
         self.cx.vals = args;
         r
     }
@@ -738,12 +758,11 @@ impl Lowerer<'_, '_> {
         &mut self,
         lb: lir::Block,
         inst: lir::Inst,
+        ops: &[Operand],
         args: &mut Vec<ir::Value>,
     ) -> Result<(), Error> {
         let f = self.f;
         let d = f.insts[inst];
-        let ops = f.operands(inst).unpacked();
-        let ops = &ops[..];
         let sig = ir::SigRef::from_u32(d.aux);
         let lsig = &f.sigs[lir::SigRef::from_u32(d.aux)];
         let nargs = ops[1..]
