@@ -914,13 +914,6 @@ impl Function {
         self.operand_pool.reserve(n);
     }
 
-    /// The number of operand words in the pool (all instructions', and those pushed for the
-    /// next `make_inst_pooled`).
-    #[inline]
-    pub fn operand_pool_len(&self) -> usize {
-        self.operand_pool.len()
-    }
-
     /// `make_inst` for operands the caller has pushed onto the end of the operand pool
     /// (`push_operand`): the last `n` entries become the instruction's operands, where they
     /// are.

@@ -108,9 +108,10 @@ pub struct Module {
     /// and a return. Off by default (x86-64 needs frame pointers for tail calls).
     pub allow_tail_calls: bool,
     /// Free a function's body as soon as a pass removes it (merged into an equal function,
-    /// folded into a shared body) rather than when the module is dropped, and give back the
-    /// room a thunk built in a merged function's old tables does not use: a lower peak of
-    /// memory on large modules, for the price of the frees inside the passes. Off by default.
+    /// folded into a shared body) rather than when the module is dropped, and give back all
+    /// the room a thunk built in a merged function's old tables does not use (by default only
+    /// that of the two largest tables): a lower peak of memory on large modules, for the
+    /// price of the frees inside the passes. Off by default.
     pub free_removed: bool,
     /// Functions removed with `free_removed` set whose bodies are still to be freed
     /// (`free_pending`).

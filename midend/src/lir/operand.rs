@@ -456,7 +456,7 @@ impl PackedOperand {
         }
     }
 
-    /// The raw word (a filler for tests of the packing).
+    /// The raw word (for tests and debugging).
     pub fn bits(self) -> u64 {
         self.0
     }
@@ -523,11 +523,6 @@ impl<'a> Operands<'a> {
             packed: &self.packed[k.min(self.packed.len())..],
             wide: self.wide,
         }
-    }
-    /// The packed words (compare two of them only through `PackedOperand`'s rules).
-    #[inline(always)]
-    pub fn packed(&self) -> &'a [PackedOperand] {
-        self.packed
     }
     #[inline(always)]
     pub fn iter(&self) -> OperandIter<'a> {
