@@ -342,10 +342,7 @@ impl<'a> Lifter<'a> {
         aux: u32,
     ) -> lir::Inst {
         // (`make_inst`, with the copy of a list of known length inlined here, no `memcpy`)
-        self.f.reserve_operands(N);
-        for o in operands {
-            self.f.push_operand(o);
-        }
+        self.f.extend_operands(&operands);
         self.f.make_inst_pooled_aux(op, ty, results, N, aux)
     }
 

@@ -5,7 +5,7 @@
 use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode, PoolRange};
 use super::operand::{Operand, Operands, PackedOperand};
-use super::thin::ThinMap;
+use super::thin::{thin_vec_heap_bytes, thin_vec_heap_start, ThinMap};
 use super::types::Type;
 use crate::hash::HashMap;
 use cranelift_entity::packed_option::ReservedValue;
@@ -408,25 +408,18 @@ impl Function {
                 prefetch_addr((p as *const u8).wrapping_sub(8));
             }
         }
-        /// A `ThinVec`'s block starts with its length and capacity.
-        #[inline(always)]
-        fn thin<T>(v: &ThinVec<T>) {
-            before(
-                (v.as_ptr() as *const u8).wrapping_sub(2 * size_of::<usize>()),
-                v.capacity(),
-            );
-        }
         before(self.regs.as_values_slice().as_ptr(), self.regs.len());
         before(self.insts.as_values_slice().as_ptr(), self.insts.len());
         before(self.blocks.as_values_slice().as_ptr(), self.blocks.len());
         before(self.inst_order.as_ptr(), self.inst_order.capacity());
         before(self.layout.as_ptr(), self.layout.capacity());
         before(self.operand_pool.as_ptr(), self.operand_pool.capacity());
-        thin(&self.result_pool);
-        for p in [self.sigs.heap_start(), self.memflags.heap_start()]
-            .into_iter()
-            .flatten()
-        {
+        let thin = [
+            thin_vec_heap_start(&self.result_pool),
+            self.sigs.heap_start(),
+            self.memflags.heap_start(),
+        ];
+        for p in thin.into_iter().flatten() {
             before(p, 1);
         }
     }
@@ -602,23 +595,15 @@ impl Function {
         v::<Inst>(&mut each, "inst_order", self.inst_order.capacity());
         v::<Block>(&mut each, "layout", self.layout.capacity());
         v::<PackedOperand>(&mut each, "operand_pool", self.operand_pool.capacity());
-        if self.wide_operands.capacity() > 0 {
-            each(
-                "wide_operands",
-                16 + self.wide_operands.capacity() * core::mem::size_of::<Operand>(),
-            );
-        }
-        if self.result_pool.capacity() > 0 {
-            each(
-                "result_pool",
-                2 * size_of::<usize>() + self.result_pool.capacity() * size_of::<Reg>(),
-            );
-        }
-        if self.stack_objs.heap_bytes() > 0 {
-            each("stack_objs", self.stack_objs.heap_bytes());
-        }
-        if self.sigs.heap_bytes() > 0 {
-            each("sigs", self.sigs.heap_bytes());
+        for (name, bytes) in [
+            ("wide_operands", thin_vec_heap_bytes(&self.wide_operands)),
+            ("result_pool", thin_vec_heap_bytes(&self.result_pool)),
+            ("stack_objs", self.stack_objs.heap_bytes()),
+            ("sigs", self.sigs.heap_bytes()),
+        ] {
+            if bytes > 0 {
+                each(name, bytes);
+            }
         }
         if self.regions.heap_bytes() > 0 {
             each("regions", self.regions.heap_bytes());
@@ -977,10 +962,7 @@ impl Function {
     /// The operands of an instruction (unpacked as they are read).
     #[inline(always)]
     pub fn operands(&self, inst: Inst) -> Operands<'_> {
-        Operands::new(
-            &self.operand_pool[self.insts[inst].operands().range()],
-            &self.wide_operands,
-        )
+        Operands::new(self.packed_operands(inst), &self.wide_operands)
     }
     /// Operand `k` of an instruction.
     #[inline(always)]
@@ -999,9 +981,9 @@ impl Function {
     }
     /// Set operand `k` of an instruction.
     pub fn set_operand(&mut self, inst: Inst, k: usize, op: Operand) {
-        let at = self.insts[inst].operands().range().start + k;
-        assert!(k < self.insts[inst].operands().len as usize);
-        self.put_operand(at, op);
+        let r = self.insts[inst].operands();
+        assert!(k < r.len as usize, "{inst} has no operand {k}");
+        self.put_operand(r.start as usize + k, op);
     }
     /// Store `op` at `at` in the pool. A wide operand takes a new slot of the wide table (an
     /// old slot is left unused, never overwritten: the table is append-only, so a packed

@@ -324,7 +324,7 @@ impl PackedOperand {
     #[inline(always)]
     pub fn inline(op: Operand) -> Option<PackedOperand> {
         let w = match op {
-            Operand::Reg(r) => (r.as_u32() as u64) << 4 | kind::REG,
+            Operand::Reg(r) => PackedOperand::reg(r).0,
             Operand::Int(v) => {
                 if (v << 4) >> 4 != v {
                     return None;

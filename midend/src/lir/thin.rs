@@ -93,17 +93,30 @@ impl<K: EntityRef, V> ThinMap<K, V> {
     /// The start of the heap block (its header, before the elements), if it has one.
     #[inline]
     pub fn heap_start(&self) -> Option<*const u8> {
-        (self.elems.capacity() > 0)
-            .then(|| (self.elems.as_ptr() as *const u8).wrapping_sub(2 * size_of::<usize>()))
+        thin_vec_heap_start(&self.elems)
     }
 
     /// The bytes of the heap block (0 while empty): its header and its elements' room.
     pub fn heap_bytes(&self) -> usize {
-        if self.elems.capacity() == 0 {
-            0
-        } else {
-            2 * core::mem::size_of::<usize>() + self.elems.capacity() * core::mem::size_of::<V>()
-        }
+        thin_vec_heap_bytes(&self.elems)
+    }
+}
+
+/// The size of a `ThinVec`'s header (length and capacity), at the start of its heap block.
+const THIN_HEADER: usize = 2 * size_of::<usize>();
+
+/// The start of a `ThinVec`'s heap block (its header), if it has one.
+#[inline]
+pub(crate) fn thin_vec_heap_start<T>(v: &ThinVec<T>) -> Option<*const u8> {
+    (v.capacity() > 0).then(|| (v.as_ptr() as *const u8).wrapping_sub(THIN_HEADER))
+}
+
+/// The bytes of a `ThinVec`'s heap block (0 while empty): its header and its elements' room.
+pub(crate) fn thin_vec_heap_bytes<T>(v: &ThinVec<T>) -> usize {
+    if v.capacity() == 0 {
+        0
+    } else {
+        THIN_HEADER + v.capacity() * size_of::<T>()
     }
 }
 

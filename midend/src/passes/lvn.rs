@@ -95,7 +95,6 @@ const TAG_ARG: u64 = 8 << 60;
 const TAG_MEM: u64 = 9 << 60; // scale and displacement, then base VN | index VN << 32
 const TAG_BLOCK: u64 = 10 << 60;
 const TAG_MEMVN: u64 = 11 << 60; // a memory VN or epoch
-const LOW60: u64 = (1 << 60) - 1;
 /// Header bit: the header is followed by a word holding `aux2`.
 const HDR_AUX2: u64 = 1 << 56;
 
@@ -309,26 +308,17 @@ impl LocalValueNumbering {
     }
 
     /// The key word of an operand that takes one (a register's VN, a small integer, a 32-bit
-    /// float, a predicate, an argument, a block); `None` for the two-word ones. The one
-    /// encoding of these operands, for every path that builds keys.
+    /// float, a predicate, an argument, a block); `None` for the two-word ones. Its packed
+    /// form's (`packed_word`): the one encoding of these operands, for every path that
+    /// builds keys.
     #[inline(always)]
     fn operand_word(&self, op: Operand) -> Option<u64> {
-        Some(match op {
-            Operand::Reg(r) => TAG_VN | self.vn_of(r) as u64,
-            Operand::Int(v) if (-(1i64 << 59)..1i64 << 59).contains(&v) => {
-                TAG_INT | (v as u64 & LOW60)
-            }
-            Operand::F32(b) => TAG_F32 | b as u64,
-            Operand::Pred(c) => TAG_PRED | c as u64,
-            Operand::Arg(n) => TAG_ARG | n as u64,
-            Operand::Block(b) => TAG_BLOCK | b.as_u32() as u64,
-            _ => return None,
-        })
+        self.packed_word(PackedOperand::inline(op)?)
     }
 
-    /// `operand_word` of a packed operand, without unpacking it: the kinds that take one
-    /// word are packed inline, with the payload the word holds (a wide operand never is
-    /// one of them: the packing is canonical).
+    /// The key word of a packed operand that takes one, without unpacking it: these kinds
+    /// are packed inline, the word holding their number, bits or (an integer) low 60 bits;
+    /// a wide operand is never one of them (the packing is canonical).
     #[inline(always)]
     fn packed_word(&self, p: PackedOperand) -> Option<u64> {
         let x = p.payload();
