@@ -341,8 +341,14 @@ impl<'a> Lifter<'a> {
         operands: [Operand; N],
         aux: u32,
     ) -> lir::Inst {
-        // (`make_inst`, with the copy of a list of known length inlined here, no `memcpy`)
-        self.f.extend_operands(&operands);
+        // (`make_inst`, with each operand packed here: the operands are values the caller
+        // just made, so packing inlined sees their kinds and reads them from registers; an
+        // array handed to `extend_operands` was stored field by field and reloaded whole,
+        // which stalls store forwarding)
+        self.f.reserve_operands(N);
+        for op in operands {
+            self.f.push_operand(op);
+        }
         self.f.make_inst_pooled_aux(op, ty, results, N, aux)
     }
 
