@@ -1172,6 +1172,51 @@ mod tests {
         Inst::from_u32(n)
     }
 
+    /// `shrink_to_fit` closes the gaps between block lists, whether the lists lie in block
+    /// order (as the lifter leaves them, with room to grow and an empty block with room) or
+    /// an edit moved one past a later block's: every block lists the same instructions after,
+    /// and the array holds nothing else.
+    #[test]
+    fn shrinking_keeps_every_block_list() {
+        for moved in [false, true] {
+            let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+            let blocks: Vec<Block> = (0..4).map(|_| f.new_block()).collect();
+            f.layout = vec![blocks[0], blocks[2], blocks[1], blocks[3]];
+            for (k, &b) in blocks.iter().enumerate() {
+                // Block 2 stays empty, with room for 4.
+                let n = [3i64, 5, 0, 1][k];
+                let first = f.insts.len() as u32;
+                for j in 0..n {
+                    let r = f.new_reg(Type::I64);
+                    f.make_inst(Opcode::Copy, Type::I64, &[r], &[Operand::Int(j)]);
+                }
+                if n > 0 {
+                    f.place_inst_range(b, Inst::from_u32(first), n as usize, 8);
+                } else {
+                    f.reserve_block(b, 4);
+                }
+            }
+            if moved {
+                // Block 0's list grows past its room: it moves to the end.
+                for j in 0..6 {
+                    let r = f.new_reg(Type::I64);
+                    let i = f.make_inst(Opcode::Copy, Type::I64, &[r], &[Operand::Int(j)]);
+                    f.reserve_block(blocks[0], 1);
+                    f.append_inst(blocks[0], i);
+                }
+            }
+            let lists = |f: &Function| -> Vec<Vec<Inst>> {
+                blocks.iter().map(|&b| f.block_insts(b).to_vec()).collect()
+            };
+            let before = lists(&f);
+            f.shrink_to_fit();
+            assert_eq!(before, lists(&f), "moved: {moved}");
+            let total: usize = before.iter().map(|l| l.len()).sum();
+            assert_eq!(f.inst_order.len(), total, "moved: {moved}");
+            assert!(f.blocks.values().all(|d| d.cap == d.len));
+        }
+    }
+
     /// Operands too wide to pack go through every way of writing them (`make_inst`,
     /// `set_operand`, `set_operands` growing and shrinking, `map_operand_regs`, `aux2`) and
     /// read back as written; a wide word copied by a rewrite keeps its meaning when the
