@@ -616,8 +616,8 @@ impl Core {
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
         self.lir.functions.reserve(pending.len());
         // The input of each function of the batch stays in `pending`, at its position in
-        // `batch` (moved out when compiled as is): a copy per function (960 bytes each, to
-        // new memory) would cost as much as lifting a small one.
+        // `batch` (moved out when compiled as is): a copy of each (960 bytes, to memory not
+        // touched yet) cost a sixth of the lift of a module of small functions.
         for (id, func) in pending.iter_mut() {
             let id = *id;
             let decl = inner.declarations().get_function_decl(id);
