@@ -383,7 +383,7 @@ impl PackedOperand {
     /// The index in the wide table, for a wide operand.
     #[inline(always)]
     pub fn wide_index(self) -> Option<usize> {
-        (self.0 & 0xF == kind::WIDE).then_some((self.0 >> 4) as usize)
+        (self.kind() == kind::WIDE).then_some(self.payload() as usize)
     }
 
     /// The word of a register operand.
@@ -396,7 +396,7 @@ impl PackedOperand {
     /// besides registers, that may name a register.
     #[inline(always)]
     pub fn may_hold_mem(self) -> bool {
-        matches!(self.0 & 0xF, kind::MEM | kind::WIDE)
+        matches!(self.kind(), kind::MEM | kind::WIDE)
     }
 
     /// The kind field (`kind::REG`, ...; `kind::WIDE` for a wide operand).
@@ -414,8 +414,8 @@ impl PackedOperand {
     /// The register, for a register operand (without unpacking).
     #[inline(always)]
     pub fn as_reg(self) -> Option<Reg> {
-        if self.0 & 0xF == kind::REG {
-            Some(Reg::from_u32((self.0 >> 4) as u32))
+        if self.kind() == kind::REG {
+            Some(Reg::from_u32(self.payload() as u32))
         } else {
             None
         }
@@ -425,8 +425,8 @@ impl PackedOperand {
     #[inline(always)]
     pub fn unpack(self, wide: &[Operand]) -> Operand {
         let w = self.0;
-        let p = w >> 4;
-        match w & 0xF {
+        let p = self.payload();
+        match self.kind() {
             kind::REG => Operand::Reg(Reg::from_u32(p as u32)),
             kind::INT => Operand::Int(w as i64 >> 4),
             kind::F32 => Operand::F32(p as u32),
