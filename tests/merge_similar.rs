@@ -12,9 +12,17 @@ fn parse(src: &str) -> Vec<Function> {
 }
 
 /// Compile `src` with `passes`; functions named in `local` are local, the others exported.
+/// Every function is lifted (`lift_all`), so the pass's statistics count every caller.
 fn compile(src: &str, passes: &str, local: &[&str]) -> JitModule {
+    compile_with(src, passes, local, true)
+}
+
+fn compile_with(src: &str, passes: &str, local: &[&str], lift_all: bool) -> JitModule {
     let mut p = Pipeline::new(PipelineOptions {
-        config: MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap()),
+        config: MergeConfig {
+            lift_all,
+            ..MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap())
+        },
         ..Default::default()
     });
     for f in parse(src) {
@@ -36,8 +44,9 @@ fn call(m: &JitModule, name: &str, x: i64) -> i64 {
     f(x)
 }
 
-/// Run `entry` on several inputs unoptimised and with each pass list; all must agree. Returns
-/// the module compiled with `merge,merge-similar`.
+/// Run `entry` on several inputs unoptimised and with each pass list (and with the default
+/// passes, functions no pass could merge not lifted); all must agree. Returns the module
+/// compiled with `merge,merge-similar`, every function lifted.
 fn check(src: &str, entry: &str, local: &[&str]) -> JitModule {
     let plain = compile(src, "none", local);
     let want: Vec<i64> = [-7, 0, 1, 5, 40]
@@ -52,6 +61,12 @@ fn check(src: &str, entry: &str, local: &[&str]) -> JitModule {
             .collect();
         assert_eq!(got, want, "{passes} changed results of {entry}");
     }
+    let m = compile_with(src, "merge,merge-similar", local, false);
+    let got: Vec<i64> = [-7, 0, 1, 5, 40]
+        .iter()
+        .map(|&x| call(&m, entry, x))
+        .collect();
+    assert_eq!(got, want, "unlifted functions changed results of {entry}");
     compile(src, "merge,merge-similar", local)
 }
 

@@ -161,8 +161,17 @@ fn recursion_and_mutual_recursion_merge() {
 }
 
 /// `func_addr a == func_addr b` must stay false for two functions, equal or not.
+///
+/// With one last flush, `same` (its shape is its own) is compiled without being lifted: the
+/// addresses it takes still keep `g` distinct.
 #[test]
 fn addresses_taken_and_compared_in_ir_stay_distinct() {
+    for last in [false, true] {
+        addresses_taken_and_compared(last);
+    }
+}
+
+fn addresses_taken_and_compared(last: bool) {
     let mut m = jit();
     let s = sig(&m, 1);
     let f = m.declare_function("f", Linkage::Local, &s).unwrap();
@@ -179,7 +188,16 @@ fn addresses_taken_and_compared_in_ir_stay_distinct() {
         let w = b.ins().uextend(types::I64, eq);
         b.ins().return_(&[w]);
     });
+    if last {
+        m.flush_last().unwrap();
+    }
     m.finalize_definitions().unwrap();
+    assert_eq!(
+        m.stats().get("not_lifted"),
+        u64::from(last),
+        "{:?}",
+        m.stats()
+    );
     // SAFETY: `same` has the signature `() -> i64`.
     let same: extern "C" fn() -> i64 =
         unsafe { std::mem::transmute(m.get_finalized_function(cmp)) };
@@ -875,10 +893,11 @@ fn near_duplicate_value(k: i64, x: i64) -> i64 {
 
 /// Callers of near-identical functions call the shared body with the extra arguments; the
 /// callers are compiled from the IR they were defined with (the call rewritten there, not
-/// lowered from LIR), and behave the same either way.
+/// lowered from LIR), and behave the same either way. With one last flush the caller (its
+/// shape is its own) is not even lifted: its calls are rewritten all the same.
 #[test]
 fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
-    for lower_all in [false, true] {
+    for (lower_all, last) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut m = jit_with(MergeConfig {
             lower_all,
             ..Default::default()
@@ -897,16 +916,30 @@ fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
             }
             b.ins().return_(&[acc]);
         });
+        if last {
+            m.flush_last().unwrap();
+        }
         m.finalize_definitions().unwrap();
         let member = near_duplicate_value;
         for x in [0, 3, -17] {
             let want: i64 = (0..3).map(|k| member(k, x + k)).sum();
-            assert_eq!(call1(&m, caller, x), want, "lower_all {lower_all}");
+            assert_eq!(
+                call1(&m, caller, x),
+                want,
+                "lower_all {lower_all} last {last}"
+            );
         }
         assert!(m.stats().get("merged_similar") >= 2, "{:?}", m.stats());
         assert_eq!(
             m.stats().get("calls_rewritten_in_input"),
             u64::from(!lower_all),
+            "{:?}",
+            m.stats()
+        );
+        // (`lower_all` lifts every function.)
+        assert_eq!(
+            m.stats().get("not_lifted"),
+            u64::from(last && !lower_all),
             "{:?}",
             m.stats()
         );

@@ -125,6 +125,12 @@ enum Cmd {
         /// changed is compiled from its input, exactly as given).
         #[arg(long)]
         lower_all: bool,
+        /// Lift every function. By default a function no merging pass could merge (its
+        /// shape, signature, blocks, opcodes and types, is its own) is compiled from its
+        /// input without being lifted, when the passes are `merge` and `merge-similar` only.
+        /// The output is the same either way.
+        #[arg(long)]
+        lift_all: bool,
         /// Threads for compiling, on both sides alike (the plain compile and the pipeline's),
         /// so that the ratio stays fair; 1 = everything on one thread.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
@@ -256,6 +262,7 @@ fn run(cli: Cli) -> ExitCode {
             json,
             emit_object,
             lower_all,
+            lift_all,
             threads,
             files,
         } => cmd_size(
@@ -263,7 +270,7 @@ fn run(cli: Cli) -> ExitCode {
             &opt_level,
             json,
             emit_object.as_deref(),
-            lower_all,
+            (lower_all, lift_all),
             threads as usize,
             &files,
         ),
@@ -572,7 +579,7 @@ fn cmd_size(
     opt_level: &str,
     json: bool,
     emit_object: Option<&Path>,
-    lower_all: bool,
+    (lower_all, lift_all): (bool, bool),
     threads: usize,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
@@ -603,6 +610,7 @@ fn cmd_size(
             passes,
             verify_lir: false,
             lower_all,
+            lift_all,
             threads: jit_driver::Threads::Count(threads),
             ..Default::default()
         },
@@ -634,8 +642,8 @@ fn cmd_size(
             r.functions_in, r.functions_out, r.merged, r.replaced, r.aliased, r.thunked
         ))?;
         out.line(&format!(
-            "LIR insts       {:>10} -> {:>10}",
-            r.lir_insts_before, r.lir_insts_after
+            "LIR insts       {:>10} -> {:>10}  ({} functions no pass could merge not lifted)",
+            r.lir_insts_before, r.lir_insts_after, r.not_lifted
         ))?;
         let pct = if r.code_bytes_before > 0 {
             100.0 * (r.code_bytes_after as f64 / r.code_bytes_before as f64 - 1.0)

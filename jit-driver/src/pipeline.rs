@@ -154,6 +154,8 @@ impl Pipeline {
         let jit = JITModule::new(jit_builder(isa, &symbols));
         let mut m = MergeModule::with_config(jit, self.opts.config);
         let ids = define_by_name(&mut m, self.funcs)?;
+        // One batch, and no other follows: what no pass could merge is not lifted.
+        m.flush_last()?;
         m.finalize_definitions()?;
         Ok(JitModule {
             module: Some(m),

@@ -2569,6 +2569,7 @@ pub fn compile_pipeline_linked(
 ) -> Result<LinkedJit, String> {
     let define = |m: &mut MergeModule<JITModule>, linked| {
         let ids = jit_driver::define_by_name(m, linked)?;
+        m.flush_last()?;
         m.finalize_definitions()?;
         Ok(ids)
     };

@@ -70,6 +70,8 @@ impl Harness {
                 .map_err(|e| format!("trampoline: {e}"))?;
             trampolines.push((sig.clone(), id));
         }
+        // One batch: nothing merges into it later.
+        m.flush_last().map_err(|e| format!("{e:#}"))?;
         m.finalize_definitions().map_err(|e| format!("{e:#}"))?;
         let mut exn_sites = exn::Registration::default();
         for (id, sites) in pending.lock().unwrap().iter() {

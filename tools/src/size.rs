@@ -44,6 +44,9 @@ pub struct SizeReport {
     pub lowered: usize,
     /// Thunks written as machine code (`MergeConfig::native_thunks`), not compiled.
     pub native_thunks: usize,
+    /// Functions compiled from their input without being lifted: no pass could merge them
+    /// (`MergeConfig::lift_all`). `lir_insts_before` counts the lifted ones only.
+    pub not_lifted: usize,
     /// Phase wall times in ms: parse, compile_before, lift, each pass, lower, verify,
     /// compile_after.
     pub time_ms: Vec<(String, f64)>,
@@ -86,6 +89,7 @@ impl SizeReport {
             "folded": self.folded,
             "lowered": self.lowered,
             "native_thunks": self.native_thunks,
+            "not_lifted": self.not_lifted,
             "clif_insts": self.clif_insts,
             "lir_insts_before": self.lir_insts_before,
             "lir_insts_after": self.lir_insts_after,
@@ -239,6 +243,7 @@ pub fn measure(
     r.functions_out = stats.get("compiled") as usize;
     r.lowered = stats.get("lowered") as usize;
     r.native_thunks = stats.get("native_thunks") as usize;
+    r.not_lifted = stats.get("not_lifted") as usize;
     for (_, _, kind) in m.merges() {
         r.merged += 1;
         match kind {

@@ -62,6 +62,13 @@ pub struct MergeConfig {
     /// changed is compiled from the Cranelift IR it was defined with (exact, and it costs no
     /// lowering); this switch exists to test that rule.
     pub lower_all: bool,
+    /// Lift every function of a flush. By default, when the passes are merging passes only
+    /// (`merge`, `merge-similar`) and the flush is the module's first and last (an object
+    /// file's `finish`, or a JIT's one `finalize_definitions`), a function whose shape no
+    /// other function shares (signature, blocks, opcodes and types: no pass could merge it)
+    /// is compiled from its input without being lifted; on real modules that is most of
+    /// the code. The output is the same either way; this switch exists to test that.
+    pub lift_all: bool,
     /// Run the LIR verifier after every pass (default: in debug builds).
     pub verify_lir: bool,
     /// Verify every defined function with Cranelift's verifier before the passes (about a
@@ -99,6 +106,7 @@ impl Default for MergeConfig {
             threads: Threads::None,
             address_policy: AddressPolicy::Shared,
             lower_all: false,
+            lift_all: false,
             verify_lir: cfg!(debug_assertions),
             verify_input: false,
             native_thunks: true,

@@ -6,7 +6,8 @@
 //! `define_function` keeps the function; the passes run when the definitions are flushed
 //! (`finalize_definitions` for a JIT, `finish` for an object file, or `flush`):
 //!
-//! 1. every pending function is lifted to LIR;
+//! 1. every pending function is lifted to LIR (in a module's one and last batch, only those
+//!    some other function shares a shape with: see `skip`; the others are never merged);
 //! 2. the passes run over the new functions, merging them with each other and with the
 //!    functions compiled by earlier flushes (those are *frozen*: they survive, never change);
 //! 3. each new function is compiled into the inner module: a merged one not at all (its id
@@ -23,6 +24,7 @@ mod jit;
 #[cfg(feature = "object")]
 mod object;
 mod parallel;
+mod skip;
 mod thunk;
 
 pub use config::{AddressPolicy, MergeConfig, Threads};
@@ -43,7 +45,7 @@ use cranelift_module::{
     ModuleRelocTarget, ModuleResult,
 };
 use midend::lir::{self, MergeKind};
-use midend::{PassManager, PassOptions, Stats};
+use midend::{PassKind, PassManager, PassOptions, Stats};
 use std::time::{Duration, Instant};
 
 /// What became of a defined function.
@@ -274,10 +276,11 @@ impl<M: Module> MergeModule<M> {
     }
 
     /// `flush`, as the last batch: nothing compiled now is fingerprinted for later batches to
-    /// merge into (cheaper: a function whose weak hash no other shares is not walked in full).
-    /// Functions defined afterwards still work; they just do not merge into these. What
-    /// `finish` does for an object file; for a one-shot JIT compile, call it before
-    /// `finalize_definitions`.
+    /// merge into (cheaper: a function whose weak hash no other shares is not walked in full,
+    /// and, when this is also the first batch, a function whose shape no other shares is not
+    /// lifted at all: `MergeConfig::lift_all`). Functions defined afterwards still work; they
+    /// just do not merge into these. What `finish` does for an object file; for a one-shot
+    /// JIT compile, call it before `finalize_definitions`.
     pub fn flush_last(&mut self) -> ModuleResult<()> {
         self.flush_batch(true)
     }
@@ -611,18 +614,25 @@ impl Core {
         self.lir.allow_tail_calls = tail_calls_allowed(inner.isa());
         self.lir.incremental = !last;
 
-        // 1. Lift.
+        // 1. Lift, except functions no pass could merge (`skip`).
         let t = Instant::now();
+        let skip = self.unmergeable(config, last, &pending);
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
+        // The LIR function of each position of `pending` (none: not lifted).
+        let mut lid_at: Vec<PackedOption<lir::FuncId>> = Vec::with_capacity(pending.len());
         self.lir.functions.reserve(pending.len());
-        // The input of each function of the batch stays in `pending`, at its position in
-        // `batch` (moved out when compiled as is): a copy of each (960 bytes, to memory not
-        // touched yet) cost a sixth of the lift of a module of small functions.
-        for (id, func) in pending.iter_mut() {
+        // The input of each function stays in `pending` (moved out when compiled as is): a
+        // copy of each (960 bytes, to memory not touched yet) cost a sixth of the lift of a
+        // module of small functions.
+        for (pos, (id, func)) in pending.iter_mut().enumerate() {
             let id = *id;
             let decl = inner.declarations().get_function_decl(id);
             self.check_references(inner, id, func)?;
             func.name = ir::UserFuncName::user(0, id.as_u32());
+            if skip.get(pos).copied().unwrap_or(false) {
+                lid_at.push(None.into());
+                continue;
+            }
             let lid = lift_function_with(
                 &mut self.lir,
                 func,
@@ -645,6 +655,56 @@ impl Core {
                 self.lir.functions[lid].address_significant = true;
             }
             batch.push((id, lid));
+            lid_at.push(lid.into());
+        }
+        // What the functions not lifted observe of the others (addresses taken, `try_call`
+        // targets): marked as a lifted caller would have them. Their symbols, where lifted
+        // code names them, name them as a lifted function's would.
+        if batch.len() < pending.len() {
+            let mut refs = Vec::new();
+            let mut near: rustc_hash::FxHashSet<(u32, u32)> = Default::default();
+            for (pos, (id, func)) in pending.iter().enumerate() {
+                if lid_at[pos].is_none() {
+                    if let Some(sym) = self.lir.lookup_symbol(&func_symbol_name(*id)) {
+                        self.sym_func[sym] = (*id).into();
+                    }
+                    skip::scan_references(
+                        func,
+                        |r| refs.push(r),
+                        |ns, i| {
+                            near.insert((ns, i));
+                        },
+                    );
+                }
+            }
+            for r in refs {
+                let (skip::Reference::Observed(i) | skip::Reference::Called(i)) = r;
+                let Some(lid) = (i < self.declared.0)
+                    .then(|| self.lifted[FuncId::from_u32(i)].expand())
+                    .flatten()
+                else {
+                    continue;
+                };
+                match r {
+                    skip::Reference::Observed(_) => {
+                        self.lir.functions[lid].address_significant = true;
+                    }
+                    skip::Reference::Called(_) => {
+                        if let Some(sym) = self.lir.symbol_of(lid) {
+                            self.lir.external_calls[sym] += 1;
+                        }
+                    }
+                }
+            }
+            if !near.is_empty() {
+                for d in self.lir.symbols.values_mut() {
+                    if let Some(u) = parse_user_name(&d.name) {
+                        if near.contains(&(u.namespace, u.index)) {
+                            d.colocated = true;
+                        }
+                    }
+                }
+            }
         }
         // Addresses taken in the new code, and stored in data: such functions keep an address
         // of their own.
@@ -668,7 +728,11 @@ impl Core {
             }
         }
         self.stats.add_time("lift", t.elapsed());
-        self.stats.add("functions_in", batch.len() as u64);
+        self.stats.add("functions_in", pending.len() as u64);
+        if batch.len() < pending.len() {
+            self.stats
+                .add("not_lifted", (pending.len() - batch.len()) as u64);
+        }
         if config.verify_lir {
             // The input as lifted, before any pass: a fault here is the input's, not a pass's.
             for &(id, lid) in &batch {
@@ -776,8 +840,25 @@ impl Core {
         let mut compile_time = Duration::ZERO;
         let config_fe = inner.isa().frontend_config();
         // What to compile, in order: the batch's functions, then those the passes made.
-        let mut jobs: Vec<(FuncId, ir::Function)> = Vec::with_capacity(batch.len());
-        for (pos, &(id, lid)) in batch.iter().enumerate() {
+        let mut jobs: Vec<(FuncId, ir::Function)> = Vec::with_capacity(pending.len());
+        for pos in 0..pending.len() {
+            let id = pending[pos].0;
+            let Some(lid) = lid_at[pos].expand() else {
+                // Not lifted: compiled as defined, its calls redirected like any unchanged
+                // function's.
+                let mut func = std::mem::replace(&mut pending[pos].1, ir::Function::new());
+                let t = Instant::now();
+                let mut names = ModuleNames {
+                    sym_func: &self.sym_func,
+                };
+                if self.redirect_calls(&mut func, &mut names) {
+                    self.stats.add("calls_rewritten_in_input", 1);
+                }
+                lower_time += t.elapsed();
+                self.stats.add("compiled_from_input", 1);
+                jobs.push((id, func));
+                continue;
+            };
             if self.lir.removed[lid] {
                 // Merged away: no code (its LIR is its survivor's, which is compiled).
                 self.state[id] = State::Merged;
@@ -872,6 +953,42 @@ impl Core {
         Ok(())
     }
 
+    /// Which functions of `pending` need not be lifted (an empty list: all do). Only a
+    /// module's first flush that is also its last skips any (a later batch could merge into
+    /// a function compiled without a fingerprint), and only when every pass merges
+    /// functions (a per-function pass would change functions on their own), and neither
+    /// `lift_all`, `lower_all` nor `keep_lir` asks for the LIR of every function. A function
+    /// is skipped when its shape key (`skip::shape_key`) is unique in the batch.
+    fn unmergeable(
+        &self,
+        config: &MergeConfig,
+        last: bool,
+        pending: &[(FuncId, ir::Function)],
+    ) -> Vec<bool> {
+        let merging_only = config
+            .passes
+            .iter()
+            .all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar));
+        if !last
+            || !self.lir.functions.is_empty()
+            || !merging_only
+            || config.lift_all
+            || config.lower_all
+            || config.keep_lir
+        {
+            return Vec::new();
+        }
+        let keys: Vec<u64> = pending.iter().map(|(_, f)| skip::shape_key(f)).collect();
+        // How many functions have each key, up to two.
+        let mut count: rustc_hash::FxHashMap<u64, u8> = rustc_hash::FxHashMap::default();
+        count.reserve(keys.len());
+        for &k in &keys {
+            let c = count.entry(k).or_insert(0);
+            *c = (*c + 1).min(2);
+        }
+        keys.iter().map(|k| count[k] == 1).collect()
+    }
+
     /// References the inner module could not link: a `colocated` (near) reference to an
     /// imported function or data object, which a JIT places anywhere in the address space.
     fn check_references(
@@ -930,9 +1047,11 @@ impl Core {
     /// function merged by `merge-similar` call its shared body with its extra arguments, as
     /// the pass rewrote them in LIR (`lir::Module::call_rewrites`; a member behaves as its
     /// shared body called with its extras, so the rewrite is exact wherever it is made).
-    fn redirect_calls(&self, func: &mut ir::Function, names: &mut ModuleNames) {
+    ///
+    /// Returns whether some call was rewritten for `merge-similar`.
+    fn redirect_calls(&self, func: &mut ir::Function, names: &mut ModuleNames) -> bool {
         if !self.any_merged && self.lir.call_rewrites.is_empty() {
-            return;
+            return false;
         }
         let mut moves: Vec<(ir::FuncRef, FuncId)> = Vec::new();
         let mut rewrites: Vec<(ir::FuncRef, lir::Symbol)> = Vec::new();
@@ -959,8 +1078,9 @@ impl Core {
             }
         }
         if moves.is_empty() && rewrites.is_empty() {
-            return;
+            return false;
         }
+        let mut rewritten = false;
         // A new function reference per redirected one, used by calls only.
         let mut new_ref: SecondaryMap<ir::FuncRef, PackedOption<ir::FuncRef>> = SecondaryMap::new();
         for (fr, f) in moves {
@@ -1033,6 +1153,7 @@ impl Core {
                         if let InstructionData::Call { func_ref, args, .. } = &mut dfg.insts[i] {
                             *func_ref = shared;
                             args.extend(extra_vals.iter().copied(), &mut dfg.value_lists);
+                            rewritten = true;
                         }
                     }
                     _ => {
@@ -1047,6 +1168,7 @@ impl Core {
                 }
             }
         }
+        rewritten
     }
 
     /// A reference in `func` to the function of LIR symbol `sym`, with signature `sig`, named

@@ -93,6 +93,11 @@ pub struct Module {
     /// the rewrites (add with `add_call_rewrite`, which indexes them).
     pub call_rewrites: Vec<(Symbol, CallRewrite)>,
     call_rewrite_index: HashMap<Symbol, u32>,
+    /// Direct calls (`call`, `tail_call`) of each symbol made by code the module does not
+    /// hold: functions a backend compiles from their input without lifting them, whose calls
+    /// it redirects itself. `merge-similar`'s cost model counts them as call sites; a merge
+    /// that redirects calls moves them to the survivor (`move_external_calls`).
+    pub external_calls: SecondaryMap<Symbol, u32>,
     /// Functions with ids from here on are *open*: passes may change them. Those before are
     /// frozen (compiled by an earlier batch; `passes::merge::freeze`).
     pub first_open: u32,
@@ -160,9 +165,21 @@ impl Module {
 
     /// Record how `merge-similar` rewrote the direct calls of `member`.
     pub fn add_call_rewrite(&mut self, member: Symbol, rewrite: CallRewrite) {
+        self.move_external_calls(member, rewrite.shared);
         self.call_rewrite_index
             .insert(member, self.call_rewrites.len() as u32);
         self.call_rewrites.push((member, rewrite));
+    }
+
+    /// The direct calls of `from` made outside the module now call `to` (see
+    /// `external_calls`).
+    pub fn move_external_calls(&mut self, from: Symbol, to: Symbol) {
+        if let Some(&n) = self.external_calls.get(from) {
+            if n > 0 && from != to {
+                self.external_calls[from] = 0;
+                self.external_calls[to] += n;
+            }
+        }
     }
 
     /// How direct calls of `sym` are rewritten, if `merge-similar` merged it.

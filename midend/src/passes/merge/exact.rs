@@ -463,6 +463,9 @@ pub(super) fn merge_two(
         MergeKind::Folded => unreachable!("exact merging never folds"),
     }
     report.merged += 1;
+    if !preemptible {
+        m.move_external_calls(gs, fs);
+    }
     m.merges.push(MergeRecord {
         merged: gs,
         survivor: fs,

@@ -893,7 +893,11 @@ fn plan(
         .iter()
         .map(|mb| mb.named || st.observed.contains(mb.sym))
         .collect();
-    let sites = |mb: &Member| st.calls.count(mb.sym) as f64;
+    // (Calls made by code the module does not hold count too.)
+    let sites = |mb: &Member| {
+        let external = m.external_calls.get(mb.sym).copied().unwrap_or(0);
+        (st.calls.count(mb.sym) + external as usize) as f64
+    };
     // Saved bytes when the thunked members' callers are left alone, and what rewriting them
     // costs.
     let mut saved = -body;

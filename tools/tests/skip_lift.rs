@@ -1,0 +1,128 @@
+//! Functions no merging pass could merge are compiled from their input without being lifted
+//! (`MergeConfig::lift_all` off, one last flush): the object file is the same, byte for byte,
+//! as with every function lifted. Generated modules, with duplicates, near-duplicates (folded
+//! by `merge-similar`, their callers rewritten) and functions of their own; the wasm corpus
+//! is checked the same way in `cli/tests/corpus_wasm.rs`.
+
+use jit_driver::MergeConfig;
+use mergelift_tools::gen::{generate, GenOptions};
+use mergelift_tools::input::parse_clif;
+use mergelift_tools::size::{measure, SizeOptions, SizeReport};
+use std::path::Path;
+
+fn size(text: &str, lift_all: bool) -> SizeReport {
+    let file = parse_clif(Path::new("generated.clif"), text).unwrap();
+    let opts = SizeOptions {
+        config: MergeConfig {
+            lift_all,
+            ..Default::default()
+        },
+        opt_level: None,
+        object: true,
+    };
+    measure(&[file], &opts, 0.0, |_, _, _| {}).unwrap()
+}
+
+/// What unlifted functions tell the passes is what lifted ones would: `%u0`..`%u29` (each of
+/// its own shape) call near-duplicates `%m0`/`%m1` many times (`merge-similar`'s cost model
+/// counts those call sites: here too many to rewrite the callers of the members' thunks), and
+/// `%u30` calls `%k` as `colocated` where the near-duplicates `%n0`/`%n1` do not (the lifter
+/// marks a symbol near once any reference is, and the shared body calls `%k`).
+fn hand_made() -> String {
+    let mut t = String::new();
+    for (k, c) in [(0, 11), (1, 12)] {
+        t += &format!(
+            "function %m{k}(i64) -> i64 {{
+             block0(v0: i64):
+                 v1 = iconst.i64 {c}
+                 v2 = imul v0, v1
+                 v3 = iconst.i64 1099511627776
+                 v4 = iadd v2, v3
+                 v5 = iconst.i64 -9
+                 v6 = imul v4, v5
+                 v7 = bxor v6, v2
+                 return v7
+             }}\n"
+        );
+    }
+    for j in 0..30 {
+        t += &format!(
+            "function %u{j}(i64) -> i64 {{
+                 fn0 = %m0(i64) -> i64
+                 fn1 = %m1(i64) -> i64
+             block0(v0: i64):\n"
+        );
+        for c in 0..=j {
+            t += &format!("    v{} = call fn{}(v{c})\n", c + 1, c % 2);
+        }
+        t += &format!("    return v{}\n}}\n", j + 1);
+    }
+    t += "function %k(i64) -> i64 {
+          block0(v0: i64):
+              v1 = bnot v0
+              return v1
+          }\n";
+    for (k, c) in [(0, 5), (1, 6)] {
+        t += &format!(
+            "function %n{k}(i64) -> i64 {{
+                 fn0 = %k(i64) -> i64
+             block0(v0: i64):
+                 v1 = iconst.i64 {c}
+                 v2 = iadd v0, v1
+                 v3 = call fn0(v2)
+                 v4 = imul v3, v2
+                 v5 = call fn0(v4)
+                 v6 = bxor v5, v3
+                 v7 = call fn0(v6)
+                 return v7
+             }}\n"
+        );
+    }
+    t += "function %u30(i64) -> i64 {
+              fn0 = colocated %k(i64) -> i64
+          block0(v0: i64):
+              v1 = call fn0(v0)
+              v2 = call fn0(v1)
+              v3 = call fn0(v2)
+              v4 = call fn0(v3)
+              v5 = bnot v4
+              return v5
+          }\n";
+    t
+}
+
+#[test]
+fn unlifted_functions_tell_the_passes_what_lifted_ones_would() {
+    let text = hand_made();
+    let (skip, all) = (size(&text, false), size(&text, true));
+    assert_eq!(skip.not_lifted, 32, "%u0..%u30 and %k");
+    assert_eq!(skip.merged, all.merged);
+    assert_eq!(skip.code_bytes_after, all.code_bytes_after);
+    assert!(skip.object == all.object, "the object files differ");
+}
+
+#[test]
+fn unlifted_functions_compile_to_the_same_object() {
+    for (seed, dup_ratio, near_ratio) in [(1, 0.2, 0.3), (2, 0.0, 0.5), (3, 0.4, 0.1)] {
+        let text = generate(&GenOptions {
+            functions: 240,
+            dup_ratio,
+            near_ratio,
+            seed,
+        })
+        .text;
+        let (skip, all) = (size(&text, false), size(&text, true));
+        let what = format!("seed {seed}");
+        assert!(skip.not_lifted > 0, "{what}: nothing was left unlifted");
+        assert_eq!(all.not_lifted, 0, "{what}");
+        assert!(skip.merged > 0, "{what}: nothing merged");
+        assert_eq!(
+            (skip.merged, skip.aliased, skip.thunked, skip.folded),
+            (all.merged, all.aliased, all.thunked, all.folded),
+            "{what}"
+        );
+        assert_eq!(skip.code_bytes_after, all.code_bytes_after, "{what}");
+        assert!(skip.object == all.object, "{what}: the object files differ");
+        assert!(skip.lir_insts_before < all.lir_insts_before, "{what}");
+    }
+}
