@@ -15,6 +15,7 @@ fn size(text: &str, lift_all: bool) -> SizeReport {
     let opts = SizeOptions {
         config: MergeConfig {
             lift_all,
+            verify_lir: true,
             ..Default::default()
         },
         opt_level: None,
@@ -27,7 +28,8 @@ fn size(text: &str, lift_all: bool) -> SizeReport {
 /// its own shape) call near-duplicates `%m0`/`%m1` many times (`merge-similar`'s cost model
 /// counts those call sites: here too many to rewrite the callers of the members' thunks), and
 /// `%u30` calls `%k` as `colocated` where the near-duplicates `%n0`/`%n1` do not (the lifter
-/// marks a symbol near once any reference is, and the shared body calls `%k`).
+/// marks a symbol near once any reference is, and the shared body calls `%k`); `%q0`/`%q1`
+/// take the address of `%k` and call it.
 fn hand_made() -> String {
     let mut t = String::new();
     for (k, c) in [(0, 11), (1, 12)] {
@@ -78,6 +80,22 @@ fn hand_made() -> String {
              }}\n"
         );
     }
+    // `%q0`/`%q1` take `%k`'s address, then call it.
+    for (k, c) in [(0, 3), (1, 4)] {
+        t += &format!(
+            "function %q{k}(i64) -> i64 {{
+                 gv0 = symbol colocated %k+8
+                 fn0 = colocated %k(i64) -> i64
+             block0(v0: i64):
+                 v1 = symbol_value.i64 gv0
+                 v2 = iconst.i64 {c}
+                 v3 = iadd v1, v2
+                 v4 = bxor v0, v3
+                 v5 = call fn0(v4)
+                 return v5
+             }}\n"
+        );
+    }
     t += "function %u30(i64) -> i64 {
               fn0 = colocated %k(i64) -> i64
           block0(v0: i64):
@@ -125,4 +143,27 @@ fn unlifted_functions_compile_to_the_same_object() {
         assert!(skip.object == all.object, "{what}: the object files differ");
         assert!(skip.lir_insts_before < all.lir_insts_before, "{what}");
     }
+}
+
+/// A fuzzer's find: `%f1`'s address is taken (symbol global values) before it is called, in
+/// functions that are lifted, while `%f1` itself is not: its symbol must still be a function.
+#[test]
+fn unlifted_callee_of_a_taken_address_stays_a_function() {
+    use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/unlifted_callee_symbol_kind.clif");
+    let mut r = RunReport::default();
+    run_file(
+        &path,
+        &RunOptions {
+            passes: midend::parse_pass_list("merge,merge-similar").unwrap(),
+            verify: true,
+            ..Default::default()
+        },
+        &mut r,
+        true,
+    );
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert!(r.passed > 0, "{r:?}");
 }

@@ -659,13 +659,16 @@ impl Core {
         }
         // What the functions not lifted observe of the others (addresses taken, `try_call`
         // targets): marked as a lifted caller would have them. Their symbols, where lifted
-        // code names them, name them as a lifted function's would.
+        // code names them, are what a lifted function's would be.
         if batch.len() < pending.len() {
             let mut refs = Vec::new();
             let mut near: rustc_hash::FxHashSet<(u32, u32)> = Default::default();
             for (pos, (id, func)) in pending.iter().enumerate() {
                 if lid_at[pos].is_none() {
                     if let Some(sym) = self.lir.lookup_symbol(&func_symbol_name(*id)) {
+                        // A function, as its definition would make it (a symbol global
+                        // value may have made it data first).
+                        self.lir.symbols[sym].kind = lir::SymbolKind::Function;
                         self.sym_func[sym] = (*id).into();
                     }
                     skip::scan_references(
