@@ -846,72 +846,62 @@ impl Core {
         let mut jobs: Vec<(FuncId, ir::Function)> = Vec::with_capacity(pending.len());
         for pos in 0..pending.len() {
             let id = pending[pos].0;
-            let Some(lid) = lid_at[pos].expand() else {
-                // Not lifted: compiled as defined, its calls redirected like any unchanged
-                // function's.
-                let mut func = std::mem::replace(&mut pending[pos].1, ir::Function::new());
-                let t = Instant::now();
-                let mut names = ModuleNames {
-                    sym_func: &self.sym_func,
-                };
-                if self.redirect_calls(&mut func, &mut names) {
-                    self.stats.add("calls_rewritten_in_input", 1);
-                }
-                lower_time += t.elapsed();
-                self.stats.add("compiled_from_input", 1);
-                jobs.push((id, func));
-                continue;
-            };
-            if self.lir.removed[lid] {
-                // Merged away: no code (its LIR is its survivor's, which is compiled).
-                self.state[id] = State::Merged;
-                continue;
-            }
-            let f = &self.lir.functions[lid];
-            if f.modified && config.native_thunks && !config.lower_all {
-                let sym_func = &self.sym_func;
-                let mut target = |s: lir::Symbol| {
-                    let id = sym_func.get(s).and_then(|f| f.expand())?;
-                    Some(ModuleRelocTarget::user(0, id.as_u32()))
-                };
-                if let Some(t) = thunk::native_thunk(&self.lir, f, inner.isa(), &mut target) {
-                    let t0 = Instant::now();
-                    inner
-                        .define_function_bytes(id, thunk::ALIGNMENT, &t.bytes, &t.relocs)
-                        .map_err(|e| in_function(&Self::name(inner, id), e, None))?;
-                    compile_time += t0.elapsed();
-                    self.note_compiled(id, t.bytes.len());
-                    self.stats.add("native_thunks", 1);
+            // For a lifted function compiled as defined: whether a pass rewrote its calls.
+            let mut pass_rewrote = None;
+            if let Some(lid) = lid_at[pos].expand() {
+                if self.lir.removed[lid] {
+                    // Merged away: no code (its LIR is its survivor's, which is compiled).
+                    self.state[id] = State::Merged;
                     continue;
                 }
-            }
-            let func = if f.modified || config.lower_all {
-                let t = Instant::now();
-                let mut names = ModuleNames {
-                    sym_func: &self.sym_func,
-                };
-                let mut func =
-                    lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx)
-                        .map_err(|e| backend(e.to_string()))?;
-                func.name = ir::UserFuncName::user(0, id.as_u32());
-                lower_time += t.elapsed();
-                self.stats.add("lowered", 1);
-                func
-            } else {
-                // Each position is compiled once: what is left behind is an empty function.
-                let mut func = std::mem::replace(&mut pending[pos].1, ir::Function::new());
-                let t = Instant::now();
-                let mut names = ModuleNames {
-                    sym_func: &self.sym_func,
-                };
-                self.redirect_calls(&mut func, &mut names);
-                lower_time += t.elapsed();
-                self.stats.add("compiled_from_input", 1);
-                if f.calls_rewritten {
-                    self.stats.add("calls_rewritten_in_input", 1);
+                let f = &self.lir.functions[lid];
+                if f.modified && config.native_thunks && !config.lower_all {
+                    let sym_func = &self.sym_func;
+                    let mut target = |s: lir::Symbol| {
+                        let id = sym_func.get(s).and_then(|f| f.expand())?;
+                        Some(ModuleRelocTarget::user(0, id.as_u32()))
+                    };
+                    if let Some(t) = thunk::native_thunk(&self.lir, f, inner.isa(), &mut target) {
+                        let t0 = Instant::now();
+                        inner
+                            .define_function_bytes(id, thunk::ALIGNMENT, &t.bytes, &t.relocs)
+                            .map_err(|e| in_function(&Self::name(inner, id), e, None))?;
+                        compile_time += t0.elapsed();
+                        self.note_compiled(id, t.bytes.len());
+                        self.stats.add("native_thunks", 1);
+                        continue;
+                    }
                 }
-                func
+                if f.modified || config.lower_all {
+                    let t = Instant::now();
+                    let mut names = ModuleNames {
+                        sym_func: &self.sym_func,
+                    };
+                    let mut func =
+                        lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx)
+                            .map_err(|e| backend(e.to_string()))?;
+                    func.name = ir::UserFuncName::user(0, id.as_u32());
+                    lower_time += t.elapsed();
+                    self.stats.add("lowered", 1);
+                    jobs.push((id, func));
+                    continue;
+                }
+                pass_rewrote = Some(f.calls_rewritten);
+            }
+            // Compiled as defined (no pass changed it, or it was not lifted), its calls
+            // redirected. Each position is compiled once: what is left behind is an empty
+            // function.
+            let mut func = std::mem::replace(&mut pending[pos].1, ir::Function::new());
+            let t = Instant::now();
+            let mut names = ModuleNames {
+                sym_func: &self.sym_func,
             };
+            let rewritten = self.redirect_calls(&mut func, &mut names);
+            lower_time += t.elapsed();
+            self.stats.add("compiled_from_input", 1);
+            if pass_rewrote.unwrap_or(rewritten) {
+                self.stats.add("calls_rewritten_in_input", 1);
+            }
             jobs.push((id, func));
         }
         for &(id, lid) in &made {
