@@ -65,7 +65,7 @@ pub struct MergeConfig {
     /// Lift every function of a flush. By default, when the passes are merging passes only
     /// (`merge`, `merge-similar`) and the flush is the module's first and last (an object
     /// file's `finish`, or a JIT's one `finalize_definitions`), a function whose shape no
-    /// other function shares (signature, blocks, opcodes and types: no pass could merge it)
+    /// other function shares (signature, blocks and opcodes: no pass could merge it)
     /// is compiled from its input without being lifted; on real modules that is most of
     /// the code. The output is the same either way; this switch exists to test that.
     pub lift_all: bool,

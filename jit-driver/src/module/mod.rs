@@ -616,7 +616,7 @@ impl Core {
 
         // 1. Lift, except functions no pass could merge (`skip`).
         let t = Instant::now();
-        let skip = self.unmergeable(config, last, &pending);
+        let (skip, survey) = self.unmergeable(config, last, &pending);
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
         // The LIR function of each position of `pending` (none: not lifted).
         let mut lid_at: Vec<PackedOption<lir::FuncId>> = Vec::with_capacity(pending.len());
@@ -661,26 +661,25 @@ impl Core {
         // targets): marked as a lifted caller would have them. Their symbols, where lifted
         // code names them, are what a lifted function's would be.
         if batch.len() < pending.len() {
-            let mut refs = Vec::new();
-            let mut near: rustc_hash::FxHashSet<(u32, u32)> = Default::default();
-            for (pos, (id, func)) in pending.iter().enumerate() {
-                if lid_at[pos].is_none() {
+            let unlifted = |pos: u32| lid_at[pos as usize].is_none();
+            for (pos, (id, _)) in pending.iter().enumerate() {
+                if unlifted(pos as u32) {
                     if let Some(sym) = self.lir.lookup_symbol(&func_symbol_name(*id)) {
                         // A function, as its definition would make it (a symbol global
                         // value may have made it data first).
                         self.lir.symbols[sym].kind = lir::SymbolKind::Function;
                         self.sym_func[sym] = (*id).into();
                     }
-                    skip::scan_references(
-                        func,
-                        |r| refs.push(r),
-                        |ns, i| {
-                            near.insert((ns, i));
-                        },
-                    );
                 }
             }
-            for r in refs {
+            let near: rustc_hash::FxHashSet<(u32, u32)> = (survey.near.iter())
+                .filter(|&&(pos, ..)| unlifted(pos))
+                .map(|&(_, ns, i)| (ns, i))
+                .collect();
+            for &(pos, r) in &survey.refs {
+                if !unlifted(pos) {
+                    continue;
+                }
                 let (skip::Reference::Observed(i) | skip::Reference::Called(i)) = r;
                 let Some(lid) = (i < self.declared.0)
                     .then(|| self.lifted[FuncId::from_u32(i)].expand())
@@ -946,18 +945,19 @@ impl Core {
         Ok(())
     }
 
-    /// Which functions of `pending` need not be lifted (an empty list: all do). Only a
+    /// Which functions of `pending` need not be lifted (an empty list: all do), and their
+    /// survey (`skip::Survey`: what an unlifted one tells the passes). Only a
     /// module's first flush that is also its last skips any (a later batch could merge into
     /// a function compiled without a fingerprint), and only when every pass merges
     /// functions (a per-function pass would change functions on their own), and neither
     /// `lift_all`, `lower_all` nor `keep_lir` asks for the LIR of every function. A function
-    /// is skipped when its shape key (`skip::shape_key`) is unique in the batch.
+    /// is skipped when its shape key (`skip::Survey`) is unique in the batch.
     fn unmergeable(
         &self,
         config: &MergeConfig,
         last: bool,
         pending: &[(FuncId, ir::Function)],
-    ) -> Vec<bool> {
+    ) -> (Vec<bool>, skip::Survey) {
         let merging_only = config
             .passes
             .iter()
@@ -969,17 +969,18 @@ impl Core {
             || config.lower_all
             || config.keep_lir
         {
-            return Vec::new();
+            return Default::default();
         }
-        let keys: Vec<u64> = pending.iter().map(|(_, f)| skip::shape_key(f)).collect();
+        let survey = skip::Survey::of(pending.iter().map(|(_, f)| f));
         // How many functions have each key, up to two.
         let mut count: rustc_hash::FxHashMap<u64, u8> = rustc_hash::FxHashMap::default();
-        count.reserve(keys.len());
-        for &k in &keys {
+        count.reserve(survey.keys.len());
+        for &k in &survey.keys {
             let c = count.entry(k).or_insert(0);
             *c = (*c + 1).min(2);
         }
-        keys.iter().map(|k| count[k] == 1).collect()
+        let skip = survey.keys.iter().map(|k| count[k] == 1).collect();
+        (skip, survey)
     }
 
     /// References the inner module could not link: a `colocated` (near) reference to an
