@@ -36,6 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             config: MergeConfig::with_passes(&mergelift::midend::parse_pass_list(&passes)?),
             opt_level: Some(opt),
             object: false,
+            ..Default::default()
         };
         let r = measure(
             &[file],

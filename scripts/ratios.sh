@@ -6,6 +6,11 @@
 # Runs `mergelift size --json` N times per file (each a new process), and prints the run with
 # the median ratio: functions, ratio (min..max over the runs), the plain compile, each phase of
 # the pipeline, what was lowered and written as native thunks, and code bytes.
+#
+# The runs alternate which side compiles first in its process (`--first plain`, then
+# `--first pipeline`, ...): the first side runs in a heap the process has not used yet, the
+# second reuses what the first freed, so neither side always gets the warmer heap. A binary
+# without `--first` (older than session 14) runs every time with the plain compile first.
 set -euo pipefail
 BIN=${MERGELIFT:-target/release/mergelift}
 RUNS=5; OPT=none; THREADS=1
@@ -17,9 +22,13 @@ while [[ $# -gt 0 ]]; do
     *) break;;
   esac
 done
+ORDERS=(plain pipeline)
+"$BIN" size --help | grep -q -- '--first' || ORDERS=()
 for f in "$@"; do
-  for _ in $(seq "$RUNS"); do
-    "$BIN" size --json --opt-level "$OPT" --threads "$THREADS" "$f"
+  for k in $(seq "$RUNS"); do
+    FIRST=()
+    [[ ${#ORDERS[@]} -gt 0 ]] && FIRST=(--first "${ORDERS[$((k % 2))]}")
+    "$BIN" size --json --opt-level "$OPT" --threads "$THREADS" "${FIRST[@]}" "$f"
   done | python3 -c "
 import json, sys
 rs = [json.loads(l) for l in sys.stdin]

@@ -126,7 +126,7 @@ enum Cmd {
         #[arg(long)]
         lower_all: bool,
         /// Lift every function. By default a function no merging pass could merge (its
-        /// shape, signature, blocks, opcodes and types, is its own) is compiled from its
+        /// shape, signature, blocks and opcodes, is its own) is compiled from its
         /// input without being lifted, when the passes are `merge` and `merge-similar` only.
         /// The output is the same either way.
         #[arg(long)]
@@ -135,6 +135,11 @@ enum Cmd {
         /// so that the ratio stays fair; 1 = everything on one thread.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
         threads: u64,
+        /// Which side compiles first in this process. The first runs in a heap the process
+        /// has not used yet; the second reuses what the first freed, which can make it
+        /// faster. Alternate it across runs (as `scripts/ratios.sh` does) for a fair ratio.
+        #[arg(long, default_value = "plain", value_parser = ["plain", "pipeline"])]
+        first: String,
         /// `.clif` files or directories.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -264,6 +269,7 @@ fn run(cli: Cli) -> ExitCode {
             lower_all,
             lift_all,
             threads,
+            first,
             files,
         } => cmd_size(
             &passes,
@@ -271,7 +277,7 @@ fn run(cli: Cli) -> ExitCode {
             json,
             emit_object.as_deref(),
             (lower_all, lift_all),
-            threads as usize,
+            (threads as usize, first == "pipeline"),
             &files,
         ),
         Cmd::Gen {
@@ -580,7 +586,7 @@ fn cmd_size(
     json: bool,
     emit_object: Option<&Path>,
     (lower_all, lift_all): (bool, bool),
-    threads: usize,
+    (threads, pipeline_first): (usize, bool),
     files: &[PathBuf],
 ) -> Result<ExitCode> {
     let passes = midend::parse_pass_list(passes)?;
@@ -616,6 +622,11 @@ fn cmd_size(
         },
         opt_level: Some(opt),
         object: emit_object.is_some(),
+        sides: if pipeline_first {
+            mergelift_tools::size::Sides::PipelineFirst
+        } else {
+            mergelift_tools::size::Sides::PlainFirst
+        },
     };
     let r = mergelift_tools::size::measure(&inputs, &opts, parse_ms, |phase, k, n| {
         if tty && !shown && started.elapsed().as_secs_f64() > 1.0 {

@@ -21,6 +21,8 @@ pub struct SizeOptions {
     pub opt_level: Option<OptLevel>,
     /// Keep the object file of the "after" module (`SizeReport::object`).
     pub object: bool,
+    /// Which side compiles first.
+    pub sides: Sides,
 }
 
 /// What `mergelift size` reports.
@@ -177,6 +179,20 @@ fn functions(
     Ok((out, seen))
 }
 
+/// Which side of the comparison `measure` compiles first.
+///
+/// The first side runs in a heap the process has not used yet (every allocation grows it and
+/// touches new pages); the second reuses what the first freed. Measuring both orders, or each
+/// side alone (`Sides`), shows how much that favours the second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sides {
+    /// The plain compile, then the pipeline (the default).
+    #[default]
+    PlainFirst,
+    /// The pipeline, then the plain compile.
+    PipelineFirst,
+}
+
 /// Measure `files` as one module. `progress(phase, k, n)` is called before each of the `n`
 /// phases (the plain compile, the pipeline); both compile on `opts.config.threads` threads. Any function Cranelift cannot compile is an error naming it.
 pub fn measure(
@@ -193,15 +209,40 @@ pub fn measure(
         ..Default::default()
     };
     r.time_ms.push(("parse".into(), parse_ms));
+    match opts.sides {
+        Sides::PlainFirst => {
+            progress("compile_before", 0, 2);
+            compile_plain(files, opts, funcs.clone(), file_of, &mut r)?;
+            progress("pipeline", 1, 2);
+            compile_pipeline(files, opts, funcs, file_of, &mut r)?;
+        }
+        Sides::PipelineFirst => {
+            let plain_funcs = funcs.clone();
+            progress("pipeline", 0, 2);
+            compile_pipeline(files, opts, funcs, file_of, &mut r)?;
+            progress("compile_before", 1, 2);
+            compile_plain(files, opts, plain_funcs, file_of, &mut r)?;
+        }
+    }
+    Ok(r)
+}
 
-    // Before: plain Cranelift.
+type Functions = Vec<(Linkage, cranelift_codegen::ir::Function)>;
+
+/// The "before" side: plain Cranelift (`compile_before`, `code_bytes_before`).
+fn compile_plain(
+    files: &[ClifFile],
+    opts: &SizeOptions,
+    funcs: Functions,
+    file_of: &FileOf,
+    r: &mut SizeReport,
+) -> Result<(), String> {
     let mut plain = object_module(common_isa(files, opts.opt_level)?)?;
-    let declared = declare_by_name(&mut plain, funcs.clone()).map_err(|e| format!("{e:#}"))?;
+    let declared = declare_by_name(&mut plain, funcs).map_err(|e| format!("{e:#}"))?;
     let n = declared.len();
     let threads = opts.config.threads.get();
     let mut names = midend::hash::HashMap::default();
     let mut jobs = Vec::with_capacity(n);
-    progress("compile_before", 0, 2);
     for (name, id, f) in declared {
         names.insert(id, name);
         jobs.push((id, f));
@@ -212,10 +253,17 @@ pub fn measure(
     r.code_bytes_before = bytes.iter().sum();
     r.time_ms
         .push(("compile_before".into(), t.elapsed().as_secs_f64() * 1e3));
-    drop(plain);
+    Ok(())
+}
 
-    // After: the pipeline.
-    progress("pipeline", 1, 2);
+/// The "after" side: the pipeline (its phases, `compile_after`, the merge counts).
+fn compile_pipeline(
+    files: &[ClifFile],
+    opts: &SizeOptions,
+    funcs: Functions,
+    file_of: &FileOf,
+    r: &mut SizeReport,
+) -> Result<(), String> {
     let inner = object_module(common_isa(files, opts.opt_level)?)?;
     let mut m = MergeModule::with_config(inner, opts.config.clone());
     let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
@@ -261,5 +309,5 @@ pub fn measure(
                 .map_err(|e| format!("writing the object file: {e}"))?,
         );
     }
-    Ok(r)
+    Ok(())
 }

@@ -20,6 +20,7 @@ fn size(text: &str, lift_all: bool) -> SizeReport {
         },
         opt_level: None,
         object: true,
+        ..Default::default()
     };
     measure(&[file], &opts, 0.0, |_, _, _| {}).unwrap()
 }
