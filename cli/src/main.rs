@@ -635,8 +635,8 @@ fn cmd_size(
         }
         if k == 0 {
             bar.set_length(n as u64);
-            bar.set_message(phase.to_string());
         }
+        bar.set_message(phase.to_string());
         bar.set_position(k as u64 + 1);
     })
     .map_err(|e| anyhow!(e))?;
