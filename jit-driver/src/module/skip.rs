@@ -93,6 +93,7 @@ impl Survey {
             blocks += 1;
             for i in func.layout.block_insts(b) {
                 let d = &dfg.insts[i];
+                // (Opcodes are numbered from 1, so every instruction adds to the sum.)
                 sum = sum.wrapping_add(spread(d.opcode() as u64));
                 let (fr, observed) = match *d {
                     InstructionData::FuncAddr { func_ref, .. }
