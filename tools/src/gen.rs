@@ -4,7 +4,7 @@
 //! The model is C++ templates instantiated over several *source types* (`int`, `unsigned`,
 //! `int32_t`, `long`, `size_t`, `ptr`, ...). Source types that lower to the same machine type
 //! (`i32` or `i64`) give instantiations whose CLIF is identical except for the function name.
-//! Templates (see [`Tmpl`]): `sum` (loop with block parameters over an array), `maxloop` (loop with
+//! Templates (see `Tmpl`): `sum` (loop with block parameters over an array), `maxloop` (loop with
 //! an inner branch), `count_if` (loop with compare and `select`), `chain` (arithmetic chain with
 //! loads, stores and a diamond), `clamp` (compare cascade), `poly` (Horner polynomial), `fib`
 //! (double self-recursion) and `fact` (single self-recursion).

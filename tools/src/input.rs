@@ -102,7 +102,7 @@ pub fn entity_budget(len: usize) -> u64 {
 }
 
 /// Check, before cranelift-reader sees it, that `text` numbers no absurd entities (see
-/// [`DENSE_ENTITY_PREFIXES`]): the largest number of each kind in each function, summed, must
+/// `DENSE_ENTITY_PREFIXES`): the largest number of each kind in each function, summed, must
 /// stay within [`entity_budget`]. The error names the line and the entity.
 pub fn prescan_clif(text: &str) -> Result<(), (usize, String)> {
     let budget = entity_budget(text.len());
