@@ -670,8 +670,13 @@ fn cmd_size(
         }
         let before = r.time("compile_before");
         if before > 0.0 {
+            let first = match r.sides {
+                mergelift_tools::size::Sides::PlainFirst => "the plain compile",
+                mergelift_tools::size::Sides::PipelineFirst => "the pipeline",
+            };
             out.line(&format!(
-                "pipeline / plain compile: {:.3} ({:.1} ms / {:.1} ms)",
+                "pipeline / plain compile: {:.3} ({:.1} ms / {:.1} ms; {first} ran first, in \
+                 memory the process had not used: see --first)",
                 r.pipeline_ms() / before,
                 r.pipeline_ms(),
                 before

@@ -49,6 +49,8 @@ pub struct SizeReport {
     /// Functions compiled from their input without being lifted: no pass could merge them
     /// (`MergeConfig::lift_all`). `lir_insts_before` counts the lifted ones only.
     pub not_lifted: usize,
+    /// Which side compiled first (its times include the process's first touches of memory).
+    pub sides: Sides,
     /// Phase wall times in ms: parse, compile_before, lift, each pass, lower, verify,
     /// compile_after.
     pub time_ms: Vec<(String, f64)>,
@@ -92,6 +94,10 @@ impl SizeReport {
             "lowered": self.lowered,
             "native_thunks": self.native_thunks,
             "not_lifted": self.not_lifted,
+            "first": match self.sides {
+                Sides::PlainFirst => "plain",
+                Sides::PipelineFirst => "pipeline",
+            },
             "clif_insts": self.clif_insts,
             "lir_insts_before": self.lir_insts_before,
             "lir_insts_after": self.lir_insts_after,
@@ -204,6 +210,7 @@ pub fn measure(
     let (funcs, file_of) = functions(files)?;
     let file_of = &file_of;
     let mut r = SizeReport {
+        sides: opts.sides,
         functions_in: funcs.len(),
         clif_insts: funcs.iter().map(|(_, f)| f.dfg.num_insts()).sum(),
         ..Default::default()

@@ -24,6 +24,9 @@ fn size(text: &str, sides: Sides) -> SizeReport {
         Sides::PipelineFirst => ["pipeline", "compile_before"],
     };
     assert_eq!(phases, expected, "the sides run in the order asked for");
+    assert_eq!(r.sides, sides);
+    let first = r.to_json()["first"].as_str().unwrap().to_string();
+    assert_eq!(first, expected[0].replace("compile_before", "plain"));
     r
 }
 
