@@ -168,3 +168,58 @@ fn unlifted_callee_of_a_taken_address_stays_a_function() {
     assert_eq!(r.failed, 0, "{r:?}");
     assert!(r.passed > 0, "{r:?}");
 }
+
+/// Functions the passes merge though their Cranelift IR differs in ways the lifter or the
+/// passes make disappear: a block no path from the entry reaches (the passes compare what
+/// the entry reaches), and an edge the lifter splits (`%s0` reaches `block1` twice with
+/// different arguments; `%s1` spells the split block out). Each pair still merges when its
+/// functions are not lifted (their shape keys must be equal), so the object is the same.
+#[test]
+fn shapes_the_passes_do_not_see_do_not_keep_functions_apart() {
+    let text = "
+        function %r0(i64) -> i64 {
+        block0(v0: i64):
+            v1 = iconst.i64 77
+            v2 = imul v0, v1
+            v3 = iadd v2, v0
+            return v3
+        }
+        function %r1(i64) -> i64 {
+        block0(v0: i64):
+            v1 = iconst.i64 77
+            v2 = imul v0, v1
+            v3 = iadd v2, v0
+            return v3
+        block1:
+            trap user1
+        }
+        function %s0(i64) -> i64 {
+        block0(v0: i64):
+            v1 = iconst.i64 5
+            v2 = iadd v0, v1
+            brif v0, block1(v0), block1(v2)
+        block1(v3: i64):
+            v4 = bxor v3, v1
+            return v4
+        }
+        function %s1(i64) -> i64 {
+        block0(v0: i64):
+            v1 = iconst.i64 5
+            v2 = iadd v0, v1
+            brif v0, block1(v0), block2
+        block2:
+            jump block1(v2)
+        block1(v3: i64):
+            v4 = bxor v3, v1
+            return v4
+        }
+    ";
+    let (skip, all) = (size(text, false), size(text, true));
+    assert_eq!(all.merged, 2, "both pairs merge when everything is lifted");
+    assert_eq!(
+        skip.merged, all.merged,
+        "and when what need not be lifted is not"
+    );
+    assert_eq!(skip.code_bytes_after, all.code_bytes_after);
+    assert!(skip.object == all.object, "the object files differ");
+}

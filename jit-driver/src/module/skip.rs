@@ -10,10 +10,12 @@
 //! therefore compiled from its input without being lifted: it is never merged and never a
 //! survivor, and only its calls need the same redirection any unchanged function gets.
 //!
-//! The key is built so that it can only be too fine in rare cases (an edge the lifter
-//! splits, an unreachable block): then a merge is missed, and the function is compiled as it
-//! came, which is always correct. A hash collision only lifts a function that needed no
-//! lifting.
+//! The passes compare only the blocks the entry reaches, and the lifter adds a block where a
+//! predecessor reaches one block twice with different arguments; the key counts exactly
+//! those, so neither an unreachable block nor a split edge keeps apart functions the passes
+//! would merge (`tools/tests/skip_lift.rs`). Were the key ever too fine, a merge would be
+//! missed and the function compiled as it came, which is always correct. A hash collision
+//! only lifts a function that needed no lifting.
 //!
 //! What the passes must still learn from an unlifted function is what it observes of the
 //! others: addresses it takes (`func_addr`, a symbol global value) and functions it calls
@@ -22,6 +24,7 @@
 //! often it calls each (`lir::Module::external_calls`, for `merge-similar`'s cost model).
 
 use cranelift_codegen::ir::{self, InstructionData};
+use cranelift_entity::EntityRef;
 use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 
@@ -38,6 +41,13 @@ pub(crate) struct Survey {
     /// The user names (namespace, index) each function (by position) refers to as
     /// `colocated` (the lifter marks a symbol near once any reference is).
     pub near: Vec<(u32, u32, u32)>,
+    /// Scratch, per block of the function surveyed: the sum of its instructions' mixed
+    /// opcodes, and whether the entry reaches it.
+    block_sum: Vec<u64>,
+    reached: Vec<bool>,
+    stack: Vec<ir::Block>,
+    /// Scratch: a terminator's destinations (target, place among them).
+    dests: Vec<(ir::Block, u32)>,
 }
 
 impl Survey {
@@ -53,14 +63,16 @@ impl Survey {
         s
     }
 
-    /// The shape key of `func`: its signature, number of blocks, and the multiset of its
-    /// opcodes. It ignores the order of blocks (the passes compare blocks in control-flow
-    /// order, which the layout need not follow), every operand, and what the signature and
-    /// opcodes nearly always tell apart already: the types of results (on the wasm corpus,
-    /// adding them makes 0–1% more of the instructions unique, and reading them doubled the
-    /// key's cost) and block parameters (no function more unique on the corpus; a tenth of
-    /// the key's cost). A coarser key only lifts more. Its references are recorded as it
-    /// goes.
+    /// The shape key of `func`: its signature, and the number of blocks and multiset of
+    /// opcodes of what the passes compare: the blocks the entry reaches, and the blocks the
+    /// lifter adds (an edge it splits: a predecessor reaching one block twice with different
+    /// arguments gets a block with a `jump`, as if the input had spelled it out). It ignores
+    /// the order of blocks (the passes compare blocks in control-flow order, which the layout
+    /// need not follow), every operand, and what the signature and opcodes nearly always tell
+    /// apart already: the types of results (on the wasm corpus, adding them makes 0–1% more of
+    /// the instructions unique, and reading them doubled the key's cost) and block parameters
+    /// (no function more unique on the corpus). A coarser key only lifts more. Its references
+    /// are recorded as it goes, from every block, as the lifter lifts every block.
     fn function(&mut self, pos: u32, func: &ir::Function) -> u64 {
         let mut h = FxHasher::default();
         func.signature.hash(&mut h);
@@ -88,9 +100,11 @@ impl Survey {
             }
         }
         let dfg = &func.dfg;
-        let (mut blocks, mut sum) = (0u64, 0u64);
+        let n = dfg.num_blocks();
+        self.block_sum.clear();
+        self.block_sum.resize(n, 0);
         for b in func.layout.blocks() {
-            blocks += 1;
+            let mut sum = 0u64;
             for i in func.layout.block_insts(b) {
                 let d = &dfg.insts[i];
                 // (Opcodes are numbered from 1, so every instruction adds to the sum.)
@@ -111,6 +125,59 @@ impl Survey {
                             Reference::Called(i)
                         },
                     ));
+                }
+            }
+            self.block_sum[b.index()] = sum;
+        }
+        // The blocks the entry reaches, and the edges the lifter splits on the way.
+        let (mut blocks, mut sum) = (0u64, 0u64);
+        self.reached.clear();
+        self.reached.resize(n, false);
+        self.stack.clear();
+        if let Some(entry) = func.layout.entry_block() {
+            self.reached[entry.index()] = true;
+            self.stack.push(entry);
+        }
+        let pool = &dfg.value_lists;
+        let same_args = |a: &ir::BlockCall, b: &ir::BlockCall| {
+            let arg = |x: ir::BlockArg| match x {
+                ir::BlockArg::Value(v) => ir::BlockArg::Value(dfg.resolve_aliases(v)),
+                x => x,
+            };
+            a.args(pool).map(arg).eq(b.args(pool).map(arg))
+        };
+        while let Some(b) = self.stack.pop() {
+            blocks += 1;
+            sum = sum.wrapping_add(self.block_sum[b.index()]);
+            let Some(last) = func.layout.last_inst(b) else {
+                continue;
+            };
+            let calls = dfg.insts[last].branch_destination(&dfg.jump_tables, &dfg.exception_tables);
+            self.dests.clear();
+            for (k, bc) in calls.iter().enumerate() {
+                let t = bc.block(pool);
+                self.dests.push((t, k as u32));
+                if !self.reached[t.index()] {
+                    self.reached[t.index()] = true;
+                    self.stack.push(t);
+                }
+            }
+            if self.dests.len() > 1 {
+                // An edge to a target reached before from this block with other arguments
+                // than the first such edge is split (`Lifter::fill_phis`).
+                self.dests.sort_unstable();
+                // The first edge of each target's run (sorted: the earliest one).
+                let mut g = 0;
+                for w in 1..self.dests.len() {
+                    if self.dests[w].0 != self.dests[g].0 {
+                        g = w;
+                        continue;
+                    }
+                    let (first, k) = (self.dests[g].1, self.dests[w].1);
+                    if !same_args(&calls[first as usize], &calls[k as usize]) {
+                        blocks += 1;
+                        sum = sum.wrapping_add(spread(ir::Opcode::Jump as u64));
+                    }
                 }
             }
         }
@@ -156,48 +223,80 @@ mod tests {
              block0(v0: i32):
                  v1 = iconst.i32 1
                  v2 = iadd v0, v1
-                 jump block1(v2)
-             block1(v3: i32):
+                 brif v0, block1, block2
+             block1:
+                 v3 = iconst.i32 3
                  return v3
+             block2:
+                 return v2
              }
              function %b(i32) -> i32 {
-             block1(v3: i32):
-                 return v3
              block0(v0: i32):
                  v1 = iconst.i32 7
                  v2 = iadd v1, v0
-                 jump block1(v2)
+                 brif v0, block1, block2
+             block2:
+                 return v2
+             block1:
+                 v3 = iconst.i32 3
+                 return v3
              }
              function %c(i32) -> i32 {
              block0(v0: i32):
                  v1 = iconst.i32 1
                  v2 = isub v0, v1
-                 jump block1(v2)
-             block1(v3: i32):
+                 brif v0, block1, block2
+             block1:
+                 v3 = iconst.i32 3
                  return v3
+             block2:
+                 return v2
              }
              function %d(i64) -> i64 {
              block0(v0: i64):
                  v1 = iconst.i64 1
                  v2 = iadd v0, v1
-                 jump block1(v2)
-             block1(v3: i64):
+                 brif v0, block1, block2
+             block1:
+                 v3 = iconst.i64 3
                  return v3
+             block2:
+                 return v2
              }
              function %e(i32) -> i32 {
              block0(v0: i32):
                  v1 = iconst.i32 1
                  v2 = iadd v0, v1
-                 jump block1(v2)
-             block1(v3: i32):
-                 v4 = iadd v3, v3
-                 return v4
+                 brif v0, block1, block2
+             block1:
+                 v3 = iconst.i32 3
+                 return v3
+             block2:
+                 v9 = iadd v2, v2
+                 return v2
+             }
+             function %f(i32) -> i32 {
+             block0(v0: i32):
+                 v1 = iconst.i32 1
+                 v2 = iadd v0, v1
+                 brif v0, block1, block2
+             block1:
+                 v3 = iconst.i32 3
+                 return v3
+             block2:
+                 return v2
+             block3:
+                 trap user1
              }",
         );
-        assert_eq!(k[0], k[1], "constants and layout order do not count");
+        assert_eq!(
+            k[0], k[1],
+            "constants, operand order and block order do not count"
+        );
         assert_ne!(k[0], k[2], "opcodes count");
         assert_ne!(k[0], k[3], "signatures count");
         assert_ne!(k[0], k[4], "instruction counts count");
+        assert_eq!(k[0], k[5], "blocks the entry does not reach do not count");
     }
 
     #[test]
