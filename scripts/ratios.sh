@@ -4,7 +4,8 @@
 #   scripts/ratios.sh [--runs N] [--opt-level none|speed] [--threads T] FILES...
 #
 # Runs `mergelift size --json` N times per file (each a new process), alternating which side
-# compiles first in its process (`--first pipeline`, then `--first plain`, ...). The first
+# compiles first in its process (`--first plain`, then `--first pipeline`, ...; an even N
+# balances them, and N = 1 gives the in-process ratio only). The first
 # compile of a process runs in memory it has never touched, which costs (up to 15% on a
 # module of large functions, on this project's machine); the second reuses what the first
 # freed. A user's process compiles its module once, first. So the headline is the *cold*
@@ -28,17 +29,22 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 ORDERS=(plain pipeline)
-"$BIN" size --help | grep -q -- '--first' || ORDERS=()
+HELP=$("$BIN" size --help)
+grep -q -- '--first' <<<"$HELP" || ORDERS=()
 for f in "$@"; do
   for k in $(seq "$RUNS"); do
     first=plain; FIRST=()
     if [[ ${#ORDERS[@]} -gt 0 ]]; then
-      first=${ORDERS[$((k % 2))]}; FIRST=(--first "$first")
+      first=${ORDERS[$(((k - 1) % 2))]}; FIRST=(--first "$first")
     fi
-    echo "$first $("$BIN" size --json --opt-level "$OPT" --threads "$THREADS" "${FIRST[@]}" "$f")"
+    # (A failing run stops the script with its own error.)
+    out=$("$BIN" size --json --opt-level "$OPT" --threads "$THREADS" ${FIRST[@]+"${FIRST[@]}"} "$f")
+    echo "$first $out"
   done | python3 -c "
 import json, sys, statistics as st
 runs = [(l.split(' ', 1)[0], json.loads(l.split(' ', 1)[1])) for l in sys.stdin]
+if not runs:
+    sys.exit(1)  # the failing run has said why
 rs = [d for _, d in runs]
 ratios = sorted(d['ratio'] for d in rs)
 mid = st.median(ratios)
