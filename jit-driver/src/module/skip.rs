@@ -156,6 +156,11 @@ impl Survey {
             self.dests.clear();
             for (k, bc) in calls.iter().enumerate() {
                 let t = bc.block(pool);
+                if t.index() >= n {
+                    // Not a block of this function (unverified input): the lifter refuses
+                    // it, and the key need not be right.
+                    continue;
+                }
                 self.dests.push((t, k as u32));
                 if !self.reached[t.index()] {
                     self.reached[t.index()] = true;
