@@ -221,79 +221,49 @@ mod tests {
         Survey::of(parse_functions(text).unwrap().iter()).keys
     }
 
+    /// A function of three blocks: the entry computes `v2 = {op}` from `v0` and the constant
+    /// `c`, and branches to a block returning 3 or one returning `v2` (after `extra`),
+    /// laid out in that order or swapped; `unreachable` adds a block nothing branches to.
+    fn branchy(
+        ty: &str,
+        c: i64,
+        op: &str,
+        extra: &str,
+        swapped: bool,
+        unreachable: bool,
+    ) -> String {
+        let three = format!("block1:\n v3 = iconst.{ty} 3\n return v3\n");
+        let v2 = format!("block2:\n{extra} return v2\n");
+        let (x, y) = if swapped {
+            (&v2, &three)
+        } else {
+            (&three, &v2)
+        };
+        format!(
+            "function %f({ty}) -> {ty} {{\n\
+             block0(v0: {ty}):\n v1 = iconst.{ty} {c}\n v2 = {op}\n brif v0, block1, block2\n\
+             {x}{y}{}}}\n",
+            if unreachable {
+                "block3:\n trap user1\n"
+            } else {
+                ""
+            }
+        )
+    }
+
     #[test]
     fn key_ignores_operands_and_block_order_but_not_shape() {
-        let k = keys(
-            "function %a(i32) -> i32 {
-             block0(v0: i32):
-                 v1 = iconst.i32 1
-                 v2 = iadd v0, v1
-                 brif v0, block1, block2
-             block1:
-                 v3 = iconst.i32 3
-                 return v3
-             block2:
-                 return v2
-             }
-             function %b(i32) -> i32 {
-             block0(v0: i32):
-                 v1 = iconst.i32 7
-                 v2 = iadd v1, v0
-                 brif v0, block1, block2
-             block2:
-                 return v2
-             block1:
-                 v3 = iconst.i32 3
-                 return v3
-             }
-             function %c(i32) -> i32 {
-             block0(v0: i32):
-                 v1 = iconst.i32 1
-                 v2 = isub v0, v1
-                 brif v0, block1, block2
-             block1:
-                 v3 = iconst.i32 3
-                 return v3
-             block2:
-                 return v2
-             }
-             function %d(i64) -> i64 {
-             block0(v0: i64):
-                 v1 = iconst.i64 1
-                 v2 = iadd v0, v1
-                 brif v0, block1, block2
-             block1:
-                 v3 = iconst.i64 3
-                 return v3
-             block2:
-                 return v2
-             }
-             function %e(i32) -> i32 {
-             block0(v0: i32):
-                 v1 = iconst.i32 1
-                 v2 = iadd v0, v1
-                 brif v0, block1, block2
-             block1:
-                 v3 = iconst.i32 3
-                 return v3
-             block2:
-                 v9 = iadd v2, v2
-                 return v2
-             }
-             function %f(i32) -> i32 {
-             block0(v0: i32):
-                 v1 = iconst.i32 1
-                 v2 = iadd v0, v1
-                 brif v0, block1, block2
-             block1:
-                 v3 = iconst.i32 3
-                 return v3
-             block2:
-                 return v2
-             block3:
-                 trap user1
-             }",
-        );
+        let k: Vec<u64> = [
+            branchy("i32", 1, "iadd v0, v1", "", false, false),
+            branchy("i32", 7, "iadd v1, v0", "", true, false),
+            branchy("i32", 1, "isub v0, v1", "", false, false),
+            branchy("i64", 1, "iadd v0, v1", "", false, false),
+            branchy("i32", 1, "iadd v0, v1", " v9 = iadd v2, v2\n", false, false),
+            branchy("i32", 1, "iadd v0, v1", "", false, true),
+        ]
+        .iter()
+        .map(|t| keys(t)[0])
+        .collect();
         assert_eq!(
             k[0], k[1],
             "constants, operand order and block order do not count"
