@@ -108,6 +108,9 @@ pub struct LiftContext {
     ops: Vec<Operand>,
     /// Scratch: a symbol name.
     name: String,
+    /// The description of each alias region by its user id, as last lifted: the functions of
+    /// a module name the same regions, and share one string each (compared before reuse).
+    region_names: rustc_hash::FxHashMap<u32, std::sync::Arc<str>>,
     /// Symbols whose address the lifted functions take (`func_addr`, `symbol_value`, symbol
     /// global values), in order, possibly repeated: what `mark_address_taken` needs, found
     /// while lifting instead of in a second walk.
@@ -1038,9 +1041,20 @@ impl<'a> Lifter<'a> {
             self.f.sigs.push(s);
         }
         for (_, r) in src.dfg.alias_regions.iter() {
+            let name = match self.ctx.region_names.entry(r.user_id) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    if **e.get() != *r.description {
+                        e.insert(r.description.as_ref().into());
+                    }
+                    e.get().clone()
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(r.description.as_ref().into()).clone()
+                }
+            };
             self.f.regions.push(lir::RegionData {
                 id: r.user_id,
-                name: r.description.to_string(),
+                name,
             });
         }
         for (_, gv) in src.global_values.iter() {
@@ -1347,7 +1361,7 @@ pub fn lift_functions<'a>(
     let mut m = lir::Module::new();
     let mut ctx = LiftContext::default();
     let funcs = funcs.into_iter();
-    m.functions.reserve(funcs.size_hint().0);
+    m.reserve_functions(funcs.size_hint().0);
     for f in funcs {
         lift_function_with(&mut m, f, lir::Linkage::Export, &mut ctx)?;
     }

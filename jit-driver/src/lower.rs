@@ -1173,7 +1173,7 @@ pub fn lower_function_with(
     for (_, r) in &f.regions {
         func.dfg.alias_regions.push(ir::AliasRegionData {
             user_id: r.id,
-            description: r.name.clone().into(),
+            description: r.name.to_string().into(),
         });
     }
     for (_, d) in &f.globals {

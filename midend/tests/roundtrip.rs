@@ -934,7 +934,10 @@ fn gen_function(t: &mut Tape, m: &mut Module, name: &str, env: &Env) {
     for _ in 0..t.below(3) {
         let id = t.next();
         let name = t.string();
-        b.func.regions.push(RegionData { id, name });
+        b.func.regions.push(RegionData {
+            id,
+            name: name.into(),
+        });
     }
     for _ in 0..1 + t.below(3) {
         let size = t.below(1 << 16) as u32;

@@ -148,10 +148,13 @@ pub struct StackObjData {
 }
 
 /// An alias region (from Cranelift memory flags): a user id and a description.
+///
+/// The description is shared (`Arc<str>`): functions of one module name the same few regions
+/// ("VMContext+0x8"), and a lifter hands each the same string instead of a copy.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RegionData {
     pub id: u32,
-    pub name: String,
+    pub name: std::sync::Arc<str>,
 }
 
 /// Memory flags of a load or store (mirrors Cranelift's): bits, trap code, alias region.
@@ -608,9 +611,7 @@ impl Function {
         if self.regions.heap_bytes() > 0 {
             each("regions", self.regions.heap_bytes());
         }
-        for r in self.regions.values() {
-            v::<u8>(&mut each, "region names", r.name.capacity());
-        }
+        // (region names are shared between functions: not counted here)
         if self.memflags.heap_bytes() > 0 {
             each("memflags", self.memflags.heap_bytes());
         }

@@ -135,6 +135,16 @@ impl Module {
         Self::default()
     }
 
+    /// Make room for `n` more functions and their symbols (each defines one, and most call
+    /// functions of the module), so adding them never grows or rehashes a table.
+    pub fn reserve_functions(&mut self, n: usize) {
+        self.functions.reserve(n);
+        self.symbols.reserve(n);
+        let symbols = &self.symbols;
+        self.symbol_index
+            .reserve(n, |&s| name_hash(&symbols[s].name));
+    }
+
     /// Mark function `f` removed by a pass; its body is freed now if `free_removed` is set
     /// (see `Function::drop_body`).
     pub fn remove_function(&mut self, f: FuncId) {

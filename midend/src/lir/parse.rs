@@ -1126,7 +1126,10 @@ impl<'a> Parser<'a> {
                 self.expect_punct('=')?;
                 let id = self.int_in("region id")?;
                 let name = self.expect_str()?;
-                f.regions.push(RegionData { id, name });
+                f.regions.push(RegionData {
+                    id,
+                    name: name.into(),
+                });
             } else if let Some(n) = self.entity_index(&w, "gv") {
                 self.expect_sequential(n, f.globals.len(), &w)?;
                 self.advance()?;
