@@ -16,7 +16,6 @@ use crate::hash::HashMap;
 use crate::lir::*;
 use core::cmp::Ordering;
 use smallvec::SmallVec;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Buffers of the pass kept from one run to the next: a lazy JIT runs it once per function,
@@ -105,8 +104,11 @@ pub fn merge_functions_reusing(
         // FnTree: ordered by (strong hash, FunctionComparator); each entry is the short list of
         // unique functions sharing a strong hash, kept in comparator order. Refinement proved
         // members of one class equal under the comparator, so a lookup meeting its own class
-        // needs no body walk; any other meeting is compared in full.
-        let mut fn_tree: BTreeMap<u64, SmallVec<[FuncId; 1]>> = BTreeMap::new();
+        // needs no body walk; any other meeting is compared in full. Nothing walks the tree in
+        // order, so its first level, the strong hash, is a hash map: one probe per lookup
+        // instead of a descent through a B-tree, a cache miss per level.
+        let mut fn_tree: HashMap<u64, SmallVec<[FuncId; 1]>> = HashMap::default();
+        fn_tree.reserve(candidates.len() / 2);
         let mut requeue: Vec<FuncId> = Vec::new();
         while let Some(g) = deferred.pop() {
             if m.removed[g] || merged_into[g].is_some() {
