@@ -15,6 +15,7 @@ use super::{MergeOptions, MergeReport};
 use crate::hash::HashMap;
 use crate::lir::*;
 use core::cmp::Ordering;
+use cranelift_entity::EntityRef;
 use smallvec::SmallVec;
 use std::time::Instant;
 
@@ -83,10 +84,24 @@ pub fn merge_functions_reusing(
     }
     callers.sort_unstable();
     callers.dedup();
+    // Where each symbol's callers start in `callers` (a symbol's run ends where the next
+    // symbol's starts): looked up once per merge, without a binary search's cache misses.
+    let mut caller_start: Vec<u32> = Vec::new();
+    if !callers.is_empty() {
+        caller_start.resize(m.symbols.len() + 1, 0);
+        for &(s, _) in &callers {
+            caller_start[s.index() + 1] += 1;
+        }
+        for k in 1..caller_start.len() {
+            caller_start[k] += caller_start[k - 1];
+        }
+    }
     let callers_of = |s: Symbol| {
-        let a = callers.partition_point(|&(x, _)| x < s);
-        let b = callers.partition_point(|&(x, _)| x <= s);
-        callers[a..b].iter().map(|&(_, c)| c)
+        let run = match caller_start.get(s.index()..s.index() + 2) {
+            Some(&[a, b]) => &callers[a as usize..b as usize],
+            _ => &[],
+        };
+        run.iter().map(|&(_, c)| c)
     };
     // Symbols folded into each survivor symbol (their callers now call the survivor), as a
     // list per survivor: first and last member, and each member's successor.
@@ -115,16 +130,23 @@ pub fn merge_functions_reusing(
                 continue;
             }
             let found = {
-                let mut cmpr = FunctionComparator::from_state(m, &class, state.take().unwrap());
+                // The comparator is made only when a lookup meets another class (a bucket
+                // holding its own class alone, the common case, needs none).
+                let mut cmpr: Option<FunctionComparator> = None;
                 let bucket = fn_tree.entry(strong[g]).or_default();
                 let pos = bucket.binary_search_by(|&x| {
                     if class[x] == class[g] {
                         return Ordering::Equal;
                     }
                     report.comparisons += 1;
-                    cmpr.compare(&m.functions[x], &m.functions[g])
+                    cmpr.get_or_insert_with(|| {
+                        FunctionComparator::from_state(m, &class, state.take().unwrap())
+                    })
+                    .compare(&m.functions[x], &m.functions[g])
                 });
-                state = Some(cmpr.into_state());
+                if let Some(c) = cmpr {
+                    state = Some(c.into_state());
+                }
                 match pos {
                     Err(p) => {
                         bucket.insert(p, g);
