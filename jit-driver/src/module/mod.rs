@@ -620,7 +620,7 @@ impl Core {
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
         // The LIR function of each position of `pending` (none: not lifted).
         let mut lid_at: Vec<PackedOption<lir::FuncId>> = Vec::with_capacity(pending.len());
-        self.lir.reserve_functions(pending.len());
+        self.lir.functions.reserve(pending.len());
         // The input of each function stays in `pending` (moved out when compiled as is): a
         // copy of each (960 bytes, to memory not touched yet) cost a sixth of the lift of a
         // module of small functions.
