@@ -1041,20 +1041,14 @@ impl<'a> Lifter<'a> {
             self.f.sigs.push(s);
         }
         for (_, r) in src.dfg.alias_regions.iter() {
-            let name = match self.ctx.region_names.entry(r.user_id) {
-                std::collections::hash_map::Entry::Occupied(mut e) => {
-                    if **e.get() != *r.description {
-                        e.insert(r.description.as_ref().into());
-                    }
-                    e.get().clone()
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(r.description.as_ref().into()).clone()
-                }
-            };
+            let shared = (self.ctx.region_names.entry(r.user_id))
+                .or_insert_with(|| r.description.as_ref().into());
+            if **shared != *r.description {
+                *shared = r.description.as_ref().into();
+            }
             self.f.regions.push(lir::RegionData {
                 id: r.user_id,
-                name,
+                name: shared.clone(),
             });
         }
         for (_, gv) in src.global_values.iter() {

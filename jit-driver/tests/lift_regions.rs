@@ -1,6 +1,7 @@
 //! Alias region descriptions survive lift and lower, and the lifter shares one string per
 //! region id across functions (without confusing two descriptions of the same id).
 
+use cranelift_codegen::ir::Function;
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use jit_driver::{lift_functions, lower_function, OriginalNames};
 use std::sync::Arc;
@@ -59,20 +60,13 @@ fn region_descriptions_are_kept_and_shared() {
         pointer_width: target_lexicon::PointerWidth::U64,
         page_size_align_log2: 12,
     };
+    let regions = |f: &Function| -> Vec<(u32, String)> {
+        (f.dfg.alias_regions.iter())
+            .map(|(_, r)| (r.user_id, r.description.to_string()))
+            .collect()
+    };
     for ((_, f), src) in m.functions.iter().zip(&funcs) {
         let out = lower_function(&m, f, &mut OriginalNames, config).unwrap();
-        let want: Vec<_> = src
-            .dfg
-            .alias_regions
-            .iter()
-            .map(|(_, r)| (r.user_id, r.description.to_string()))
-            .collect();
-        let got: Vec<_> = out
-            .dfg
-            .alias_regions
-            .iter()
-            .map(|(_, r)| (r.user_id, r.description.to_string()))
-            .collect();
-        assert_eq!(got, want, "function {}", f.name);
+        assert_eq!(regions(&out), regions(src), "function {}", f.name);
     }
 }

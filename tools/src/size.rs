@@ -188,8 +188,8 @@ fn functions(
 /// Which side of the comparison `measure` compiles first.
 ///
 /// The first side runs in a heap the process has not used yet (every allocation grows it and
-/// touches new pages); the second reuses what the first freed. Measuring both orders, or each
-/// side alone (`Sides`), shows how much that favours the second.
+/// touches new pages); the second reuses what the first freed. Measuring in both orders
+/// shows how much that favours the second.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Sides {
     /// The plain compile, then the pipeline (the default).

@@ -135,8 +135,8 @@ impl Module {
         Self::default()
     }
 
-    /// Make room for `n` more functions and their symbols (each defines one, and most call
-    /// functions of the module), so adding them never grows or rehashes a table.
+    /// Make room for `n` more functions and as many symbols (each function defines one; the
+    /// functions it calls are mostly among them), so adding them seldom grows a table.
     pub fn reserve_functions(&mut self, n: usize) {
         self.functions.reserve(n);
         self.symbols.reserve(n);
