@@ -15,7 +15,8 @@ use super::{MergeOptions, MergeReport};
 use crate::hash::HashMap;
 use crate::lir::*;
 use core::cmp::Ordering;
-use cranelift_entity::EntityRef;
+use cranelift_entity::packed_option::PackedOption;
+use cranelift_entity::{EntityRef, SecondaryMap};
 use smallvec::SmallVec;
 use std::time::Instant;
 
@@ -104,9 +105,11 @@ pub fn merge_functions_reusing(
         run.iter().map(|&(_, c)| c)
     };
     // Symbols folded into each survivor symbol (their callers now call the survivor), as a
-    // list per survivor: first and last member, and each member's successor.
-    let mut absorbed: HashMap<Symbol, (Symbol, Symbol)> = HashMap::default();
-    let mut absorbed_next: HashMap<Symbol, Symbol> = HashMap::default();
+    // list per survivor: first and last member, and each member's successor. Indexed by
+    // symbol (one slot each, made at the first merge): no hashing, no rehashing as it fills.
+    let mut absorbed: SecondaryMap<Symbol, (PackedOption<Symbol>, PackedOption<Symbol>)> =
+        SecondaryMap::new();
+    let mut absorbed_next: SecondaryMap<Symbol, PackedOption<Symbol>> = SecondaryMap::new();
 
     let mut in_tree: ScopeMap<bool> = ScopeMap::new(base, n, false);
     let mut merged_into: ScopeMap<Option<FuncId>> = ScopeMap::new(base, n, None);
@@ -190,24 +193,29 @@ pub fn merge_functions_reusing(
                 requeue.clear();
                 requeue.extend(callers_of(gs));
                 // G and what G absorbed move to F's list.
+                if absorbed.capacity() == 0 {
+                    absorbed.resize(m.symbols.len());
+                    absorbed_next.resize(m.symbols.len());
+                }
                 let mut moved = (gs, gs);
-                if let Some((first, last)) = absorbed.remove(&gs) {
+                let (first, last) = core::mem::take(&mut absorbed[gs]);
+                if let (Some(first), Some(last)) = (first.expand(), last.expand()) {
                     let mut s = Some(first);
                     while let Some(x) = s {
                         requeue.extend(callers_of(x));
-                        s = absorbed_next.get(&x).copied();
+                        s = absorbed_next[x].expand();
                     }
-                    absorbed_next.insert(gs, first);
+                    absorbed_next[gs] = first.into();
                     moved.1 = last;
                 }
-                let entry = match absorbed.get(&fs).copied() {
-                    None => moved,
-                    Some((first, last)) => {
-                        absorbed_next.insert(last, moved.0);
-                        (first, moved.1)
+                let entry = &mut absorbed[fs];
+                match (entry.0.expand(), entry.1.expand()) {
+                    (Some(first), Some(last)) => {
+                        absorbed_next[last] = moved.0.into();
+                        *entry = (first.into(), moved.1.into());
                     }
-                };
-                absorbed.insert(fs, entry);
+                    _ => *entry = (moved.0.into(), moved.1.into()),
+                }
                 for &c in &requeue {
                     if in_tree[c] && c != f {
                         if let Some(bucket) = fn_tree.get_mut(&strong[c]) {
