@@ -170,13 +170,21 @@ const TK_ARG: u32 = 8 << 28;
 const TK_HOLE: u32 = 9 << 28;
 
 fn hash_memflags(f: &Function, r: MemFlagsRef, h: &mut Tokens) {
+    match memflags_words(f, r) {
+        (w, None) => h.0.push(w),
+        (w, Some(id)) => h.0.extend_from_slice(&[w, id]),
+    }
+}
+
+/// The words of a memory-flags entry in the stream: flags and trap code, with bit 16 set when
+/// the region's id follows.
+#[inline(always)]
+fn memflags_words(f: &Function, r: MemFlagsRef) -> (u32, Option<u32>) {
     let x = f.memflags[r];
+    let w = x.bits as u32 | (x.trap as u32) << 8;
     match x.region {
-        None => h.0.push(x.bits as u32 | (x.trap as u32) << 8),
-        Some(g) => h.0.extend_from_slice(&[
-            x.bits as u32 | (x.trap as u32) << 8 | 1 << 16,
-            f.regions[g].id,
-        ]),
+        None => (w, None),
+        Some(g) => (w | 1 << 16, Some(f.regions[g].id)),
     }
 }
 
@@ -237,6 +245,10 @@ const FIELD_FORMATS: u32 = 1 << Format::Load as u32
     | 1 << Format::CondTrap as u32
     | 1 << Format::GlobalValue as u32
     | 1 << Format::Opaque as u32;
+
+/// The formats of loads and stores: their fields are memory flags alone, which `put_head_slow`
+/// writes to the stream itself (no `format_fields` buffer).
+const MEM_FORMATS: u32 = 1 << Format::Load as u32 | 1 << Format::Store as u32;
 
 /// The fields of an instruction particular to its format, written after its head word (to
 /// `t`, cleared first): memory flags, signatures, trap codes, global values, opaque records.
@@ -571,6 +583,21 @@ fn put_head_slow(
     }
     let mut n = w.n;
     let format = d.opcode.format();
+    if MEM_FORMATS & 1 << format as u32 != 0 {
+        // A load's or store's fields, its memory flags (as `format_fields` writes them),
+        // straight into the stream: one word, two with a region.
+        let (w0, region) = memflags_words(f, MemFlagsRef::from_u32(d.aux));
+        if tokens.len() - n < 2 + room {
+            grow_tokens(tokens, n + 2 + room);
+        }
+        tokens[n] = w0;
+        n += 1;
+        if let Some(id) = region {
+            tokens[n] = id;
+            n += 1;
+        }
+        return n;
+    }
     if FIELD_FORMATS & 1 << format as u32 != 0 {
         format_fields(f, inst, d, format, fields);
         if tokens.len() - n < fields.len() + room {
