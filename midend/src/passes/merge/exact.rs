@@ -245,17 +245,21 @@ pub fn merge_functions_reusing(
         }
         f
     };
-    let mut redirect: HashMap<Symbol, Symbol> = HashMap::default();
+    // The survivor's symbol for each merged symbol, indexed by symbol (made at the first).
+    let mut redirect: SecondaryMap<Symbol, PackedOption<Symbol>> = SecondaryMap::new();
     for &(g, _) in &report.pairs {
         if w.prio[g] == PRIO_PREEMPTIBLE {
             continue;
         }
         let f = final_of(g);
         if let (Some(gs), Some(fs)) = (sym_of[g], m.symbol_of(f)) {
-            redirect.insert(gs, fs);
+            if redirect.capacity() == 0 {
+                redirect.resize(m.symbols.len());
+            }
+            redirect[gs] = fs.into();
         }
     }
-    if !redirect.is_empty() {
+    if redirect.capacity() != 0 {
         // The call sites to rewrite, found from the walk's tables alone; then each rewrite,
         // with the instruction data of the next functions on its way into the cache.
         let mut edits: Vec<(FuncId, Inst, Symbol, Symbol)> = Vec::new();
@@ -265,7 +269,7 @@ pub fn merge_functions_reusing(
             }
             let (a, b) = w.calls[c];
             for &(s, inst) in &w.sites[a as usize..b as usize] {
-                if let Some(&t) = redirect.get(&s) {
+                if let Some(t) = redirect[s].expand() {
                     edits.push((c, inst, s, t));
                 }
             }
