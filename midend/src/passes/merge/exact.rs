@@ -104,12 +104,6 @@ pub fn merge_functions_reusing(
         };
         run.iter().map(|&(_, c)| c)
     };
-    // Symbols folded into each survivor symbol (their callers now call the survivor), as a
-    // list per survivor: first and last member, and each member's successor. Indexed by
-    // symbol (one slot each, made at the first merge): no hashing, no rehashing as it fills.
-    let mut absorbed: SecondaryMap<Symbol, (PackedOption<Symbol>, PackedOption<Symbol>)> =
-        SecondaryMap::new();
-    let mut absorbed_next: SecondaryMap<Symbol, PackedOption<Symbol>> = SecondaryMap::new();
 
     let mut in_tree: ScopeMap<bool> = ScopeMap::new(base, n, false);
     let mut merged_into: ScopeMap<Option<FuncId>> = ScopeMap::new(base, n, None);
@@ -128,6 +122,13 @@ pub fn merge_functions_reusing(
         let mut fn_tree: HashMap<u64, SmallVec<[FuncId; 1]>> = HashMap::default();
         fn_tree.reserve(candidates.len() / 2);
         let mut requeue: Vec<FuncId> = Vec::new();
+        // Symbols folded into each survivor symbol (their callers now call the survivor), as
+        // a list per survivor: first and last member, and each member's successor. Indexed by
+        // symbol, with room for every symbol: no hashing, and no regrowth as merges fill them.
+        let mut absorbed: SecondaryMap<Symbol, (PackedOption<Symbol>, PackedOption<Symbol>)> =
+            SecondaryMap::with_capacity(m.symbols.len());
+        let mut absorbed_next: SecondaryMap<Symbol, PackedOption<Symbol>> =
+            SecondaryMap::with_capacity(m.symbols.len());
         while let Some(g) = deferred.pop() {
             if m.removed[g] || merged_into[g].is_some() {
                 continue;
@@ -193,10 +194,6 @@ pub fn merge_functions_reusing(
                 requeue.clear();
                 requeue.extend(callers_of(gs));
                 // G and what G absorbed move to F's list.
-                if absorbed.capacity() == 0 {
-                    absorbed.resize(m.symbols.len());
-                    absorbed_next.resize(m.symbols.len());
-                }
                 let mut moved = (gs, gs);
                 let (first, last) = core::mem::take(&mut absorbed[gs]);
                 if let (Some(first), Some(last)) = (first.expand(), last.expand()) {
@@ -245,21 +242,25 @@ pub fn merge_functions_reusing(
         }
         f
     };
-    // The survivor's symbol for each merged symbol, indexed by symbol (made at the first).
-    let mut redirect: SecondaryMap<Symbol, PackedOption<Symbol>> = SecondaryMap::new();
+    // The survivor's symbol for each merged symbol, indexed by symbol (room for every symbol
+    // once anything merged).
+    let room = if report.pairs.is_empty() {
+        0
+    } else {
+        m.symbols.len()
+    };
+    let mut redirect: SecondaryMap<Symbol, PackedOption<Symbol>> =
+        SecondaryMap::with_capacity(room);
     for &(g, _) in &report.pairs {
         if w.prio[g] == PRIO_PREEMPTIBLE {
             continue;
         }
         let f = final_of(g);
         if let (Some(gs), Some(fs)) = (sym_of[g], m.symbol_of(f)) {
-            if redirect.capacity() == 0 {
-                redirect.resize(m.symbols.len());
-            }
             redirect[gs] = fs.into();
         }
     }
-    if redirect.capacity() != 0 {
+    if !redirect.is_empty() {
         // The call sites to rewrite, found from the walk's tables alone; then each rewrite,
         // with the instruction data of the next functions on its way into the cache.
         let mut edits: Vec<(FuncId, Inst, Symbol, Symbol)> = Vec::new();
