@@ -6,6 +6,7 @@
 use crate::opmap::func_name;
 use cranelift_codegen::ir;
 use cranelift_codegen::Context;
+use cranelift_entity::EntitySet;
 use cranelift_module::{DataId, FuncId, FuncOrDataId, Linkage, Module, ModuleError, ModuleResult};
 
 /// The name a reference spells: user names as `uN:M`, test-case names as written; `None` for
@@ -59,17 +60,21 @@ pub fn declare_by_name<M: Module + ?Sized>(
     funcs: Vec<(Linkage, ir::Function)>,
 ) -> ModuleResult<Vec<(String, FuncId, ir::Function)>> {
     let mut ids = Vec::with_capacity(funcs.len());
+    // The ids declared by this call: a name already in the module (an import an earlier
+    // batch referred to) is defined here once, a name met twice is an error.
+    let mut seen: EntitySet<FuncId> = EntitySet::new();
     for (linkage, f) in &funcs {
         let name = func_name(&f.name);
         if *linkage == Linkage::Import {
             return Err(ModuleError::InvalidImportDefinition(name));
         }
         if let Some(FuncOrDataId::Func(id)) = module.get_name(&name) {
-            if ids.iter().any(|(_, x)| *x == id) {
+            if seen.contains(id) {
                 return Err(ModuleError::DuplicateDefinition(name));
             }
         }
         let id = module.declare_function(&name, *linkage, &f.signature)?;
+        seen.insert(id);
         ids.push((name, id));
     }
     let mut out = Vec::with_capacity(ids.len());
