@@ -6,7 +6,7 @@ use super::comparator::validate_merge;
 use super::comparator::FunctionComparator;
 use super::index::{fingerprint, fingerprint_of};
 use super::refine::refine_classes;
-use super::scope::ScopeMap;
+use super::scope::{self, ScopeMap, SymTable};
 use super::walk::{
     function_hashes, priority, walk_module, Callee, HashScratch, WalkOut, PRIO_FROZEN,
     PRIO_PREEMPTIBLE,
@@ -16,7 +16,7 @@ use crate::hash::HashMap;
 use crate::lir::*;
 use core::cmp::Ordering;
 use cranelift_entity::packed_option::PackedOption;
-use cranelift_entity::{EntityRef, SecondaryMap};
+use cranelift_entity::EntityRef;
 use smallvec::SmallVec;
 use std::time::Instant;
 
@@ -85,11 +85,16 @@ pub fn merge_functions_reusing(
     }
     callers.sort_unstable();
     callers.dedup();
+    // The symbols this run touches: its functions' and their callees'.
+    let touched = ids.len() + callers.len();
+    let symbols = m.symbols.len();
     // Where each symbol's callers start in `callers` (a symbol's run ends where the next
-    // symbol's starts): looked up once per merge, without a binary search's cache misses.
+    // symbol's starts): looked up once per merge, without a binary search's cache misses,
+    // when the run touches enough of the module's symbols to pay for a table of them all
+    // (`SymTable`'s rule); else found by binary search in `callers`.
     let mut caller_start: Vec<u32> = Vec::new();
-    if !callers.is_empty() {
-        caller_start.resize(m.symbols.len() + 1, 0);
+    if !callers.is_empty() && scope::dense_for(touched, symbols) {
+        caller_start.resize(symbols + 1, 0);
         for &(s, _) in &callers {
             caller_start[s.index() + 1] += 1;
         }
@@ -98,9 +103,15 @@ pub fn merge_functions_reusing(
         }
     }
     let callers_of = |s: Symbol| {
-        let run = match caller_start.get(s.index()..s.index() + 2) {
-            Some(&[a, b]) => &callers[a as usize..b as usize],
-            _ => &[],
+        let run = if caller_start.is_empty() {
+            let a = callers.partition_point(|&(x, _)| x < s);
+            let b = a + callers[a..].partition_point(|&(x, _)| x == s);
+            &callers[a..b]
+        } else {
+            match caller_start.get(s.index()..s.index() + 2) {
+                Some(&[a, b]) => &callers[a as usize..b as usize],
+                _ => &[],
+            }
         };
         run.iter().map(|&(_, c)| c)
     };
@@ -124,11 +135,13 @@ pub fn merge_functions_reusing(
         let mut requeue: Vec<FuncId> = Vec::new();
         // Symbols folded into each survivor symbol (their callers now call the survivor), as
         // a list per survivor: first and last member, and each member's successor. Indexed by
-        // symbol, with room for every symbol: no hashing, and no regrowth as merges fill them.
-        let mut absorbed: SecondaryMap<Symbol, (PackedOption<Symbol>, PackedOption<Symbol>)> =
-            SecondaryMap::with_capacity(m.symbols.len());
-        let mut absorbed_next: SecondaryMap<Symbol, PackedOption<Symbol>> =
-            SecondaryMap::with_capacity(m.symbols.len());
+        // symbol when the run touches enough symbols (no hashing, no regrowth as merges fill
+        // them), else hash maps.
+        let none: PackedOption<Symbol> = None.into();
+        let mut absorbed: SymTable<(PackedOption<Symbol>, PackedOption<Symbol>)> =
+            SymTable::new((none, none), touched, symbols);
+        let mut absorbed_next: SymTable<PackedOption<Symbol>> =
+            SymTable::new(none, touched, symbols);
         while let Some(g) = deferred.pop() {
             if m.removed[g] || merged_into[g].is_some() {
                 continue;
@@ -195,21 +208,21 @@ pub fn merge_functions_reusing(
                 requeue.extend(callers_of(gs));
                 // G and what G absorbed move to F's list.
                 let mut moved = (gs, gs);
-                let (first, last) = core::mem::take(&mut absorbed[gs]);
+                let (first, last) = absorbed.take(gs);
                 if let (Some(first), Some(last)) = (first.expand(), last.expand()) {
                     let mut s = Some(first);
                     while let Some(x) = s {
                         requeue.extend(callers_of(x));
-                        s = absorbed_next[x].expand();
+                        s = absorbed_next.get(x).expand();
                     }
-                    absorbed_next[gs] = first.into();
+                    absorbed_next.set(gs, first.into());
                     moved.1 = last;
                 }
-                let entry = &mut absorbed[fs];
+                let entry = absorbed.get_mut(fs);
                 match (entry.0.expand(), entry.1.expand()) {
                     (Some(first), Some(last)) => {
-                        absorbed_next[last] = moved.0.into();
                         *entry = (first.into(), moved.1.into());
+                        absorbed_next.set(last, moved.0.into());
                     }
                     _ => *entry = (moved.0.into(), moved.1.into()),
                 }
@@ -242,25 +255,25 @@ pub fn merge_functions_reusing(
         }
         f
     };
-    // The survivor's symbol for each merged symbol, indexed by symbol (room for every symbol
-    // once anything merged).
-    let room = if report.pairs.is_empty() {
-        0
-    } else {
-        m.symbols.len()
-    };
-    let mut redirect: SecondaryMap<Symbol, PackedOption<Symbol>> =
-        SecondaryMap::with_capacity(room);
+    // The survivor's symbol for each merged symbol (a `SymTable`, made once anything
+    // merged).
+    let mut redirect: SymTable<PackedOption<Symbol>> = SymTable::new(
+        None.into(),
+        if report.pairs.is_empty() { 0 } else { touched },
+        if report.pairs.is_empty() { 0 } else { symbols },
+    );
+    let mut redirected = false;
     for &(g, _) in &report.pairs {
         if w.prio[g] == PRIO_PREEMPTIBLE {
             continue;
         }
         let f = final_of(g);
         if let (Some(gs), Some(fs)) = (sym_of[g], m.symbol_of(f)) {
-            redirect[gs] = fs.into();
+            redirect.set(gs, fs.into());
+            redirected = true;
         }
     }
-    if !redirect.is_empty() {
+    if redirected {
         // The call sites to rewrite, found from the walk's tables alone; then each rewrite,
         // with the instruction data of the next functions on its way into the cache.
         let mut edits: Vec<(FuncId, Inst, Symbol, Symbol)> = Vec::new();
@@ -270,7 +283,7 @@ pub fn merge_functions_reusing(
             }
             let (a, b) = w.calls[c];
             for &(s, inst) in &w.sites[a as usize..b as usize] {
-                if let Some(t) = redirect[s].expand() {
+                if let Some(t) = redirect.get(s).expand() {
                     edits.push((c, inst, s, t));
                 }
             }

@@ -6,8 +6,8 @@
 //! functions it looks at, not to the module (an incremental module of 100k frozen functions
 //! merging a batch of one pays for one).
 
-use crate::lir::FuncId;
-use cranelift_entity::SecondaryMap;
+use crate::lir::{FuncId, Symbol};
+use cranelift_entity::{EntityRef, SecondaryMap};
 
 /// Data for each function with an id from `base` on.
 #[derive(Clone, Debug)]
@@ -77,5 +77,167 @@ impl Classes for SecondaryMap<FuncId, u32> {
     #[inline]
     fn class(&self, f: FuncId) -> Option<u32> {
         Some(self[f])
+    }
+}
+
+/// Data for each symbol a run touches, for tables keyed by symbol (symbols are numbered
+/// densely over the whole module, frozen functions and imports included).
+///
+/// A vector indexed by symbol costs the module's every symbol to make, which a run that
+/// touches most of them (a module compiled in one batch) repays with one load per look-up.
+/// A run that touches few of many (a small batch late in an incremental module's life) would
+/// pay the whole module per flush, quadratic over the module's life; it gets a hash map
+/// instead. `touched` (an estimate of how many symbols the run touches) picks: a vector when
+/// it is at least 1/16 of the symbols. Both behave the same: every symbol starts as
+/// `default`, and a symbol made during the run (beyond the vector's end) is looked up as
+/// `default` and grows the vector when written. Under the `degenerate-hash` feature (tests
+/// only) every table is a hash map, so the test suite runs the sparse form.
+pub struct SymTable<V> {
+    default: V,
+    repr: SymRepr<V>,
+}
+
+/// An empty hash-map table (for a table made before its run knows its size).
+impl<V: Copy + Default> Default for SymTable<V> {
+    fn default() -> Self {
+        SymTable {
+            default: V::default(),
+            repr: SymRepr::Sparse(Default::default()),
+        }
+    }
+}
+
+enum SymRepr<V> {
+    Dense(Vec<V>),
+    Sparse(crate::hash::HashMap<Symbol, V>),
+}
+
+impl<V: Copy> SymTable<V> {
+    /// A table for a run that touches about `touched` of the module's `symbols` symbols.
+    pub fn new(default: V, touched: usize, symbols: usize) -> Self {
+        let dense = dense_for(touched, symbols);
+        SymTable {
+            default,
+            repr: if dense {
+                SymRepr::Dense(vec![default; symbols])
+            } else {
+                SymRepr::Sparse(Default::default())
+            },
+        }
+    }
+
+    /// The entry of `s`.
+    #[inline]
+    pub fn get(&self, s: Symbol) -> V {
+        match &self.repr {
+            SymRepr::Dense(v) => v.get(s.index()).copied().unwrap_or(self.default),
+            SymRepr::Sparse(m) => m.get(&s).copied().unwrap_or(self.default),
+        }
+    }
+
+    /// The entry of `s`, to write.
+    #[inline]
+    pub fn get_mut(&mut self, s: Symbol) -> &mut V {
+        match &mut self.repr {
+            SymRepr::Dense(v) => {
+                if s.index() >= v.len() {
+                    v.resize(s.index() + 1, self.default);
+                }
+                &mut v[s.index()]
+            }
+            SymRepr::Sparse(m) => m.entry(s).or_insert(self.default),
+        }
+    }
+
+    /// Set the entry of `s`.
+    #[inline]
+    pub fn set(&mut self, s: Symbol, x: V) {
+        *self.get_mut(s) = x;
+    }
+
+    /// The entry of `s`, leaving `default` in its place.
+    #[inline]
+    pub fn take(&mut self, s: Symbol) -> V {
+        match &mut self.repr {
+            SymRepr::Dense(v) => match v.get_mut(s.index()) {
+                Some(x) => core::mem::replace(x, self.default),
+                None => self.default,
+            },
+            SymRepr::Sparse(m) => m.remove(&s).unwrap_or(self.default),
+        }
+    }
+
+    /// Every entry back to `default`.
+    pub fn reset(&mut self) {
+        match &mut self.repr {
+            SymRepr::Dense(v) => v.fill(self.default),
+            SymRepr::Sparse(m) => m.clear(),
+        }
+    }
+
+    /// Is this table a vector indexed by symbol (else a hash map)?
+    #[cfg(test)]
+    fn is_dense(&self) -> bool {
+        matches!(self.repr, SymRepr::Dense(_))
+    }
+}
+
+/// Whether a run touching about `touched` of `symbols` symbols should index its tables by
+/// symbol (`SymTable`'s rule, for tables of another form).
+pub fn dense_for(touched: usize, symbols: usize) -> bool {
+    !crate::hash::DEGENERATE && touched.saturating_mul(16) >= symbols
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Both forms of the table agree with a plain map on the same writes and reads, symbols
+    /// beyond the module's count (made during a run) included.
+    #[test]
+    fn sym_table_forms_agree_with_a_map() {
+        let symbols = 1000;
+        for touched in [symbols, 0] {
+            let mut t: SymTable<u32> = SymTable::new(7, touched, symbols);
+            assert_eq!(t.is_dense(), touched == symbols && !crate::hash::DEGENERATE);
+            let mut model: HashMap<u32, u32> = HashMap::new();
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            for step in 0..20_000u32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = (x % 1200) as u32; // some beyond `symbols`
+                let s = Symbol::from_u32(k);
+                match x >> 60 {
+                    0..=5 => {
+                        t.set(s, step);
+                        model.insert(k, step);
+                    }
+                    6..=8 => {
+                        *t.get_mut(s) += 1;
+                        *model.entry(k).or_insert(7) += 1;
+                    }
+                    9..=11 => assert_eq!(t.take(s), model.remove(&k).unwrap_or(7)),
+                    12 if step % 1000 == 0 => {
+                        t.reset();
+                        model.clear();
+                    }
+                    _ => {}
+                }
+                assert_eq!(t.get(s), *model.get(&k).unwrap_or(&7));
+            }
+            for k in 0..1200 {
+                assert_eq!(t.get(Symbol::from_u32(k)), *model.get(&k).unwrap_or(&7));
+            }
+        }
+    }
+
+    #[test]
+    fn dense_only_when_the_run_touches_a_sixteenth() {
+        assert_eq!(dense_for(100, 1600), !crate::hash::DEGENERATE);
+        assert!(!dense_for(99, 1600));
+        assert!(!dense_for(2, 20_000));
+        assert_eq!(dense_for(0, 0), !crate::hash::DEGENERATE);
     }
 }

@@ -22,6 +22,7 @@
 //!    folded, their calls differ in constants instead.
 
 use super::exact::make_thunk_with;
+use super::scope::{self, SymTable};
 use super::walk::{function_hashes, light_walk, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
@@ -252,23 +253,20 @@ pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
     report
 }
 
-/// A set of symbols: a flag per symbol (symbols are numbered densely).
+/// A set of symbols: a flag per symbol (`SymTable`: dense when the run touches enough of the
+/// module's symbols, else hashed).
 #[derive(Default)]
-struct SymSet(Vec<bool>);
+struct SymSet(SymTable<bool>);
 
 impl SymSet {
-    fn with_symbols(n: usize) -> Self {
-        SymSet(vec![false; n])
+    fn new(touched: usize, symbols: usize) -> Self {
+        SymSet(SymTable::new(false, touched, symbols))
     }
     fn insert(&mut self, s: Symbol) {
-        let k = s.as_u32() as usize;
-        if k >= self.0.len() {
-            self.0.resize(k + 1, false);
-        }
-        self.0[k] = true;
+        self.0.set(s, true);
     }
     fn contains(&self, s: Symbol) -> bool {
-        self.0.get(s.as_u32() as usize).copied().unwrap_or(false)
+        self.0.get(s)
     }
 }
 
@@ -282,8 +280,11 @@ type Site = (FuncId, Inst);
 struct Calls {
     /// The first walk's calls (callee, site), until `index` sorts them by callee.
     first: Vec<(Symbol, Site)>,
-    /// The first walk's calls of symbol `s` are `sites[start[s]..start[s + 1]]`.
+    /// The first walk's calls of symbol `s` are `sites[start[s]..start[s + 1]]` when the run
+    /// indexes by symbol (`scope::dense_for`); else `start` is empty and they are the run of
+    /// `s` in `keys` (the callee of each site, sorted).
     start: Vec<u32>,
+    keys: Vec<Symbol>,
     sites: Vec<Site>,
     /// Symbols whose first-walk calls were taken (`take`).
     taken: SymSet,
@@ -292,9 +293,17 @@ struct Calls {
 }
 
 impl Calls {
-    /// Index the first walk's calls by callee (a counting sort: calls of one callee keep
-    /// their order).
-    fn index(&mut self, symbols: usize) {
+    /// Index the first walk's calls by callee (calls of one callee keep their order): a
+    /// counting sort over every symbol when `dense`, else a sort of the calls alone.
+    fn index(&mut self, symbols: usize, dense: bool) {
+        if !dense {
+            self.first.sort_by_key(|&(s, _)| s);
+            self.keys = self.first.iter().map(|&(s, _)| s).collect();
+            self.sites = self.first.iter().map(|&(_, site)| site).collect();
+            self.start = Vec::new();
+            self.first = Vec::new();
+            return;
+        }
         let mut start = vec![0u32; symbols + 1];
         for &(s, _) in &self.first {
             start[s.as_u32() as usize + 1] += 1;
@@ -316,8 +325,16 @@ impl Calls {
 
     /// The first walk's calls of `s` not yet taken.
     fn indexed(&self, s: Symbol) -> &[Site] {
+        if self.taken.contains(s) {
+            return &[];
+        }
+        if self.start.is_empty() {
+            let a = self.keys.partition_point(|&x| x < s);
+            let b = a + self.keys[a..].partition_point(|&x| x == s);
+            return &self.sites[a..b];
+        }
         let k = s.as_u32() as usize;
-        if k + 1 >= self.start.len() || self.taken.contains(s) {
+        if k + 1 >= self.start.len() {
             return &[];
         }
         &self.sites[self.start[k] as usize..self.start[k + 1] as usize]
@@ -349,7 +366,7 @@ struct Scratch {
     /// `members` holds `f` when `State::member_mark[f] == mark`.
     mark: u32,
     /// A symbol is a member of the group being planned when `group[s] == group_mark`.
-    group: Vec<u32>,
+    group: SymTable<u32>,
     group_mark: u32,
     /// The resolved callee of each member at each callee position (position-major).
     callee_vals: Vec<Value>,
@@ -403,6 +420,8 @@ struct State {
     member_mark: OpenMap<u32>,
     /// Rounds run so far.
     rounds: u32,
+    /// About how many symbols this run touches (`SymTable`'s estimate).
+    touched: usize,
     /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
     debug: bool,
 }
@@ -462,6 +481,8 @@ struct Walked {
 impl State {
     fn new(m: &Module) -> State {
         let open = m.functions.len() - m.first_open as usize;
+        // The symbols a run touches: the open functions' and about as many callees.
+        let (touched, symbols) = (2 * open, m.symbols.len());
         State {
             table: ShapeTable::with_capacity(open),
             walked: OpenMap::new(m.first_open),
@@ -473,15 +494,22 @@ impl State {
             pending_weak: OpenMap::new(m.first_open),
             consts: Vec::new(),
             callees: Vec::new(),
-            observed: SymSet::with_symbols(m.symbols.len()),
-            folded: SymSet::default(),
-            calls: Calls::default(),
+            observed: SymSet::new(touched, symbols),
+            folded: SymSet::new(touched, symbols),
+            calls: Calls {
+                taken: SymSet::new(touched, symbols),
+                ..Default::default()
+            },
             scratch: HashScratch::default(),
             out: WalkOut {
                 similar: true,
                 ..Default::default()
             },
-            plan: Scratch::default(),
+            plan: Scratch {
+                group: SymTable::new(0, touched, symbols),
+                ..Default::default()
+            },
+            touched,
             member_mark: OpenMap::new(m.first_open),
             rounds: 0,
             debug: std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some(),
@@ -646,7 +674,10 @@ fn round(
         st.walk(m, id, first);
     }
     if first {
-        st.calls.index(m.symbols.len());
+        st.calls.index(
+            m.symbols.len(),
+            scope::dense_for(st.touched, m.symbols.len()),
+        );
     }
     if st.debug {
         eprintln!("walked {} in {:?}", rewalk.len(), t.elapsed());
@@ -680,7 +711,7 @@ fn round(
     // Members whose calls this round rewrites: a group calling them through a parameter waits
     // for the next round, when those calls pass constants to a shared body instead (or
     // when the callee has no code left, which a parameter could not point at).
-    let mut rewritten = SymSet::default();
+    let mut rewritten = SymSet::new(st.touched, m.symbols.len());
     for p in &plans {
         for (x, &r) in p.members.iter().zip(&p.rewrite) {
             if r {
@@ -782,17 +813,13 @@ fn plan(
     let n = s.members.len();
     s.group_mark = s.group_mark.wrapping_add(1);
     if s.group_mark == 0 {
-        s.group.iter_mut().for_each(|x| *x = 0);
+        s.group.reset();
         s.group_mark = 1;
     }
     for mb in &s.members {
-        let k = mb.sym.as_u32() as usize;
-        if k >= s.group.len() {
-            s.group.resize(k + 1, 0);
-        }
-        s.group[k] = s.group_mark;
+        s.group.set(mb.sym, s.group_mark);
     }
-    let in_group = |g: &[u32], mark: u32, t: Symbol| g.get(t.as_u32() as usize) == Some(&mark);
+    let in_group = |g: &SymTable<u32>, mark: u32, t: Symbol| g.get(t) == mark;
     let m0 = s.members[0];
     let nconst = (m0.consts.1 - m0.consts.0) as usize;
     let ncallee = (m0.callees.1 - m0.callees.0) as usize;

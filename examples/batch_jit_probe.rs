@@ -1,0 +1,82 @@
+//! A JIT that compiles a generated module in batches: every function declared first, then
+//! `finalize_definitions` after each BATCH functions, in one process; prints µs per function
+//! (wall and CPU). With `plain`, cranelift-jit alone (the same batches). What a runtime that
+//! compiles a few functions at a time pays per function, and whether that grows with the
+//! module: per-flush work proportional to the whole module would make it grow.
+//!
+//! `cargo run --release --example batch_jit_probe -- FUNCTIONS BATCH [plain]`
+
+use cranelift_jit::JITModule;
+use cranelift_module::Module;
+use mergelift::jit_driver::declare_by_name;
+use mergelift::jit_driver::jit::jit_builder;
+use mergelift::{host_isa, MergeModule, OptLevel};
+use mergelift_tools::gen::{generate, GenOptions};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let batch: usize = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10)
+        .max(1);
+    let plain = args.next().is_some();
+    let text = generate(&GenOptions {
+        functions: n,
+        seed: 1,
+        ..Default::default()
+    })
+    .text;
+    let funcs: Vec<_> = cranelift_reader::parse_functions(&text)
+        .unwrap()
+        .into_iter()
+        .map(|f| (cranelift_module::Linkage::Export, f))
+        .collect();
+    let isa = host_isa(OptLevel::None).unwrap();
+    macro_rules! run {
+        ($m:expr) => {{
+            let mut m = $m;
+            let declared = declare_by_name(&mut m, funcs).unwrap();
+            let t = std::time::Instant::now();
+            let cpu = thread_cpu_us();
+            let mut ctx = m.make_context();
+            for chunk in declared.chunks(batch) {
+                for (_, id, f) in chunk {
+                    ctx.clear();
+                    ctx.func = f.clone();
+                    m.define_function(*id, &mut ctx).unwrap();
+                }
+                m.finalize_definitions().unwrap();
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+            (us, (thread_cpu_us() - cpu) / n as f64)
+        }};
+    }
+    let (us, cpu) = if plain {
+        run!(JITModule::new(jit_builder(isa, &[])))
+    } else {
+        run!(MergeModule::new(JITModule::new(jit_builder(isa, &[]))))
+    };
+    println!(
+        "{n} functions in batches of {batch}, {}: {us:.1} us per function ({cpu:.1} us on the CPU)",
+        if plain { "plain" } else { "merge" }
+    );
+}
+
+/// CPU time of this thread in µs.
+fn thread_cpu_us() -> f64 {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: `ts` is a valid out-parameter of the C library's `clock_gettime`.
+    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.sec as f64 * 1e6 + ts.nsec as f64 / 1e3
+}
