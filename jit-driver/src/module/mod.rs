@@ -155,8 +155,8 @@ pub(crate) fn in_function(name: &str, e: ModuleError, func: Option<&ir::Function
 }
 
 impl<M: Module> MergeModule<M> {
-    /// Wrap `inner` with the default configuration (`merge` and `lvn`, shared addresses, no
-    /// threads).
+    /// Wrap `inner` with the default configuration (`merge` and `merge-similar`, shared
+    /// addresses, no threads).
     pub fn new(inner: M) -> Self {
         Self::with_config(inner, MergeConfig::default())
     }
