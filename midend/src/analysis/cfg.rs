@@ -1,6 +1,7 @@
 //! Control-flow graph: predecessors, successors and reverse post-order of a function.
 
 use crate::lir::{Block, Function};
+use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, SecondaryMap};
 use smallvec::SmallVec;
 
@@ -24,10 +25,15 @@ impl Cfg {
             rpo: Vec::with_capacity(f.layout.len()),
             rpo_index: SecondaryMap::with_default(u32::MAX),
         };
+        // Each distinct target once per block: `added[s]` is the last block that added `s`
+        // (a `br_table` may name one block many times; no search of the list so far).
+        let mut added: SecondaryMap<Block, PackedOption<Block>> =
+            SecondaryMap::with_capacity(f.blocks.len());
         for &b in &f.layout {
             if let Some(t) = f.terminator(b) {
                 for s in f.branch_targets(t) {
-                    if !cfg.succs[b].contains(&s) {
+                    if added[s].expand() != Some(b) {
+                        added[s] = b.into();
                         cfg.succs[b].push(s);
                         cfg.preds[s].push(b);
                     }
@@ -66,27 +72,38 @@ impl Cfg {
         let Some(entry) = f.entry() else {
             return Vec::new();
         };
-        let mut visited = vec![false; f.blocks.len()];
-        let mut post = Vec::with_capacity(f.layout.len());
-        // (block, successors already visited), successors in first-target order, each once.
-        let mut stack: Vec<(Block, usize)> = vec![(entry, 0)];
-        let mut succs: SmallVec<[Block; 4]> = SmallVec::new();
-        visited[entry.index()] = true;
-        while let Some(&mut (b, ref mut i)) = stack.last_mut() {
-            succs.clear();
+        let n = f.blocks.len();
+        // Each block's successors in first-target order, each once, listed when the search
+        // first reaches the block (`added[s]`: the last block that listed `s`).
+        let mut succs: Vec<Block> = Vec::new();
+        let mut added: Vec<u32> = vec![u32::MAX; n];
+        let mut list = |b: Block, succs: &mut Vec<Block>| -> (u32, u32) {
+            let a = succs.len() as u32;
             if let Some(t) = f.terminator(b) {
                 for s in f.branch_targets(t) {
-                    if !succs.contains(&s) {
+                    if added[s.index()] != b.as_u32() {
+                        added[s.index()] = b.as_u32();
                         succs.push(s);
                     }
                 }
             }
+            (a, succs.len() as u32 - a)
+        };
+        let mut visited = vec![false; n];
+        let mut post = Vec::with_capacity(f.layout.len());
+        // (block, its successors' range, successors already visited).
+        let (a, c) = list(entry, &mut succs);
+        let mut stack: Vec<(Block, u32, u32, u32)> = vec![(entry, a, c, 0)];
+        visited[entry.index()] = true;
+        while let Some(&mut (b, a, c, ref mut i)) = stack.last_mut() {
             let mut pushed = false;
-            while let Some(&s) = succs.get(*i) {
+            while *i < c {
+                let s = succs[(a + *i) as usize];
                 *i += 1;
                 if !visited[s.index()] {
                     visited[s.index()] = true;
-                    stack.push((s, 0));
+                    let (sa, sc) = list(s, &mut succs);
+                    stack.push((s, sa, sc, 0));
                     pushed = true;
                     break;
                 }
