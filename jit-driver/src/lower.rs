@@ -137,6 +137,11 @@ pub struct LowerContext {
     calls: Vec<ir::BlockCall>,
     /// The operands of the instruction being lowered, unpacked.
     ops: Vec<Operand>,
+    /// At a join of many predecessors: the place of each predecessor among the sources of
+    /// the block's first phi, (block, predecessor) → place, made on the first edge into the
+    /// block (`phi_places_made`, by block index).
+    phi_places: FxHashMap<(lir::Block, lir::Block), u32>,
+    phi_places_made: Vec<bool>,
 }
 
 impl LowerContext {
@@ -187,6 +192,10 @@ impl LowerContext {
         self.rpo.reverse();
     }
 }
+
+/// Above this many predecessors, a join's phi sources are found through
+/// `LowerContext::phi_places` rather than searched.
+const JOIN_SEARCH: usize = 16;
 
 /// Appends instructions at the end of one block: `InstBuilder` straight on the function's
 /// DFG and layout.
@@ -422,14 +431,42 @@ impl Lowerer<'_, '_> {
             .and_then(|b| b.expand())
             .ok_or_else(|| self.err(format!("{to} is not reachable")))?;
         let f = self.f;
+        // Where `from` is among the sources of the last phi: the phis of a block usually list
+        // their predecessors in one order, so the next phi is looked at there first (a search
+        // per phi would cost predecessors × phis per edge at a join of many edges). A phi
+        // names each predecessor once (the LIR verifier checks), so either way finds the same.
+        let mut hint: Option<usize> = None;
+        if let Some(&phi) = f.block_insts(to).first() {
+            let ops = f.operands(phi);
+            if f.insts[phi].opcode == L::Phi && ops.len() / 2 > JOIN_SEARCH {
+                let made = &mut self.cx.phi_places_made;
+                if made.len() <= to.index() {
+                    made.resize(to.index() + 1, false);
+                }
+                if !made[to.index()] {
+                    made[to.index()] = true;
+                    for k in 0..ops.len() / 2 {
+                        if let Operand::Block(p) = ops.at(2 * k + 1) {
+                            self.cx.phi_places.entry((to, p)).or_insert(k as u32);
+                        }
+                    }
+                }
+                hint = self.cx.phi_places.get(&(to, from)).map(|&k| k as usize);
+            }
+        }
         for &phi in f.block_insts(to) {
             if f.insts[phi].opcode != L::Phi {
                 break;
             }
             let ops = f.operands(phi);
-            let src = (0..ops.len() / 2)
-                .find(|&k| ops.at(2 * k + 1) == Operand::Block(from))
-                .map(|k| ops.at(2 * k));
+            let k = match hint {
+                Some(k) if 2 * k + 1 < ops.len() && ops.at(2 * k + 1) == Operand::Block(from) => {
+                    Some(k)
+                }
+                _ => (0..ops.len() / 2).find(|&k| ops.at(2 * k + 1) == Operand::Block(from)),
+            };
+            hint = k;
+            let src = k.map(|k| ops.at(2 * k));
             let Some(Operand::Reg(r)) = src else {
                 return Err(self.err(format!("phi in {to} has no source for {from}")));
             };
@@ -1228,6 +1265,8 @@ pub fn lower_function_with(
     cx.memflags.clear();
     cx.memflags.resize(f.memflags.len(), None);
     cx.func_refs.clear();
+    cx.phi_places.clear();
+    cx.phi_places_made.clear();
     cx.sym_gvs.clear();
     cx.try_results.clear();
     let rpo = std::mem::take(&mut cx.rpo);
