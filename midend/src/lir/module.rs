@@ -361,6 +361,9 @@ pub struct CallGraph {
 impl CallGraph {
     pub fn build(m: &Module) -> Self {
         let mut g = CallGraph::default();
+        // Functions come in increasing id order, so a symbol's list holds `id` already exactly
+        // when `id` is its last entry: no search of the lists (a symbol called or taken by
+        // every function would make one quadratic).
         for (id, f) in m.live_functions() {
             let mut seen: Vec<Symbol> = Vec::new();
             for &b in &f.layout {
@@ -370,7 +373,7 @@ impl CallGraph {
                         Opcode::Call | Opcode::TailCall | Opcode::TryCall
                     ) {
                         if let Some(Operand::Sym(s, _)) = f.operands(i).first() {
-                            if !seen.contains(&s) {
+                            if g.callers[s].last() != Some(&id) {
                                 seen.push(s);
                                 g.callers[s].push(id);
                             }
@@ -379,7 +382,7 @@ impl CallGraph {
                 }
             }
             f.for_each_taken_symbol(|s| {
-                if !g.address_takers[s].contains(&id) {
+                if g.address_takers[s].last() != Some(&id) {
                     g.address_takers[s].push(id);
                 }
             });
