@@ -436,29 +436,30 @@ impl Lowerer<'_, '_> {
         // per phi would cost predecessors × phis per edge at a join of many edges). A phi
         // names each predecessor once (the LIR verifier checks), so either way finds the same.
         let mut hint: Option<usize> = None;
-        if let Some(&phi) = f.block_insts(to).first() {
-            let ops = f.operands(phi);
-            if f.insts[phi].opcode == L::Phi && ops.len() / 2 > JOIN_SEARCH {
-                let made = &mut self.cx.phi_places_made;
-                if made.len() <= to.index() {
-                    made.resize(to.index() + 1, false);
-                }
-                if !made[to.index()] {
-                    made[to.index()] = true;
-                    for k in 0..ops.len() / 2 {
-                        if let Operand::Block(p) = ops.at(2 * k + 1) {
-                            self.cx.phi_places.entry((to, p)).or_insert(k as u32);
-                        }
-                    }
-                }
-                hint = self.cx.phi_places.get(&(to, from)).map(|&k| k as usize);
-            }
-        }
+        let mut first = true;
         for &phi in f.block_insts(to) {
             if f.insts[phi].opcode != L::Phi {
                 break;
             }
             let ops = f.operands(phi);
+            if first {
+                first = false;
+                if ops.len() / 2 > JOIN_SEARCH {
+                    let made = &mut self.cx.phi_places_made;
+                    if made.len() <= to.index() {
+                        made.resize(to.index() + 1, false);
+                    }
+                    if !made[to.index()] {
+                        made[to.index()] = true;
+                        for k in 0..ops.len() / 2 {
+                            if let Operand::Block(p) = ops.at(2 * k + 1) {
+                                self.cx.phi_places.entry((to, p)).or_insert(k as u32);
+                            }
+                        }
+                    }
+                    hint = self.cx.phi_places.get(&(to, from)).map(|&k| k as usize);
+                }
+            }
             let k = match hint {
                 Some(k) if 2 * k + 1 < ops.len() && ops.at(2 * k + 1) == Operand::Block(from) => {
                     Some(k)
