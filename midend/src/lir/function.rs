@@ -801,6 +801,47 @@ impl Function {
         self.inst_order[d.start as usize + pos..(d.start + d.len) as usize].rotate_right(1);
     }
 
+    /// Insert instructions into block `b`, each just before the instruction it is paired
+    /// with (`(before, new)` pairs; several before one instruction go in the order given):
+    /// what `insert_inst` at each `before`'s place would do, with the block's list rebuilt
+    /// once instead of shifted per instruction. `pending` is emptied; `scratch` is a buffer.
+    ///
+    /// Panics if a `before` is not in the block (its instruction would be lost).
+    pub fn insert_before_each(
+        &mut self,
+        b: Block,
+        pending: &mut Vec<(Inst, Inst)>,
+        scratch: &mut Vec<Inst>,
+    ) {
+        if pending.is_empty() {
+            return;
+        }
+        pending.sort_by_key(|&(before, _)| before);
+        self.reserve_block_edit(b, pending.len());
+        let d = self.blocks[b];
+        let (start, len) = (d.start as usize, d.len as usize);
+        scratch.clear();
+        scratch.reserve(len + pending.len());
+        for &x in &self.inst_order[start..start + len] {
+            let a = pending.partition_point(|&(p, _)| p < x);
+            for &(p, n) in &pending[a..] {
+                if p != x {
+                    break;
+                }
+                scratch.push(n);
+            }
+            scratch.push(x);
+        }
+        assert_eq!(
+            scratch.len(),
+            len + pending.len(),
+            "insert_before_each: an instruction to insert before is not in {b}"
+        );
+        self.inst_order[start..start + scratch.len()].copy_from_slice(scratch);
+        self.blocks[b].len = scratch.len() as u32;
+        pending.clear();
+    }
+
     /// Keep only the instructions of block `b` for which `keep` is true, in order.
     pub fn retain_insts(&mut self, b: Block, mut keep: impl FnMut(Inst) -> bool) {
         let d = &mut self.blocks[b];

@@ -1204,6 +1204,36 @@ fn materialize(
     ops: &mut Vec<Operand>,
 ) -> usize {
     let mut n = 0;
+    make_extras(f, extras, sigs, ops, |f, i| {
+        f.insert_inst(b, pos + n, i);
+        n += 1;
+    });
+    n
+}
+
+/// `materialize` before instruction `before`, leaving the placing to the caller: each new
+/// instruction is recorded as `(before, new)` in `pending`, for
+/// `Function::insert_before_each` to place with the rest of its block's at once.
+fn materialize_before(
+    f: &mut Function,
+    before: Inst,
+    extras: &[Extra],
+    sigs: &[Signature],
+    ops: &mut Vec<Operand>,
+    pending: &mut Vec<(Inst, Inst)>,
+) {
+    make_extras(f, extras, sigs, ops, |_, i| pending.push((before, i)));
+}
+
+/// Make the instructions setting up `extras` (a register each, appended to `ops`), handing
+/// each to `place` as it is made.
+fn make_extras(
+    f: &mut Function,
+    extras: &[Extra],
+    sigs: &[Signature],
+    ops: &mut Vec<Operand>,
+    mut place: impl FnMut(&mut Function, Inst),
+) {
     for &(ty, v, sig) in extras {
         let r = f.new_reg(ty);
         let i = match v {
@@ -1218,11 +1248,9 @@ fn materialize(
             }
             Value::SelfCall => unreachable!("self-calls are not parameters"),
         };
-        f.insert_inst(b, pos + n, i);
-        n += 1;
+        place(f, i);
         ops.push(Operand::Reg(r));
     }
-    n
 }
 
 /// Make call `i` of `f` call `shared` with signature `sig`: its arguments, then the extra
@@ -1259,6 +1287,7 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
     let mut sites: Vec<(Block, Inst)> = Vec::new();
     let (mut regs, mut ops, mut extras, mut sigs) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut pending, mut scratch): (Vec<(Inst, Inst)>, Vec<Inst>) = (Vec::new(), Vec::new());
     for id in m.open_function_ids() {
         sites.clear();
         let f = &m.functions[id];
@@ -1275,8 +1304,11 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
                 }
             }
         }
-        for &(b, i) in &sites {
+        for (k, &(b, i)) in sites.iter().enumerate() {
             let Some(Operand::Sym(member, 0)) = m.functions[id].operands(i).first() else {
+                if sites.get(k + 1).map(|&(nb, _)| nb) != Some(b) {
+                    m.functions[id].insert_before_each(b, &mut pending, &mut scratch);
+                }
                 continue;
             };
             let rw = m
@@ -1295,15 +1327,15 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
                 });
             }
             let f = &mut m.functions[id];
-            let pos = f
-                .block_insts(b)
-                .iter()
-                .position(|&x| x == i)
-                .expect("a site of the layout");
             regs.clear();
-            materialize(f, b, pos, &extras, &sigs, &mut regs);
+            materialize_before(f, i, &extras, &sigs, &mut regs, &mut pending);
             call_shared(f, i, rw.shared, rw.sig, &regs, &mut ops);
             report.callers_rewritten += 1;
+            // The sites come block by block: a block's new instructions are placed at once.
+            let next_block = sites.get(k + 1).map(|&(nb, _)| nb);
+            if next_block != Some(b) {
+                f.insert_before_each(b, &mut pending, &mut scratch);
+            }
         }
     }
 }
@@ -1366,6 +1398,39 @@ fn rewrite_callers(
         n[2] += extras.len();
         n[3] += 1 + addrs;
     }
+    // The block of each site, from one walk of each caller's layout (a search from the top
+    // per site would cost sites × caller size).
+    let mut block_of: Vec<Option<Block>> = vec![None; edits.len()];
+    {
+        let mut order: Vec<usize> = (0..edits.len()).collect();
+        order.sort_by_key(|&k| edits[k].1 .0);
+        let mut want: HashMap<Inst, Option<Block>> = HashMap::default();
+        for run in order.chunk_by(|&x, &y| edits[x].1 .0 == edits[y].1 .0) {
+            let id = edits[run[0]].1 .0;
+            if m.removed[id] {
+                continue;
+            }
+            want.clear();
+            for &k in run {
+                want.insert(edits[k].1 .1, None);
+            }
+            let f = &m.functions[id];
+            for &b in &f.layout {
+                for &i in f.block_insts(b) {
+                    if let Some(slot) = want.get_mut(&i) {
+                        *slot = Some(b);
+                    }
+                }
+            }
+            for &k in run {
+                block_of[k] = want[&edits[k].1 .1];
+            }
+        }
+    }
+    // The instructions made for the extra arguments, (caller, block, before, new), placed
+    // block by block once every call is rewritten.
+    let mut placed: Vec<(FuncId, Block, Inst, Inst)> = Vec::new();
+    let mut pending: Vec<(Inst, Inst)> = Vec::new();
     let (mut regs, mut ops) = (Vec::new(), Vec::new());
     for (k, &(member, (id, i))) in edits.iter().enumerate() {
         if let Some(&(_, (next, _))) = edits.get(k + 8) {
@@ -1381,26 +1446,16 @@ fn rewrite_callers(
         let extras = &folds.extras[a as usize..b as usize];
         let f = &mut m.functions[id];
         // The index may be stale (a body replaced by a thunk): check the call is there.
-        let here = is_call_of(f, i, member);
-        let Some((b, pos)) = here
-            .then(|| {
-                f.layout.iter().find_map(|&b| {
-                    f.block_insts(b)
-                        .iter()
-                        .position(|&x| x == i)
-                        .map(|p| (b, p))
-                })
-            })
-            .flatten()
-        else {
+        let Some(b) = block_of[k].filter(|_| is_call_of(f, i, member)) else {
             continue;
         };
         if let Some([insts, operands, nregs, sigs]) = needs.remove(&id) {
             f.reserve_edit(insts, operands, nregs, sigs);
         }
-        f.reserve_block_edit(b, extras.len());
         regs.clear();
-        materialize(f, b, pos, extras, &folds.sigs, &mut regs);
+        pending.clear();
+        materialize_before(f, i, extras, &folds.sigs, &mut regs, &mut pending);
+        placed.extend(pending.iter().map(|&(before, new)| (id, b, before, new)));
         call_shared(
             f,
             i,
@@ -1414,6 +1469,16 @@ fn rewrite_callers(
             changed.push(id);
         }
         report.callers_rewritten += 1;
+    }
+    // Each block's new instructions at once, before their calls (a stable sort: those
+    // before one call keep their order).
+    placed.sort_by_key(|&(id, b, ..)| (id, b));
+    let mut scratch: Vec<Inst> = Vec::new();
+    for run in placed.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+        let (id, b) = (run[0].0, run[0].1);
+        pending.clear();
+        pending.extend(run.iter().map(|&(_, _, before, new)| (before, new)));
+        m.functions[id].insert_before_each(b, &mut pending, &mut scratch);
     }
 }
 
