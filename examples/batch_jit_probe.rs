@@ -12,6 +12,7 @@ use mergelift::jit_driver::declare_by_name;
 use mergelift::jit_driver::jit::jit_builder;
 use mergelift::{host_isa, MergeModule, OptLevel};
 use mergelift_tools::gen::{generate, GenOptions};
+use mergelift_tools::harness::thread_cpu_us;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -62,21 +63,4 @@ fn main() {
         "{n} functions in batches of {batch}, {}: {us:.1} us per function ({cpu:.1} us on the CPU)",
         if plain { "plain" } else { "merge" }
     );
-}
-
-/// CPU time of this thread in µs.
-fn thread_cpu_us() -> f64 {
-    #[repr(C)]
-    struct Timespec {
-        sec: i64,
-        nsec: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut ts = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: `ts` is a valid out-parameter of the C library's `clock_gettime`.
-    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.sec as f64 * 1e6 + ts.nsec as f64 / 1e3
 }

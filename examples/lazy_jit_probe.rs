@@ -11,7 +11,7 @@ use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module};
 use mergelift::jit_driver::jit::jit_builder;
 use mergelift::{host_isa, MergeModule, OptLevel};
-use mergelift_tools::harness::lazy_step_function;
+use mergelift_tools::harness::{lazy_step_function, thread_cpu_us};
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
@@ -87,22 +87,4 @@ fn main() {
         "{mode} {}: {us:.1} us per step ({cpu:.1} us on the CPU)",
         if plain { "plain" } else { "merge" }
     );
-}
-
-/// CPU time of this thread in µs (steadier than wall time on a busy machine: time spent
-/// waiting for a core is left out).
-fn thread_cpu_us() -> f64 {
-    #[repr(C)]
-    struct Timespec {
-        sec: i64,
-        nsec: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut ts = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: `ts` is a valid out-parameter of the C library's `clock_gettime`.
-    unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.sec as f64 * 1e6 + ts.nsec as f64 / 1e3
 }

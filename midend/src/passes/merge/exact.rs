@@ -6,7 +6,7 @@ use super::comparator::validate_merge;
 use super::comparator::FunctionComparator;
 use super::index::{fingerprint, fingerprint_of};
 use super::refine::refine_classes;
-use super::scope::{self, ScopeMap, SymTable};
+use super::scope::{ScopeMap, SymIndex, SymTable};
 use super::walk::{
     function_hashes, priority, walk_module, Callee, HashScratch, WalkOut, PRIO_FROZEN,
     PRIO_PREEMPTIBLE,
@@ -16,7 +16,6 @@ use crate::hash::HashMap;
 use crate::lir::*;
 use core::cmp::Ordering;
 use cranelift_entity::packed_option::PackedOption;
-use cranelift_entity::EntityRef;
 use smallvec::SmallVec;
 use std::time::Instant;
 
@@ -88,33 +87,9 @@ pub fn merge_functions_reusing(
     // The symbols this run touches: its functions' and their callees'.
     let touched = ids.len() + callers.len();
     let symbols = m.symbols.len();
-    // Where each symbol's callers start in `callers` (a symbol's run ends where the next
-    // symbol's starts): looked up once per merge, without a binary search's cache misses,
-    // when the run touches enough of the module's symbols to pay for a table of them all
-    // (`SymTable`'s rule); else found by binary search in `callers`.
-    let mut caller_start: Vec<u32> = Vec::new();
-    if !callers.is_empty() && scope::dense_for(touched, symbols) {
-        caller_start.resize(symbols + 1, 0);
-        for &(s, _) in &callers {
-            caller_start[s.index() + 1] += 1;
-        }
-        for k in 1..caller_start.len() {
-            caller_start[k] += caller_start[k - 1];
-        }
-    }
-    let callers_of = |s: Symbol| {
-        let run = if caller_start.is_empty() {
-            let a = callers.partition_point(|&(x, _)| x < s);
-            let b = a + callers[a..].partition_point(|&(x, _)| x == s);
-            &callers[a..b]
-        } else {
-            match caller_start.get(s.index()..s.index() + 2) {
-                Some(&[a, b]) => &callers[a as usize..b as usize],
-                _ => &[],
-            }
-        };
-        run.iter().map(|&(_, c)| c)
-    };
+    // The callers of each symbol (looked up once per merge), by `SymIndex`'s rule.
+    let callers = SymIndex::new(&callers, touched, symbols);
+    let callers_of = |s: Symbol| callers.get(s).iter().copied();
 
     let mut in_tree: ScopeMap<bool> = ScopeMap::new(base, n, false);
     let mut merged_into: ScopeMap<Option<FuncId>> = ScopeMap::new(base, n, None);
@@ -257,11 +232,12 @@ pub fn merge_functions_reusing(
     };
     // The survivor's symbol for each merged symbol (a `SymTable`, made once anything
     // merged).
-    let mut redirect: SymTable<PackedOption<Symbol>> = SymTable::new(
-        None.into(),
-        if report.pairs.is_empty() { 0 } else { touched },
-        if report.pairs.is_empty() { 0 } else { symbols },
-    );
+    let (touched, symbols) = if report.pairs.is_empty() {
+        (0, 0)
+    } else {
+        (touched, symbols)
+    };
+    let mut redirect: SymTable<PackedOption<Symbol>> = SymTable::new(None.into(), touched, symbols);
     let mut redirected = false;
     for &(g, _) in &report.pairs {
         if w.prio[g] == PRIO_PREEMPTIBLE {

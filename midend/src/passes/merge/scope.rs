@@ -182,6 +182,79 @@ impl<V: Copy> SymTable<V> {
     }
 }
 
+/// Items grouped by symbol, those of one symbol in the order given: what `get(s)` returns.
+/// Built by a counting sort over every symbol when the run touches enough of them
+/// (`dense_for`: then a look-up is two loads), else by sorting the items alone (a look-up is
+/// a binary search), so a small batch in a large module pays for its items only.
+pub struct SymIndex<T> {
+    /// Dense: the items of `s` are `items[start[s]..start[s + 1]]`. Empty when sparse.
+    start: Vec<u32>,
+    /// Sparse: the symbol of each item, sorted. Empty when dense.
+    keys: Vec<Symbol>,
+    items: Vec<T>,
+}
+
+impl<T> Default for SymIndex<T> {
+    fn default() -> Self {
+        SymIndex {
+            start: Vec::new(),
+            keys: Vec::new(),
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> SymIndex<T> {
+    /// Group `pairs` by symbol, for a run touching about `touched` of `symbols` symbols.
+    pub fn new(pairs: &[(Symbol, T)], touched: usize, symbols: usize) -> Self {
+        let Some(&(_, any)) = pairs.first() else {
+            return Self::default();
+        };
+        if !dense_for(touched, symbols) {
+            let mut sorted = pairs.to_vec();
+            sorted.sort_by_key(|&(s, _)| s); // stable: a symbol's items keep their order
+            return SymIndex {
+                start: Vec::new(),
+                keys: sorted.iter().map(|&(s, _)| s).collect(),
+                items: sorted.iter().map(|&(_, x)| x).collect(),
+            };
+        }
+        let n = symbols.max(pairs.iter().map(|&(s, _)| s.index() + 1).max().unwrap_or(0));
+        let mut start = vec![0u32; n + 1];
+        for &(s, _) in pairs {
+            start[s.index() + 1] += 1;
+        }
+        for k in 1..start.len() {
+            start[k] += start[k - 1];
+        }
+        let mut at = start.clone();
+        let mut items = vec![any; pairs.len()];
+        for &(s, x) in pairs {
+            let k = &mut at[s.index()];
+            items[*k as usize] = x;
+            *k += 1;
+        }
+        SymIndex {
+            start,
+            keys: Vec::new(),
+            items,
+        }
+    }
+
+    /// The items of `s`.
+    pub fn get(&self, s: Symbol) -> &[T] {
+        if self.start.is_empty() {
+            let a = self.keys.partition_point(|&x| x < s);
+            let b = a + self.keys[a..].partition_point(|&x| x == s);
+            return &self.items[a..b];
+        }
+        match self.start.get(s.index()..s.index() + 2) {
+            Some(&[a, b]) => &self.items[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+}
+
 /// Whether a run touching about `touched` of `symbols` symbols should index its tables by
 /// symbol (`SymTable`'s rule, for tables of another form).
 pub fn dense_for(touched: usize, symbols: usize) -> bool {

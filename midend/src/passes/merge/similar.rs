@@ -22,7 +22,7 @@
 //!    folded, their calls differ in constants instead.
 
 use super::exact::make_thunk_with;
-use super::scope::{self, SymTable};
+use super::scope::{SymIndex, SymTable};
 use super::walk::{function_hashes, light_walk, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
@@ -278,14 +278,10 @@ type Site = (FuncId, Inst);
 /// added later.
 #[derive(Default)]
 struct Calls {
-    /// The first walk's calls (callee, site), until `index` sorts them by callee.
+    /// The first walk's calls (callee, site), until `index` groups them by callee.
     first: Vec<(Symbol, Site)>,
-    /// The first walk's calls of symbol `s` are `sites[start[s]..start[s + 1]]` when the run
-    /// indexes by symbol (`scope::dense_for`); else `start` is empty and they are the run of
-    /// `s` in `keys` (the callee of each site, sorted).
-    start: Vec<u32>,
-    keys: Vec<Symbol>,
-    sites: Vec<Site>,
+    /// The first walk's calls, by callee.
+    indexed: SymIndex<Site>,
     /// Symbols whose first-walk calls were taken (`take`).
     taken: SymSet,
     /// Calls added after the first walk.
@@ -293,33 +289,9 @@ struct Calls {
 }
 
 impl Calls {
-    /// Index the first walk's calls by callee (calls of one callee keep their order): a
-    /// counting sort over every symbol when `dense`, else a sort of the calls alone.
-    fn index(&mut self, symbols: usize, dense: bool) {
-        if !dense {
-            self.first.sort_by_key(|&(s, _)| s);
-            self.keys = self.first.iter().map(|&(s, _)| s).collect();
-            self.sites = self.first.iter().map(|&(_, site)| site).collect();
-            self.start = Vec::new();
-            self.first = Vec::new();
-            return;
-        }
-        let mut start = vec![0u32; symbols + 1];
-        for &(s, _) in &self.first {
-            start[s.as_u32() as usize + 1] += 1;
-        }
-        for k in 1..start.len() {
-            start[k] += start[k - 1];
-        }
-        let mut at = start.clone();
-        let mut sites = vec![(FuncId::from_u32(0), Inst::from_u32(0)); self.first.len()];
-        for &(s, site) in &self.first {
-            let k = &mut at[s.as_u32() as usize];
-            sites[*k as usize] = site;
-            *k += 1;
-        }
-        self.start = start;
-        self.sites = sites;
+    /// Index the first walk's calls by callee (calls of one callee keep their order).
+    fn index(&mut self, touched: usize, symbols: usize) {
+        self.indexed = SymIndex::new(&self.first, touched, symbols);
         self.first = Vec::new();
     }
 
@@ -328,16 +300,7 @@ impl Calls {
         if self.taken.contains(s) {
             return &[];
         }
-        if self.start.is_empty() {
-            let a = self.keys.partition_point(|&x| x < s);
-            let b = a + self.keys[a..].partition_point(|&x| x == s);
-            return &self.sites[a..b];
-        }
-        let k = s.as_u32() as usize;
-        if k + 1 >= self.start.len() {
-            return &[];
-        }
-        &self.sites[self.start[k] as usize..self.start[k + 1] as usize]
+        self.indexed.get(s)
     }
 
     fn count(&self, s: Symbol) -> usize {
@@ -674,10 +637,7 @@ fn round(
         st.walk(m, id, first);
     }
     if first {
-        st.calls.index(
-            m.symbols.len(),
-            scope::dense_for(st.touched, m.symbols.len()),
-        );
+        st.calls.index(st.touched, m.symbols.len());
     }
     if st.debug {
         eprintln!("walked {} in {:?}", rewalk.len(), t.elapsed());
@@ -1185,35 +1145,14 @@ fn thunk_member(
         call_sig,
         extras.len(),
         keep_old,
-        |t, b, ops| {
-            let n = t.block_insts(b).len();
-            materialize(t, b, n, extras, sigs, ops);
-        },
+        |t, b, ops| make_extras(t, extras, sigs, ops, |t, i| t.append_inst(b, i)),
     )
 }
 
-/// Materialise the extra arguments of a call in `f` before position `pos` of block `b`,
-/// appending the registers holding them to `ops`; returns how many instructions were
-/// inserted.
-fn materialize(
-    f: &mut Function,
-    b: Block,
-    pos: usize,
-    extras: &[Extra],
-    sigs: &[Signature],
-    ops: &mut Vec<Operand>,
-) -> usize {
-    let mut n = 0;
-    make_extras(f, extras, sigs, ops, |f, i| {
-        f.insert_inst(b, pos + n, i);
-        n += 1;
-    });
-    n
-}
-
-/// `materialize` before instruction `before`, leaving the placing to the caller: each new
-/// instruction is recorded as `(before, new)` in `pending`, for
-/// `Function::insert_before_each` to place with the rest of its block's at once.
+/// Materialise the extra arguments of a call before instruction `before` of `f`, appending the
+/// registers holding them to `ops`. The placing is left to the caller: each new instruction
+/// is recorded as `(before, new)` in `pending`, for `Function::insert_before_each` to place
+/// with the rest of its block's at once.
 fn materialize_before(
     f: &mut Function,
     before: Inst,
@@ -1305,36 +1244,31 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
             }
         }
         for (k, &(b, i)) in sites.iter().enumerate() {
-            let Some(Operand::Sym(member, 0)) = m.functions[id].operands(i).first() else {
-                if sites.get(k + 1).map(|&(nb, _)| nb) != Some(b) {
-                    m.functions[id].insert_before_each(b, &mut pending, &mut scratch);
+            if let Some(Operand::Sym(member, 0)) = m.functions[id].operands(i).first() {
+                let rw = m
+                    .call_rewrite(m.resolve_alias(member))
+                    .expect("found above")
+                    .clone();
+                extras.clear();
+                sigs.clear();
+                for e in &rw.extras {
+                    extras.push(match e {
+                        ExtraArg::Const(ty, c) => (*ty, Value::Const(*c), NO_SIG),
+                        ExtraArg::FuncAddr(s, sig) => {
+                            sigs.push(sig.clone());
+                            (Type::I64, Value::Callee(*s), sigs.len() as u32 - 1)
+                        }
+                    });
                 }
-                continue;
-            };
-            let rw = m
-                .call_rewrite(m.resolve_alias(member))
-                .expect("found above")
-                .clone();
-            extras.clear();
-            sigs.clear();
-            for e in &rw.extras {
-                extras.push(match e {
-                    ExtraArg::Const(ty, c) => (*ty, Value::Const(*c), NO_SIG),
-                    ExtraArg::FuncAddr(s, sig) => {
-                        sigs.push(sig.clone());
-                        (Type::I64, Value::Callee(*s), sigs.len() as u32 - 1)
-                    }
-                });
+                let f = &mut m.functions[id];
+                regs.clear();
+                materialize_before(f, i, &extras, &sigs, &mut regs, &mut pending);
+                call_shared(f, i, rw.shared, rw.sig, &regs, &mut ops);
+                report.callers_rewritten += 1;
             }
-            let f = &mut m.functions[id];
-            regs.clear();
-            materialize_before(f, i, &extras, &sigs, &mut regs, &mut pending);
-            call_shared(f, i, rw.shared, rw.sig, &regs, &mut ops);
-            report.callers_rewritten += 1;
             // The sites come block by block: a block's new instructions are placed at once.
-            let next_block = sites.get(k + 1).map(|&(nb, _)| nb);
-            if next_block != Some(b) {
-                f.insert_before_each(b, &mut pending, &mut scratch);
+            if sites.get(k + 1).map(|&(nb, _)| nb) != Some(b) {
+                m.functions[id].insert_before_each(b, &mut pending, &mut scratch);
             }
         }
     }
