@@ -75,15 +75,19 @@ pub fn merge_functions_reusing(
     for &f in &ids {
         sym_of[f] = m.symbol_of(f);
     }
+    // Each (callee, caller) pair once: a caller's callees are deduplicated among themselves
+    // (a short list); candidates come in id order, so `SymIndex`'s grouping, which keeps
+    // order, lists each symbol's callers in id order with no sort of the whole list.
     let mut callers: Vec<(Symbol, FuncId)> = Vec::new();
+    let mut callees: SmallVec<[Symbol; 16]> = SmallVec::new();
     for &c in &candidates {
         let (a, b) = w.calls[c];
-        for &(s, _) in &w.sites[a as usize..b as usize] {
-            callers.push((s, c));
-        }
+        callees.clear();
+        callees.extend(w.sites[a as usize..b as usize].iter().map(|&(s, _)| s));
+        callees.sort_unstable();
+        callees.dedup();
+        callers.extend(callees.iter().map(|&s| (s, c)));
     }
-    callers.sort_unstable();
-    callers.dedup();
     // The symbols this run touches: its functions' and their callees'.
     let touched = ids.len() + callers.len();
     let symbols = m.symbols.len();
@@ -95,8 +99,7 @@ pub fn merge_functions_reusing(
     let mut merged_into: ScopeMap<Option<FuncId>> = ScopeMap::new(base, n, None);
     if !candidates.is_empty() {
         // Deferred: strong functions first, then preemptible ones.
-        let mut deferred: Vec<FuncId> = candidates.clone();
-        deferred.sort_unstable_by_key(|&f| (w.prio[f], f));
+        let mut deferred = by_priority(&candidates, |f| w.prio[f]);
         deferred.reverse(); // pop from the end
         let mut state = Some(FunctionComparator::new(m, &class).into_state());
         // FnTree: ordered by (strong hash, FunctionComparator); each entry is the short list of
@@ -287,6 +290,26 @@ pub fn merge_functions_reusing(
 /// frozen functions (`merge_into_frozen` for a batch of one: callees open in the module are
 /// not final, so they give no fingerprint). Same merges, same counters (the walk's round and
 /// the refinement's empty one); phase times: the walk and the frozen lookup only.
+/// `ids` (in increasing order) ordered by `(prio(f), f)`: a counting sort on the priority,
+/// which keeps the order of equal priorities.
+fn by_priority(ids: &[FuncId], prio: impl Fn(FuncId) -> u8) -> Vec<FuncId> {
+    debug_assert!(ids.windows(2).all(|p| p[0] < p[1]));
+    let mut start = [0u32; 257];
+    for &f in ids {
+        start[prio(f) as usize + 1] += 1;
+    }
+    for k in 1..start.len() {
+        start[k] += start[k - 1];
+    }
+    let mut out = vec![FuncId::from_u32(0); ids.len()];
+    for &f in ids {
+        let at = &mut start[prio(f) as usize];
+        out[*at as usize] = f;
+        *at += 1;
+    }
+    out
+}
+
 fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
     let mut report = MergeReport::default();
     let mut clock = Instant::now();
@@ -682,4 +705,23 @@ pub fn thunk_merged(m: &mut Module) -> Vec<FuncId> {
         done.push(g);
     }
     done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counting sort orders as a sort by (priority, id) does, on ids with gaps.
+    #[test]
+    fn by_priority_is_a_sort_by_priority_then_id() {
+        let ids: Vec<FuncId> = (0..500u32)
+            .filter(|k| k % 3 != 1)
+            .map(FuncId::from_u32)
+            .collect();
+        let prio = |f: FuncId| ((f.as_u32() * 7919) % 5) as u8;
+        let mut want = ids.clone();
+        want.sort_by_key(|&f| (prio(f), f));
+        assert_eq!(by_priority(&ids, prio), want);
+        assert!(by_priority(&[], prio).is_empty());
+    }
 }
