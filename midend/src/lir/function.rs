@@ -781,13 +781,10 @@ impl Function {
         self.inst_order.truncate(start);
         let first = first.as_u32();
         let n = n as u32;
-        self.inst_order.extend((0..cap as u32).map(|k| {
-            if k < n {
-                Inst::from_u32(first + k)
-            } else {
-                Inst::reserved_value()
-            }
-        }));
+        self.inst_order.reserve(cap);
+        self.inst_order
+            .extend((first..first + n).map(Inst::from_u32));
+        self.inst_order.resize(start + cap, Inst::reserved_value());
         let d = &mut self.blocks[b];
         d.start = start as u32;
         d.len = n;
@@ -870,6 +867,10 @@ impl Function {
         let Some(index) = &mut self.memflags_index else {
             if let Some(k) = self.memflags.values().position(|m| *m == f) {
                 return MemFlagsRef::from_u32(k as u32);
+            }
+            if self.memflags.is_empty() {
+                // Room for the table's scanned size at once (it would grow 4 -> 8).
+                self.memflags.reserve_exact(MEMFLAGS_SCAN);
             }
             let r = self.memflags.push(f);
             if self.memflags.len() > MEMFLAGS_SCAN {
