@@ -53,7 +53,13 @@ use crate::Error;
 use cranelift_entity::{EntityRef, SecondaryMap};
 use smallvec::SmallVec;
 
-pub struct Lvn;
+/// The pass. It keeps its tables from one run to the next: a JIT that flushes small
+/// batches runs it once per batch, and tables indexed by symbol, made fresh per run, would
+/// cost every symbol of the module on each.
+#[derive(Default)]
+pub struct Lvn {
+    lvn: LocalValueNumbering,
+}
 
 impl Pass for Lvn {
     fn name(&self) -> &'static str {
@@ -61,8 +67,7 @@ impl Pass for Lvn {
     }
     fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
         let mut st = LvnStats::default();
-        let mut lvn = LocalValueNumbering::default();
-        lvn.run_module(module, &mut st);
+        self.lvn.run_module(module, &mut st);
         stats.add("lvn.removed", st.removed);
         stats.add("lvn.forwarded", st.forwarded);
         stats.add("lvn.loads_removed", st.loads_removed);
@@ -128,6 +133,8 @@ fn byte_order(f: MemFlags) -> u8 {
 }
 
 const SEG_MIN: i64 = -(1 << 40);
+/// The most segments one memory object is split into within a block (see `split`).
+const MAX_SEGMENTS: usize = 256;
 const SEG_MAX: i64 = 1 << 40;
 
 /// The last store through a generic reference.
@@ -504,13 +511,20 @@ impl LocalValueNumbering {
     }
 
     /// Split the segments of `obj` so `[off, end)` starts and ends on boundaries; return the
-    /// object and the index range of the covered segments.
-    fn split(&mut self, obj: Obj, off: i64, end: i64) -> (usize, usize, usize) {
+    /// object and the index range of the covered segments. `None` when the object already has
+    /// `MAX_SEGMENTS` segments: the access is then treated as a generic reference (always
+    /// safe), so that a block of k accesses at distinct offsets costs O(k log k), not O(k²).
+    fn split(&mut self, obj: Obj, off: i64, end: i64) -> Option<(usize, usize, usize)> {
         let o = self.object(obj);
         let segs = &mut self.objs[o];
+        if segs.len() >= MAX_SEGMENTS {
+            return None;
+        }
+        // The list is sorted and covers [SEG_MIN, SEG_MAX) without gaps.
         for at in [off, end] {
-            if let Some(i) = segs.iter().position(|s| s.off < at && at < s.end) {
-                let s = segs[i];
+            let i = segs.partition_point(|s| s.end <= at);
+            let s = segs[i];
+            if s.off < at {
                 // Both halves keep the parent's VNs, as in the seed's walk-through; a partial
                 // last-stored value no longer describes either half.
                 segs[i] = Segment {
@@ -528,12 +542,17 @@ impl LocalValueNumbering {
                 );
             }
         }
-        let first = segs.iter().position(|s| s.off == off).unwrap_or(0);
-        let last = segs
-            .iter()
-            .position(|s| s.end == end)
-            .unwrap_or(segs.len() - 1);
-        (o, first, last + 1)
+        // A segment now starts at `off` and one ends at `end`.
+        let first = segs.partition_point(|s| s.off < off);
+        let last = segs.partition_point(|s| s.end < end);
+        Some((o, first, last + 1))
+    }
+
+    /// The segments an access covers (`mem_target`, then `split`), if it is tracked by
+    /// segment; else it is a generic reference.
+    fn segments(&mut self, op: Operand, bytes: u32) -> Option<(usize, usize, usize)> {
+        let (obj, off, end) = Self::mem_target(op, bytes)?;
+        self.split(obj, off, end)
     }
 
     fn region_value(&self, r: Region) -> u32 {
@@ -568,6 +587,18 @@ impl LocalValueNumbering {
         self.vn.clear();
         self.vn.extend(0..f.regs.len() as u32);
         self.next_mem = 0;
+        // Generations and epochs need only differ within one function (a block begins by
+        // bumping them all); one numbering serves many runs (`Lvn` keeps it), so restart them
+        // long before they could wrap.
+        self.epoch_any = 0;
+        self.epoch_unregioned = 0;
+        if self.obj_gen > u32::MAX / 2 || self.region_gen > u32::MAX / 2 {
+            self.stack_slot.clear();
+            self.sym_slot.clear();
+            self.epoch_region.clear();
+            self.obj_gen = 0;
+            self.region_gen = 0;
+        }
         self.ninsts = f.insts.len();
         self.any = false;
         let mut opaque_ids: HashMap<&OpaqueData, u32> = HashMap::default();
@@ -793,8 +824,7 @@ impl LocalValueNumbering {
         let found = if flags.readonly() {
             // Never written while the function runs: no memory VN needed.
             self.lookup_words(head, 3, &[], dst)
-        } else if let Some((obj, off, end)) = Self::mem_target(mem, bytes) {
-            let (o, a, b) = self.split(obj, off, end);
+        } else if let Some((o, a, b)) = self.segments(mem, bytes) {
             let s = self.objs[o][a];
             if b - a == 1
                 && d.opcode == Opcode::Load
@@ -853,8 +883,7 @@ impl LocalValueNumbering {
             }
             None => self.epoch_unregioned += 1,
         }
-        if let Some((obj, off, end)) = Self::mem_target(mem, bytes) {
-            let (o, a, b) = self.split(obj, off, end);
+        if let Some((o, a, b)) = self.segments(mem, bytes) {
             for k in a..b {
                 let v = self.fresh_mem();
                 let s = &mut self.objs[o][k];
@@ -911,4 +940,56 @@ fn grow_slot(t: &mut Vec<(u32, u32)>, i: usize) -> &mut (u32, u32) {
         t.resize(i + 1, (0, 0));
     }
     &mut t[i]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lir::{module_to_string, parse_module};
+
+    const SRC: &str = r#"function @f(i64) -> i64 system_v export {
+    stack_obj.0 = size 16, align 8
+    region0 = 1 "a"
+bb0:
+    %vr0 = copy.i64 arg0
+    store.i64 aligned region0 [stack_obj.0 + 0], %vr0
+    %vr1 = load.i64 aligned region0 [stack_obj.0 + 0]
+    %vr2 = load.i64 aligned region0 [%vr0 + 8]
+    store.i64 aligned [%vr0 + 0], %vr1
+    %vr3 = load.i64 aligned region0 [%vr0 + 8]
+    jump bb1
+bb1:
+    %vr4 = load.i64 aligned region0 [stack_obj.0 + 0]
+    %vr5 = load.i64 aligned region0 [stack_obj.0 + 0]
+    %vr6 = add.i64 %vr4, %vr5
+    %vr7 = add.i64 %vr6, %vr3
+    %vr8 = add.i64 %vr7, %vr2
+    ret %vr8
+}
+"#;
+
+    /// A numbering kept across runs gives what a fresh one gives, also when its generations
+    /// have reached the point where they restart (before, they would have wrapped).
+    #[test]
+    fn kept_numbering_restarts_its_generations() {
+        let number = |lvn: &mut LocalValueNumbering| {
+            let mut m = parse_module(SRC).unwrap();
+            let mut st = LvnStats::default();
+            lvn.run_module(&mut m, &mut st);
+            (module_to_string(&m), st.removed, st.forwarded)
+        };
+        let fresh = number(&mut LocalValueNumbering::default());
+        assert!(fresh.1 >= 2 && fresh.2 >= 1, "{fresh:?}");
+        let mut kept = LocalValueNumbering::default();
+        for _ in 0..3 {
+            assert_eq!(number(&mut kept), fresh);
+        }
+        kept.obj_gen = u32::MAX - 1;
+        kept.region_gen = u32::MAX - 1;
+        kept.epoch_any = u32::MAX;
+        kept.epoch_unregioned = u32::MAX;
+        assert_eq!(number(&mut kept), fresh);
+        assert!(kept.obj_gen < 100 && kept.region_gen < 100);
+        assert_eq!(number(&mut kept), fresh);
+    }
 }

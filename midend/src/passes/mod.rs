@@ -73,7 +73,7 @@ impl PassKind {
                 ..Default::default()
             }),
             PassKind::MergeSimilar => Box::new(merge::MergeSimilar::default()),
-            PassKind::Lvn => Box::new(lvn::Lvn),
+            PassKind::Lvn => Box::<lvn::Lvn>::default(),
             PassKind::Gvn => Box::new(gvn::Gvn),
             PassKind::Dce => Box::new(dce::Dce),
         }
