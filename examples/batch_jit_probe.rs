@@ -4,13 +4,14 @@
 //! compiles a few functions at a time pays per function, and whether that grows with the
 //! module: per-flush work proportional to the whole module would make it grow.
 //!
-//! `cargo run --release --example batch_jit_probe -- FUNCTIONS BATCH [plain]`
+//! `cargo run --release --example batch_jit_probe -- FUNCTIONS BATCH [plain | PASSES]`
+//! (PASSES: a comma list for `MergeModule`, e.g. `merge,lvn`; default: its default passes)
 
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
 use mergelift::jit_driver::declare_by_name;
 use mergelift::jit_driver::jit::jit_builder;
-use mergelift::{host_isa, MergeModule, OptLevel};
+use mergelift::{host_isa, MergeConfig, MergeModule, OptLevel};
 use mergelift_tools::gen::{generate, GenOptions};
 use mergelift_tools::harness::thread_cpu_us;
 
@@ -22,7 +23,14 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(10)
         .max(1);
-    let plain = args.next().is_some();
+    let third = args.next();
+    let plain = third.as_deref() == Some("plain");
+    let config = match &third {
+        Some(p) if !plain => {
+            MergeConfig::with_passes(&mergelift::midend::parse_pass_list(p).unwrap())
+        }
+        _ => MergeConfig::default(),
+    };
     let text = generate(&GenOptions {
         functions: n,
         seed: 1,
@@ -57,7 +65,10 @@ fn main() {
     let (us, cpu) = if plain {
         run!(JITModule::new(jit_builder(isa, &[])))
     } else {
-        run!(MergeModule::new(JITModule::new(jit_builder(isa, &[]))))
+        run!(MergeModule::with_config(
+            JITModule::new(jit_builder(isa, &[])),
+            config
+        ))
     };
     println!(
         "{n} functions in batches of {batch}, {}: {us:.1} us per function ({cpu:.1} us on the CPU)",
