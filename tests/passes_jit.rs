@@ -415,7 +415,7 @@ fn many_stack_offsets_in_one_block() {
     );
     let mut next = 3;
     let mut acc = 1; // the register holding the running sum
-    let mut val = |n: &mut u32| {
+    let val = |n: &mut u32| {
         *n += 1;
         *n - 1
     };
