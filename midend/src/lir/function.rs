@@ -353,7 +353,7 @@ pub struct Function {
 /// Ask the CPU to start loading the cache line at `p` (a hint: it never faults, whatever
 /// the address; no effect on other targets).
 #[inline(always)]
-pub(crate) fn prefetch_addr(p: *const u8) {
+pub fn prefetch_addr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetching is a hint and never faults.
     #[allow(unused_unsafe)]
@@ -366,7 +366,7 @@ pub(crate) fn prefetch_addr(p: *const u8) {
 
 /// Ask the CPU to start loading the first `max` bytes of a slice (a hint).
 #[inline(always)]
-pub(crate) fn prefetch_slice<T>(s: &[T], max: usize) {
+pub fn prefetch_slice<T>(s: &[T], max: usize) {
     let p = s.as_ptr() as *const u8;
     let bytes = core::mem::size_of_val(s).min(max);
     let mut o = 0;
