@@ -284,12 +284,6 @@ pub fn merge_functions_reusing(
     report
 }
 
-/// `merge_functions_with` for a batch of one function `g` in a module with frozen functions
-/// or kept incremental (a lazy JIT's step): no other open function can share its shape, so
-/// there is no class to refine and no FnTree; what is left is the walk and the lookup of the
-/// frozen functions (`merge_into_frozen` for a batch of one: callees open in the module are
-/// not final, so they give no fingerprint). Same merges, same counters (the walk's round and
-/// the refinement's empty one); phase times: the walk and the frozen lookup only.
 /// `ids` (in increasing order) ordered by `(prio(f), f)`: a counting sort on the priority,
 /// which keeps the order of equal priorities.
 fn by_priority(ids: &[FuncId], prio: impl Fn(FuncId) -> u8) -> Vec<FuncId> {
@@ -310,6 +304,12 @@ fn by_priority(ids: &[FuncId], prio: impl Fn(FuncId) -> u8) -> Vec<FuncId> {
     out
 }
 
+/// `merge_functions_with` for a batch of one function `g` in a module with frozen functions
+/// or kept incremental (a lazy JIT's step): no other open function can share its shape, so
+/// there is no class to refine and no FnTree; what is left is the walk and the lookup of the
+/// frozen functions (`merge_into_frozen` for a batch of one: callees open in the module are
+/// not final, so they give no fingerprint). Same merges, same counters (the walk's round and
+/// the refinement's empty one); phase times: the walk and the frozen lookup only.
 fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
     let mut report = MergeReport::default();
     let mut clock = Instant::now();

@@ -306,6 +306,37 @@ mod tests {
         }
     }
 
+    /// Both forms of the index list each symbol's items as the pairs gave them, in their
+    /// order (the merge relies on it: callers in id order), symbols beyond the module's count
+    /// and symbols with no items included.
+    #[test]
+    fn sym_index_forms_keep_each_symbols_items_in_order() {
+        let symbols = 1000;
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut pairs: Vec<(Symbol, u32)> = Vec::new();
+        for item in 0..5000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Few symbols, many repeats; some beyond `symbols`.
+            pairs.push((Symbol::from_u32((x % 1100) as u32 / 7), item));
+        }
+        for touched in [symbols, 0] {
+            let index = SymIndex::new(&pairs, touched, symbols);
+            for k in 0..1200u32 {
+                let s = Symbol::from_u32(k);
+                let want: Vec<u32> = (pairs.iter())
+                    .filter(|&&(t, _)| t == s)
+                    .map(|&(_, x)| x)
+                    .collect();
+                assert_eq!(index.get(s), &want[..], "symbol {k}, touched {touched}");
+            }
+        }
+        assert!(SymIndex::<u32>::new(&[], 0, symbols)
+            .get(Symbol::from_u32(3))
+            .is_empty());
+    }
+
     #[test]
     fn dense_only_when_the_run_touches_a_sixteenth() {
         assert_eq!(dense_for(100, 1600), !crate::hash::DEGENERATE);
