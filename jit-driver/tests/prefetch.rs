@@ -1,0 +1,84 @@
+//! The lifter's input prefetch (`prefetch_input`, `prefetch_ahead`) is a hint: it never
+//! panics on a function the lifter is handed, whatever its size or emptiness, and a batch
+//! lifted with it gives the same LIR as its functions lifted one by one.
+
+use cranelift_codegen::ir::{self, Function};
+use jit_driver::{lift_function, lift_functions, prefetch_ahead, prefetch_input};
+use midend::lir::{self, module_to_string};
+
+/// A function larger than every cap of the prefetch: `blocks` blocks in a chain, each
+/// defining `per_block` constants.
+fn chain(name: &str, blocks: usize, per_block: usize) -> String {
+    let mut s = format!("function %{name}(i64) -> i64 {{\nblock0(v0: i64):\n    jump block1(v0)\n");
+    let mut v = 1;
+    for b in 1..=blocks {
+        s += &format!("block{b}(v{v}: i64):\n");
+        let mut acc = v;
+        v += 1;
+        for k in 0..per_block {
+            s += &format!(
+                "    v{v} = iconst.i64 {k}\n    v{} = iadd v{acc}, v{v}\n",
+                v + 1
+            );
+            acc = v + 1;
+            v += 2;
+        }
+        if b == blocks {
+            s += &format!("    return v{acc}\n");
+        } else {
+            s += &format!("    jump block{}(v{acc})\n", b + 1);
+        }
+    }
+    s + "}\n"
+}
+
+fn parse(text: &str) -> Vec<Function> {
+    cranelift_reader::parse_functions(text).unwrap()
+}
+
+#[test]
+fn prefetch_takes_any_function() {
+    let empty = Function::new();
+    prefetch_input(&empty, false);
+    prefetch_input(&empty, true);
+    let big = parse(&chain("big", 700, 3)); // 700 blocks, 4,900 instructions, 4,901 values
+    prefetch_input(&big[0], false);
+    prefetch_input(&big[0], true);
+    let funcs: Vec<&Function> = vec![&big[0], &empty, &big[0]];
+    for k in 0..funcs.len() + 4 {
+        prefetch_ahead(k, |j| funcs.get(j).copied());
+    }
+}
+
+#[test]
+fn a_batch_lifts_as_its_functions_do_one_by_one() {
+    let text = [
+        chain("a", 3, 2),
+        chain("big", 600, 2),
+        chain("c", 1, 0),
+        chain("d", 40, 30),
+        chain("e", 2, 1),
+    ]
+    .concat();
+    let funcs = parse(&text);
+    let batch = lift_functions(funcs.iter(), &mut Default::default()).unwrap();
+    let mut one_by_one = lir::Module::new();
+    for f in &funcs {
+        lift_function(&mut one_by_one, f, lir::Linkage::Export).unwrap();
+    }
+    assert_eq!(module_to_string(&batch), module_to_string(&one_by_one));
+}
+
+/// A function with no body, two places after the one being lifted, is prefetched before the
+/// lifter reaches it and refuses it: the batch fails with the lifter's error, not a panic.
+#[test]
+fn a_bodiless_function_ahead_is_an_error_when_reached() {
+    let mut funcs = parse(&[chain("a", 2, 1), chain("b", 2, 1)].concat());
+    let sig = funcs[0].signature.clone();
+    funcs.push(Function::with_name_signature(
+        ir::UserFuncName::testcase("hollow"),
+        sig,
+    ));
+    let e = lift_functions(funcs.iter(), &mut Default::default()).unwrap_err();
+    assert!(e.to_string().contains("no body"), "{e}");
+}
