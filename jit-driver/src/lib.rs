@@ -14,7 +14,7 @@ pub mod opmap;
 
 pub use lift::{
     lift_function, lift_function_with, mark_address_taken, mark_taken, prefetch_ahead,
-    prefetch_input, LiftContext,
+    prefetch_arrays, prefetch_header, LiftContext,
 };
 pub use lower::{
     clif_signature, lower_function, lower_function_with, LowerContext, NameResolver, OriginalNames,

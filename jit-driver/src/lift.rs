@@ -1351,36 +1351,38 @@ pub fn lift_function_with(
 const HEADER_AHEAD: usize = 3;
 const ARRAYS_AHEAD: usize = 2;
 
-/// Before lifting `funcs[k]`, start loading what the lifts of the next functions will read
-/// (`prefetch_input`). The functions of a module were parsed or built long before a batch
+/// Before lifting the `k`-th function of a batch, start loading what the lifts of the next
+/// functions will read (`prefetch_header`, `prefetch_arrays`). The functions of a module were parsed or built long before a batch
 /// lifts them, and a large batch does not fit in any cache: without this, each lift waits on
 /// the first touch of each of its function's arrays in turn.
 /// `at(j)` is the `j`-th function of the batch, if there is one.
 #[inline]
 pub fn prefetch_ahead<'a>(k: usize, at: impl Fn(usize) -> Option<&'a ir::Function>) {
     if let Some(f) = at(k + HEADER_AHEAD) {
-        prefetch_input(f, false);
+        prefetch_header(f);
     }
     if let Some(f) = at(k + ARRAYS_AHEAD) {
-        prefetch_input(f, true);
+        prefetch_arrays(f);
     }
 }
 
-/// Start loading what lifting `func` reads first: its header (where the addresses of its
-/// arrays are), or, with `arrays` and a step later, the first cache lines of its arrays.
-/// Cranelift keeps some arrays private (values, layout, results): those are touched by loads
-/// whose results are discarded, which the processor overlaps with one another and with the
-/// lift under way, rather than by prefetches.
+/// Start loading the header of `func` (where the addresses of its arrays are), a step
+/// before `prefetch_arrays`.
 #[inline]
-pub fn prefetch_input(func: &ir::Function, arrays: bool) {
+pub fn prefetch_header(func: &ir::Function) {
+    midend::lir::prefetch_slice(
+        core::slice::from_ref(func),
+        core::mem::size_of::<ir::Function>(),
+    );
+}
+
+/// Start loading the first cache lines of the arrays a lift of `func` reads. Cranelift keeps
+/// some of them private (values, layout, results): those are touched by loads whose results
+/// are discarded, which the processor overlaps with one another and with the lift under way,
+/// rather than by prefetches.
+#[inline]
+pub fn prefetch_arrays(func: &ir::Function) {
     use midend::lir::{prefetch_addr, prefetch_slice};
-    if !arrays {
-        prefetch_slice(
-            core::slice::from_ref(func),
-            core::mem::size_of::<ir::Function>(),
-        );
-        return;
-    }
     let dfg = &func.dfg;
     prefetch_slice(&func.signature.params, 64);
     prefetch_slice(&func.signature.returns, 64);

@@ -1,9 +1,9 @@
-//! The lifter's input prefetch (`prefetch_input`, `prefetch_ahead`) is a hint: it never
+//! The lifter's input prefetch (`prefetch_header`, `prefetch_arrays`, `prefetch_ahead`) is a hint: it never
 //! panics on a function the lifter is handed, whatever its size or emptiness, and a batch
 //! lifted with it gives the same LIR as its functions lifted one by one.
 
 use cranelift_codegen::ir::{self, Function};
-use jit_driver::{lift_function, lift_functions, prefetch_ahead, prefetch_input};
+use jit_driver::{lift_function, lift_functions, prefetch_ahead, prefetch_arrays, prefetch_header};
 use midend::lir::{self, module_to_string};
 
 /// A function larger than every cap of the prefetch: `blocks` blocks in a chain, each
@@ -39,11 +39,11 @@ fn parse(text: &str) -> Vec<Function> {
 #[test]
 fn prefetch_takes_any_function() {
     let empty = Function::new();
-    prefetch_input(&empty, false);
-    prefetch_input(&empty, true);
+    prefetch_header(&empty);
+    prefetch_arrays(&empty);
     let big = parse(&chain("big", 700, 3)); // 700 blocks, 4,900 instructions, 4,901 values
-    prefetch_input(&big[0], false);
-    prefetch_input(&big[0], true);
+    prefetch_header(&big[0]);
+    prefetch_arrays(&big[0]);
     let funcs: Vec<&Function> = vec![&big[0], &empty, &big[0]];
     for k in 0..funcs.len() + 4 {
         prefetch_ahead(k, |j| funcs.get(j).copied());

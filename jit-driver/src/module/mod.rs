@@ -624,9 +624,9 @@ impl Core {
         // The input of each function stays in `pending` (moved out when compiled as is): a
         // copy of each (960 bytes, to memory not touched yet) cost a sixth of the lift of a
         // module of small functions.
+        // (what is prefetched: the functions that will be lifted)
+        let lifted = |j: usize| !skip.get(j).copied().unwrap_or(false);
         for pos in 0..pending.len() {
-            // (only functions that will be lifted)
-            let lifted = |j: usize| !skip.get(j).copied().unwrap_or(false);
             prefetch_ahead(pos, |j| {
                 pending.get(j).filter(|_| lifted(j)).map(|(_, f)| f)
             });
