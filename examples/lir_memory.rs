@@ -1,17 +1,22 @@
 //! Where a lifted module's memory goes: the heap blocks of its LIR functions by table, their
 //! bytes, and what glibc's malloc reserves for them (8 bytes of header, 16-byte granules,
 //! 32 bytes at least), next to the CLIF text's size. The functions are shrunk first, as
-//! `mergelift opt` holds them.
+//! `mergelift opt` holds them; with `--as-lifted`, they are measured as the lifter leaves
+//! them (with the room it reserves), which is what a lift writes to fresh memory.
 //!
-//! `cargo run --release --example lir_memory -- FILE.clif`
+//! `cargo run --release --example lir_memory -- [--as-lifted] FILE.clif`
 
 use mergelift::jit_driver::lift_functions;
 use std::collections::BTreeMap;
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .expect("usage: lir_memory FILE.clif");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let as_lifted = args.iter().any(|a| a == "--as-lifted");
+    let path = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .expect("usage: lir_memory [--as-lifted] FILE.clif")
+        .clone();
     let text = std::fs::read_to_string(&path).unwrap();
     let funcs = cranelift_reader::parse_functions(&text).unwrap();
     let mut m = lift_functions(funcs.iter(), &mut Default::default()).unwrap();
@@ -19,7 +24,9 @@ fn main() {
     let n = m.functions.len();
     let mut by: BTreeMap<&'static str, (usize, usize, usize)> = BTreeMap::new();
     for f in m.functions.values_mut() {
-        f.shrink_to_fit();
+        if !as_lifted {
+            f.shrink_to_fit();
+        }
         f.heap_blocks(|name, bytes| {
             let e = by.entry(name).or_default();
             e.0 += 1;

@@ -108,6 +108,8 @@ pub struct LiftContext {
     ops: Vec<Operand>,
     /// Scratch: a symbol name.
     name: String,
+    /// Where each function's operand pool is built before it is cut to size.
+    operands: lir::OperandRoom,
     /// The description of each alias region by its user id, as last lifted: the functions of
     /// a module name the same regions, and share one string each (compared before reuse).
     region_names: rustc_hash::FxHashMap<u32, std::sync::Arc<str>>,
@@ -431,7 +433,9 @@ impl<'a> Lifter<'a> {
     /// Fold the address `addr + offset` into a memory operand.
     fn memory_operand(&mut self, addr: ir::Value, offset: i32) -> LResult<Operand> {
         let (addr, def) = self.resolve_def(addr);
-        let dfg = &self.src.dfg;
+        // (`src` borrowed apart from `self`: names are read where they are, not cloned)
+        let src = self.src;
+        let dfg = &src.dfg;
         if let Some(di) = def {
             match dfg.insts[di] {
                 D::StackAddr {
@@ -455,11 +459,10 @@ impl<'a> Lifter<'a> {
                         offset: o,
                         colocated,
                         tls: false,
-                    } = self.src.global_values[global_value]
+                    } = src.global_values[global_value]
                     {
                         if let Some(off) = o.bits().checked_add(offset as i64) {
-                            let name = name.clone();
-                            let s = self.symbol(&name, SymbolKind::Data, colocated);
+                            let s = self.symbol(name, SymbolKind::Data, colocated);
                             return Ok(Operand::Sym(s, off));
                         }
                     }
@@ -688,15 +691,14 @@ impl<'a> Lifter<'a> {
             D::UnaryGlobalValue {
                 opcode: C::SymbolValue,
                 global_value,
-            } => match self.src.global_values[global_value] {
+            } => match src.global_values[global_value] {
                 ir::GlobalValueData::Symbol {
                     ref name,
                     offset,
                     colocated,
                     tls: false,
                 } => {
-                    let name = name.clone();
-                    let s = self.symbol(&name, SymbolKind::Data, colocated);
+                    let s = self.symbol(name, SymbolKind::Data, colocated);
                     self.ctx.taken.push(s);
                     self.push(
                         L::SymbolValue,
@@ -1080,8 +1082,7 @@ impl<'a> Lifter<'a> {
                     colocated,
                     tls,
                 } => {
-                    let name = name.clone();
-                    let sym = self.symbol(&name, SymbolKind::Data, colocated);
+                    let sym = self.symbol(name, SymbolKind::Data, colocated);
                     self.ctx.taken.push(sym);
                     lir::GlobalData::Symbol {
                         sym,
@@ -1130,8 +1131,13 @@ impl<'a> Lifter<'a> {
         // Instructions: the CLIF ones, a phi or copy per parameter, and an edge split or two.
         self.f.insts.reserve(n + nparams + 2);
         // Operands: about two per instruction, a branch's targets, a phi's sources (a
-        // register and a block each); beyond this (1% of functions) the pool grows.
+        // register and a block each); beyond this (1% of functions) the pool grows. (The
+        // pool is built in `LiftContext::operands`, so this is mostly room it has already.)
         self.f.reserve_operands(2 * n + 2 * nb + 2 * nparams);
+        // Block lists, placed one after the other in one array, each with exactly its
+        // instructions (a pass that adds to a block moves its list to the end). Edge split
+        // blocks (rare) grow the array.
+        self.f.reserve_insts(n + nparams);
         // One block after the other, so each block's list grows at the end of the function's
         // one instruction array (in place): entry parameters become argument copies, others
         // phis, then the instructions.
@@ -1162,16 +1168,17 @@ impl<'a> Lifter<'a> {
                     src.layout.next_inst(inst)
                 };
             }
-            // The block's instructions, with the room appending them one by one would have
-            // left (4, 8, 16..) for passes that add to the block.
+            // The block's instructions, with no room to spare: passes rarely add to a
+            // block, and one that does moves its list to the end of the array (with room
+            // to grow), as appending does.
             let n = self.f.insts.len() - first;
             if n > 0 {
-                let cap = n.next_power_of_two().max(4);
-                self.f.place_inst_range(lb, lir::Inst::new(first), n, cap);
+                self.f.place_inst_range_exact(lb, lir::Inst::new(first), n);
             }
         }
         self.cur_inst = None;
         self.fill_phis(entry)?;
+        self.f.cut_operands_from(&mut self.ctx.operands);
         self.m.add_function(self.f).map_err(|msg| {
             Box::new(Error::Lift {
                 function: opmap::func_name(&src.name),
@@ -1328,20 +1335,18 @@ pub fn lift_function_with(
         entry: None,
     };
     l.f.sig = l.sig(&func.signature).map_err(|e| *e)?;
-    let n = func.dfg.num_insts();
     let nb = func.dfg.num_blocks();
     l.f.blocks.reserve(nb);
     l.f.layout.reserve(nb);
-    l.f.stack_objs.reserve(func.sized_stack_slots.len());
-    l.f.sigs.reserve(func.dfg.signatures.len());
-    l.f.regions.reserve(func.dfg.alias_regions.len());
-    l.f.globals.reserve(func.global_values.len());
+    // Exact room where the count is known: what a lift reserves and leaves unused costs
+    // fresh memory all the same.
+    l.f.stack_objs.reserve_exact(func.sized_stack_slots.len());
+    l.f.sigs.reserve_exact(func.dfg.signatures.len());
+    l.f.regions.reserve_exact(func.dfg.alias_regions.len());
+    l.f.globals.reserve_exact(func.global_values.len());
     // Registers: one per value, a few more for `try_call` results.
     l.f.regs.reserve(func.dfg.num_values() + 4);
-    // Block lists grow at the end of one array (`run`): room for them all, and a block's
-    // first doubling or two.
-    l.f.reserve_insts(n + func.dfg.num_values() / 2 + 8 * func.dfg.num_blocks());
-
+    l.f.build_operands_in(&mut l.ctx.operands);
     l.run().map_err(|e| *e)
 }
 

@@ -291,6 +291,11 @@ pub struct BlockData {
     cap: u32,
 }
 
+/// Scratch memory in which functions' operand pools are built, one function after another
+/// (`Function::build_operands_in`).
+#[derive(Default)]
+pub struct OperandRoom(Vec<PackedOperand>);
+
 /// Memory flags tables up to this size are searched rather than indexed.
 const MEMFLAGS_SCAN: usize = 8;
 
@@ -555,6 +560,8 @@ impl Function {
                 order.extend_from_slice(&self.inst_order[start..start + len]);
             }
             self.inst_order = order;
+        } else {
+            self.inst_order.shrink_to_fit();
         }
         self.regs.shrink_to_fit();
         self.insts.shrink_to_fit();
@@ -761,6 +768,26 @@ impl Function {
         }
     }
 
+    /// `place_inst_range(b, first, n, n)`: fill block `b` with the consecutive instructions
+    /// `first..first + n` and no room to spare, at the end of the function's array (a
+    /// builder's step for each block it fills once; see `place_inst_range`).
+    #[inline]
+    pub fn place_inst_range_exact(&mut self, b: Block, first: Inst, n: usize) {
+        let d = self.blocks[b];
+        if d.len != 0 || d.cap != 0 {
+            return self.place_inst_range(b, first, n, n);
+        }
+        let start = self.inst_order.len();
+        let first = first.as_u32();
+        self.inst_order
+            .extend((first..first + n as u32).map(Inst::from_u32));
+        self.blocks[b] = BlockData {
+            start: start as u32,
+            len: n as u32,
+            cap: n as u32,
+        };
+    }
+
     /// Fill block `b`, which has no instructions yet, with the consecutive instructions
     /// `first..first + n`, with room for `cap` (at least `n`): what `reserve_block(b, cap)` then
     /// `append_inst_range(b, first, n)` leave, in one pass at the end of the function's array.
@@ -940,6 +967,25 @@ impl Function {
     #[inline]
     pub fn reserve_operands(&mut self, n: usize) {
         self.operand_pool.reserve(n);
+    }
+
+    /// Build this function's operand pool in `room` until `cut_operands_from(room)`: the
+    /// pool grows in memory that is warm and already large enough (kept from one function
+    /// to the next), and then moves to an array of exactly its size. A builder that cannot
+    /// count a function's operands in advance would otherwise reserve more than it uses in
+    /// fresh memory, which costs its page faults whether it is used or not. The pool must
+    /// be empty.
+    pub fn build_operands_in(&mut self, room: &mut OperandRoom) {
+        debug_assert!(self.operand_pool.is_empty());
+        core::mem::swap(&mut self.operand_pool, &mut room.0);
+        self.operand_pool.clear();
+    }
+
+    /// End `build_operands_in`: the pool is copied to an array of exactly its length, and
+    /// `room` gets its memory back.
+    pub fn cut_operands_from(&mut self, room: &mut OperandRoom) {
+        let exact = self.operand_pool.to_vec();
+        room.0 = core::mem::replace(&mut self.operand_pool, exact);
     }
 
     /// `make_inst` for operands the caller has pushed onto the end of the operand pool
@@ -1388,5 +1434,63 @@ mod tests {
             );
         }
         assert_eq!(f.inst_order, g.inst_order);
+    }
+
+    /// A pool built in an `OperandRoom` ends with exactly its length of capacity and the
+    /// operands pushed, and the room keeps its memory for the next function (whose pool
+    /// starts empty, however large the last one was).
+    #[test]
+    fn operand_room_cuts_pools_to_size() {
+        let mut room = OperandRoom::default();
+        for (k, n) in [(0u32, 37usize), (1, 5), (2, 0)] {
+            let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+            f.build_operands_in(&mut room);
+            assert!(f.operand_pool.is_empty());
+            f.reserve_operands(64);
+            for j in 0..n {
+                f.push_operand(Operand::Int((k as i64) << 40 | j as i64));
+            }
+            f.cut_operands_from(&mut room);
+            assert_eq!(f.operand_pool.len(), n);
+            assert_eq!(f.operand_pool.capacity(), n);
+            for (j, p) in f.operand_pool.iter().enumerate() {
+                assert_eq!(f.unpack(*p), Operand::Int((k as i64) << 40 | j as i64));
+            }
+            assert!(room.0.capacity() >= 64);
+        }
+    }
+
+    /// `place_inst_range_exact` leaves a function as `place_inst_range` with no room to spare
+    /// does, for new blocks and for a block already filled (which it appends to), and a
+    /// block's list still grows and moves when a pass appends to it.
+    #[test]
+    fn place_inst_range_exact_as_place_with_no_room() {
+        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+        let mut g = f.clone();
+        let blocks: Vec<(Block, Block)> = (0..4).map(|_| (f.new_block(), g.new_block())).collect();
+        for (k, &(bf, bg)) in blocks.iter().enumerate() {
+            let (first, n) = (10 * k as u32, k + 1);
+            f.place_inst_range_exact(bf, inst(first), n);
+            g.place_inst_range(bg, inst(first), n, n);
+            assert_eq!(f.blocks[bf].cap as usize, n);
+        }
+        // A block placed already: appended to.
+        f.place_inst_range_exact(blocks[0].0, inst(50), 2);
+        g.place_inst_range(blocks[0].1, inst(50), 2, 2);
+        f.append_inst(blocks[2].0, inst(99));
+        g.append_inst(blocks[2].1, inst(99));
+        for &(bf, bg) in &blocks {
+            assert_eq!(f.block_insts(bf), g.block_insts(bg));
+            assert_eq!(
+                (f.blocks[bf].start, f.blocks[bf].len, f.blocks[bf].cap),
+                (g.blocks[bg].start, g.blocks[bg].len, g.blocks[bg].cap)
+            );
+        }
+        assert_eq!(f.inst_order, g.inst_order);
+        assert_eq!(f.block_insts(blocks[0].0), &[inst(0), inst(50), inst(51)]);
+        assert_eq!(
+            f.block_insts(blocks[2].0),
+            &[inst(20), inst(21), inst(22), inst(99)]
+        );
     }
 }
