@@ -1,0 +1,139 @@
+//! A lift leaves no room unused in the tables it cannot size in advance: the operand pool is
+//! cut to its length and every block holds exactly its instructions, so `shrink_to_fit` finds
+//! nothing to give back there (what it still finds is the room of edge-split blocks, which
+//! grow as appending does). Unused room would cost a large module's lift fresh memory.
+
+use cranelift_codegen::ir::Function;
+use jit_driver::{lift_function_with, lift_functions, LiftContext};
+use midend::lir::{self, module_to_string};
+use std::collections::BTreeMap;
+
+fn parse(text: &str) -> Vec<Function> {
+    cranelift_reader::parse_functions(text).unwrap()
+}
+
+/// Heap bytes by table.
+fn tables(f: &lir::Function) -> BTreeMap<&'static str, usize> {
+    let mut m = BTreeMap::new();
+    f.heap_blocks(|name, bytes| *m.entry(name).or_insert(0) += bytes);
+    m
+}
+
+/// Blocks with phis, loads and stores through folded addresses, calls, a loop.
+const PLAIN: &str = "
+function %callee(i64) -> i64 {
+block0(v0: i64):
+    v1 = iconst.i64 1
+    v2 = iadd v0, v1
+    return v2
+}
+
+function %loops(i64, i64) -> i64 {
+    ss0 = explicit_slot 16
+    fn0 = %callee(i64) -> i64
+block0(v0: i64, v1: i64):
+    v2 = iconst.i64 0
+    v13 = stack_addr.i64 ss0
+    store v0, v13
+    jump block1(v2, v0)
+block1(v3: i64, v4: i64):
+    v5 = load.i64 v4+8
+    v6 = call fn0(v5)
+    v7 = iadd v3, v6
+    v12 = iconst.i64 16
+    v8 = iadd v4, v12
+    store v7, v8
+    v9 = icmp ult v8, v1
+    brif v9, block1(v7, v8), block2
+block2:
+    v14 = stack_addr.i64 ss0+8
+    v10 = load.i64 v14
+    v11 = iadd v7, v10
+    return v11
+}
+";
+
+/// One block reaches another twice with different arguments: the lifter splits an edge.
+const SPLIT: &str = "
+function %split(i32, i64, i64) -> i64 {
+block0(v0: i32, v1: i64, v2: i64):
+    brif v0, block1(v1), block1(v2)
+block1(v3: i64):
+    return v3
+}
+";
+
+#[test]
+fn lifted_operand_pools_and_block_lists_have_no_spare_room() {
+    let funcs = parse(PLAIN);
+    let mut m = lift_functions(funcs.iter(), &mut Default::default()).unwrap();
+    assert_eq!(m.functions.len(), 2);
+    for f in m.functions.values_mut() {
+        let before = tables(f);
+        assert!(before["operand_pool"] > 0 && before["inst_order"] > 0);
+        f.shrink_to_fit();
+        let after = tables(f);
+        for t in ["operand_pool", "inst_order"] {
+            assert_eq!(before[t], after[t], "{t} of {} had room to spare", f.name);
+        }
+    }
+}
+
+#[test]
+fn only_split_blocks_leave_room_in_the_block_lists() {
+    let funcs = parse(SPLIT);
+    let mut m = lift_functions(funcs.iter(), &mut Default::default()).unwrap();
+    let f = m.functions.values_mut().next().unwrap();
+    // block0, block1 and the split block.
+    assert_eq!(f.layout.len(), 3);
+    let placed: usize = f.layout.iter().map(|&b| f.block_insts(b).len()).sum();
+    let before = tables(f);
+    f.shrink_to_fit();
+    let after = tables(f);
+    assert_eq!(after["inst_order"], placed * 4);
+    assert!(before["inst_order"] > after["inst_order"]);
+    assert_eq!(before["operand_pool"], after["operand_pool"]);
+}
+
+#[test]
+fn a_reused_context_lifts_as_a_fresh_one() {
+    // The operand pool is built in memory the context keeps. A function that fails after its
+    // instructions are lifted (a branch to the entry block, found when phis are filled) takes
+    // that memory with it; the lifts after it must not notice, and no lift sees what an
+    // earlier one left there (same LIR, same tables).
+    let text = format!(
+        "{PLAIN}{SPLIT}
+function %to_entry(i64) -> i64 {{
+block0(v0: i64):
+    v1 = iconst.i64 1
+    v2 = iadd v0, v1
+    jump block0(v2)
+}}
+"
+    );
+    let funcs = parse(&text);
+    let order = [1, 0, 3, 2, 1, 3, 0];
+    let mut ctx = LiftContext::default();
+    let mut failed = 0;
+    for &k in &order {
+        let f = &funcs[k];
+        let mut reused = lir::Module::new();
+        let mut fresh = lir::Module::new();
+        let a = lift_function_with(&mut reused, f, lir::Linkage::Export, &mut ctx);
+        let b = lift_function_with(&mut fresh, f, lir::Linkage::Export, &mut Default::default());
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(module_to_string(&reused), module_to_string(&fresh));
+                // Nothing of an earlier function left in the pool.
+                assert_eq!(tables(&reused.functions[a]), tables(&fresh.functions[b]));
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(a.to_string(), b.to_string());
+                assert!(a.to_string().contains("entry block"), "{a}");
+                failed += 1;
+            }
+            (a, b) => panic!("function {k}: {a:?} against {b:?}"),
+        }
+    }
+    assert_eq!(failed, 2);
+}
