@@ -1410,13 +1410,19 @@ mod tests {
         assert_eq!(f.inst_count(), 8);
     }
 
+    /// Two empty functions with `n` blocks each, paired: one to fill a way, one another.
+    fn twin_functions(n: usize) -> (Function, Function, Vec<(Block, Block)>) {
+        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+        let mut g = f.clone();
+        let blocks = (0..n).map(|_| (f.new_block(), g.new_block())).collect();
+        (f, g, blocks)
+    }
+
     /// `place_inst_range` leaves a block as `reserve_block` then `append_inst_range` do, and
     /// later appends grow it alike.
     #[test]
     fn place_inst_range_as_reserve_and_append() {
-        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
-        let mut g = f.clone();
-        let blocks: Vec<(Block, Block)> = (0..3).map(|_| (f.new_block(), g.new_block())).collect();
+        let (mut f, mut g, blocks) = twin_functions(3);
         for (k, &(bf, bg)) in blocks.iter().enumerate() {
             let (first, n) = (10 * k as u32, k + 3);
             let cap = n.next_power_of_two().max(4);
@@ -1465,9 +1471,7 @@ mod tests {
     /// block's list still grows and moves when a pass appends to it.
     #[test]
     fn place_inst_range_exact_as_place_with_no_room() {
-        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
-        let mut g = f.clone();
-        let blocks: Vec<(Block, Block)> = (0..4).map(|_| (f.new_block(), g.new_block())).collect();
+        let (mut f, mut g, blocks) = twin_functions(4);
         for (k, &(bf, bg)) in blocks.iter().enumerate() {
             let (first, n) = (10 * k as u32, k + 1);
             f.place_inst_range_exact(bf, inst(first), n);
