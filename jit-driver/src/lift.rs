@@ -104,8 +104,6 @@ pub struct LiftContext {
     /// The LIR type of each Cranelift type converted so far, by `Type::index` (the fixed-size
     /// types all have an index below 256): a pure function, kept from one function to the next.
     types: TypeCache,
-    /// Scratch: the operands of an instruction under construction.
-    ops: Vec<Operand>,
     /// Scratch: a symbol name.
     name: String,
     /// Where each function's operand pool is built before it is cut to size.
@@ -1293,14 +1291,14 @@ impl<'a> Lifter<'a> {
             };
             let srcs = &ctx.sorted[begin..end];
             for k in 0..nphis {
-                ctx.ops.clear();
+                // (written straight into the pool, which has room for them all)
                 for s in srcs {
-                    ctx.ops
-                        .push(Operand::Reg(ctx.edge_args[(s.start + k) as usize]));
-                    ctx.ops.push(Operand::Block(s.pred));
+                    self.f
+                        .push_operand(Operand::Reg(ctx.edge_args[(s.start + k) as usize]));
+                    self.f.push_operand(Operand::Block(s.pred));
                 }
                 self.f
-                    .set_operands(lir::Inst::from_u32(first_phi + k), &ctx.ops);
+                    .set_pushed_operands(lir::Inst::from_u32(first_phi + k), 2 * srcs.len());
             }
         }
         Ok(())

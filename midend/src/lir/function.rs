@@ -1102,6 +1102,20 @@ impl Function {
             }
         }
     }
+    /// Make the last `n` operands pushed onto the pool (`push_operand`) the operand list of
+    /// `inst`, an instruction made with none and without a second auxiliary word (a phi
+    /// whose sources are known only once every edge is: `set_operands` without the list in
+    /// between).
+    #[inline]
+    pub fn set_pushed_operands(&mut self, inst: Inst, n: usize) {
+        let d = &mut self.insts[inst];
+        debug_assert!(d.operands().len == 0 && !d.opcode.has_aux2());
+        d.set_operands(PoolRange {
+            start: (self.operand_pool.len() - n) as u32,
+            len: n as u32,
+        });
+    }
+
     /// Replace the operand list of `inst` (appends to the pool when it grows).
     pub fn set_operands(&mut self, inst: Inst, ops: &[Operand]) {
         let cur = self.insts[inst].operands();
