@@ -1480,6 +1480,42 @@ mod tests {
         }
     }
 
+    /// Operands pushed after other instructions were made become a phi's sources with
+    /// `set_pushed_operands`, as `set_operands` would give them, and the instructions made
+    /// before and after keep theirs.
+    #[test]
+    fn pushed_operands_become_a_phis_sources() {
+        let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
+        let mut g = f.clone();
+        let (b0, b1) = (f.new_block(), f.new_block());
+        g.new_block();
+        g.new_block();
+        let mut made = Vec::new();
+        for h in [&mut f, &mut g] {
+            let r = h.new_reg(Type::I64);
+            let phi = h.make_inst(Opcode::Phi, Type::I64, &[r], &[]);
+            let c = h.make_inst(Opcode::Copy, Type::I64, &[r], &[Operand::Int(7)]);
+            made.push((r, phi, c));
+        }
+        let srcs = [
+            Operand::Reg(made[0].0),
+            Operand::Block(b0),
+            Operand::Int(-3),
+            Operand::Block(b1),
+        ];
+        for &op in &srcs {
+            f.push_operand(op);
+        }
+        f.set_pushed_operands(made[0].1, srcs.len());
+        g.set_operands(made[1].1, &srcs);
+        let after = f.make_inst(Opcode::Copy, Type::I64, &[made[0].0], &[Operand::Int(9)]);
+        let ops = |h: &Function, i: Inst| h.operands(i).into_iter().collect::<Vec<_>>();
+        assert_eq!(ops(&f, made[0].1), srcs);
+        assert_eq!(ops(&f, made[0].1), ops(&g, made[1].1));
+        assert_eq!(ops(&f, made[0].2), [Operand::Int(7)]);
+        assert_eq!(ops(&f, after), [Operand::Int(9)]);
+    }
+
     /// `place_inst_range_exact` leaves a function as `place_inst_range` with no room to spare
     /// does, for new blocks and for a block already filled (which it appends to), and a
     /// block's list still grows and moves when a pass appends to it.
