@@ -624,7 +624,7 @@ impl Core {
         // The input of each function stays in `pending` (moved out when compiled as is): a
         // copy of each (960 bytes, to memory not touched yet) cost a sixth of the lift of a
         // module of small functions.
-        // (what is prefetched: the functions that will be lifted)
+        // Whether the function at a position is lifted (only those are prefetched).
         let lifted = |j: usize| !skip.get(j).copied().unwrap_or(false);
         for pos in 0..pending.len() {
             prefetch_ahead(pos, |j| {
@@ -635,7 +635,7 @@ impl Core {
             let decl = inner.declarations().get_function_decl(id);
             self.check_references(inner, id, func)?;
             func.name = ir::UserFuncName::user(0, id.as_u32());
-            if skip.get(pos).copied().unwrap_or(false) {
+            if !lifted(pos) {
                 lid_at.push(None.into());
                 continue;
             }

@@ -1102,6 +1102,7 @@ impl Function {
             }
         }
     }
+
     /// Make the last `n` operands pushed onto the pool (`push_operand`) the operand list of
     /// `inst`, an instruction made with none and without a second auxiliary word (a phi
     /// whose sources are known only once every edge is: `set_operands` without the list in
