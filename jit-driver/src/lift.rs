@@ -1322,7 +1322,7 @@ pub fn lift_function_with(
     linkage: lir::Linkage,
     ctx: &mut LiftContext,
 ) -> Result<lir::FuncId, Error> {
-    let name = opmap::func_name(&func.name);
+    let name = opmap::func_lir_name(&func.name);
     ctx.clear_for(func);
     let mut l = Lifter {
         src: func,

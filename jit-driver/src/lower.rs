@@ -244,7 +244,7 @@ impl Lowerer<'_, '_> {
             s
         });
         Error::Lower {
-            function: self.f.name.clone(),
+            function: self.f.name.to_string(),
             inst,
             msg: msg.into(),
         }
@@ -1189,7 +1189,7 @@ pub fn lower_function_with(
     // target's frontend configuration.
     let _ = config;
     let err = |msg: String| Error::Lower {
-        function: f.name.clone(),
+        function: f.name.to_string(),
         inst: None,
         msg,
     };

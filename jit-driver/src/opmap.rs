@@ -352,39 +352,50 @@ pub fn write_symbol_name(out: &mut String, func: &ir::Function, name: &ir::Exter
 
 /// `u{namespace}:{index}`, as `format!` writes it.
 fn write_user_name(out: &mut String, namespace: u32, index: u32) {
-    out.push('u');
-    push_decimal(out, namespace);
-    out.push(':');
-    push_decimal(out, index);
+    out.push_str(user_name(&mut [0; USER_NAME_MAX], namespace, index));
 }
 
-/// The decimal digits of `n`.
-fn push_decimal(out: &mut String, mut n: u32) {
-    let mut buf = [0u8; 10];
-    let mut k = buf.len();
-    loop {
-        k -= 1;
-        buf[k] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+/// The longest `u{namespace}:{index}`: `u4294967295:4294967295`.
+const USER_NAME_MAX: usize = 22;
+
+/// `u{namespace}:{index}`, written at the end of `buf`.
+fn user_name(buf: &mut [u8; USER_NAME_MAX], namespace: u32, index: u32) -> &str {
+    fn digits(buf: &mut [u8], k: &mut usize, mut n: u32) {
+        loop {
+            *k -= 1;
+            buf[*k] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
         }
     }
-    // ASCII digits.
-    out.push_str(std::str::from_utf8(&buf[k..]).unwrap_or_default());
+    let mut k = buf.len();
+    digits(buf, &mut k, index);
+    k -= 1;
+    buf[k] = b':';
+    digits(buf, &mut k, namespace);
+    k -= 1;
+    buf[k] = b'u';
+    // ASCII only.
+    std::str::from_utf8(&buf[k..]).unwrap_or_default()
 }
 
 /// The name of a function as a LIR symbol name.
 pub fn func_name(name: &ir::UserFuncName) -> String {
+    func_lir_name(name).into_string()
+}
+
+/// `func_name` as a `lir::Name`: no allocation for a name of up to 24 bytes.
+pub fn func_lir_name(name: &ir::UserFuncName) -> midend::lir::Name {
+    use midend::lir::Name;
     match name {
         ir::UserFuncName::User(u) => {
-            let mut s = String::with_capacity(24);
-            write_user_name(&mut s, u.namespace, u.index);
-            s
+            Name::new(user_name(&mut [0; USER_NAME_MAX], u.namespace, u.index))
         }
         ir::UserFuncName::Testcase(t) => match std::str::from_utf8(t.raw()) {
-            Ok(s) => s.to_owned(),
-            Err(_) => String::from_utf8_lossy(t.raw()).into_owned(),
+            Ok(s) => Name::new(s),
+            Err(_) => Name::from(String::from_utf8_lossy(t.raw())),
         },
     }
 }
@@ -403,5 +414,52 @@ pub fn clif_func_name(s: &str) -> ir::UserFuncName {
     match parse_user_name(s) {
         Some(u) => ir::UserFuncName::User(u),
         None => ir::UserFuncName::testcase(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_names_are_spelled_as_format_spells_them() {
+        let edges = [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12345,
+            999_999_999,
+            1_000_000_000,
+            u32::MAX,
+        ];
+        for ns in edges {
+            for idx in edges {
+                let want = format!("u{ns}:{idx}");
+                let name = ir::UserFuncName::user(ns, idx);
+                assert_eq!(func_name(&name), want);
+                assert_eq!(func_lir_name(&name), want);
+                let mut s = String::from("stale");
+                s.clear();
+                write_user_name(&mut s, ns, idx);
+                assert_eq!(s, want);
+                assert_eq!(
+                    parse_user_name(&want),
+                    Some(ir::UserExternalName::new(ns, idx))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn testcase_names_keep_their_bytes() {
+        let name = ir::UserFuncName::testcase("a_test_case_name_of_more_than_24_bytes");
+        assert_eq!(func_name(&name), "a_test_case_name_of_more_than_24_bytes");
+        assert_eq!(func_lir_name(&ir::UserFuncName::testcase("fib")), "fib");
+        // Not UTF-8: replaced as `String::from_utf8_lossy` does.
+        let bad = ir::UserFuncName::testcase([b'f', 0xff, b'g']);
+        assert_eq!(func_lir_name(&bad), "f\u{fffd}g");
     }
 }

@@ -7,6 +7,7 @@ use super::inst::{effects, Format, InstData, Opcode, PoolRange};
 use super::operand::{Operand, Operands, PackedOperand};
 use super::thin::{thin_vec_heap_bytes, thin_vec_heap_start, ThinMap};
 use super::types::Type;
+use super::Name;
 use crate::hash::HashMap;
 use cranelift_entity::packed_option::ReservedValue;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
@@ -308,7 +309,8 @@ pub struct RegData {
 /// An LIR function.
 #[derive(Clone, Debug)]
 pub struct Function {
-    pub name: String,
+    /// The name (a `Name` keeps names of up to 24 bytes inline, without an allocation).
+    pub name: Name,
     pub sig: Signature,
     pub linkage: Linkage,
     /// The function's address is observed (taken with `func_addr`, or declared so): merging it
@@ -473,7 +475,7 @@ impl Function {
         }
     }
 
-    pub fn new(name: impl Into<String>, sig: Signature, linkage: Linkage) -> Self {
+    pub fn new(name: impl Into<Name>, sig: Signature, linkage: Linkage) -> Self {
         Function {
             name: name.into(),
             sig,
@@ -592,7 +594,10 @@ impl Function {
                 each(name, cap * core::mem::size_of::<T>());
             }
         }
-        v::<u8>(&mut each, "name", self.name.capacity());
+        // Held inline up to 24 bytes.
+        if self.name.is_heap_allocated() {
+            v::<u8>(&mut each, "name", self.name.capacity());
+        }
         for s in core::iter::once(&self.sig).chain(self.sigs.values()) {
             // Held inline unless spilled.
             let heap = |l: &AbiParams| if l.spilled() { l.capacity() } else { 0 };

@@ -14,6 +14,9 @@ pub mod types;
 pub mod verify;
 
 pub use builder::Builder;
+/// A function or symbol name: a string that keeps up to 24 bytes inline (most names fit, so
+/// naming a function costs no allocation, and comparing two names reads no other memory).
+pub use compact_str::CompactString as Name;
 pub use entities::*;
 pub use function::*;
 pub use inst::{effects, Format, InstData, Opcode, PoolRange, MAX_RESULTS};

@@ -6,6 +6,7 @@ use super::function::{Function, Signature};
 use super::inst::Opcode;
 use super::operand::Operand;
 use super::types::Type;
+use super::Name;
 use crate::hash::HashMap;
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, PrimaryMap, SecondaryMap};
@@ -20,8 +21,8 @@ pub enum SymbolKind {
 /// An external symbol: a function (defined in this module or imported) or global data.
 #[derive(Clone, Debug)]
 pub struct SymbolData {
-    /// The name as the producer spelled it (`fib`, `u0:12`).
-    pub name: String,
+    /// The name as the producer spelled it (`fib`, `u0:12`); up to 24 bytes inline.
+    pub name: Name,
     pub kind: SymbolKind,
     /// The function defining this symbol in this module, if any.
     pub def: PackedOption<FuncId>,
@@ -213,7 +214,7 @@ impl Module {
                 let s = self.symbols.next_key();
                 e.insert(s);
                 self.symbols.push(SymbolData {
-                    name: name.to_string(),
+                    name: Name::new(name),
                     kind,
                     def: None.into(),
                     colocated: false,

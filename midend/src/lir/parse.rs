@@ -1217,7 +1217,7 @@ impl<'a> Parser<'a> {
         if let Some(lines) = &mut self.lines {
             lines
                 .functions
-                .insert(name, core::mem::take(&mut self.fn_lines));
+                .insert(name.into(), core::mem::take(&mut self.fn_lines));
         }
         Ok(())
     }

@@ -93,7 +93,7 @@ impl Ctx<'_> {
             s
         });
         self.errors.push(VerifierError {
-            function: self.f.name.clone(),
+            function: self.f.name.to_string(),
             block: self.block,
             inst,
             inst_id: self.inst,

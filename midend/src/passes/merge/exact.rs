@@ -683,7 +683,7 @@ pub fn thunk_for_address(m: &mut Module, g: FuncId) -> bool {
 pub fn thunk_merged(m: &mut Module) -> Vec<FuncId> {
     let mut done = Vec::new();
     // A merged function's slot stays (with its name) when it is removed.
-    let removed: HashMap<String, FuncId> = m
+    let removed: HashMap<crate::lir::Name, FuncId> = m
         .functions
         .iter()
         .filter(|(g, _)| m.removed[*g])

@@ -1006,7 +1006,7 @@ fn fold(
     } else {
         m.functions[rep.f].take_body()
     };
-    s.name = name;
+    s.name = name.into();
     s.sig = shared_sig.clone();
     s.linkage = Linkage::Local;
     s.address_significant = false;
