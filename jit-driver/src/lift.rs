@@ -1342,10 +1342,40 @@ pub fn lift_function_with(
     l.f.sigs.reserve_exact(func.dfg.signatures.len());
     l.f.regions.reserve_exact(func.dfg.alias_regions.len());
     l.f.globals.reserve_exact(func.global_values.len());
+    // Memory flags: at most one per Cranelift entry (interned there already).
+    l.f.memflags
+        .reserve_exact(mem_flags_len(&func.dfg.mem_flags));
     // Registers: one per value, a few more for `try_call` results.
     l.f.regs.reserve(func.dfg.num_values() + 4);
     l.f.build_operands_in(&mut l.ctx.operands);
     l.run().map_err(|e| *e)
+}
+
+/// The number of entries of a memory flags table (`MemFlagsSet` tells only whether an entry
+/// is valid: the first invalid one is found by doubling, then halving), up to 256.
+fn mem_flags_len(set: &ir::MemFlagsSet) -> usize {
+    let valid = |n: usize| set.is_valid(ir::MemFlags::new(n));
+    if !valid(0) {
+        return 0;
+    }
+    // valid(lo), and !valid(hi) unless hi is the cap.
+    let (mut lo, mut hi) = (0, 1);
+    while hi < 256 && valid(hi) {
+        lo = hi;
+        hi *= 2;
+    }
+    if hi >= 256 && valid(256) {
+        return 256;
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if valid(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo + 1
 }
 
 /// How far ahead of the function being lifted `prefetch_ahead` starts loading others: their
@@ -1464,6 +1494,22 @@ pub fn mark_address_taken(module: &mut lir::Module) {
             if let Some(f) = d.def.expand() {
                 module.functions[f].address_significant = true;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_flags_len_counts_every_entry_up_to_256() {
+        let mut set = ir::MemFlagsSet::new();
+        for n in 0..=300usize {
+            assert_eq!(mem_flags_len(&set), n.min(256), "{n} entries");
+            let region = ir::AliasRegion::new(n);
+            let data = ir::MemFlagsData::new().with_alias_region(Some(region));
+            set.insert_unchecked(data);
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A lift leaves no room unused in the tables it cannot size in advance: the operand pool is
 //! cut to its length and every block holds exactly its instructions, so `shrink_to_fit` finds
 //! nothing to give back there (what it still finds is the room of edge-split blocks, which
-//! grow as appending does). Unused room would cost a large module's lift fresh memory.
+//! grow as appending does), nor in the memory flags. Unused room would cost a large module's
+//! lift fresh memory.
 
 use cranelift_codegen::ir::Function;
 use jit_driver::{lift_function_with, lift_functions, LiftContext};
@@ -76,6 +77,10 @@ fn lifted_operand_pools_and_block_lists_have_no_spare_room() {
         for t in ["operand_pool", "inst_order"] {
             assert_eq!(before[t], after[t], "{t} of {} had room to spare", f.name);
         }
+        // Memory flags are reserved exactly as Cranelift counts them: no room to spare
+        // where no two of its entries become one LIR entry.
+        assert_eq!(before.get("memflags"), after.get("memflags"), "{}", f.name);
+        assert_eq!(before.contains_key("memflags"), f.name == "loops");
     }
 }
 

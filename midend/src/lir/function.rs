@@ -900,8 +900,9 @@ impl Function {
             if let Some(k) = self.memflags.values().position(|m| *m == f) {
                 return MemFlagsRef::from_u32(k as u32);
             }
-            if self.memflags.is_empty() {
-                // Room for the table's scanned size at once (it would grow 4 -> 8).
+            if self.memflags.heap_bytes() == 0 {
+                // Room for the table's scanned size at once (it would grow 4 -> 8), unless
+                // room was made already (a lifter knows how many flags there can be).
                 self.memflags.reserve_exact(MEMFLAGS_SCAN);
             }
             let r = self.memflags.push(f);
