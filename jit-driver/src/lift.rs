@@ -1351,31 +1351,12 @@ pub fn lift_function_with(
     l.run().map_err(|e| *e)
 }
 
-/// The number of entries of a memory flags table (`MemFlagsSet` tells only whether an entry
-/// is valid: the first invalid one is found by doubling, then halving), up to 256.
+/// The number of entries of a memory flags table, up to 256 (`MemFlagsSet` tells only
+/// whether an entry is valid; a function has a few).
 fn mem_flags_len(set: &ir::MemFlagsSet) -> usize {
-    let valid = |n: usize| set.is_valid(ir::MemFlags::new(n));
-    if !valid(0) {
-        return 0;
-    }
-    // valid(lo), and !valid(hi) unless hi is the cap.
-    let (mut lo, mut hi) = (0, 1);
-    while hi < 256 && valid(hi) {
-        lo = hi;
-        hi *= 2;
-    }
-    if hi >= 256 && valid(256) {
-        return 256;
-    }
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        if valid(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo + 1
+    (0..256)
+        .take_while(|&n| set.is_valid(ir::MemFlags::new(n)))
+        .count()
 }
 
 /// How far ahead of the function being lifted `prefetch_ahead` starts loading others: their
