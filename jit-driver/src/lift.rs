@@ -1136,6 +1136,8 @@ impl<'a> Lifter<'a> {
         // instructions (a pass that adds to a block moves its list to the end). Edge split
         // blocks (rare) grow the array.
         self.f.reserve_insts(n + nparams);
+        self.f
+            .prefetch_room_for_write(n + nparams, src.dfg.num_values());
         // One block after the other, so each block's list grows at the end of the function's
         // one instruction array (in place): entry parameters become argument copies, others
         // phis, then the instructions.
