@@ -357,32 +357,43 @@ pub struct Function {
     pub stack_limit: Option<GlobalRef>,
 }
 
+/// The hints `prefetch_with` passes: load to read, load to write (x86-64's `prefetcht0`
+/// and `prefetchw`; without the `prfchw` target feature, as in a default x86-64 build, the
+/// second compiles to `prefetcht0` too: a line no other core holds then arrives exclusive,
+/// and the write that follows needs no second request; no effect on other targets).
+#[cfg(target_arch = "x86_64")]
+const TO_READ: i32 = core::arch::x86_64::_MM_HINT_T0;
+#[cfg(target_arch = "x86_64")]
+const TO_WRITE: i32 = core::arch::x86_64::_MM_HINT_ET0;
+#[cfg(not(target_arch = "x86_64"))]
+const TO_READ: i32 = 0;
+#[cfg(not(target_arch = "x86_64"))]
+const TO_WRITE: i32 = 1;
+
+#[inline(always)]
+fn prefetch_with<const HINT: i32>(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint and never faults, whatever the address.
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<HINT>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Ask the CPU to start loading the cache line at `p` (a hint: it never faults, whatever
 /// the address; no effect on other targets).
 #[inline(always)]
 pub fn prefetch_addr(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint and never faults.
-    #[allow(unused_unsafe)]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    prefetch_with::<TO_READ>(p)
 }
 
 /// Ask the CPU to start loading the cache line at `p` to write it (a hint, as
 /// `prefetch_addr`).
 #[inline(always)]
 pub fn prefetch_write_addr(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint and never faults.
-    #[allow(unused_unsafe)]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_ET0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    prefetch_with::<TO_WRITE>(p)
 }
 
 /// Ask the CPU to start loading, to write them, the lines of the room `p` to `p + bytes`
