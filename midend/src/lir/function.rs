@@ -389,21 +389,12 @@ pub fn prefetch_addr(p: *const u8) {
     prefetch_with::<TO_READ>(p)
 }
 
-/// Ask the CPU to start loading the cache line at `p` to write it (a hint, as
-/// `prefetch_addr`).
+/// Ask the CPU to start loading, with `HINT`, each cache line of the `bytes` bytes at `p`.
 #[inline(always)]
-pub fn prefetch_write_addr(p: *const u8) {
-    prefetch_with::<TO_WRITE>(p)
-}
-
-/// Ask the CPU to start loading, to write them, the lines of the room `p` to `p + bytes`
-/// (at most `max` bytes).
-#[inline(always)]
-fn prefetch_write_room(p: *const u8, bytes: usize, max: usize) {
-    let bytes = bytes.min(max);
+fn prefetch_lines<const HINT: i32>(p: *const u8, bytes: usize) {
     let mut o = 0;
     while o < bytes {
-        prefetch_write_addr(p.wrapping_add(o));
+        prefetch_with::<HINT>(p.wrapping_add(o));
         o += 64;
     }
 }
@@ -411,13 +402,7 @@ fn prefetch_write_room(p: *const u8, bytes: usize, max: usize) {
 /// Ask the CPU to start loading the first `max` bytes of a slice (a hint).
 #[inline(always)]
 pub fn prefetch_slice<T>(s: &[T], max: usize) {
-    let p = s.as_ptr() as *const u8;
-    let bytes = core::mem::size_of_val(s).min(max);
-    let mut o = 0;
-    while o < bytes {
-        prefetch_addr(p.wrapping_add(o));
-        o += 64;
-    }
+    prefetch_lines::<TO_READ>(s.as_ptr() as *const u8, core::mem::size_of_val(s).min(max));
 }
 
 impl Function {
@@ -458,7 +443,7 @@ impl Function {
             ),
             room(self.regs.as_values_slice(), regs),
         ] {
-            prefetch_write_room(p, n, 768);
+            prefetch_lines::<TO_WRITE>(p, n.min(768));
         }
     }
 
