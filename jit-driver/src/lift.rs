@@ -1024,7 +1024,8 @@ impl<'a> Lifter<'a> {
         Ok(())
     }
 
-    fn run(mut self) -> LResult<lir::FuncId> {
+    /// Lift the body into `self.f` (`lift_function_with` adds it to the module).
+    fn run(&mut self) -> LResult<()> {
         let src = self.src;
         // Side tables keep Cranelift's indices.
         for (_, ss) in src.sized_stack_slots.iter() {
@@ -1179,13 +1180,7 @@ impl<'a> Lifter<'a> {
         self.cur_inst = None;
         self.fill_phis(entry)?;
         self.f.cut_operands_from(&mut self.ctx.operands);
-        self.m.add_function(self.f).map_err(|msg| {
-            Box::new(Error::Lift {
-                function: opmap::func_name(&src.name),
-                inst: None,
-                msg,
-            })
-        })
+        Ok(())
     }
 
     /// Turn recorded edges into phi sources, splitting edges where one predecessor reaches a
@@ -1350,7 +1345,15 @@ pub fn lift_function_with(
     // Registers: one per value, a few more for `try_call` results.
     l.f.regs.reserve(func.dfg.num_values() + 4);
     l.f.build_operands_in(&mut l.ctx.operands);
-    l.run().map_err(|e| *e)
+    l.run().map_err(|e| *e)?;
+    // (the lifter taken apart, not moved whole: the function is copied once, into the
+    // module's table)
+    let Lifter { m, f, .. } = l;
+    m.add_function(f).map_err(|msg| Error::Lift {
+        function: opmap::func_name(&func.name),
+        inst: None,
+        msg,
+    })
 }
 
 /// The number of entries of a memory flags table, up to 256 (`MemFlagsSet` tells only

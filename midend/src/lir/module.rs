@@ -201,6 +201,19 @@ impl Module {
 
     /// The symbol of `name`, created as `kind` if it does not exist yet.
     pub fn symbol(&mut self, name: &str, kind: SymbolKind) -> Symbol {
+        self.symbol_named(name, kind, || Name::new(name))
+    }
+
+    /// `symbol`, with the name of a new symbol made by `make` (a clone of a `Name` at hand
+    /// copies its inline bytes whole, where `Name::new` copies the string's bytes one run at
+    /// a time and reads them back in words).
+    #[inline]
+    fn symbol_named(
+        &mut self,
+        name: &str,
+        kind: SymbolKind,
+        make: impl FnOnce() -> Name,
+    ) -> Symbol {
         let h = name_hash(name);
         let symbols = &self.symbols;
         let entry = self.symbol_index.entry(
@@ -214,7 +227,7 @@ impl Module {
                 let s = self.symbols.next_key();
                 e.insert(s);
                 self.symbols.push(SymbolData {
-                    name: Name::new(name),
+                    name: make(),
                     kind,
                     def: None.into(),
                     colocated: false,
@@ -236,8 +249,10 @@ impl Module {
     }
 
     /// Add a function; its symbol (same name) now points at it.
+    // (inlined, so a caller's function is copied once, into the table)
+    #[inline]
     pub fn add_function(&mut self, f: Function) -> Result<FuncId, String> {
-        let sym = self.symbol(&f.name, SymbolKind::Function);
+        let sym = self.symbol_named(&f.name, SymbolKind::Function, || f.name.clone());
         if self.symbols[sym].def.is_some() {
             return Err(format!("function {} is defined twice", f.name));
         }
