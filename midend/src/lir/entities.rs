@@ -19,6 +19,22 @@ entity_impl!(Block, "bb");
 pub struct Inst(u32);
 entity_impl!(Inst, "inst");
 
+/// How many instructions `IDENTITY` lists.
+pub(crate) const IDENTITY_INSTS: usize = 1 << 12;
+
+/// The first `IDENTITY_INSTS` instructions in order. A function whose array of block lists
+/// is still the identity (as a lift leaves it) reads its lists from here rather than
+/// storing them (see `Function::inst_order`).
+pub(crate) static IDENTITY: [Inst; IDENTITY_INSTS] = {
+    let mut a = [Inst(0); IDENTITY_INSTS];
+    let mut k = 0;
+    while k < IDENTITY_INSTS {
+        a[k] = Inst(k as u32);
+        k += 1;
+    }
+    a
+};
+
 /// A stack object of a function (`stack_obj.1`).
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StackObj(u32);

@@ -292,6 +292,91 @@ pub struct BlockData {
     cap: u32,
 }
 
+/// The array of every block's instruction list (`Function::inst_order`). A lift fills the
+/// blocks with consecutive instructions, one block after another, which makes the array the
+/// identity, `[inst0, inst1, ..]`: while it is, it is not stored (its lists are read from
+/// the static `IDENTITY`), which spares each function an allocation and four bytes per
+/// instruction. The first change that breaks the identity stores it: writing through
+/// `DerefMut` (or `owned`) makes the stored copy first, so every edit sees an ordinary array.
+#[derive(Clone, Debug)]
+enum InstOrder {
+    /// The first `n` instructions in order (`n <= IDENTITY_INSTS`), stored nowhere.
+    Identity(u32),
+    Stored(Vec<Inst>),
+}
+
+impl InstOrder {
+    /// The stored array, made from the identity first if need be.
+    #[inline]
+    fn owned(&mut self) -> &mut Vec<Inst> {
+        if let InstOrder::Identity(n) = *self {
+            *self = InstOrder::Stored((0..n).map(Inst::from_u32).collect());
+        }
+        match self {
+            InstOrder::Stored(v) => v,
+            InstOrder::Identity(_) => unreachable!(),
+        }
+    }
+
+    /// The stored array, if it is stored.
+    #[inline]
+    fn stored(&self) -> Option<&Vec<Inst>> {
+        match self {
+            InstOrder::Stored(v) => Some(v),
+            InstOrder::Identity(_) => None,
+        }
+    }
+
+    /// Heap room, in instructions (none while the identity).
+    #[inline]
+    fn capacity(&self) -> usize {
+        self.stored().map_or(0, |v| v.capacity())
+    }
+
+    /// Append the instructions `first..first + n`, storing nothing if the array stays the
+    /// identity.
+    #[inline]
+    fn extend_range(&mut self, first: u32, n: u32) {
+        if let InstOrder::Identity(len) = self {
+            if first == *len && (first + n) as usize <= IDENTITY_INSTS {
+                *len += n;
+                return;
+            }
+        }
+        self.owned().extend((first..first + n).map(Inst::from_u32));
+    }
+}
+
+impl Default for InstOrder {
+    fn default() -> Self {
+        InstOrder::Identity(0)
+    }
+}
+
+impl core::ops::Deref for InstOrder {
+    type Target = [Inst];
+    #[inline]
+    fn deref(&self) -> &[Inst] {
+        match self {
+            InstOrder::Identity(n) => &IDENTITY[..*n as usize],
+            InstOrder::Stored(v) => v,
+        }
+    }
+}
+
+impl core::ops::DerefMut for InstOrder {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [Inst] {
+        self.owned()
+    }
+}
+
+impl PartialEq for InstOrder {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
 /// Scratch memory in which functions' operand pools are built, one function after another
 /// (`Function::build_operands_in`).
 #[derive(Default)]
@@ -333,7 +418,7 @@ pub struct Function {
     pub insts: PrimaryMap<Inst, InstData>,
     pub blocks: PrimaryMap<Block, BlockData>,
     /// The instruction lists of all blocks (see `BlockData`; read them with `block_insts`).
-    inst_order: Vec<Inst>,
+    inst_order: InstOrder,
     /// Block order; the first is the entry.
     pub layout: Vec<Block>,
     /// Every instruction's operands, packed (`InstData::operands` is a range of it; read
@@ -439,7 +524,9 @@ impl Function {
             room(self.insts.as_values_slice(), insts),
             room(
                 &self.inst_order,
-                self.inst_order.capacity() - self.inst_order.len(),
+                self.inst_order
+                    .capacity()
+                    .saturating_sub(self.inst_order.len()),
             ),
             room(self.regs.as_values_slice(), regs),
         ] {
@@ -470,7 +557,9 @@ impl Function {
         before(self.regs.as_values_slice().as_ptr(), self.regs.len());
         before(self.insts.as_values_slice().as_ptr(), self.insts.len());
         before(self.blocks.as_values_slice().as_ptr(), self.blocks.len());
-        before(self.inst_order.as_ptr(), self.inst_order.capacity());
+        if let Some(v) = self.inst_order.stored() {
+            before(v.as_ptr(), v.capacity());
+        }
         before(self.layout.as_ptr(), self.layout.capacity());
         before(self.operand_pool.as_ptr(), self.operand_pool.capacity());
         let thin = [
@@ -536,7 +625,7 @@ impl Function {
             regs: PrimaryMap::new(),
             insts: PrimaryMap::new(),
             blocks: PrimaryMap::new(),
-            inst_order: Vec::new(),
+            inst_order: InstOrder::default(),
             layout: Vec::new(),
             operand_pool: Vec::new(),
             wide_operands: ThinVec::new(),
@@ -610,9 +699,9 @@ impl Function {
                 d.cap = d.len;
                 order.extend_from_slice(&self.inst_order[start..start + len]);
             }
-            self.inst_order = order;
-        } else {
-            self.inst_order.shrink_to_fit();
+            self.inst_order = InstOrder::Stored(order);
+        } else if let InstOrder::Stored(v) = &mut self.inst_order {
+            v.shrink_to_fit();
         }
         self.regs.shrink_to_fit();
         self.insts.shrink_to_fit();
@@ -760,16 +849,20 @@ impl Function {
         let want = d.len as usize + n.max(d.len as usize / 2);
         let at_end = d.start as usize + d.cap as usize == self.inst_order.len();
         let grow = if at_end { want - d.cap as usize } else { want };
-        let (len, cap) = (self.inst_order.len(), self.inst_order.capacity());
+        let order = self.inst_order.owned();
+        let (len, cap) = (order.len(), order.capacity());
         if cap - len < grow {
-            self.inst_order.reserve_exact(grow.max(len / 8));
+            order.reserve_exact(grow.max(len / 8));
         }
         self.move_block_to_end(b, want);
     }
 
     /// Make room for `n` more placed instructions in the function (all blocks' lists).
     pub fn reserve_insts(&mut self, n: usize) {
-        self.inst_order.reserve(n);
+        // (while the array is the identity, placing consecutive instructions stores nothing)
+        if let InstOrder::Stored(v) = &mut self.inst_order {
+            v.reserve(n);
+        }
     }
 
     /// Make room for `n` more instructions in block `b` (so appending them moves nothing).
@@ -786,13 +879,13 @@ impl Function {
     fn move_block_to_end(&mut self, b: Block, cap: usize) {
         let d = &mut self.blocks[b];
         let (start, len) = (d.start as usize, d.len as usize);
-        if start + d.cap as usize != self.inst_order.len() {
-            let new_start = self.inst_order.len();
-            self.inst_order.extend_from_within(start..start + len);
+        let order = self.inst_order.owned();
+        if start + d.cap as usize != order.len() {
+            let new_start = order.len();
+            order.extend_from_within(start..start + len);
             d.start = new_start as u32;
         }
-        self.inst_order
-            .resize(d.start as usize + cap, Inst::reserved_value());
+        order.resize(d.start as usize + cap, Inst::reserved_value());
         d.cap = cap as u32;
     }
 
@@ -832,9 +925,7 @@ impl Function {
             return self.place_inst_range(b, first, n, n);
         }
         let start = self.inst_order.len();
-        let first = first.as_u32();
-        self.inst_order
-            .extend((first..first + n as u32).map(Inst::from_u32));
+        self.inst_order.extend_range(first.as_u32(), n as u32);
         self.blocks[b] = BlockData {
             start: start as u32,
             len: n as u32,
@@ -859,13 +950,13 @@ impl Function {
         } else {
             self.inst_order.len()
         };
-        self.inst_order.truncate(start);
+        let order = self.inst_order.owned();
+        order.truncate(start);
         let first = first.as_u32();
         let n = n as u32;
-        self.inst_order.reserve(cap);
-        self.inst_order
-            .extend((first..first + n).map(Inst::from_u32));
-        self.inst_order.resize(start + cap, Inst::reserved_value());
+        order.reserve(cap);
+        order.extend((first..first + n).map(Inst::from_u32));
+        order.resize(start + cap, Inst::reserved_value());
         let d = &mut self.blocks[b];
         d.start = start as u32;
         d.len = n;
@@ -923,9 +1014,18 @@ impl Function {
     /// Keep only the instructions of block `b` for which `keep` is true, in order.
     pub fn retain_insts(&mut self, b: Block, mut keep: impl FnMut(Inst) -> bool) {
         let d = &mut self.blocks[b];
-        let list = &mut self.inst_order[d.start as usize..(d.start + d.len) as usize];
-        let mut n = 0;
-        for k in 0..list.len() {
+        let range = d.start as usize..(d.start + d.len) as usize;
+        // (read first: a list that keeps everything is not written, so an array that is
+        // still the identity is not stored)
+        let Some(first) = self.inst_order[range.clone()]
+            .iter()
+            .position(|&i| !keep(i))
+        else {
+            return;
+        };
+        let list = &mut self.inst_order[range];
+        let mut n = first;
+        for k in first + 1..list.len() {
             if keep(list[k]) {
                 list[n] = list[k];
                 n += 1;
