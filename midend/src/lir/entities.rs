@@ -14,26 +14,24 @@ entity_impl!(Reg, "%vr");
 pub struct Block(u32);
 entity_impl!(Block, "bb");
 
+impl Block {
+    /// `from_u32`, in a constant (`order`'s static table).
+    pub(crate) const fn from_index_const(k: u32) -> Self {
+        Block(k)
+    }
+}
+
 /// An instruction (data lives in `Function::insts`, order in the block's list).
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Inst(u32);
 entity_impl!(Inst, "inst");
 
-/// How many instructions `IDENTITY` lists.
-pub(crate) const IDENTITY_INSTS: usize = 1 << 12;
-
-/// The first `IDENTITY_INSTS` instructions in order. A function whose array of block lists
-/// is still the identity (as a lift leaves it) reads its lists from here rather than
-/// storing them (see `Function::inst_order`).
-pub(crate) static IDENTITY: [Inst; IDENTITY_INSTS] = {
-    let mut a = [Inst(0); IDENTITY_INSTS];
-    let mut k = 0;
-    while k < IDENTITY_INSTS {
-        a[k] = Inst(k as u32);
-        k += 1;
+impl Inst {
+    /// `from_u32`, in a constant (`order`'s static table).
+    pub(crate) const fn from_index_const(k: u32) -> Self {
+        Inst(k)
     }
-    a
-};
+}
 
 /// A stack object of a function (`stack_obj.1`).
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -5,6 +5,7 @@
 use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode, PoolRange};
 use super::operand::{Operand, Operands, PackedOperand};
+use super::order::EntityOrder;
 use super::thin::{thin_vec_heap_bytes, thin_vec_heap_start, ThinMap};
 use super::types::Type;
 use super::Name;
@@ -292,91 +293,6 @@ pub struct BlockData {
     cap: u32,
 }
 
-/// The array of every block's instruction list (`Function::inst_order`). A lift fills the
-/// blocks with consecutive instructions, one block after another, which makes the array the
-/// identity, `[inst0, inst1, ..]`: while it is, it is not stored (its lists are read from
-/// the static `IDENTITY`), which spares each function an allocation and four bytes per
-/// instruction. The first change that breaks the identity stores it: writing through
-/// `DerefMut` (or `owned`) makes the stored copy first, so every edit sees an ordinary array.
-#[derive(Clone, Debug)]
-enum InstOrder {
-    /// The first `n` instructions in order (`n <= IDENTITY_INSTS`), stored nowhere.
-    Identity(u32),
-    Stored(Vec<Inst>),
-}
-
-impl InstOrder {
-    /// The stored array, made from the identity first if need be.
-    #[inline]
-    fn owned(&mut self) -> &mut Vec<Inst> {
-        if let InstOrder::Identity(n) = *self {
-            *self = InstOrder::Stored((0..n).map(Inst::from_u32).collect());
-        }
-        match self {
-            InstOrder::Stored(v) => v,
-            InstOrder::Identity(_) => unreachable!(),
-        }
-    }
-
-    /// The stored array, if it is stored.
-    #[inline]
-    fn stored(&self) -> Option<&Vec<Inst>> {
-        match self {
-            InstOrder::Stored(v) => Some(v),
-            InstOrder::Identity(_) => None,
-        }
-    }
-
-    /// Heap room, in instructions (none while the identity).
-    #[inline]
-    fn capacity(&self) -> usize {
-        self.stored().map_or(0, |v| v.capacity())
-    }
-
-    /// Append the instructions `first..first + n`, storing nothing if the array stays the
-    /// identity.
-    #[inline]
-    fn extend_range(&mut self, first: u32, n: u32) {
-        if let InstOrder::Identity(len) = self {
-            if first == *len && (first + n) as usize <= IDENTITY_INSTS {
-                *len += n;
-                return;
-            }
-        }
-        self.owned().extend((first..first + n).map(Inst::from_u32));
-    }
-}
-
-impl Default for InstOrder {
-    fn default() -> Self {
-        InstOrder::Identity(0)
-    }
-}
-
-impl core::ops::Deref for InstOrder {
-    type Target = [Inst];
-    #[inline]
-    fn deref(&self) -> &[Inst] {
-        match self {
-            InstOrder::Identity(n) => &IDENTITY[..*n as usize],
-            InstOrder::Stored(v) => v,
-        }
-    }
-}
-
-impl core::ops::DerefMut for InstOrder {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut [Inst] {
-        self.owned()
-    }
-}
-
-impl PartialEq for InstOrder {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
 /// Scratch memory in which functions' operand pools are built, one function after another
 /// (`Function::build_operands_in`).
 #[derive(Default)]
@@ -418,9 +334,11 @@ pub struct Function {
     pub insts: PrimaryMap<Inst, InstData>,
     pub blocks: PrimaryMap<Block, BlockData>,
     /// The instruction lists of all blocks (see `BlockData`; read them with `block_insts`).
-    inst_order: InstOrder,
-    /// Block order; the first is the entry.
-    pub layout: Vec<Block>,
+    /// Not stored while it is the identity, as a lift leaves it (see `EntityOrder`).
+    inst_order: EntityOrder<Inst>,
+    /// Block order; the first is the entry. It reads as a slice; like `inst_order`, it is
+    /// not stored while it is the identity (a lift creates the blocks in layout order).
+    pub layout: EntityOrder<Block>,
     /// Every instruction's operands, packed (`InstData::operands` is a range of it; read
     /// them with `operands`).
     pub(crate) operand_pool: Vec<PackedOperand>,
@@ -625,8 +543,8 @@ impl Function {
             regs: PrimaryMap::new(),
             insts: PrimaryMap::new(),
             blocks: PrimaryMap::new(),
-            inst_order: InstOrder::default(),
-            layout: Vec::new(),
+            inst_order: EntityOrder::new(),
+            layout: EntityOrder::new(),
             operand_pool: Vec::new(),
             wide_operands: ThinVec::new(),
             result_pool: ThinVec::new(),
@@ -699,9 +617,9 @@ impl Function {
                 d.cap = d.len;
                 order.extend_from_slice(&self.inst_order[start..start + len]);
             }
-            self.inst_order = InstOrder::Stored(order);
-        } else if let InstOrder::Stored(v) = &mut self.inst_order {
-            v.shrink_to_fit();
+            self.inst_order = EntityOrder::from(order);
+        } else {
+            self.inst_order.shrink_to_fit();
         }
         self.regs.shrink_to_fit();
         self.insts.shrink_to_fit();
@@ -849,7 +767,7 @@ impl Function {
         let want = d.len as usize + n.max(d.len as usize / 2);
         let at_end = d.start as usize + d.cap as usize == self.inst_order.len();
         let grow = if at_end { want - d.cap as usize } else { want };
-        let order = self.inst_order.owned();
+        let order = self.inst_order.stored_mut();
         let (len, cap) = (order.len(), order.capacity());
         if cap - len < grow {
             order.reserve_exact(grow.max(len / 8));
@@ -860,9 +778,7 @@ impl Function {
     /// Make room for `n` more placed instructions in the function (all blocks' lists).
     pub fn reserve_insts(&mut self, n: usize) {
         // (while the array is the identity, placing consecutive instructions stores nothing)
-        if let InstOrder::Stored(v) = &mut self.inst_order {
-            v.reserve(n);
-        }
+        self.inst_order.reserve(n);
     }
 
     /// Make room for `n` more instructions in block `b` (so appending them moves nothing).
@@ -879,7 +795,7 @@ impl Function {
     fn move_block_to_end(&mut self, b: Block, cap: usize) {
         let d = &mut self.blocks[b];
         let (start, len) = (d.start as usize, d.len as usize);
-        let order = self.inst_order.owned();
+        let order = self.inst_order.stored_mut();
         if start + d.cap as usize != order.len() {
             let new_start = order.len();
             order.extend_from_within(start..start + len);
@@ -925,7 +841,7 @@ impl Function {
             return self.place_inst_range(b, first, n, n);
         }
         let start = self.inst_order.len();
-        self.inst_order.extend_range(first.as_u32(), n as u32);
+        self.inst_order.extend_range(first, n);
         self.blocks[b] = BlockData {
             start: start as u32,
             len: n as u32,
@@ -950,7 +866,7 @@ impl Function {
         } else {
             self.inst_order.len()
         };
-        let order = self.inst_order.owned();
+        let order = self.inst_order.stored_mut();
         order.truncate(start);
         let first = first.as_u32();
         let n = n as u32;
@@ -1440,7 +1356,7 @@ mod tests {
         for moved in [false, true] {
             let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
             let blocks: Vec<Block> = (0..4).map(|_| f.new_block()).collect();
-            f.layout = vec![blocks[0], blocks[2], blocks[1], blocks[3]];
+            f.layout = vec![blocks[0], blocks[2], blocks[1], blocks[3]].into();
             for (k, &b) in blocks.iter().enumerate() {
                 // Block 2 stays empty, with room for 4.
                 let n = [3i64, 5, 0, 1][k];

@@ -7,6 +7,7 @@ pub mod function;
 pub mod inst;
 pub mod module;
 pub mod operand;
+pub mod order;
 pub mod parse;
 pub mod print;
 pub mod thin;
@@ -24,6 +25,7 @@ pub use module::{
     CallGraph, CallRewrite, ExtraArg, MergeKind, MergeRecord, Module, SymbolData, SymbolKind,
 };
 pub use operand::{Cond, Imm, MemRef, Operand, OperandIter, Operands, PackedOperand};
+pub use order::{EntityOrder, Ordered};
 pub use parse::{parse_module, ParseError};
 pub use print::{module_to_string, write_function, write_inst};
 pub use thin::ThinMap;
