@@ -1133,10 +1133,8 @@ impl<'a> Lifter<'a> {
         // register and a block each); beyond this (1% of functions) the pool grows. (The
         // pool is built in `LiftContext::operands`, so this is mostly room it has already.)
         self.f.reserve_operands(2 * n + 2 * nb + 2 * nparams);
-        // Block lists, placed one after the other in one array, each with exactly its
-        // instructions (a pass that adds to a block moves its list to the end). Edge split
-        // blocks (rare) grow the array.
-        self.f.reserve_insts(n + nparams);
+        // (The block lists need no room: placed one block after the other, they stay the
+        // identity and are not stored; see `lir::EntityOrder`.)
         self.f
             .prefetch_room_for_write(n + nparams, src.dfg.num_values());
         // One block after the other, so each block's list grows at the end of the function's
@@ -1332,7 +1330,6 @@ pub fn lift_function_with(
     l.f.sig = l.sig(&func.signature).map_err(|e| *e)?;
     let nb = func.dfg.num_blocks();
     l.f.blocks.reserve(nb);
-    l.f.layout.reserve(nb);
     // Exact room where the count is known: what a lift reserves and leaves unused costs
     // fresh memory all the same.
     l.f.stack_objs.reserve_exact(func.sized_stack_slots.len());

@@ -424,8 +424,7 @@ impl Function {
     }
 
     /// Start loading, to write them, the rooms a builder is about to fill in order: the
-    /// next `insts` instructions, the block lists' room, the next `regs` registers, the
-    /// first 768 bytes of each (a hint: past the reserved room it is wasted, never wrong).
+    /// next `insts` instructions and the next `regs` registers, the first 768 bytes of each (a hint: past the reserved room it is wasted, never wrong).
     /// A lift writes each function's tables into blocks the allocator hands out from what
     /// an earlier module freed, lines no cache holds any more. (768 bytes covers a small
     /// function's tables; a wider window slowed the lift of large functions, which the
@@ -440,12 +439,6 @@ impl Function {
         }
         for (p, n) in [
             room(self.insts.as_values_slice(), insts),
-            room(
-                &self.inst_order,
-                self.inst_order
-                    .capacity()
-                    .saturating_sub(self.inst_order.len()),
-            ),
             room(self.regs.as_values_slice(), regs),
         ] {
             prefetch_lines::<TO_WRITE>(p, n.min(768));
@@ -475,9 +468,8 @@ impl Function {
         before(self.regs.as_values_slice().as_ptr(), self.regs.len());
         before(self.insts.as_values_slice().as_ptr(), self.insts.len());
         before(self.blocks.as_values_slice().as_ptr(), self.blocks.len());
-        if let Some(v) = self.inst_order.stored() {
-            before(v.as_ptr(), v.capacity());
-        }
+        // (lists held as the identity have no capacity, so no allocation to prefetch)
+        before(self.inst_order.as_ptr(), self.inst_order.capacity());
         before(self.layout.as_ptr(), self.layout.capacity());
         before(self.operand_pool.as_ptr(), self.operand_pool.capacity());
         let thin = [
@@ -773,12 +765,6 @@ impl Function {
             order.reserve_exact(grow.max(len / 8));
         }
         self.move_block_to_end(b, want);
-    }
-
-    /// Make room for `n` more placed instructions in the function (all blocks' lists).
-    pub fn reserve_insts(&mut self, n: usize) {
-        // (while the array is the identity, placing consecutive instructions stores nothing)
-        self.inst_order.reserve(n);
     }
 
     /// Make room for `n` more instructions in block `b` (so appending them moves nothing).

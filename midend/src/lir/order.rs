@@ -216,18 +216,6 @@ impl<E: Ordered> PartialEq for EntityOrder<E> {
 
 impl<E: Ordered> Eq for EntityOrder<E> {}
 
-impl<E: Ordered + PartialEq> PartialEq<[E]> for EntityOrder<E> {
-    fn eq(&self, other: &[E]) -> bool {
-        **self == *other
-    }
-}
-
-impl<E: Ordered + PartialEq> PartialEq<Vec<E>> for EntityOrder<E> {
-    fn eq(&self, other: &Vec<E>) -> bool {
-        **self == **other
-    }
-}
-
 impl<E: Ordered + core::fmt::Debug> core::fmt::Debug for EntityOrder<E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_list().entries(self.iter()).finish()
