@@ -23,6 +23,7 @@ pub use function::*;
 pub use inst::{effects, Format, InstData, Opcode, PoolRange, MAX_RESULTS};
 pub use module::{
     CallGraph, CallRewrite, ExtraArg, MergeKind, MergeRecord, Module, SymbolData, SymbolKind,
+    SymbolsMut,
 };
 pub use operand::{Cond, Imm, MemRef, Operand, OperandIter, Operands, PackedOperand};
 pub use order::{EntityOrder, Ordered};

@@ -107,7 +107,7 @@ pub struct Module {
     /// This batch's functions will be frozen and indexed (an incremental module): passes keep
     /// what the index needs.
     pub incremental: bool,
-    /// The symbol of each function (set by `add_function`).
+    /// The symbol of each function (set by `define_last_function`).
     func_symbol: SecondaryMap<FuncId, PackedOption<Symbol>>,
     /// The target compiles tail calls (`tail_call`) where calling conventions allow them.
     /// Passes that create calls (merge thunks) emit a tail call only then; otherwise a call
@@ -122,6 +122,59 @@ pub struct Module {
     /// Functions removed with `free_removed` set whose bodies are still to be freed
     /// (`free_pending`).
     pending_free: Vec<FuncId>,
+}
+
+/// A module's symbols, borrowed apart from its functions: a lift builds a function in its
+/// slot of `Module::functions` and makes the symbols it refers to through this
+/// (`Module::function_and_symbols`).
+pub struct SymbolsMut<'a> {
+    symbols: &'a mut PrimaryMap<Symbol, SymbolData>,
+    index: &'a mut hashbrown::HashTable<Symbol>,
+}
+
+impl SymbolsMut<'_> {
+    /// The symbol of `name`, created as `kind` if it does not exist yet (`Module::symbol`).
+    #[inline]
+    pub fn symbol(&mut self, name: &str, kind: SymbolKind) -> Symbol {
+        symbol_named(self.symbols, self.index, name, kind, || Name::new(name))
+    }
+
+    /// The data of symbol `s`.
+    #[inline]
+    pub fn data_mut(&mut self, s: Symbol) -> &mut SymbolData {
+        &mut self.symbols[s]
+    }
+}
+
+/// The symbol of `name` in `symbols` (indexed by `index`), created as `kind` with the name
+/// `make` gives if it does not exist yet (a clone of a `Name` at hand copies its inline
+/// bytes whole, where `Name::new` copies the string's bytes one run at a time and reads them
+/// back in words).
+#[inline]
+fn symbol_named(
+    symbols: &mut PrimaryMap<Symbol, SymbolData>,
+    index: &mut hashbrown::HashTable<Symbol>,
+    name: &str,
+    kind: SymbolKind,
+    make: impl FnOnce() -> Name,
+) -> Symbol {
+    let h = name_hash(name);
+    let syms = &*symbols;
+    let entry = index.entry(h, |&s| syms[s].name == name, |&s| name_hash(&syms[s].name));
+    match entry {
+        hashbrown::hash_table::Entry::Occupied(e) => *e.get(),
+        hashbrown::hash_table::Entry::Vacant(e) => {
+            let s = symbols.next_key();
+            e.insert(s);
+            symbols.push(SymbolData {
+                name: make(),
+                kind,
+                def: None.into(),
+                colocated: false,
+            });
+            s
+        }
+    }
 }
 
 /// The hash of a symbol name in `Module::symbol_index` (the mid-end's hasher).
@@ -201,40 +254,60 @@ impl Module {
 
     /// The symbol of `name`, created as `kind` if it does not exist yet.
     pub fn symbol(&mut self, name: &str, kind: SymbolKind) -> Symbol {
-        self.symbol_named(name, kind, || Name::new(name))
+        symbol_named(
+            &mut self.symbols,
+            &mut self.symbol_index,
+            name,
+            kind,
+            || Name::new(name),
+        )
     }
 
-    /// `symbol`, with the name of a new symbol made by `make` (a clone of a `Name` at hand
-    /// copies its inline bytes whole, where `Name::new` copies the string's bytes one run at
-    /// a time and reads them back in words).
+    /// Function `f`, and the symbols apart from it (see `SymbolsMut`).
     #[inline]
-    fn symbol_named(
-        &mut self,
-        name: &str,
-        kind: SymbolKind,
-        make: impl FnOnce() -> Name,
-    ) -> Symbol {
-        let h = name_hash(name);
-        let symbols = &self.symbols;
-        let entry = self.symbol_index.entry(
-            h,
-            |&s| symbols[s].name == name,
-            |&s| name_hash(&symbols[s].name),
+    pub fn function_and_symbols(&mut self, f: FuncId) -> (&mut Function, SymbolsMut<'_>) {
+        (
+            &mut self.functions[f],
+            SymbolsMut {
+                symbols: &mut self.symbols,
+                index: &mut self.symbol_index,
+            },
+        )
+    }
+
+    /// Make function `f`, pushed to `functions` last, the definition of its name's symbol (made
+    /// if new): the end of `add_function`, for a function built in place. If a function
+    /// defines that name already, `f` is taken off the table again and the error says so.
+    pub fn define_last_function(&mut self, f: FuncId) -> Result<(), String> {
+        let name = &self.functions[f].name;
+        let sym = symbol_named(
+            &mut self.symbols,
+            &mut self.symbol_index,
+            name,
+            SymbolKind::Function,
+            || name.clone(),
         );
-        match entry {
-            hashbrown::hash_table::Entry::Occupied(e) => *e.get(),
-            hashbrown::hash_table::Entry::Vacant(e) => {
-                let s = self.symbols.next_key();
-                e.insert(s);
-                self.symbols.push(SymbolData {
-                    name: make(),
-                    kind,
-                    def: None.into(),
-                    colocated: false,
-                });
-                s
-            }
+        if self.symbols[sym].def.is_some() {
+            let msg = format!("function {name} is defined twice");
+            self.pop_last_function(f);
+            return Err(msg);
         }
+        self.symbols[sym].def = f.into();
+        self.func_symbol[f] = sym.into();
+        self.symbols[sym].kind = SymbolKind::Function;
+        Ok(())
+    }
+
+    /// Take function `f`, the last of `functions` and not yet defining a symbol, off the
+    /// table again (a lift that failed).
+    #[cold]
+    pub fn pop_last_function(&mut self, f: FuncId) {
+        assert_eq!(f.index() + 1, self.functions.len(), "not the last function");
+        debug_assert!(self.func_symbol.get(f).is_none_or(|s| s.is_none()));
+        // (`PrimaryMap` has no `pop`; its conversions to and from a `Vec` move the array)
+        let mut v: Vec<Function> = core::mem::take(&mut self.functions).into();
+        v.pop();
+        self.functions = v.into();
     }
 
     pub fn lookup_symbol(&self, name: &str) -> Option<Symbol> {
@@ -249,17 +322,9 @@ impl Module {
     }
 
     /// Add a function; its symbol (same name) now points at it.
-    // (inlined, so a caller's function is copied once, into the table)
-    #[inline]
     pub fn add_function(&mut self, f: Function) -> Result<FuncId, String> {
-        let sym = self.symbol_named(&f.name, SymbolKind::Function, || f.name.clone());
-        if self.symbols[sym].def.is_some() {
-            return Err(format!("function {} is defined twice", f.name));
-        }
         let id = self.functions.push(f);
-        self.symbols[sym].def = id.into();
-        self.func_symbol[id] = sym.into();
-        self.symbols[sym].kind = SymbolKind::Function;
+        self.define_last_function(id)?;
         Ok(id)
     }
 
