@@ -26,12 +26,13 @@ block2:
     return v1
 }
 
-function u0:3(i32) -> i32 {
+function u0:3(i64) -> i32 {
     sig0 = (i32) -> i32
     fn0 = u0:1 sig0
-block0(v0: i32):
-    v1 = call fn0(v0)
-    return v1
+block0(v0: i64):
+    v1 = ireduce.i32 v0
+    v2 = call fn0(v1)
+    return v2
 }
 ";
 
