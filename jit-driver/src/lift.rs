@@ -1380,15 +1380,18 @@ fn mem_flags_len(set: &ir::MemFlagsSet) -> usize {
 
 /// How far ahead of the function being lifted `prefetch_ahead` starts loading others: their
 /// headers three functions ahead, then their arrays two ahead (tuned on generated modules of
-/// 10k and 50k functions: 5-8% less lift time; see BENCHMARKS.md, session 18).
+/// 10k and 50k functions: 5-8% less lift time; see BENCHMARKS.md, session 18), then what
+/// those arrays point to one ahead (session 23).
 const HEADER_AHEAD: usize = 3;
 const ARRAYS_AHEAD: usize = 2;
+const INDIRECT_AHEAD: usize = 1;
 
 /// Before lifting the `k`-th function of a batch, start loading what the lifts of the next
-/// functions will read (`prefetch_header`, `prefetch_arrays`). The functions of a module were parsed or built long before a batch
-/// lifts them, and a large batch does not fit in any cache: without this, each lift waits on
-/// the first touch of each of its function's arrays in turn.
-/// `at(j)` is the `j`-th function of the batch, if there is one.
+/// functions will read (`prefetch_header`, `prefetch_arrays`, `prefetch_indirect`), each
+/// stage a function later than the one it needs loaded. The functions of a module were
+/// parsed or built long before a batch lifts them, and a large batch does not fit in any
+/// cache: without this, each lift waits on the first touch of each of its function's arrays
+/// in turn. `at(j)` is the `j`-th function of the batch, if there is one.
 #[inline]
 pub fn prefetch_ahead<'a>(k: usize, at: impl Fn(usize) -> Option<&'a ir::Function>) {
     if let Some(f) = at(k + HEADER_AHEAD) {
@@ -1396,6 +1399,30 @@ pub fn prefetch_ahead<'a>(k: usize, at: impl Fn(usize) -> Option<&'a ir::Functio
     }
     if let Some(f) = at(k + ARRAYS_AHEAD) {
         prefetch_arrays(f);
+    }
+    if let Some(f) = at(k + INDIRECT_AHEAD) {
+        prefetch_indirect(f);
+    }
+}
+
+/// Start loading what the arrays of `func` point to, a step after `prefetch_arrays` brought
+/// those arrays in: the parameter lists of its signatures and the bytes of its test-case
+/// names (its own and its callees'), each a heap block of its own.
+#[inline]
+pub fn prefetch_indirect(func: &ir::Function) {
+    use midend::lir::prefetch_slice;
+    if let ir::UserFuncName::Testcase(t) = &func.name {
+        prefetch_slice(t.raw(), 64);
+    }
+    let dfg = &func.dfg;
+    for sig in dfg.signatures.values().take(8) {
+        prefetch_slice(&sig.params, 64);
+        prefetch_slice(&sig.returns, 64);
+    }
+    for ext in dfg.ext_funcs.values().take(8) {
+        if let ir::ExternalName::TestCase(t) = &ext.name {
+            prefetch_slice(t.raw(), 64);
+        }
     }
 }
 

@@ -1,9 +1,13 @@
-//! The lifter's input prefetch (`prefetch_header`, `prefetch_arrays`, `prefetch_ahead`) is a hint: it never
+//! The lifter's input prefetch (`prefetch_header`, `prefetch_arrays`, `prefetch_indirect`,
+//! `prefetch_ahead`) is a hint: it never
 //! panics on a function the lifter is handed, whatever its size or emptiness, and a batch
 //! lifted with it gives the same LIR as its functions lifted one by one.
 
 use cranelift_codegen::ir::{self, Function};
-use jit_driver::{lift_function, lift_functions, prefetch_ahead, prefetch_arrays, prefetch_header};
+use jit_driver::{
+    lift_function, lift_functions, prefetch_ahead, prefetch_arrays, prefetch_header,
+    prefetch_indirect,
+};
 use midend::lir::{self, module_to_string};
 
 /// A function larger than every cap of the prefetch: `blocks` blocks in a chain, each
@@ -32,6 +36,24 @@ fn chain(name: &str, blocks: usize, per_block: usize) -> String {
     s + "}\n"
 }
 
+/// A function calling `n` others by test-case names, each through a signature of its own
+/// (more than `prefetch_indirect` reads).
+fn caller(name: &str, n: usize) -> String {
+    let mut s = format!("function %{name}(i64) -> i64 {{\n");
+    for k in 0..n {
+        s += &format!(
+            "    sig{k} = (i64) -> i64\n    fn{k} = %callee_with_a_long_name_{k} sig{k}\n"
+        );
+    }
+    s += "block0(v0: i64):\n";
+    let mut acc = 0;
+    for k in 0..n {
+        s += &format!("    v{} = call fn{k}(v{acc})\n", k + 1);
+        acc = k + 1;
+    }
+    s + &format!("    return v{acc}\n}}\n")
+}
+
 fn parse(text: &str) -> Vec<Function> {
     cranelift_reader::parse_functions(text).unwrap()
 }
@@ -41,10 +63,14 @@ fn prefetch_takes_any_function() {
     let empty = Function::new();
     prefetch_header(&empty);
     prefetch_arrays(&empty);
+    prefetch_indirect(&empty);
     let big = parse(&chain("big", 700, 3)); // 700 blocks, 4,900 instructions, 4,901 values
     prefetch_header(&big[0]);
     prefetch_arrays(&big[0]);
-    let funcs: Vec<&Function> = vec![&big[0], &empty, &big[0]];
+    prefetch_indirect(&big[0]);
+    let calls = parse(&caller("calls", 12));
+    prefetch_indirect(&calls[0]);
+    let funcs: Vec<&Function> = vec![&big[0], &empty, &calls[0], &big[0]];
     for k in 0..funcs.len() + 4 {
         prefetch_ahead(k, |j| funcs.get(j).copied());
     }
@@ -57,6 +83,7 @@ fn a_batch_lifts_as_its_functions_do_one_by_one() {
         chain("big", 600, 2),
         chain("c", 1, 0),
         chain("d", 40, 30),
+        caller("calls", 12),
         chain("e", 2, 1),
     ]
     .concat();
