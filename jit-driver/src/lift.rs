@@ -1406,8 +1406,9 @@ pub fn prefetch_ahead<'a>(k: usize, at: impl Fn(usize) -> Option<&'a ir::Functio
 }
 
 /// Start loading what the arrays of `func` point to, a step after `prefetch_arrays` brought
-/// those arrays in: the parameter lists of its signatures and the bytes of its test-case
-/// names (its own and its callees'), each a heap block of its own.
+/// those arrays in: the parameter lists of its signatures, the bytes of its test-case names
+/// (its own and its callees') and the descriptions of its alias regions, each a heap block
+/// of its own.
 #[inline]
 pub fn prefetch_indirect(func: &ir::Function) {
     use midend::lir::prefetch_slice;
@@ -1423,6 +1424,10 @@ pub fn prefetch_indirect(func: &ir::Function) {
         if let ir::ExternalName::TestCase(t) = &ext.name {
             prefetch_slice(t.raw(), 64);
         }
+    }
+    // The regions' descriptions (compared with the names the lift has seen).
+    for (_, r) in dfg.alias_regions.iter().take(8) {
+        prefetch_slice(r.description.as_bytes(), 64);
     }
 }
 
@@ -1460,6 +1465,20 @@ pub fn prefetch_arrays(func: &ir::Function) {
     prefetch_slice(func.global_values.as_values_slice(), 256);
     prefetch_slice(func.params.user_named_funcs().as_values_slice(), 256);
     prefetch_slice(func.sized_stack_slots.as_values_slice(), 128);
+    // Memory flags and alias regions are private arrays too, but indexing them gives a
+    // reference, whose address is prefetched without reading it (their first cache lines:
+    // 8 bytes a flag, 32 a region).
+    if dfg.mem_flags.is_valid(ir::MemFlags::new(0)) {
+        prefetch_addr(&dfg.mem_flags[ir::MemFlags::new(0)] as *const _ as *const u8);
+    }
+    if dfg.alias_regions.len() > 0 {
+        let first = &dfg.alias_regions[ir::AliasRegion::new(0)] as *const _ as *const u8;
+        let bytes = dfg.alias_regions.len() * core::mem::size_of::<ir::AliasRegionData>();
+        for off in (0..bytes.min(256)).step_by(64) {
+            // (a hint: the address is never read, so it may run past the array)
+            prefetch_addr(first.wrapping_add(off));
+        }
+    }
     // The private arrays, a load per cache line: values (8 bytes each), layout nodes of
     // instructions (16) and of blocks (20), and result lists (4).
     let mut acc = 0u32;

@@ -54,6 +54,30 @@ fn caller(name: &str, n: usize) -> String {
     s + &format!("    return v{acc}\n}}\n")
 }
 
+/// A function with `n` alias regions (more than `prefetch_arrays` and `prefetch_indirect`
+/// read), each loaded from with memory flags.
+fn regions(name: &str, n: usize) -> String {
+    let mut s = format!("function %{name}(i64) -> i64 {{\n");
+    for k in 0..n {
+        s += &format!(
+            "    region{k} = {} \"a region described at some length, {k}\"\n",
+            100 + k
+        );
+    }
+    s += "block0(v0: i64):\n    v1 = iconst.i64 0\n";
+    for k in 0..n {
+        s += &format!(
+            "    v{} = load.i64 notrap aligned region{k} v0+{}\n    v{} = iadd v{}, v{}\n",
+            2 * k + 2,
+            8 * k,
+            2 * k + 3,
+            2 * k + 1,
+            2 * k + 2
+        );
+    }
+    s + &format!("    return v{}\n}}\n", 2 * n + 1)
+}
+
 fn parse(text: &str) -> Vec<Function> {
     cranelift_reader::parse_functions(text).unwrap()
 }
@@ -70,7 +94,10 @@ fn prefetch_takes_any_function() {
     prefetch_indirect(&big[0]);
     let calls = parse(&caller("calls", 12));
     prefetch_indirect(&calls[0]);
-    let funcs: Vec<&Function> = vec![&big[0], &empty, &calls[0], &big[0]];
+    let regs = parse(&regions("regions", 12));
+    prefetch_arrays(&regs[0]);
+    prefetch_indirect(&regs[0]);
+    let funcs: Vec<&Function> = vec![&big[0], &empty, &calls[0], &regs[0], &big[0]];
     for k in 0..funcs.len() + 4 {
         prefetch_ahead(k, |j| funcs.get(j).copied());
     }
@@ -84,6 +111,7 @@ fn a_batch_lifts_as_its_functions_do_one_by_one() {
         chain("c", 1, 0),
         chain("d", 40, 30),
         caller("calls", 12),
+        regions("regions", 12),
         chain("e", 2, 1),
     ]
     .concat();
