@@ -1447,7 +1447,7 @@ pub fn prefetch_header(func: &ir::Function) {
 /// rather than by prefetches.
 #[inline]
 pub fn prefetch_arrays(func: &ir::Function) {
-    use midend::lir::{prefetch_addr, prefetch_slice};
+    use midend::lir::{prefetch_addr, prefetch_bytes, prefetch_slice};
     let dfg = &func.dfg;
     prefetch_slice(&func.signature.params, 64);
     prefetch_slice(&func.signature.returns, 64);
@@ -1474,10 +1474,7 @@ pub fn prefetch_arrays(func: &ir::Function) {
     if dfg.alias_regions.len() > 0 {
         let first = &dfg.alias_regions[ir::AliasRegion::new(0)] as *const _ as *const u8;
         let bytes = dfg.alias_regions.len() * core::mem::size_of::<ir::AliasRegionData>();
-        for off in (0..bytes.min(256)).step_by(64) {
-            // (a hint: the address is never read, so it may run past the array)
-            prefetch_addr(first.wrapping_add(off));
-        }
+        prefetch_bytes(first, bytes.min(256));
     }
     // The private arrays, a load per cache line: values (8 bytes each), layout nodes of
     // instructions (16) and of blocks (20), and result lists (4).

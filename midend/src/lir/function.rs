@@ -402,6 +402,13 @@ fn prefetch_lines<const HINT: i32>(p: *const u8, bytes: usize) {
     }
 }
 
+/// Ask the CPU to start loading the `bytes` bytes at `p` (a hint: `p` is never read, so the
+/// range may run past what it points into).
+#[inline(always)]
+pub fn prefetch_bytes(p: *const u8, bytes: usize) {
+    prefetch_lines::<TO_READ>(p, bytes)
+}
+
 /// Ask the CPU to start loading the first `max` bytes of a slice (a hint).
 #[inline(always)]
 pub fn prefetch_slice<T>(s: &[T], max: usize) {
@@ -424,7 +431,8 @@ impl Function {
     }
 
     /// Start loading, to write them, the rooms a builder is about to fill in order: the
-    /// next `insts` instructions and the next `regs` registers, the first 768 bytes of each (a hint: past the reserved room it is wasted, never wrong).
+    /// next `insts` instructions and the next `regs` registers, the first 768 bytes of each
+    /// (a hint: past the reserved room it is wasted, never wrong).
     /// A lift writes each function's tables into blocks the allocator hands out from what
     /// an earlier module freed, lines no cache holds any more. (768 bytes covers a small
     /// function's tables; a wider window slowed the lift of large functions, which the
