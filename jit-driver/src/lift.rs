@@ -1378,27 +1378,40 @@ fn mem_flags_len(set: &ir::MemFlagsSet) -> usize {
         .count()
 }
 
-/// How far ahead of the function being lifted `prefetch_ahead` starts loading others: their
-/// headers three functions ahead, then their arrays two ahead (tuned on generated modules of
-/// 10k and 50k functions: 5-8% less lift time; see BENCHMARKS.md, session 18), then what
-/// those arrays point to one ahead (session 23).
-const HEADER_AHEAD: usize = 3;
+/// How far ahead of the function being lifted `prefetch_ahead` starts loading others: the
+/// arrays of the functions two to five ahead, four at a time every fourth function, each
+/// header the step before its batch, and what those arrays point to one function ahead
+/// (distances tuned on generated modules of 10k and 50k functions, BENCHMARKS.md sessions 18
+/// and 23; the batch, session 24).
+///
+/// Why a batch: `prefetch_arrays` must touch Cranelift's private arrays with real loads, and
+/// a load that misses holds up every instruction after it until its line arrives, where a
+/// prefetch does not. Touching four functions' arrays at once overlaps their misses, so the
+/// lift waits once where it waited four times (3-4% less warm lift time on gen 10k, no
+/// change on gcc-loops).
 const ARRAYS_AHEAD: usize = 2;
+const ARRAYS_BATCH: usize = 4;
 const INDIRECT_AHEAD: usize = 1;
 
 /// Before lifting the `k`-th function of a batch, start loading what the lifts of the next
 /// functions will read (`prefetch_header`, `prefetch_arrays`, `prefetch_indirect`), each
-/// stage a function later than the one it needs loaded. The functions of a module were
-/// parsed or built long before a batch lifts them, and a large batch does not fit in any
-/// cache: without this, each lift waits on the first touch of each of its function's arrays
-/// in turn. `at(j)` is the `j`-th function of the batch, if there is one.
+/// stage at least a function later than the one it needs loaded. The functions of a module
+/// were parsed or built long before a batch lifts them, and a large batch does not fit in
+/// any cache: without this, each lift waits on the first touch of each of its function's
+/// arrays in turn. `at(j)` is the `j`-th function of the batch, if there is one; call this
+/// for every `k` from 0 in turn (the arrays stage runs at every `ARRAYS_BATCH`-th `k`).
 #[inline]
 pub fn prefetch_ahead<'a>(k: usize, at: impl Fn(usize) -> Option<&'a ir::Function>) {
-    if let Some(f) = at(k + HEADER_AHEAD) {
+    // The header of the last function of the next batch (the others' came before it).
+    if let Some(f) = at(k + ARRAYS_AHEAD + ARRAYS_BATCH) {
         prefetch_header(f);
     }
-    if let Some(f) = at(k + ARRAYS_AHEAD) {
-        prefetch_arrays(f);
+    if k % ARRAYS_BATCH == 0 {
+        for j in k + ARRAYS_AHEAD..k + ARRAYS_AHEAD + ARRAYS_BATCH {
+            if let Some(f) = at(j) {
+                prefetch_arrays(f);
+            }
+        }
     }
     if let Some(f) = at(k + INDIRECT_AHEAD) {
         prefetch_indirect(f);
