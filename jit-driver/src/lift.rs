@@ -1406,7 +1406,7 @@ pub fn prefetch_ahead<'a>(k: usize, at: impl Fn(usize) -> Option<&'a ir::Functio
     if let Some(f) = at(k + ARRAYS_AHEAD + ARRAYS_BATCH) {
         prefetch_header(f);
     }
-    if k % ARRAYS_BATCH == 0 {
+    if k.is_multiple_of(ARRAYS_BATCH) {
         for j in k + ARRAYS_AHEAD..k + ARRAYS_AHEAD + ARRAYS_BATCH {
             if let Some(f) = at(j) {
                 prefetch_arrays(f);
