@@ -1380,9 +1380,9 @@ fn mem_flags_len(set: &ir::MemFlagsSet) -> usize {
 
 /// How far ahead of the function being lifted `prefetch_ahead` starts loading others: the
 /// arrays of the functions two to five ahead, four at a time every fourth function, each
-/// header the step before its batch, and what those arrays point to one function ahead
-/// (distances tuned on generated modules of 10k and 50k functions, BENCHMARKS.md sessions 18
-/// and 23; the batch, session 24).
+/// header at least a step before its batch, and what those arrays point to one function
+/// ahead (distances tuned on generated modules of 10k and 50k functions, BENCHMARKS.md
+/// sessions 18 and 23; the batch, session 24).
 ///
 /// Why a batch: `prefetch_arrays` must touch Cranelift's private arrays with real loads, and
 /// a load that misses holds up every instruction after it until its line arrives, where a
@@ -1402,7 +1402,8 @@ const INDIRECT_AHEAD: usize = 1;
 /// for every `k` from 0 in turn (the arrays stage runs at every `ARRAYS_BATCH`-th `k`).
 #[inline]
 pub fn prefetch_ahead<'a>(k: usize, at: impl Fn(usize) -> Option<&'a ir::Function>) {
-    // The header of the last function of the next batch (the others' came before it).
+    // One header per step, six functions ahead: each arrives at least a step before the
+    // batch that touches its arrays.
     if let Some(f) = at(k + ARRAYS_AHEAD + ARRAYS_BATCH) {
         prefetch_header(f);
     }
