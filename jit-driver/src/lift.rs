@@ -1387,8 +1387,8 @@ fn mem_flags_len(set: &ir::MemFlagsSet) -> usize {
 /// Why a batch: `prefetch_arrays` must touch Cranelift's private arrays with real loads, and
 /// a load that misses holds up every instruction after it until its line arrives, where a
 /// prefetch does not. Touching four functions' arrays at once overlaps their misses, so the
-/// lift waits once where it waited four times (3-4% less warm lift time on gen 10k, no
-/// change on gcc-loops).
+/// lift waits once where it waited four times (3.6-4.6% less warm lift time on gen 10k,
+/// gcc-loops and rust-json in alternated builds, BENCHMARKS.md session 24).
 const ARRAYS_AHEAD: usize = 2;
 const ARRAYS_BATCH: usize = 4;
 const INDIRECT_AHEAD: usize = 1;
