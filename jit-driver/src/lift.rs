@@ -1127,8 +1127,10 @@ impl<'a> Lifter<'a> {
         }
         let n = src.dfg.num_insts();
         let nb = src.dfg.num_blocks();
-        // Instructions: the CLIF ones, a phi or copy per parameter, and an edge split or two.
-        self.f.insts.reserve(n + nparams + 2);
+        // Instructions: the CLIF ones, and a phi or copy per parameter. Exactly: an edge split
+        // (rare) grows the table, and the CLI's `shrink_to_fit` has nothing to give back (no
+        // `realloc` per function; `Vec::reserve` would also round a small table up to four).
+        self.f.insts.reserve_exact(n + nparams);
         // Operands: about two per instruction, a branch's targets, a phi's sources (a
         // register and a block each); beyond this (1% of functions) the pool grows. (The
         // pool is built in `LiftContext::operands`, so this is mostly room it has already.)
@@ -1354,7 +1356,7 @@ fn lift_into(l: &mut Lifter) -> LResult<()> {
     let func = l.src;
     l.f.sig = l.sig(&func.signature)?;
     let nb = func.dfg.num_blocks();
-    l.f.blocks.reserve(nb);
+    l.f.blocks.reserve_exact(nb);
     // Exact room where the count is known: what a lift reserves and leaves unused costs
     // fresh memory all the same.
     l.f.stack_objs.reserve_exact(func.sized_stack_slots.len());
@@ -1364,8 +1366,9 @@ fn lift_into(l: &mut Lifter) -> LResult<()> {
     // Memory flags: at most one per Cranelift entry (interned there already).
     l.f.memflags
         .reserve_exact(mem_flags_len(&func.dfg.mem_flags));
-    // Registers: one per value, a few more for `try_call` results.
-    l.f.regs.reserve(func.dfg.num_values() + 4);
+    // Registers: one per value (a `try_call`'s results grow the table; so do the blocks' when
+    // an edge is split).
+    l.f.regs.reserve_exact(func.dfg.num_values());
     l.f.build_operands_in(&mut l.ctx.operands);
     l.run()
 }
