@@ -6,17 +6,25 @@ use mergelift::jit_driver::lift_functions;
 use std::time::Instant;
 
 fn main() {
+    if let Err(e) = run() {
+        eprintln!("lift_speed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let reps: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
     for p in args {
-        let text = std::fs::read_to_string(&p).unwrap();
-        let funcs = cranelift_reader::parse_functions(&text).unwrap();
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("{p}: {e}"))?;
+        let funcs = cranelift_reader::parse_functions(&text).map_err(|e| format!("{p}: {e}"))?;
         let insts: usize = funcs.iter().map(|f| f.dfg.num_insts()).sum();
         let mut best = f64::MAX;
         let mut total = 0.0;
         for _ in 0..reps {
             let t = Instant::now();
-            let m = lift_functions(funcs.iter(), &mut Default::default()).unwrap();
+            let m = lift_functions(funcs.iter(), &mut Default::default())
+                .map_err(|e| format!("{p}: {e}"))?;
             let e = t.elapsed().as_secs_f64();
             drop(std::hint::black_box(m));
             best = best.min(e);
@@ -29,4 +37,5 @@ fn main() {
             total / reps as f64 * 1e3
         );
     }
+    Ok(())
 }
