@@ -46,39 +46,9 @@ fn calls() -> usize {
     CALLS.with(|c| c.get())
 }
 
-/// Values all defined, no edge split: blocks with parameters, loads, stores, a call, a loop.
-const DENSE: &str = "
-function %callee(i64) -> i64 {
-block0(v0: i64):
-    v1 = iconst.i64 1
-    v2 = iadd v0, v1
-    return v2
-}
-
-function %loops(i64, i64) -> i64 {
-    ss0 = explicit_slot 16
-    fn0 = %callee(i64) -> i64
-block0(v0: i64, v1: i64):
-    v2 = iconst.i64 0
-    v3 = stack_addr.i64 ss0
-    store v0, v3
-    jump block1(v2, v0)
-block1(v4: i64, v5: i64):
-    v6 = load.i64 v5+8
-    v7 = call fn0(v6)
-    v8 = iadd v4, v7
-    v9 = iconst.i64 16
-    v10 = iadd v5, v9
-    store v8, v10
-    v11 = icmp ult v10, v1
-    brif v11, block1(v8, v10), block2
-block2:
-    v12 = stack_addr.i64 ss0+8
-    v13 = load.i64 v12
-    v14 = iadd v8, v13
-    return v14
-}
-";
+/// Values all defined, no edge split: blocks with parameters, loads, stores, a call, a loop
+/// (`lift_sizes.rs` lifts it too).
+const DENSE: &str = include_str!("inputs/plain.clif");
 
 #[test]
 fn shrinking_a_lifted_function_allocates_nothing() {
