@@ -1356,6 +1356,7 @@ fn lift_into(l: &mut Lifter) -> LResult<()> {
     let func = l.src;
     l.f.sig = l.sig(&func.signature)?;
     let nb = func.dfg.num_blocks();
+    // Blocks: exactly the CLIF ones (an edge split grows the table).
     l.f.blocks.reserve_exact(nb);
     // Exact room where the count is known: what a lift reserves and leaves unused costs
     // fresh memory all the same.
@@ -1366,8 +1367,7 @@ fn lift_into(l: &mut Lifter) -> LResult<()> {
     // Memory flags: at most one per Cranelift entry (interned there already).
     l.f.memflags
         .reserve_exact(mem_flags_len(&func.dfg.mem_flags));
-    // Registers: one per value (a `try_call`'s results grow the table; so do the blocks' when
-    // an edge is split).
+    // Registers: one per value (a `try_call`'s results grow the table).
     l.f.regs.reserve_exact(func.dfg.num_values());
     l.f.build_operands_in(&mut l.ctx.operands);
     l.run()

@@ -1,5 +1,5 @@
-//! A lift reserves the instruction and register tables at the size they end up with when
-//! no edge is split and every value is defined (one instruction per CLIF instruction and
+//! A lift reserves the instruction, block and register tables at the size they end up with
+//! when no edge is split and every value is defined (one instruction per CLIF instruction and
 //! block parameter, one register per value), so the CLI's `shrink_to_fit` of such a
 //! function allocates nothing: each reallocation there was a `malloc` call, and a copy, per
 //! lifted function of a cold process. The allocations of this thread are counted by a
