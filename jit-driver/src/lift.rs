@@ -74,6 +74,10 @@ impl std::ops::DerefMut for TypeCache {
     }
 }
 
+/// How many memory flags entries of a function the lifter searches one by one before it
+/// indexes them (`LiftContext::memflags_seen`).
+const MEMFLAGS_SEARCHED: usize = 8;
+
 /// The lifter's tables, reused from one function to the next (as cranelift-frontend's
 /// `FunctionBuilderContext`): lifting a module allocates them once, not per function.
 #[derive(Default)]
@@ -91,6 +95,14 @@ pub struct LiftContext {
     func_syms: SecondaryMap<ir::FuncRef, PackedOption<lir::Symbol>>,
     /// The LIR memory flags of each Cranelift memory flags entry, once interned.
     memflags: SecondaryMap<ir::MemFlags, PackedOption<lir::MemFlagsRef>>,
+    /// Every signature converted so far, by its Cranelift form (compared whole on a look-up):
+    /// a module's functions name few distinct signatures, so most are a look-up and a
+    /// clone, which shares the converted lists, where converting allocated a list for each
+    /// (and one for each callee signature of each function). Kept from one function to the
+    /// next.
+    sigs: rustc_hash::FxHashMap<ir::Signature, lir::Signature>,
+    /// The function's LIR memory flags so far, each once, once it has `MEMFLAGS_SEARCHED`.
+    memflags_seen: rustc_hash::FxHashMap<lir::MemFlags, lir::MemFlagsRef>,
     /// Branch edges, to fill phis, and their arguments (one array for all).
     edges: Vec<Edge>,
     edge_args: Vec<lir::Reg>,
@@ -130,6 +142,9 @@ impl LiftContext {
         self.func_syms.clear();
         self.func_syms.resize(func.dfg.ext_funcs.len());
         self.memflags.clear();
+        if !self.memflags_seen.is_empty() {
+            self.memflags_seen.clear();
+        }
         self.edges.clear();
         self.edge_args.clear();
         self.first_edge.clear();
@@ -265,14 +280,20 @@ impl<'a> Lifter<'a> {
         })
     }
 
+    /// The LIR signature of `s`: the one converted before for an equal signature (a clone
+    /// shares its lists), else converted now and kept.
     fn sig(&mut self, s: &ir::Signature) -> LResult<lir::Signature> {
+        if let Some(l) = self.ctx.sigs.get(s) {
+            return Ok(l.clone());
+        }
+        let l = self.convert_sig(s)?;
+        self.ctx.sigs.insert(s.clone(), l.clone());
+        Ok(l)
+    }
+
+    fn convert_sig(&mut self, s: &ir::Signature) -> LResult<lir::Signature> {
         let cc = opmap::lir_call_conv(s.call_conv)
             .ok_or_else(|| self.err(format!("unsupported calling convention {}", s.call_conv)))?;
-        // Exact capacities (`collect` over a fallible iterator would not know them).
-        let mut params = lir::AbiParams::with_capacity(s.params.len());
-        for p in &s.params {
-            params.push(self.abi_param(p)?);
-        }
         if s.returns.len() > lir::MAX_RESULTS {
             return Err(self.err(format!(
                 "a signature with {} return values (LIR supports at most {})",
@@ -280,13 +301,16 @@ impl<'a> Lifter<'a> {
                 lir::MAX_RESULTS
             )));
         }
-        let mut returns = lir::AbiParams::with_capacity(s.returns.len());
-        for p in &s.returns {
-            returns.push(self.abi_param(p)?);
-        }
+        let mut list = |ps: &[ir::AbiParam]| -> LResult<lir::AbiParams> {
+            let mut buf = smallvec::SmallVec::<[lir::AbiParam; 8]>::new();
+            for p in ps {
+                buf.push(self.abi_param(p)?);
+            }
+            Ok(lir::AbiParams::from(&buf[..]))
+        };
         Ok(lir::Signature {
-            params,
-            returns,
+            params: list(&s.params)?,
+            returns: list(&s.returns)?,
             call_conv: cc,
         })
     }
@@ -297,8 +321,24 @@ impl<'a> Lifter<'a> {
         if let Some(r) = self.ctx.memflags[mf].expand() {
             return r.as_u32();
         }
-        let data = self.src.dfg.mem_flags[mf];
-        let r = self.f.intern_memflags(lir_memflags(data));
+        // Two Cranelift entries can map to one LIR entry: kept once. Like
+        // `Function::intern_memflags`, a search of the first few; then the context's table
+        // (reused: the function's own index would be a box and a table for every function
+        // with more than a few).
+        let data = lir_memflags(self.src.dfg.mem_flags[mf]);
+        let table = &mut self.f.memflags;
+        let seen = &mut self.ctx.memflags_seen;
+        let r = if table.len() < MEMFLAGS_SEARCHED {
+            match table.values().position(|m| *m == data) {
+                Some(k) => lir::MemFlagsRef::from_u32(k as u32),
+                None => table.push(data),
+            }
+        } else {
+            if seen.is_empty() {
+                seen.extend(table.iter().map(|(r, m)| (*m, r)));
+            }
+            *seen.entry(data).or_insert_with(|| table.push(data))
+        };
         self.ctx.memflags[mf] = r.into();
         r.as_u32()
     }
@@ -829,7 +869,10 @@ impl<'a> Lifter<'a> {
     }
 
     fn lift_try_call(&mut self, b: lir::Block, inst: ir::Inst) -> LResult<()> {
-        let dfg = &self.src.dfg;
+        // (the input read through `src`, not `self`: nothing of it is copied, and the
+        // lists built here live on the stack unless a call is unusually wide)
+        let src = self.src;
+        let dfg = &src.dfg;
         let (callee, exception) = match dfg.insts[inst] {
             D::TryCall {
                 func_ref,
@@ -839,27 +882,22 @@ impl<'a> Lifter<'a> {
             D::TryCallIndirect { exception, .. } => (None, exception),
             _ => unreachable!(),
         };
-        let et = dfg.exception_tables[exception].clone();
+        let et = &dfg.exception_tables[exception];
         let sig = et.signature();
         let nrets = dfg.signatures[sig].returns.len();
         // Results: the callee's returns, then as many payload registers as handlers use.
-        let mut results: Vec<lir::Reg> = Vec::new();
-        for p in dfg.signatures[sig].returns.clone() {
+        let mut results: SmallVec<[lir::Reg; 4]> = SmallVec::new();
+        for p in &dfg.signatures[sig].returns {
             let t = self.ty(p.value_type)?;
             results.push(self.f.new_reg(t));
         }
-        let pool = &self.src.dfg.value_lists;
-        let mut exn_types: Vec<Option<ir::Type>> = Vec::new();
+        let pool = &dfg.value_lists;
+        let mut exn_types: SmallVec<[Option<ir::Type>; 2]> = SmallVec::new();
         for bc in et.all_branches() {
             let target = bc.block(pool);
             for (k, a) in bc.args(pool).enumerate() {
                 if let ir::BlockArg::TryCallExn(i) = a {
-                    let t = self
-                        .src
-                        .dfg
-                        .block_params(target)
-                        .get(k)
-                        .map(|&v| self.src.dfg.value_type(v));
+                    let t = dfg.block_params(target).get(k).map(|&v| dfg.value_type(v));
                     if exn_types.len() <= i as usize {
                         exn_types.resize(i as usize + 1, None);
                     }
@@ -871,37 +909,30 @@ impl<'a> Lifter<'a> {
             let t = self.ty(t.unwrap_or(ir::types::I64))?;
             results.push(self.f.new_reg(t));
         }
-        let mut ops: Vec<Operand> = Vec::new();
-        let args: Vec<ir::Value> = self.src.dfg.inst_args(inst).to_vec();
-        match callee {
-            Some(fr) => {
-                let (s, _) = self.func_symbol(fr)?;
-                ops.push(Operand::Sym(s, 0));
-                for v in args {
-                    ops.push(Operand::Reg(self.reg(v)?));
-                }
-            }
-            None => {
-                for v in args {
-                    ops.push(Operand::Reg(self.reg(v)?));
-                }
-            }
+        let mut ops: SmallVec<[Operand; 16]> = SmallVec::new();
+        if let Some(fr) = callee {
+            let (s, _) = self.func_symbol(fr)?;
+            ops.push(Operand::Sym(s, 0));
+        }
+        for &v in dfg.inst_args(inst) {
+            ops.push(Operand::Reg(self.reg(v)?));
         }
         let normal = *et.normal_return();
-        ops.push(self.block_op(normal.block(&self.src.dfg.value_lists))?);
-        let mut items = Vec::new();
-        let mut handler_calls = Vec::new();
+        let normal_idx = ops.len();
+        ops.push(self.block_op(normal.block(pool))?);
+        let mut items = Vec::with_capacity(et.items().count());
+        let mut handler_calls: SmallVec<[(usize, ir::BlockCall); 4]> = SmallVec::new();
         for item in et.items() {
             match item {
                 ir::ExceptionTableItem::Tag(tag, bc) => {
                     items.push(lir::ExnItem::Tag(tag.as_u32()));
                     handler_calls.push((ops.len(), bc));
-                    ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
+                    ops.push(self.block_op(bc.block(pool))?);
                 }
                 ir::ExceptionTableItem::Default(bc) => {
                     items.push(lir::ExnItem::Default);
                     handler_calls.push((ops.len(), bc));
-                    ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
+                    ops.push(self.block_op(bc.block(pool))?);
                 }
                 ir::ExceptionTableItem::Context(v) => {
                     items.push(lir::ExnItem::Context);
@@ -910,16 +941,12 @@ impl<'a> Lifter<'a> {
             }
         }
         let table = self.f.exn_tables.push(items);
-        let normal_idx = ops
-            .iter()
-            .position(|o| matches!(o, Operand::Block(_)))
-            .unwrap();
         let t = self.push_slice(L::TryCall, lir::Type::VOID, &results, &ops, sig.as_u32());
         self.f.set_aux2(t, table.as_u32());
-        let target = normal.block(&self.src.dfg.value_lists);
+        let target = normal.block(pool);
         self.edge(b, t, normal_idx, normal, target, &results, nrets)?;
         for (idx, bc) in handler_calls {
-            let target = bc.block(&self.src.dfg.value_lists);
+            let target = bc.block(pool);
             self.edge(b, t, idx, bc, target, &results, nrets)?;
         }
         Ok(())
@@ -1010,8 +1037,12 @@ impl<'a> Lifter<'a> {
         if opcode.is_terminator() || opcode.is_branch() {
             return Err(self.err(format!("unsupported control-flow instruction {opcode}")));
         }
+        // (written in place: an opcode's name fits a `Name` inline)
+        use std::fmt::Write as _;
+        let mut name = lir::Name::default();
+        let _ = write!(name, "{opcode}");
         let o = self.f.opaques.push(lir::OpaqueData {
-            name: opcode.to_string(),
+            name,
             imms,
             effects: fx,
         });

@@ -2,11 +2,14 @@
 //! when no edge is split and every value is defined (one instruction per CLIF instruction and
 //! block parameter, one register per value), so the CLI's `shrink_to_fit` of such a
 //! function allocates nothing: each reallocation there was a `malloc` call, and a copy, per
-//! lifted function of a cold process. The allocations of this thread are counted by a
-//! global allocator (this file is a test binary of its own, so no other test's run is
-//! counted).
+//! lifted function of a cold process. And a lift whose context has seen the function's
+//! signatures allocates only the blocks the lifted function keeps: no scratch list of its
+//! own, no copy of the input, no signature list or opaque name per function. The
+//! allocations of this thread are counted by a global allocator (this file is a test binary
+//! of its own, so no other test's run is counted).
 
-use jit_driver::lift_functions;
+use jit_driver::{lift_function_with, lift_functions, LiftContext};
+use midend::lir;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -75,4 +78,77 @@ fn shrinking_a_lifted_function_allocates_nothing() {
     let before = calls();
     f.shrink_to_fit();
     assert_eq!(calls() - before, 1);
+}
+
+/// A `try_call` with a handler, an opaque instruction (`uadd_overflow_trap`), more memory
+/// flags than a function searches one by one, and a call: `NAME` is replaced to make copies.
+const WIDE: &str = "
+function %NAME(i64, i32, i32) -> i32 tail {
+    sig0 = (i64, i32) -> i32 tail
+    fn0 = %callee sig0
+    fn1 = %other(i64, i32, i32) -> i32 tail
+block0(v0: i64, v1: i32, v2: i32):
+    v3 = uadd_overflow_trap v1, v2, user1
+    v10 = load.i32 notrap aligned v0
+    v11 = load.i32 notrap aligned readonly v0+4
+    v12 = load.i32 aligned v0+8
+    v13 = load.i32 aligned readonly v0+12
+    v14 = load.i32 notrap v0+16
+    v15 = load.i32 notrap readonly v0+20
+    v16 = load.i32 little v0+24
+    v17 = load.i32 notrap little v0+28
+    v18 = load.i32 aligned little v0+32
+    v19 = load.i32 notrap can_move v0+36
+    v20 = load.i32 readonly v0+40
+    v21 = iadd v10, v11
+    v22 = iadd v21, v12
+    v23 = iadd v22, v13
+    v24 = iadd v23, v14
+    v25 = iadd v24, v15
+    v26 = iadd v25, v16
+    v27 = iadd v26, v17
+    v28 = iadd v27, v18
+    v29 = iadd v28, v19
+    v30 = iadd v29, v20
+    v31 = call fn1(v0, v30, v3)
+    try_call fn0(v0, v31), sig0, block1(ret0), [ default: block2(exn0) ]
+block1(v4: i32):
+    return v4
+block2(v5: i64):
+    v6 = ireduce.i32 v5
+    return v6
+}
+";
+
+#[test]
+fn a_warm_lift_allocates_only_what_the_function_keeps() {
+    let text: String = ["first", "second", "third"]
+        .iter()
+        .map(|n| WIDE.replace("NAME", n))
+        .collect();
+    let funcs = cranelift_reader::parse_functions(&text).unwrap();
+    let mut m = lir::Module::new();
+    m.reserve_functions(funcs.len() + 8);
+    let mut ctx = LiftContext::default();
+    // The first lift sizes the context's tables and converts the signatures.
+    lift_function_with(&mut m, &funcs[0], lir::Linkage::Export, &mut ctx).unwrap();
+    for src in &funcs[1..] {
+        let before = calls();
+        let id = lift_function_with(&mut m, src, lir::Linkage::Export, &mut ctx).unwrap();
+        let allocated = calls() - before;
+        let f = &m.functions[id];
+        let mut blocks = Vec::new();
+        f.heap_blocks(|table, _| blocks.push(table));
+        // The premise: the function has what the lift would have allocated for.
+        assert!(f.memflags.len() > 8, "{}", f.name);
+        assert_eq!(f.opaques.len(), 1);
+        assert_eq!(f.exn_tables.len(), 1);
+        assert!(f.sig.params.len() > 1 && f.sigs.values().all(|s| s.params.len() > 1));
+        assert_eq!(allocated, blocks.len(), "{}: allocated beside {blocks:?}", f.name);
+    }
+    // Equal signatures share their lists: the functions' own, and their callees'.
+    let [a, b] = [&m.functions.values().nth(1).unwrap(), &m.functions.values().nth(2).unwrap()];
+    assert_eq!(a.sig.params.as_ptr(), b.sig.params.as_ptr());
+    assert_eq!(a.sig.params.as_ptr(), a.sigs.values().nth(1).unwrap().params.as_ptr());
+    assert!(!a.opaques.values().next().unwrap().name.is_heap_allocated());
 }

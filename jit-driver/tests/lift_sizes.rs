@@ -109,8 +109,15 @@ block0(v0: i64):
         match (a, b) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(module_to_string(&reused), module_to_string(&fresh));
-                // Nothing of an earlier function left in the pool.
-                assert_eq!(tables(&reused.functions[a]), tables(&fresh.functions[b]));
+                // Nothing of an earlier function left in the pool. (A signature's lists are
+                // shared with the context's cache when it is kept, so they count as the
+                // function's own only in the fresh lift: compared above, as text.)
+                let own = |f: &lir::Function| {
+                    let mut t = tables(f);
+                    t.retain(|k, _| !k.starts_with("sig "));
+                    t
+                };
+                assert_eq!(own(&reused.functions[a]), own(&fresh.functions[b]));
             }
             (Err(a), Err(b)) => {
                 assert_eq!(a.to_string(), b.to_string());

@@ -832,7 +832,7 @@ impl Gen<'_, '_> {
             0
         };
         let o = self.b.func.opaques.push(OpaqueData {
-            name,
+            name: name.into(),
             imms,
             effects,
         });

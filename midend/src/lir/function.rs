@@ -93,11 +93,113 @@ pub struct Signature {
     pub call_conv: CallConv,
 }
 
-/// The parameters or the returns of a signature: one is held inline (most return lists, and
-/// many parameter lists), so it costs no allocation; the list is as wide as a `Vec`.
-pub type AbiParams = smallvec::SmallVec<[AbiParam; 1]>;
+/// The parameters or the returns of a signature: a list shared by reference count (an empty
+/// list holds nothing). Cloning a signature copies no list, so a lift gives every signature
+/// equal to one it has converted the same lists (one allocation per distinct list, where a
+/// list per signature cost an allocation per function). It reads as a slice; `push`,
+/// `extend` and mutable access copy a list that is shared first.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AbiParams(Option<std::sync::Arc<[AbiParam]>>);
 
-const _: () = assert!(core::mem::size_of::<AbiParams>() == core::mem::size_of::<Vec<AbiParam>>());
+impl AbiParams {
+    /// An empty list.
+    pub const fn new() -> Self {
+        AbiParams(None)
+    }
+
+    /// An empty list (the room is not kept: a list is built once, then shared).
+    pub fn with_capacity(_: usize) -> Self {
+        AbiParams(None)
+    }
+
+    /// Append `p` (the list is copied: building a list this way is for parsers and tests;
+    /// `collect` builds one at once).
+    pub fn push(&mut self, p: AbiParam) {
+        self.extend(core::iter::once(p));
+    }
+
+    /// Empty the list.
+    pub fn clear(&mut self) {
+        self.0 = None;
+    }
+
+    /// The heap bytes this list holds alone (none when it is shared, or empty).
+    fn unshared_heap_bytes(&self) -> usize {
+        match &self.0 {
+            Some(a) if std::sync::Arc::strong_count(a) == 1 => {
+                // (the two counts, then the elements)
+                2 * core::mem::size_of::<usize>() + core::mem::size_of_val(&**a)
+            }
+            _ => 0,
+        }
+    }
+}
+
+impl core::ops::Deref for AbiParams {
+    type Target = [AbiParam];
+    #[inline]
+    fn deref(&self) -> &[AbiParam] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+}
+
+impl core::ops::DerefMut for AbiParams {
+    fn deref_mut(&mut self) -> &mut [AbiParam] {
+        match &mut self.0 {
+            Some(a) => std::sync::Arc::make_mut(a),
+            None => &mut [],
+        }
+    }
+}
+
+impl FromIterator<AbiParam> for AbiParams {
+    fn from_iter<I: IntoIterator<Item = AbiParam>>(iter: I) -> Self {
+        let v: Vec<AbiParam> = iter.into_iter().collect();
+        AbiParams::from(v)
+    }
+}
+
+impl From<Vec<AbiParam>> for AbiParams {
+    fn from(v: Vec<AbiParam>) -> Self {
+        AbiParams(if v.is_empty() { None } else { Some(v.into()) })
+    }
+}
+
+impl From<&[AbiParam]> for AbiParams {
+    fn from(v: &[AbiParam]) -> Self {
+        AbiParams(if v.is_empty() { None } else { Some(v.into()) })
+    }
+}
+
+impl Extend<AbiParam> for AbiParams {
+    fn extend<I: IntoIterator<Item = AbiParam>>(&mut self, iter: I) {
+        let mut v = self.to_vec();
+        v.extend(iter);
+        *self = AbiParams::from(v);
+    }
+}
+
+impl<'a> IntoIterator for &'a AbiParams {
+    type Item = &'a AbiParam;
+    type IntoIter = core::slice::Iter<'a, AbiParam>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut AbiParams {
+    type Item = &'a mut AbiParam;
+    type IntoIter = core::slice::IterMut<'a, AbiParam>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
+impl core::fmt::Debug for AbiParams {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
 
 impl Signature {
     pub fn new(call_conv: CallConv) -> Self {
@@ -265,8 +367,9 @@ pub enum GlobalData {
 /// and effects. Compared exactly when merging; value-numbered only when pure.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OpaqueData {
-    /// The Cranelift opcode name, e.g. `iadd_pairwise`.
-    pub name: String,
+    /// The Cranelift opcode name, e.g. `iadd_pairwise` (a `Name`: held inline, so an
+    /// opaque instruction costs no allocation for it).
+    pub name: super::Name,
     /// Immediates in a format-specific encoding chosen by the lifter.
     pub imms: SmallVec<[u64; 2]>,
     /// `effects::{LOAD, STORE, TRAP, SIDE}` bits.
@@ -655,10 +758,9 @@ impl Function {
             v::<u8>(&mut each, "name", self.name.capacity());
         }
         for s in core::iter::once(&self.sig).chain(self.sigs.values()) {
-            // Held inline unless spilled.
-            let heap = |l: &AbiParams| if l.spilled() { l.capacity() } else { 0 };
-            v::<AbiParam>(&mut each, "sig params", heap(&s.params));
-            v::<AbiParam>(&mut each, "sig returns", heap(&s.returns));
+            // Lists shared with other signatures are nobody's alone: not counted.
+            v::<u8>(&mut each, "sig params", s.params.unshared_heap_bytes());
+            v::<u8>(&mut each, "sig returns", s.returns.unshared_heap_bytes());
         }
         v::<RegData>(&mut each, "regs", self.regs.len());
         v::<InstData>(&mut each, "insts", self.insts.len());
@@ -697,7 +799,9 @@ impl Function {
             each("opaques", self.opaques.heap_bytes());
         }
         for o in self.opaques.values() {
-            v::<u8>(&mut each, "opaque names", o.name.capacity());
+            if o.name.is_heap_allocated() {
+                v::<u8>(&mut each, "opaque names", o.name.capacity());
+            }
             if o.imms.spilled() {
                 v::<u64>(&mut each, "opaque imms", o.imms.capacity());
             }

@@ -1020,7 +1020,7 @@ impl<'a> Parser<'a> {
                 aux = f
                     .opaques
                     .push(OpaqueData {
-                        name,
+                        name: name.into(),
                         imms,
                         effects: e,
                     })

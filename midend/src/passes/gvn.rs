@@ -132,7 +132,8 @@ pub fn gvn_function(f: &mut Function) -> usize {
         })
     });
     // Opaque records are compared by content.
-    let mut opaque_ids: HashMap<(String, SmallVec<[u64; 2]>, u8), u32> = HashMap::default();
+    let mut opaque_ids: HashMap<(crate::lir::Name, SmallVec<[u64; 2]>, u8), u32> =
+        HashMap::default();
     let mut rename: SecondaryMap<Reg, Option<Reg>> = SecondaryMap::with_capacity(f.regs.len());
     let mut dead: SecondaryMap<Inst, bool> = SecondaryMap::with_capacity(f.insts.len());
     // Key → (register, dominator-tree depth of its block).
