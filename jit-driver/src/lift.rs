@@ -118,6 +118,8 @@ pub struct LiftContext {
     types: TypeCache,
     /// Scratch: a symbol name.
     name: String,
+    /// Scratch: the operands of a `br_table`, built before it is pushed.
+    ops: Vec<Operand>,
     /// Where each function's operand pool is built before it is cut to size.
     operands: lir::OperandRoom,
     /// The description of each alias region by its user id, as last lifted: the functions of
@@ -812,19 +814,24 @@ impl<'a> Lifter<'a> {
                 self.edge(b, t, 3, bf, fb, &[], 0)?;
             }
             D::BranchTable { arg, table, .. } => {
-                let jt = &self.src.dfg.jump_tables[table];
-                let calls: Vec<ir::BlockCall> = std::iter::once(jt.default_block())
-                    .chain(jt.as_slice().iter().copied())
-                    .collect();
+                // (the table read in place; its operands built in the context's list)
+                let jt = &src.dfg.jump_tables[table];
+                let calls =
+                    || std::iter::once(jt.default_block()).chain(jt.as_slice().iter().copied());
                 let idx = self.reg(arg)?;
                 let ity = self.f.reg_type(idx);
-                let mut ops = vec![Operand::Reg(idx)];
-                for bc in &calls {
-                    ops.push(self.block_op(bc.block(&self.src.dfg.value_lists))?);
+                // (taken out of the context while `self` is borrowed; an error leaves it
+                // empty, to grow again)
+                let mut ops = core::mem::take(&mut self.ctx.ops);
+                ops.clear();
+                ops.push(Operand::Reg(idx));
+                for bc in calls() {
+                    ops.push(self.block_op(bc.block(pool))?);
                 }
                 let t = self.push_slice(L::BrTable, ity, &[], &ops, 0);
-                for (k, bc) in calls.into_iter().enumerate() {
-                    let target = bc.block(&self.src.dfg.value_lists);
+                self.ctx.ops = ops;
+                for (k, bc) in calls().enumerate() {
+                    let target = bc.block(pool);
                     self.edge(b, t, k + 1, bc, target, &[], 0)?;
                 }
             }
@@ -1398,10 +1405,31 @@ fn lift_into(l: &mut Lifter) -> LResult<()> {
     // Memory flags: at most one per Cranelift entry (interned there already).
     l.f.memflags
         .reserve_exact(mem_flags_len(&func.dfg.mem_flags));
-    // Registers: one per value (a `try_call`'s results grow the table).
-    l.f.regs.reserve_exact(func.dfg.num_values());
+    // Registers: one per value, and the results of `try_call`s.
+    l.f.regs
+        .reserve_exact(func.dfg.num_values() + try_call_regs(func));
     l.f.build_operands_in(&mut l.ctx.operands);
     l.run()
+}
+
+/// The registers the `try_call`s of `func` make beyond its values: each call's results are
+/// its callee's returns and the payloads its handlers take (`Lifter::lift_try_call`).
+fn try_call_regs(func: &ir::Function) -> usize {
+    let dfg = &func.dfg;
+    let pool = &dfg.value_lists;
+    let payloads = |et: &ir::ExceptionTableData| {
+        (et.all_branches().iter())
+            .flat_map(|bc| bc.args(pool))
+            .filter_map(|a| match a {
+                ir::BlockArg::TryCallExn(i) => Some(i as usize + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    (dfg.exception_tables.values())
+        .map(|et| dfg.signatures[et.signature()].returns.len() + payloads(et))
+        .sum()
 }
 
 /// The number of entries of a memory flags table, up to 256 (`MemFlagsSet` tells only
