@@ -112,8 +112,8 @@ impl AbiParams {
         AbiParams(None)
     }
 
-    /// Append `p` (the list is copied: building a list this way is for parsers and tests;
-    /// `collect` builds one at once).
+    /// Append `p` (the list is copied, so appending one by one in a loop is quadratic:
+    /// `extend`, `collect` or `From` a slice build a list at once).
     pub fn push(&mut self, p: AbiParam) {
         self.extend(core::iter::once(p));
     }
@@ -154,8 +154,9 @@ impl core::ops::DerefMut for AbiParams {
 
 impl FromIterator<AbiParam> for AbiParams {
     fn from_iter<I: IntoIterator<Item = AbiParam>>(iter: I) -> Self {
-        let v: Vec<AbiParam> = iter.into_iter().collect();
-        AbiParams::from(v)
+        // (one allocation: the list, unless it has more than eight entries)
+        let v: SmallVec<[AbiParam; 8]> = iter.into_iter().collect();
+        AbiParams::from(&v[..])
     }
 }
 
@@ -173,9 +174,9 @@ impl From<&[AbiParam]> for AbiParams {
 
 impl Extend<AbiParam> for AbiParams {
     fn extend<I: IntoIterator<Item = AbiParam>>(&mut self, iter: I) {
-        let mut v = self.to_vec();
+        let mut v: SmallVec<[AbiParam; 8]> = SmallVec::from_slice(self);
         v.extend(iter);
-        *self = AbiParams::from(v);
+        *self = AbiParams::from(&v[..]);
     }
 }
 
@@ -452,8 +453,10 @@ pub struct Function {
     pub sigs: ThinMap<SigRef, Signature>,
     pub regions: ThinMap<Region, RegionData>,
     pub memflags: ThinMap<MemFlagsRef, MemFlags>,
-    /// The index of `memflags`, built once the table outgrows `MEMFLAGS_SCAN` (empty until
-    /// then).
+    /// The index of `memflags`, built by `intern_memflags` when it adds past
+    /// `MEMFLAGS_SCAN` entries (empty until then; a lifted function's table can be larger
+    /// without one: the lifter deduplicates through its own table, and `intern_memflags`
+    /// searches until it adds an entry).
     memflags_index: Option<Box<HashMap<MemFlags, MemFlagsRef>>>,
     pub globals: ThinMap<GlobalRef, GlobalData>,
     pub opaques: ThinMap<OpaqueRef, OpaqueData>,
@@ -758,7 +761,9 @@ impl Function {
             v::<u8>(&mut each, "name", self.name.capacity());
         }
         for s in core::iter::once(&self.sig).chain(self.sigs.values()) {
-            // Lists shared with other signatures are nobody's alone: not counted.
+            // Lists shared with other signatures (or a lifter's cache of them) are nobody's
+            // alone: not counted here, as region names are not (a memory report of a
+            // module undercounts them by one copy of each distinct list).
             v::<u8>(&mut each, "sig params", s.params.unshared_heap_bytes());
             v::<u8>(&mut each, "sig returns", s.returns.unshared_heap_bytes());
         }

@@ -439,7 +439,8 @@ impl<'a> Parser<'a> {
 
     fn parse_signature(&mut self) -> PResult<Signature> {
         self.expect_punct('(')?;
-        let mut params = super::function::AbiParams::new();
+        // (built in a buffer: a signature's lists are made once, then shared)
+        let mut params = SmallVec::<[super::function::AbiParam; 8]>::new();
         if !self.eat_punct(')')? {
             loop {
                 params.push(self.parse_abi_param()?);
@@ -449,7 +450,7 @@ impl<'a> Parser<'a> {
                 self.expect_punct(',')?;
             }
         }
-        let mut returns = super::function::AbiParams::new();
+        let mut returns = SmallVec::<[super::function::AbiParam; 4]>::new();
         if self.tok == Tok::Arrow {
             self.advance()?;
             loop {
@@ -471,8 +472,8 @@ impl<'a> Parser<'a> {
             Ok,
         )?;
         Ok(Signature {
-            params,
-            returns,
+            params: params[..].into(),
+            returns: returns[..].into(),
             call_conv,
         })
     }

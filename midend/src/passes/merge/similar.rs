@@ -970,9 +970,9 @@ fn fold(
     let tys: Vec<Type> = p.params.iter().map(Param::ty).collect();
     let mut shared_sig = m.functions[rep.f].sig.clone();
     let nparams = shared_sig.params.len();
-    for &t in &tys {
-        shared_sig.params.push(AbiParam::new(t));
-    }
+    shared_sig
+        .params
+        .extend(tys.iter().map(|&t| AbiParam::new(t)));
     // The signatures and extra arguments of this group's calls.
     let shared_ref = folds.sigs.len() as u32;
     folds.sigs.push(shared_sig.clone());
