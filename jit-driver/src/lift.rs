@@ -74,10 +74,6 @@ impl std::ops::DerefMut for TypeCache {
     }
 }
 
-/// How many memory flags entries of a function the lifter searches one by one before it
-/// indexes them (`LiftContext::memflags_seen`).
-const MEMFLAGS_SEARCHED: usize = 8;
-
 /// The lifter's tables, reused from one function to the next (as cranelift-frontend's
 /// `FunctionBuilderContext`): lifting a module allocates them once, not per function.
 #[derive(Default)]
@@ -101,7 +97,7 @@ pub struct LiftContext {
     /// (and one for each callee signature of each function). Kept from one function to the
     /// next.
     sigs: rustc_hash::FxHashMap<ir::Signature, lir::Signature>,
-    /// The function's LIR memory flags so far, each once, once it has `MEMFLAGS_SEARCHED`.
+    /// The function's LIR memory flags so far, each once, once it has `lir::MEMFLAGS_SCAN`.
     memflags_seen: rustc_hash::FxHashMap<lir::MemFlags, lir::MemFlagsRef>,
     /// Branch edges, to fill phis, and their arguments (one array for all).
     edges: Vec<Edge>,
@@ -326,13 +322,12 @@ impl<'a> Lifter<'a> {
             return r.as_u32();
         }
         // Two Cranelift entries can map to one LIR entry: kept once. Like
-        // `Function::intern_memflags`, a search of the first few; then the context's table
-        // (reused: the function's own index would be a box and a table for every function
-        // with more than a few).
+        // `Function::intern_memflags`, a search of the first `MEMFLAGS_SCAN` (inline here:
+        // its call costs more than the search); then the context's table (reused: the
+        // function's own index would be a box and a table for every function with more).
         let data = lir_memflags(self.src.dfg.mem_flags[mf]);
-        let table = &mut self.f.memflags;
-        let seen = &mut self.ctx.memflags_seen;
-        let r = if table.len() < MEMFLAGS_SEARCHED {
+        let (table, seen) = (&mut self.f.memflags, &mut self.ctx.memflags_seen);
+        let r = if table.len() < lir::MEMFLAGS_SCAN {
             match table.values().position(|m| *m == data) {
                 Some(k) => lir::MemFlagsRef::from_u32(k as u32),
                 None => table.push(data),
@@ -902,17 +897,12 @@ impl<'a> Lifter<'a> {
         }
         let pool = &dfg.value_lists;
         let mut exn_types: SmallVec<[Option<ir::Type>; 2]> = SmallVec::new();
-        for bc in et.all_branches() {
-            let target = bc.block(pool);
-            for (k, a) in bc.args(pool).enumerate() {
-                if let ir::BlockArg::TryCallExn(i) = a {
-                    let t = dfg.block_params(target).get(k).map(|&v| dfg.value_type(v));
-                    if exn_types.len() <= i as usize {
-                        exn_types.resize(i as usize + 1, None);
-                    }
-                    exn_types[i as usize] = t;
-                }
+        for (i, target, k) in exn_payloads(et, pool) {
+            let t = dfg.block_params(target).get(k).map(|&v| dfg.value_type(v));
+            if exn_types.len() <= i {
+                exn_types.resize(i + 1, None);
             }
+            exn_types[i] = t;
         }
         for t in exn_types {
             let t = self.ty(t.unwrap_or(ir::types::I64))?;
@@ -1362,8 +1352,8 @@ pub fn lift_function_with(
     let name = opmap::func_lir_name(&func.name);
     ctx.clear_for(func);
     // The function is built in its slot of the module's table, and taken off it again if
-    // the lift fails: moving a lifted function there (about 300 bytes just written, copied through
-    // the stack) cost 6-10% of a warm lift.
+    // the lift fails: moving a lifted function there (about 300 bytes just written, copied
+    // through the stack) cost 6-10% of a warm lift.
     let id = module.functions.push(lir::Function::new(
         name,
         lir::Signature::new(lir::CallConv::SystemV),
@@ -1418,20 +1408,30 @@ fn lift_into(l: &mut Lifter) -> LResult<()> {
 /// its callee's returns and the payloads its handlers take (`Lifter::lift_try_call`).
 fn try_call_regs(func: &ir::Function) -> usize {
     let dfg = &func.dfg;
-    let pool = &dfg.value_lists;
-    let payloads = |et: &ir::ExceptionTableData| {
-        (et.all_branches().iter())
-            .flat_map(|bc| bc.args(pool))
-            .filter_map(|a| match a {
-                ir::BlockArg::TryCallExn(i) => Some(i as usize + 1),
-                _ => None,
-            })
+    let payloads = |et| {
+        (exn_payloads(et, &dfg.value_lists))
+            .map(|(i, ..)| i + 1)
             .max()
             .unwrap_or(0)
     };
     (dfg.exception_tables.values())
         .map(|et| dfg.signatures[et.signature()].returns.len() + payloads(et))
         .sum()
+}
+
+/// The payload arguments (`exn0`, `exn1`..) a `try_call`'s exception table passes to its
+/// blocks: each payload's index, the block, and its place among that block's arguments.
+fn exn_payloads<'a>(
+    et: &'a ir::ExceptionTableData,
+    pool: &'a ir::ValueListPool,
+) -> impl Iterator<Item = (usize, ir::Block, usize)> + 'a {
+    et.all_branches().iter().flat_map(move |bc| {
+        let target = bc.block(pool);
+        bc.args(pool).enumerate().filter_map(move |(k, a)| match a {
+            ir::BlockArg::TryCallExn(i) => Some((i as usize, target, k)),
+            _ => None,
+        })
+    })
 }
 
 /// The number of entries of a memory flags table, up to 256 (`MemFlagsSet` tells only

@@ -162,7 +162,7 @@ impl FromIterator<AbiParam> for AbiParams {
 
 impl From<Vec<AbiParam>> for AbiParams {
     fn from(v: Vec<AbiParam>) -> Self {
-        AbiParams(if v.is_empty() { None } else { Some(v.into()) })
+        AbiParams::from(&v[..])
     }
 }
 
@@ -403,7 +403,7 @@ pub struct BlockData {
 pub struct OperandRoom(Vec<PackedOperand>);
 
 /// Memory flags tables up to this size are searched rather than indexed.
-const MEMFLAGS_SCAN: usize = 8;
+pub const MEMFLAGS_SCAN: usize = 8;
 
 /// Per-register data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
