@@ -6,7 +6,7 @@ use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode, PoolRange};
 use super::operand::{Operand, Operands, PackedOperand};
 use super::order::EntityOrder;
-use super::thin::{thin_vec_heap_bytes, thin_vec_heap_start, ThinMap};
+use super::thin::{thin_vec_heap_bytes, thin_vec_heap_start, InlineMap, ThinMap};
 use super::types::Type;
 use super::Name;
 use crate::hash::HashMap;
@@ -450,9 +450,11 @@ pub struct Function {
     pub(crate) wide_operands: ThinVec<Operand>,
     pub result_pool: ThinVec<Reg>,
     pub stack_objs: ThinMap<StackObj, StackObjData>,
-    pub sigs: ThinMap<SigRef, Signature>,
+    /// (one in place: most functions call through one signature or none)
+    pub sigs: InlineMap<SigRef, [Signature; 1]>,
     pub regions: ThinMap<Region, RegionData>,
-    pub memflags: ThinMap<MemFlagsRef, MemFlags>,
+    /// (two in place: most functions use one or two kinds of memory access)
+    pub memflags: InlineMap<MemFlagsRef, [MemFlags; 2]>,
     /// The index of `memflags`, built by `intern_memflags` when it adds past
     /// `MEMFLAGS_SCAN` entries (empty until then; a lifted function's table can be larger
     /// without one: the lifter deduplicates through its own table, and `intern_memflags`
@@ -655,9 +657,9 @@ impl Function {
             wide_operands: ThinVec::new(),
             result_pool: ThinVec::new(),
             stack_objs: ThinMap::new(),
-            sigs: ThinMap::new(),
+            sigs: InlineMap::new(),
             regions: ThinMap::new(),
-            memflags: ThinMap::new(),
+            memflags: InlineMap::new(),
             memflags_index: None,
             globals: ThinMap::new(),
             opaques: ThinMap::new(),
