@@ -29,6 +29,6 @@ pub use operand::{Cond, Imm, MemRef, Operand, OperandIter, Operands, PackedOpera
 pub use order::{EntityOrder, Ordered};
 pub use parse::{parse_module, ParseError};
 pub use print::{module_to_string, write_function, write_inst};
-pub use thin::{InlineMap, ThinMap};
+pub use thin::{EntityList, InlineMap, ListStore, ThinMap};
 pub use types::{RegClass, Type};
 pub use verify::{verify_function, verify_module, VerifierError, VerifierErrors};

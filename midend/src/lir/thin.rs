@@ -11,21 +11,102 @@
 //! 3% of a warm lift of gen 10k's small functions) and its block header in memory.
 
 use core::marker::PhantomData;
-use core::ops::{Index, IndexMut};
+use core::ops::{DerefMut, Index, IndexMut};
 use cranelift_entity::EntityRef;
 use smallvec::{Array, SmallVec};
 use thin_vec::ThinVec;
 
 /// A dense map from entity `K` to `V`, one pointer wide (see the module comment).
-pub struct ThinMap<K: EntityRef, V> {
-    elems: ThinVec<V>,
+pub type ThinMap<K, V> = EntityList<K, ThinVec<V>>;
+
+/// A dense map from entity `K` to `A::Item`, holding `A`'s length of entries in place (see the
+/// module comment).
+pub type InlineMap<K, A> = EntityList<K, SmallVec<A>>;
+
+/// The storage of an `EntityList`: a growable list that reads as a slice.
+pub trait ListStore: Default + DerefMut<Target = [<Self as ListStore>::Item]> {
+    type Item;
+    fn push(&mut self, v: Self::Item);
+    fn clear(&mut self);
+    fn reserve(&mut self, additional: usize);
+    fn reserve_exact(&mut self, additional: usize);
+    fn shrink_to_fit(&mut self);
+    /// The start of the heap block, if the list holds one.
+    fn heap_start(&self) -> Option<*const u8>;
+    /// The bytes of the heap block (0 without one).
+    fn heap_bytes(&self) -> usize;
+}
+
+impl<V> ListStore for ThinVec<V> {
+    type Item = V;
+    #[inline]
+    fn push(&mut self, v: V) {
+        ThinVec::push(self, v)
+    }
+    fn clear(&mut self) {
+        ThinVec::clear(self)
+    }
+    fn reserve(&mut self, additional: usize) {
+        ThinVec::reserve(self, additional)
+    }
+    fn reserve_exact(&mut self, additional: usize) {
+        ThinVec::reserve_exact(self, additional)
+    }
+    fn shrink_to_fit(&mut self) {
+        ThinVec::shrink_to_fit(self)
+    }
+    #[inline]
+    fn heap_start(&self) -> Option<*const u8> {
+        thin_vec_heap_start(self)
+    }
+    fn heap_bytes(&self) -> usize {
+        thin_vec_heap_bytes(self)
+    }
+}
+
+impl<A: Array> ListStore for SmallVec<A> {
+    type Item = A::Item;
+    #[inline]
+    fn push(&mut self, v: A::Item) {
+        SmallVec::push(self, v)
+    }
+    fn clear(&mut self) {
+        SmallVec::clear(self)
+    }
+    fn reserve(&mut self, additional: usize) {
+        SmallVec::reserve(self, additional)
+    }
+    fn reserve_exact(&mut self, additional: usize) {
+        SmallVec::reserve_exact(self, additional)
+    }
+    fn shrink_to_fit(&mut self) {
+        SmallVec::shrink_to_fit(self)
+    }
+    /// (the entries themselves, once they have spilled out of place)
+    #[inline]
+    fn heap_start(&self) -> Option<*const u8> {
+        self.spilled().then(|| self.as_ptr() as *const u8)
+    }
+    fn heap_bytes(&self) -> usize {
+        if self.spilled() {
+            self.capacity() * size_of::<A::Item>()
+        } else {
+            0
+        }
+    }
+}
+
+/// A dense map from entity `K` to the items of list `S`, with `PrimaryMap`'s interface:
+/// `ThinMap` and `InlineMap` (see the module comment).
+pub struct EntityList<K: EntityRef, S: ListStore> {
+    elems: S,
     unused: PhantomData<K>,
 }
 
-impl<K: EntityRef, V> ThinMap<K, V> {
+impl<K: EntityRef, S: ListStore> EntityList<K, S> {
     pub fn new() -> Self {
-        ThinMap {
-            elems: ThinVec::new(),
+        EntityList {
+            elems: S::default(),
             unused: PhantomData,
         }
     }
@@ -41,42 +122,43 @@ impl<K: EntityRef, V> ThinMap<K, V> {
     }
 
     /// Add `v`; its key is the map's length before.
-    pub fn push(&mut self, v: V) -> K {
+    #[inline]
+    pub fn push(&mut self, v: S::Item) -> K {
         let k = K::new(self.elems.len());
         self.elems.push(v);
         k
     }
 
     #[inline]
-    pub fn get(&self, k: K) -> Option<&V> {
+    pub fn get(&self, k: K) -> Option<&S::Item> {
         self.elems.get(k.index())
     }
 
     #[inline]
-    pub fn get_mut(&mut self, k: K) -> Option<&mut V> {
+    pub fn get_mut(&mut self, k: K) -> Option<&mut S::Item> {
         self.elems.get_mut(k.index())
     }
 
-    pub fn keys(&self) -> impl ExactSizeIterator<Item = K> + DoubleEndedIterator + use<K, V> {
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = K> + DoubleEndedIterator + use<K, S> {
         (0..self.elems.len()).map(K::new)
     }
 
     #[inline]
-    pub fn values(&self) -> core::slice::Iter<'_, V> {
+    pub fn values(&self) -> core::slice::Iter<'_, S::Item> {
         self.elems.iter()
     }
 
     #[inline]
-    pub fn values_mut(&mut self) -> core::slice::IterMut<'_, V> {
+    pub fn values_mut(&mut self) -> core::slice::IterMut<'_, S::Item> {
         self.elems.iter_mut()
     }
 
     #[inline]
-    pub fn as_values_slice(&self) -> &[V] {
+    pub fn as_values_slice(&self) -> &[S::Item] {
         &self.elems
     }
 
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (K, &V)> + DoubleEndedIterator {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (K, &S::Item)> + DoubleEndedIterator {
         self.elems.iter().enumerate().map(|(i, v)| (K::new(i), v))
     }
 
@@ -96,15 +178,17 @@ impl<K: EntityRef, V> ThinMap<K, V> {
         self.elems.shrink_to_fit();
     }
 
-    /// The start of the heap block (its header, before the elements), if it has one.
+    /// The start of the heap block (a `ThinMap`'s header, before the elements; an
+    /// `InlineMap`'s spilled entries), if it has one.
     #[inline]
     pub fn heap_start(&self) -> Option<*const u8> {
-        thin_vec_heap_start(&self.elems)
+        self.elems.heap_start()
     }
 
-    /// The bytes of the heap block (0 while empty): its header and its elements' room.
+    /// The bytes of the heap block (0 without one): a `ThinMap`'s header and its elements'
+    /// room; an `InlineMap`'s spilled room.
     pub fn heap_bytes(&self) -> usize {
-        thin_vec_heap_bytes(&self.elems)
+        self.elems.heap_bytes()
     }
 }
 
@@ -126,221 +210,61 @@ pub(crate) fn thin_vec_heap_bytes<T>(v: &ThinVec<T>) -> usize {
     }
 }
 
-impl<K: EntityRef, V> Default for ThinMap<K, V> {
+impl<K: EntityRef, S: ListStore> Default for EntityList<K, S> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: EntityRef, V: Clone> Clone for ThinMap<K, V> {
+impl<K: EntityRef, S: ListStore + Clone> Clone for EntityList<K, S> {
     fn clone(&self) -> Self {
-        ThinMap {
+        EntityList {
             elems: self.elems.clone(),
             unused: PhantomData,
         }
     }
 }
 
-impl<K: EntityRef, V: PartialEq> PartialEq for ThinMap<K, V> {
-    fn eq(&self, other: &Self) -> bool {
-        self.elems == other.elems
-    }
-}
-
-impl<K: EntityRef, V: Eq> Eq for ThinMap<K, V> {}
-
-impl<K: EntityRef + core::fmt::Debug, V: core::fmt::Debug> core::fmt::Debug for ThinMap<K, V> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_map().entries(self.iter()).finish()
-    }
-}
-
-impl<K: EntityRef, V> Index<K> for ThinMap<K, V> {
-    type Output = V;
-    #[inline]
-    fn index(&self, k: K) -> &V {
-        &self.elems[k.index()]
-    }
-}
-
-impl<K: EntityRef, V> IndexMut<K> for ThinMap<K, V> {
-    #[inline]
-    fn index_mut(&mut self, k: K) -> &mut V {
-        &mut self.elems[k.index()]
-    }
-}
-
-impl<'a, K: EntityRef, V> IntoIterator for &'a ThinMap<K, V> {
-    type Item = (K, &'a V);
-    type IntoIter = core::iter::Map<
-        core::iter::Enumerate<core::slice::Iter<'a, V>>,
-        fn((usize, &'a V)) -> (K, &'a V),
-    >;
-    fn into_iter(self) -> Self::IntoIter {
-        self.elems.iter().enumerate().map(|(i, v)| (K::new(i), v))
-    }
-}
-
-/// A dense map from entity `K` to `A::Item` that keeps up to `A::size()` entries in place
-/// (in the function itself) and allocates only past them: for the tables most functions
-/// have a few entries in (signatures of callees, memory flags), where a heap block per
-/// function cost an allocation in every lift and its header in memory.
-pub struct InlineMap<K: EntityRef, A: Array> {
-    elems: SmallVec<A>,
-    unused: PhantomData<K>,
-}
-
-impl<K: EntityRef, A: Array> InlineMap<K, A> {
-    pub fn new() -> Self {
-        InlineMap {
-            elems: SmallVec::new(),
-            unused: PhantomData,
-        }
-    }
-
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.elems.len()
-    }
-
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.elems.is_empty()
-    }
-
-    /// Add `v`; its key is the map's length before.
-    #[inline]
-    pub fn push(&mut self, v: A::Item) -> K {
-        let k = K::new(self.elems.len());
-        self.elems.push(v);
-        k
-    }
-
-    #[inline]
-    pub fn get(&self, k: K) -> Option<&A::Item> {
-        self.elems.get(k.index())
-    }
-
-    #[inline]
-    pub fn get_mut(&mut self, k: K) -> Option<&mut A::Item> {
-        self.elems.get_mut(k.index())
-    }
-
-    pub fn keys(&self) -> impl ExactSizeIterator<Item = K> + DoubleEndedIterator + use<K, A> {
-        (0..self.elems.len()).map(K::new)
-    }
-
-    #[inline]
-    pub fn values(&self) -> core::slice::Iter<'_, A::Item> {
-        self.elems.iter()
-    }
-
-    #[inline]
-    pub fn values_mut(&mut self) -> core::slice::IterMut<'_, A::Item> {
-        self.elems.iter_mut()
-    }
-
-    #[inline]
-    pub fn as_values_slice(&self) -> &[A::Item] {
-        &self.elems
-    }
-
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (K, &A::Item)> + DoubleEndedIterator {
-        self.elems.iter().enumerate().map(|(i, v)| (K::new(i), v))
-    }
-
-    pub fn clear(&mut self) {
-        self.elems.clear();
-    }
-
-    pub fn reserve(&mut self, additional: usize) {
-        self.elems.reserve(additional);
-    }
-
-    pub fn reserve_exact(&mut self, additional: usize) {
-        self.elems.reserve_exact(additional);
-    }
-
-    pub fn shrink_to_fit(&mut self) {
-        self.elems.shrink_to_fit();
-    }
-
-    /// The start of the heap block, if the entries have spilled to one.
-    #[inline]
-    pub fn heap_start(&self) -> Option<*const u8> {
-        self.elems
-            .spilled()
-            .then(|| self.elems.as_ptr() as *const u8)
-    }
-
-    /// The bytes of the heap block (0 while the entries are in place).
-    pub fn heap_bytes(&self) -> usize {
-        if self.elems.spilled() {
-            self.elems.capacity() * size_of::<A::Item>()
-        } else {
-            0
-        }
-    }
-}
-
-impl<K: EntityRef, A: Array> Default for InlineMap<K, A> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<K: EntityRef, A: Array> Clone for InlineMap<K, A>
+impl<K: EntityRef, S: ListStore> PartialEq for EntityList<K, S>
 where
-    A::Item: Clone,
-{
-    fn clone(&self) -> Self {
-        InlineMap {
-            elems: self.elems.clone(),
-            unused: PhantomData,
-        }
-    }
-}
-
-impl<K: EntityRef, A: Array> PartialEq for InlineMap<K, A>
-where
-    A::Item: PartialEq,
+    S::Item: PartialEq,
 {
     fn eq(&self, other: &Self) -> bool {
-        self.elems == other.elems
+        self.as_values_slice() == other.as_values_slice()
     }
 }
 
-impl<K: EntityRef, A: Array> Eq for InlineMap<K, A> where A::Item: Eq {}
+impl<K: EntityRef, S: ListStore> Eq for EntityList<K, S> where S::Item: Eq {}
 
-impl<K: EntityRef + core::fmt::Debug, A: Array> core::fmt::Debug for InlineMap<K, A>
+impl<K: EntityRef + core::fmt::Debug, S: ListStore> core::fmt::Debug for EntityList<K, S>
 where
-    A::Item: core::fmt::Debug,
+    S::Item: core::fmt::Debug,
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
 }
 
-impl<K: EntityRef, A: Array> Index<K> for InlineMap<K, A> {
-    type Output = A::Item;
+impl<K: EntityRef, S: ListStore> Index<K> for EntityList<K, S> {
+    type Output = S::Item;
     #[inline]
-    fn index(&self, k: K) -> &A::Item {
+    fn index(&self, k: K) -> &S::Item {
         &self.elems[k.index()]
     }
 }
 
-impl<K: EntityRef, A: Array> IndexMut<K> for InlineMap<K, A> {
+impl<K: EntityRef, S: ListStore> IndexMut<K> for EntityList<K, S> {
     #[inline]
-    fn index_mut(&mut self, k: K) -> &mut A::Item {
+    fn index_mut(&mut self, k: K) -> &mut S::Item {
         &mut self.elems[k.index()]
     }
 }
 
-impl<'a, K: EntityRef, A: Array> IntoIterator for &'a InlineMap<K, A> {
-    type Item = (K, &'a A::Item);
+impl<'a, K: EntityRef, S: ListStore> IntoIterator for &'a EntityList<K, S> {
+    type Item = (K, &'a S::Item);
     type IntoIter = core::iter::Map<
-        core::iter::Enumerate<core::slice::Iter<'a, A::Item>>,
-        fn((usize, &'a A::Item)) -> (K, &'a A::Item),
+        core::iter::Enumerate<core::slice::Iter<'a, S::Item>>,
+        fn((usize, &'a S::Item)) -> (K, &'a S::Item),
     >;
     fn into_iter(self) -> Self::IntoIter {
         self.elems.iter().enumerate().map(|(i, v)| (K::new(i), v))
