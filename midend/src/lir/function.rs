@@ -450,10 +450,12 @@ pub struct Function {
     pub(crate) wide_operands: ThinVec<Operand>,
     pub result_pool: ThinVec<Reg>,
     pub stack_objs: ThinMap<StackObj, StackObjData>,
-    /// (one in place: most functions call through one signature or none)
+    /// (one in place: most functions call through one signature or none; 736 of
+    /// gcc-loops' 1,103)
     pub sigs: InlineMap<SigRef, [Signature; 1]>,
     pub regions: ThinMap<Region, RegionData>,
-    /// (two in place: most functions use one or two kinds of memory access)
+    /// (two in place: generated code often uses one or two kinds of memory access; the
+    /// functions wasmtime translates, whose alias regions make more kinds, mostly spill)
     pub memflags: InlineMap<MemFlagsRef, [MemFlags; 2]>,
     /// The index of `memflags`, built by `intern_memflags` when it adds past
     /// `MEMFLAGS_SCAN` entries (empty until then; a lifted function's table can be larger
