@@ -265,7 +265,7 @@ pub fn lir_call_conv(cc: cranelift_codegen::isa::CallConv) -> Option<lir::CallCo
         C::AppleAarch64 => lir::CallConv::AppleAarch64,
         C::Probestack => lir::CallConv::Probestack,
         C::Winch => lir::CallConv::Winch,
-        C::PreserveAll => return None,
+        C::PreserveAll => lir::CallConv::PreserveAll,
     })
 }
 

@@ -201,7 +201,7 @@ const CALL_CONVS: [CallConv; 8] = [
     CallConv::AppleAarch64,
     CallConv::Probestack,
     CallConv::Winch,
-    CallConv::Patchable,
+    CallConv::PreserveAll,
 ];
 
 /// Names of functions defined in the generated module (some need quoting).

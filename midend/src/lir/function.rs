@@ -25,7 +25,7 @@ pub enum CallConv {
     AppleAarch64,
     Probestack,
     Winch,
-    Patchable,
+    PreserveAll,
 }
 
 const CALL_CONVS: [(&str, CallConv); 8] = [
@@ -36,7 +36,7 @@ const CALL_CONVS: [(&str, CallConv); 8] = [
     ("apple_aarch64", CallConv::AppleAarch64),
     ("probestack", CallConv::Probestack),
     ("winch", CallConv::Winch),
-    ("patchable", CallConv::Patchable),
+    ("preserve_all", CallConv::PreserveAll),
 ];
 
 impl CallConv {

@@ -235,6 +235,18 @@ impl Module {
         self.call_rewrites.push((member, rewrite));
     }
 
+    /// Forget how calls of `member` were rewritten: its calls call it again (a backend whose
+    /// shared body failed to compile gives the member code of its own).
+    pub fn remove_call_rewrite(&mut self, member: Symbol) {
+        let Some(k) = self.call_rewrite_index.remove(&member) else {
+            return;
+        };
+        self.call_rewrites.remove(k as usize);
+        for (i, (s, _)) in self.call_rewrites.iter().enumerate().skip(k as usize) {
+            self.call_rewrite_index.insert(*s, i as u32);
+        }
+    }
+
     /// The direct calls of `from` made outside the module now call `to` (see
     /// `external_calls`).
     pub fn move_external_calls(&mut self, from: Symbol, to: Symbol) {
