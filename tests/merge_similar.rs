@@ -12,7 +12,9 @@ fn parse(src: &str) -> Vec<Function> {
 }
 
 /// Compile `src` with `passes`; functions named in `local` are local, the others exported.
-/// Every function is lifted (`lift_all`), so the pass's statistics count every caller.
+/// Every function is lifted (`lift_all`), so the pass's statistics count every caller. The
+/// host fetches only exported functions (`fetch_locals` off), so a local member folded into a
+/// shared body needs no code of its own.
 fn compile(src: &str, passes: &str, local: &[&str]) -> JitModule {
     compile_with(src, passes, local, true)
 }
@@ -21,6 +23,7 @@ fn compile_with(src: &str, passes: &str, local: &[&str], lift_all: bool) -> JitM
     let mut p = Pipeline::new(PipelineOptions {
         config: MergeConfig {
             lift_all,
+            fetch_locals: false,
             ..MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap())
         },
         ..Default::default()
@@ -117,6 +120,45 @@ fn main_calling(callees: &[&str]) -> String {
     }
     s += &format!("    return {acc}\n}}\n");
     s
+}
+
+/// By default the host may fetch a local function: a folded local member keeps a thunk
+/// passing its constant, and fetched, each member gives its own results.
+#[test]
+fn local_members_stay_fetchable_by_default() {
+    let names = ["a", "b", "c"];
+    let src = [
+        body("a", "i64", "3"),
+        body("b", "i64", "7"),
+        body("c", "i64", "-11"),
+    ]
+    .concat();
+    let build = |passes: &str| {
+        let mut p = Pipeline::new(PipelineOptions {
+            config: MergeConfig {
+                lift_all: true,
+                ..MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap())
+            },
+            ..Default::default()
+        });
+        for f in parse(&src) {
+            p.add_function(Linkage::Local, f);
+        }
+        p.compile().unwrap()
+    };
+    let plain = build("none");
+    let m = build("merge,merge-similar");
+    assert_eq!(m.module().stats().get("merged_similar"), 3);
+    assert_eq!(m.module().stats().get("similar.thunks"), 3);
+    for f in names {
+        assert_eq!(
+            m.module().merge_kind(m.id(f).unwrap()),
+            Some(MergeKind::Thunked)
+        );
+        for x in [-7, 0, 1, 5, 40] {
+            assert_eq!(call(&m, f, x), call(&plain, f, x), "{f}({x})");
+        }
+    }
 }
 
 #[test]

@@ -118,7 +118,8 @@ fn identical_functions_merge_and_both_ids_work() {
     assert_eq!(m.merged_into(g), Some(f));
     assert_eq!(m.merged_into(h), Some(f));
     assert_eq!(m.merge_kind(g), Some(MergeKind::Aliased));
-    assert_eq!(m.merge_kind(h), Some(MergeKind::Replaced));
+    // The host may fetch a local function (`fetch_locals`): its name stays, as an alias.
+    assert_eq!(m.merge_kind(h), Some(MergeKind::Aliased));
     assert_eq!(m.merged_into(f), None);
     assert_eq!(m.stats().get("compiled"), 1, "one body for three functions");
     assert!(m.code_bytes(f).unwrap() > 0);
@@ -270,6 +271,65 @@ fn data_objects_hold_function_addresses() {
         // SAFETY: both slots hold `(i64) -> i64` functions.
         let fp: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(a) };
         assert_eq!(fp(2), 11);
+    }
+}
+
+/// A later batch stores in data the addresses of functions an earlier batch merged away:
+/// an exact duplicate's is its survivor's (through survivors merged in turn), and a local
+/// function folded into a shared body (`fetch_locals` off) gets a thunk of its own.
+#[test]
+fn data_of_a_later_batch_holds_addresses_of_merged_functions() {
+    let mut m = jit_with(MergeConfig {
+        fetch_locals: false,
+        ..Default::default()
+    });
+    let s = sig(&m, 1);
+    let members = near_duplicates(&mut m, &s);
+    let copy = m.declare_function("copy0", Linkage::Local, &s).unwrap();
+    // An exact duplicate of `m0`.
+    define(&mut m, copy, &[], |b, p, _| {
+        let t = b.ins().imul_imm_s(p[0], 11);
+        let t = b.ins().iadd_imm_s(t, 1 << 40);
+        let t = b.ins().imul_imm_s(t, 5);
+        let t = b.ins().iadd_imm_s(t, -9);
+        b.ins().return_(&[t]);
+    });
+    let user = m.declare_function("user", Linkage::Export, &s).unwrap();
+    define(&mut m, user, &members, |b, p, f| {
+        let mut acc = b.ins().iconst(types::I64, 0);
+        for &fr in f {
+            let c = b.ins().call(fr, &[p[0]]);
+            let r = b.inst_results(c)[0];
+            acc = b.ins().iadd(acc, r);
+        }
+        b.ins().return_(&[acc]);
+    });
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(copy), Some(members[0]));
+    let folded = (members.iter())
+        .filter(|&&g| m.merge_kind(g) == Some(MergeKind::Folded))
+        .count();
+    assert!(folded > 0, "{:?}", m.stats());
+    let table = m
+        .declare_data("table", Linkage::Export, false, false)
+        .unwrap();
+    let mut d = DataDescription::new();
+    d.define_zeroinit(8 * (members.len() + 1));
+    for (k, &g) in members.iter().chain([&copy]).enumerate() {
+        let r = m.declare_func_in_data(g, &mut d);
+        d.write_function_addr(8 * k as u32, r);
+    }
+    m.define_data(table, &d).unwrap();
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.stats().get("late_thunks") as usize, folded);
+    let (p, _) = m.get_finalized_data(table);
+    // SAFETY: the table holds `members.len() + 1` pointers to `(i64) -> i64` functions.
+    let slots = unsafe { std::slice::from_raw_parts(p as *const usize, members.len() + 1) };
+    for (k, &a) in slots.iter().enumerate() {
+        // SAFETY: as above.
+        let fp: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(a) };
+        let want = near_duplicate_value(k.min(members.len()) as i64 % 3, 3);
+        assert_eq!(fp(3), want, "slot {k}");
     }
 }
 
@@ -461,42 +521,62 @@ fn errors_are_typed_and_clear() {
     b.ins().return_(&[v]);
     b.seal_all_blocks();
     b.finalize(m.target_config());
-    m.define_function(user, &mut ctx).unwrap();
-    let err = m.finalize_definitions().unwrap_err().to_string();
+    let err = m.define_function(user, &mut ctx).unwrap_err().to_string();
     assert!(
         err.contains("user") && err.contains("host_fn") && err.contains("colocated"),
         "{err}"
     );
+    // Refused at define: the module is as it was, and the rest compiles.
+    m.finalize_definitions().unwrap();
+    assert_eq!(call1(&m, f, 5), 6);
 }
 
 /// `verify_input` checks every defined function with Cranelift's verifier before the passes
 /// (an invalid function is reported by name even when it would merge away); without it, the
 /// code that is compiled is verified as Cranelift verifies it.
 #[test]
-fn input_verification_is_an_option() {
-    let build = |verify_input: bool| {
-        let mut m = jit_with(MergeConfig {
+fn invalid_functions_are_refused_at_define() {
+    // With Cranelift's default flags (`enable_verifier` on), as the plain module's compile at
+    // define; with the verifier off, only when `verify_input` asks for it.
+    for (flags, verify_input) in [
+        (&[][..], false),
+        (&[("enable_verifier", "false")][..], true),
+    ] {
+        let b = JITBuilder::with_isa(isa(flags), default_libcall_names());
+        let config = MergeConfig {
             verify_input,
             ..Default::default()
-        });
+        };
+        let mut m = MergeModule::with_config(JITModule::new(b), config);
         let s = sig(&m, 1);
         let f = m.declare_function("f", Linkage::Export, &s).unwrap();
         let bad = m.declare_function("bad", Linkage::Export, &s).unwrap();
         affine(&mut m, f, 3);
         // `bad` returns nothing from a function that returns an i64.
-        define(&mut m, bad, &[], |b, _, _| {
-            b.ins().return_(&[]);
-        });
-        m.finalize_definitions()
-            .map(|_| ())
-            .unwrap_err()
-            .to_string()
-    };
-    let with = build(true);
-    assert!(with.contains("bad") && with.contains("verifier"), "{with}");
-    // Without input verification the compile of `bad` fails in Cranelift's verifier.
-    let without = build(false);
-    assert!(without.contains("bad"), "{without}");
+        let mut ctx = m.make_context();
+        ctx.func.signature = s.clone();
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let e = b.create_block();
+        b.append_block_params_for_function_params(e);
+        b.switch_to_block(e);
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(m.target_config());
+        let err = m.define_function(bad, &mut ctx).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ModuleError::Compilation(cranelift_codegen::CodegenError::Verifier(_))
+            ),
+            "{err}"
+        );
+        // As if that define never happened: the rest compiles, and `bad` can be defined.
+        affine(&mut m, bad, 4);
+        m.finalize_definitions().unwrap();
+        assert_eq!(call1(&m, f, 5), 16);
+        assert_eq!(call1(&m, bad, 5), 21);
+    }
 }
 
 /// Object files: a merged function is an alias symbol at its survivor's code; a thunk has
@@ -951,7 +1031,11 @@ fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
 /// member's extra arguments.
 #[test]
 fn later_batches_call_folded_members() {
-    let mut m = jit();
+    // The host fetches no local function: members are folded with no code of their own.
+    let mut m = jit_with(MergeConfig {
+        fetch_locals: false,
+        ..Default::default()
+    });
     let s = sig(&m, 1);
     let members = near_duplicates(&mut m, &s);
     let first = m.declare_function("first", Linkage::Export, &s).unwrap();

@@ -27,7 +27,7 @@ fn error(function: &str, msg: String) -> ModuleError {
 }
 
 fn in_function(function: &str, e: ModuleError) -> ModuleError {
-    crate::module::in_function(function, e, None)
+    ModuleError::Backend(anyhow::Error::from(e).context(format!("function {function}")))
 }
 
 /// Declare every function of `funcs` in `module` under its own name with its linkage
@@ -79,7 +79,14 @@ pub fn declare_by_name<M: Module + ?Sized>(
     }
     let mut out = Vec::with_capacity(ids.len());
     for ((name, id), (_, mut f)) in ids.into_iter().zip(funcs) {
-        rewrite_references(module, &name, &mut f)?;
+        rewrite_references(module, &name, &mut f).map_err(|e| {
+            ModuleError::from(crate::module::FunctionError::one(
+                id,
+                name.clone(),
+                e,
+                Some(&f),
+            ))
+        })?;
         f.name = ir::UserFuncName::user(0, id.as_u32());
         out.push((name, id, f));
     }

@@ -23,6 +23,10 @@ pub struct SizeOptions {
     pub object: bool,
     /// Which side compiles first.
     pub sides: Sides,
+    /// Declare every function `Linkage::Local` (a runtime's internal functions), not
+    /// `Export`: `merge-similar` then folds them, each with a thunk while
+    /// `config.fetch_locals` keeps them fetchable.
+    pub local: bool,
 }
 
 /// What `mergelift size` reports.
@@ -150,7 +154,7 @@ fn module_error(e: cranelift_module::ModuleError, file_of: &FileOf) -> String {
     match &e {
         cranelift_module::ModuleError::Backend(b) => {
             match b.downcast_ref::<jit_driver::FunctionError>() {
-                Some(f) => in_file(&f.function, msg, file_of),
+                Some(f) => in_file(&f.failures[0].function, msg, file_of),
                 None => msg,
             }
         }
@@ -161,6 +165,7 @@ fn module_error(e: cranelift_module::ModuleError, file_of: &FileOf) -> String {
 /// The functions of all files, with a name defined twice reported with both files.
 fn functions(
     files: &[ClifFile],
+    linkage: Linkage,
 ) -> Result<(Vec<(Linkage, cranelift_codegen::ir::Function)>, FileOf<'_>), String> {
     let mut seen: FileOf = Default::default();
     let mut out = Vec::new();
@@ -179,7 +184,7 @@ fn functions(
                     )
                 });
             }
-            out.push((Linkage::Export, f.clone()));
+            out.push((linkage, f.clone()));
         }
     }
     Ok((out, seen))
@@ -207,7 +212,12 @@ pub fn measure(
     parse_ms: f64,
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<SizeReport, String> {
-    let (funcs, file_of) = functions(files)?;
+    let linkage = if opts.local {
+        Linkage::Local
+    } else {
+        Linkage::Export
+    };
+    let (funcs, file_of) = functions(files, linkage)?;
     let file_of = &file_of;
     let mut r = SizeReport {
         sides: opts.sides,

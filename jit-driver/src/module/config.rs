@@ -71,12 +71,11 @@ pub struct MergeConfig {
     pub lift_all: bool,
     /// Run the LIR verifier after every pass (default: in debug builds).
     pub verify_lir: bool,
-    /// Verify every defined function with Cranelift's verifier before the passes (about a
-    /// tenth of a compile per function). Off by default: what is compiled is verified by
-    /// Cranelift when the ISA's `enable_verifier` is on, and a function merged away has the
-    /// LIR of one that is compiled (types, arities and the use of every value are compared).
-    /// Turn it on to have an invalid function reported even when it merges away or a pass
-    /// removes its fault.
+    /// Verify every defined function with Cranelift's verifier at `define_function`, even
+    /// when the ISA's `enable_verifier` is off (default: off). With `enable_verifier` on, as
+    /// Cranelift's default flags have it, every function is verified at define anyway, as
+    /// the plain module's compile at define would: an invalid function is an error there,
+    /// and never reaches a flush.
     pub verify_input: bool,
     /// Write thunks as machine code (x86-64, non-PIC; default: on). A merged function that
     /// keeps code of its own calls its survivor with its arguments (and, after
@@ -97,6 +96,15 @@ pub struct MergeConfig {
     /// an object file's `finish`, keeps its bodies until the module is dropped: nothing
     /// merges into it later.)
     pub keep_lir: bool,
+    /// The host may fetch any function it defined, local ones included, as with the plain
+    /// module (`get_finalized_function`; default: on). A local function folded into a shared
+    /// body by `merge-similar` then keeps a small thunk passing its constants; `merge-similar`'s
+    /// cost model counts it. A runtime that never fetches its `Linkage::Local` functions
+    /// (only calls them from other functions of the module) can turn this off: such a
+    /// function then has no code at all, and fetching it panics. An object file's `finish`
+    /// never needs the thunks (a local symbol cannot be fetched): it folds without them
+    /// and gives the member an alias symbol at the shared body.
+    pub fetch_locals: bool,
 }
 
 impl Default for MergeConfig {
@@ -111,6 +119,7 @@ impl Default for MergeConfig {
             verify_input: false,
             native_thunks: true,
             keep_lir: false,
+            fetch_locals: true,
         }
     }
 }

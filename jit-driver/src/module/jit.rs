@@ -9,37 +9,55 @@ impl MergeModule<JITModule> {
     /// Run the passes over the functions defined since the last call, compile what is left
     /// into the JIT module, and finalize it (`JITModule::finalize_definitions`). A function
     /// equal to one compiled by an earlier call gets that code and is not compiled at all.
+    ///
+    /// A function that fails to compile fails alone: the others are compiled and finalized,
+    /// and the error (`ModuleError::Backend` holding a [`FunctionError`](super::FunctionError))
+    /// names the failed ones, which are undefined again. Only when code compiled now calls
+    /// (or takes the address of) a function that failed is nothing finalized, as the JIT could
+    /// not resolve it: define it again, then finalize.
     pub fn finalize_definitions(&mut self) -> ModuleResult<()> {
-        self.flush()?;
-        self.inner.finalize_definitions()
+        let flushed = self.flush();
+        if let Some(e) = self.unresolved() {
+            return Err(flushed.err().unwrap_or(e));
+        }
+        self.inner.finalize_definitions()?;
+        flushed
     }
 
-    /// The code of a finalized function. A merged function gives code that behaves as its
-    /// own: its survivor's (or its own thunk, when its address had to stay distinct).
+    /// The code of a finalized function, whatever its linkage. A merged function gives code
+    /// that behaves as its own, with its own signature: its survivor's, or its own thunk
+    /// (when its address had to stay distinct, or when it was folded into a shared body with
+    /// extra parameters).
     ///
     /// # Panics
-    /// As `JITModule::get_finalized_function`: when `id` was not defined and finalized.
+    /// As `JITModule::get_finalized_function`: when `id` was not defined and finalized. Also
+    /// for a local function folded into a shared body when
+    /// [`MergeConfig::fetch_locals`](super::MergeConfig::fetch_locals) is off: it has no code
+    /// of its own.
     pub fn get_finalized_function(&self, id: FuncId) -> *const u8 {
-        assert!(
-            self.core.state.get(id) != Some(&State::Pending),
-            "function {} is defined but not yet finalized (call finalize_definitions)",
-            self.func_name(id)
-        );
-        match self.core.state.get(id) {
-            Some(State::Merged) => {
-                assert!(
-                    self.merge_kind(id) != Some(MergeKind::Folded),
-                    "function {} is local and was folded into a shared body by merge-similar: \
-                     it has no code of its own (declare functions the host calls as Export)",
+        let mut f = id;
+        // Through merged functions to the one with code (each step goes to a survivor: the
+        // chain is at most as long as the module has functions).
+        for _ in 0..=self.core.merged.capacity() {
+            match self.core.state.get(f) {
+                Some(State::Pending) => panic!(
+                    "function {} is defined but not yet finalized (call finalize_definitions)",
                     self.func_name(id)
-                );
-                let f = self
-                    .merged_into(id)
-                    .expect("a merged function has a survivor");
-                self.inner.get_finalized_function(f)
+                ),
+                // Folded into a shared body (another signature): no code of its own.
+                Some(State::Merged) if self.merge_kind(f) == Some(MergeKind::Folded) => panic!(
+                    "function {} is local and was folded into a shared body by merge-similar \
+                     with MergeConfig::fetch_locals off: it has no code of its own",
+                    self.func_name(id)
+                ),
+                Some(State::Merged) => match self.merged_into(f) {
+                    Some(into) => f = into,
+                    None => break,
+                },
+                _ => break,
             }
-            _ => self.inner.get_finalized_function(id),
         }
+        self.inner.get_finalized_function(f)
     }
 
     /// The address and size of a finalized data object (`JITModule::get_finalized_data`).

@@ -3,17 +3,23 @@
 //! `ObjectModule`, or any other).
 //!
 //! Declarations go straight to the inner module, so ids are the inner module's own.
-//! `define_function` keeps the function; the passes run when the definitions are flushed
-//! (`finalize_definitions` for a JIT, `finish` for an object file, or `flush`):
+//! `define_function` checks the function as the plain module's compile would reject it
+//! (Cranelift's verifier, the signature, a second definition) and keeps it; the passes run
+//! when the definitions are flushed (`finalize_definitions` for a JIT, `finish` for an object
+//! file, or `flush`):
 //!
 //! 1. every pending function is lifted to LIR (in a module's one and last batch, only those
-//!    some other function shares a shape with: see `skip`; the others are never merged);
+//!    some other function shares a shape with: see `skip`; the others are never merged; a
+//!    function the lifter cannot represent is passed through, compiled as it came);
 //! 2. the passes run over the new functions, merging them with each other and with the
 //!    functions compiled by earlier flushes (those are *frozen*: they survive, never change);
 //! 3. each new function is compiled into the inner module: a merged one not at all (its id
 //!    resolves to the survivor), a function a pass changed from its lowered LIR, and every
 //!    other function from the Cranelift IR it was defined with (exact: nothing to lower), with
-//!    direct calls to merged functions pointed at their survivors.
+//!    direct calls to merged functions pointed at their survivors. Survivors and shared
+//!    bodies are compiled first: where one fails, what was merged into it is compiled from
+//!    its own input before any caller is. A function that fails is reported, with all the
+//!    others that failed, in one [`FunctionError`], and is undefined again.
 //!
 //! The module is incremental: what was compiled stays in the LIR module, frozen, so a later
 //! function equal to one compiled before gets that code without any compile.
@@ -104,8 +110,19 @@ struct Core {
     hook: Option<CompiledHook>,
     ctx: Context,
     fctx: LowerContext,
-    /// Set when a flush failed half-way: the module can no longer be trusted.
+    /// Set when a flush failed in Mergelift's own code (a pass): the module can no longer be
+    /// trusted.
     poisoned: Option<String>,
+    /// Functions passed through unmerged (the lifter cannot represent them), and why.
+    passed_through: Vec<(FuncId, String)>,
+    /// Functions that failed to compile while compiled code refers to them: the inner module
+    /// cannot be finalized until they are defined again.
+    unresolved: Vec<FuncId>,
+    /// Functions folded away by an earlier flush whose address data now holds: the next
+    /// flush gives each a thunk.
+    late_data: Vec<FuncId>,
+    /// Time spent verifying functions at define, not yet added to `stats`.
+    verify_time: Duration,
     /// Functions and data objects declared through this module (ids below are valid).
     declared: (u32, u32),
     /// Some function was merged (calls may need redirecting).
@@ -119,39 +136,114 @@ fn backend(msg: String) -> ModuleError {
     ModuleError::Backend(anyhow::anyhow!(msg))
 }
 
-/// An error of one function found while flushing (compiling after `define_function`
-/// returned): `ModuleError::Backend` carries it, and `downcast_ref::<FunctionError>()` on the
-/// backend error gives the function's name and the inner module's typed error.
+/// The functions of a flush that failed to compile (after `define_function` returned `Ok`):
+/// every failure that shows at `finalize_definitions`, `finish` or `flush` is a
+/// `ModuleError::Backend` holding one, whatever the build profile:
+///
+/// ```
+/// # use cranelift_module::ModuleError;
+/// # fn report(e: ModuleError) {
+/// if let ModuleError::Backend(b) = &e {
+///     if let Some(f) = b.downcast_ref::<jit_driver::FunctionError>() {
+///         for failed in &f.failures {
+///             eprintln!("{} ({}): {}", failed.function, failed.id, failed.error);
+///         }
+///     }
+/// }
+/// # }
+/// ```
+///
+/// The other functions of the batch were compiled; the failed ones are undefined again and
+/// can be defined anew.
 #[derive(Debug)]
 pub struct FunctionError {
-    /// The function's name (`linkage_name`).
+    /// Each function that failed, in the order they were compiled.
+    pub failures: Vec<FailedFunction>,
+}
+
+/// One function that failed to compile.
+#[derive(Debug)]
+pub struct FailedFunction {
+    /// Its id in the module.
+    pub id: FuncId,
+    /// Its name (`linkage_name`).
     pub function: String,
-    /// What the inner module or Cranelift said.
+    /// What the inner module or Cranelift said: what the plain module would have returned
+    /// from `define_function` (a Cranelift panic becomes `ModuleError::Backend`).
     pub error: ModuleError,
     /// The error as text, with verifier findings shown against the function's instructions.
     detail: String,
 }
 
-impl std::fmt::Display for FunctionError {
+impl FunctionError {
+    /// Every function of `batch` failed with `e` (a fault of Mergelift's own).
+    fn of_batch(inner: &dyn Module, batch: &[(FuncId, ir::Function)], e: ModuleError) -> Self {
+        let detail = error_text(&e, None);
+        FunctionError {
+            failures: batch
+                .iter()
+                .map(|(id, _)| FailedFunction {
+                    id: *id,
+                    function: Core::name(inner, *id),
+                    error: backend(detail.clone()),
+                    detail: detail.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// `e`, said of function `id`, named `name` (whose IR `func` shows where, if given).
+    pub(crate) fn one(
+        id: FuncId,
+        name: String,
+        e: ModuleError,
+        func: Option<&ir::Function>,
+    ) -> Self {
+        let detail = error_text(&e, func);
+        FunctionError {
+            failures: vec![FailedFunction {
+                id,
+                function: name,
+                error: e,
+                detail,
+            }],
+        }
+    }
+}
+
+impl std::fmt::Display for FailedFunction {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         write!(f, "function {}: {}", self.function, self.detail)
     }
 }
 
-impl std::error::Error for FunctionError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+impl std::fmt::Display for FunctionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match &self.failures[..] {
+            [one] => write!(f, "{one}"),
+            all => {
+                write!(f, "{} functions failed to compile", all.len())?;
+                for one in all {
+                    write!(f, "\n{one}")?;
+                }
+                Ok(())
+            }
+        }
     }
 }
 
-/// `e`, said to have happened in function `name` (whose IR `func` shows where, if given).
-pub(crate) fn in_function(name: &str, e: ModuleError, func: Option<&ir::Function>) -> ModuleError {
-    let detail = error_text(&e, func);
-    ModuleError::Backend(anyhow::Error::new(FunctionError {
-        function: name.to_string(),
-        error: e,
-        detail,
-    }))
+impl std::error::Error for FunctionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.failures
+            .first()
+            .map(|f| &f.error as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<FunctionError> for ModuleError {
+    fn from(e: FunctionError) -> Self {
+        ModuleError::Backend(anyhow::Error::new(e))
+    }
 }
 
 impl<M: Module> MergeModule<M> {
@@ -184,6 +276,10 @@ impl<M: Module> MergeModule<M> {
                 ctx: Context::new(),
                 fctx: LowerContext::new(),
                 poisoned: None,
+                passed_through: Vec::new(),
+                unresolved: Vec::new(),
+                late_data: Vec::new(),
+                verify_time: Duration::ZERO,
                 declared,
                 any_merged: false,
                 lift_ctx: LiftContext::default(),
@@ -272,7 +368,7 @@ impl<M: Module> MergeModule<M> {
     /// inner module. `finalize_definitions` and `finish` call it; call it yourself to use
     /// another inner module.
     pub fn flush(&mut self) -> ModuleResult<()> {
-        self.flush_batch(false)
+        self.flush_batch(false, self.config.fetch_locals)
     }
 
     /// `flush`, as the last batch: nothing compiled now is fingerprinted for later batches to
@@ -282,21 +378,51 @@ impl<M: Module> MergeModule<M> {
     /// just do not merge into these. What `finish` does for an object file; for a one-shot
     /// JIT compile, call it before `finalize_definitions`.
     pub fn flush_last(&mut self) -> ModuleResult<()> {
-        self.flush_batch(true)
+        self.flush_batch(true, self.config.fetch_locals)
     }
 
-    /// `flush`; a `last` one is followed by no other batch.
-    pub(crate) fn flush_batch(&mut self, last: bool) -> ModuleResult<()> {
+    /// `flush`; a `last` one is followed by no other batch. With `fetch_locals`, a local
+    /// function folded by `merge-similar` keeps a thunk, for the host to fetch.
+    pub(crate) fn flush_batch(&mut self, last: bool, fetch_locals: bool) -> ModuleResult<()> {
         if let Some(p) = &self.core.poisoned {
             return Err(backend(format!(
-                "an earlier flush failed ({p}); this module cannot be used further"
+                "an earlier flush failed inside Mergelift ({p}); this module cannot be used \
+                 further"
             )));
         }
-        let r = self.core.flush(&mut self.inner, &self.config, last);
-        if let Err(e) = &r {
-            self.core.poisoned = Some(e.to_string());
+        self.core
+            .flush(&mut self.inner, &self.config, last, fetch_locals)
+    }
+
+    /// Functions compiled as they came, never merged, because Mergelift cannot represent
+    /// them (an instruction, type or calling convention its IR lacks), with the reason. They
+    /// work as with the plain module; the stats count them as `passed_through`.
+    pub fn passed_through(&self) -> impl Iterator<Item = (FuncId, &str)> + '_ {
+        self.core
+            .passed_through
+            .iter()
+            .map(|(id, why)| (*id, why.as_str()))
+    }
+
+    /// Functions that failed to compile while code compiled since refers to them: until each
+    /// is defined again, the inner module cannot be finalized (a JIT could not resolve them).
+    pub(crate) fn unresolved(&mut self) -> Option<ModuleError> {
+        let state = &self.core.state;
+        self.core
+            .unresolved
+            .retain(|&g| !matches!(state[g], State::Compiled | State::Bytes));
+        if self.core.unresolved.is_empty() {
+            return None;
         }
-        r
+        let names: Vec<String> = (self.core.unresolved.iter())
+            .map(|&g| self.func_name(g))
+            .collect();
+        Some(backend(format!(
+            "compiled code refers to {}, which failed to compile: define {} again before \
+             finalizing",
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" }
+        )))
     }
 
     /// Flush, then give back the inner module.
@@ -423,6 +549,24 @@ impl<M: Module> Module for MergeModule<M> {
                 ctx.func.signature.clone(),
             ));
         }
+        // Cranelift's verifier, where the plain module's compile would run it: at define.
+        let isa = self.inner.isa();
+        if self.config.verify_input || isa.flags().enable_verifier() {
+            let t = Instant::now();
+            let r = verify_caught(&ctx.func, isa);
+            self.core.verify_time += t.elapsed();
+            match r {
+                Ok(()) => {}
+                Err(VerifyFailure::Rejected(e)) => {
+                    return Err(ModuleError::Compilation(CodegenError::Verifier(e)))
+                }
+                Err(VerifyFailure::Panicked(p)) => {
+                    let e = backend(format!("Cranelift's verifier panicked: {p}"));
+                    return Err(FunctionError::one(func, name(), e, None).into());
+                }
+            }
+        }
+        self.core.check_references(&self.inner, func, &ctx.func)?;
         let f = std::mem::replace(&mut ctx.func, ir::Function::new());
         self.core.state[func] = State::Pending;
         self.core.pending.push((func, f));
@@ -448,7 +592,9 @@ impl<M: Module> Module for MergeModule<M> {
 
     /// Passed to the inner module at once. A function whose address the data holds keeps an
     /// address of its own (it is never merged away); an address of a function merged away
-    /// before is written as its survivor's.
+    /// before is written as its survivor's (through survivors merged in turn), except for a
+    /// function folded into a shared body (another signature), which gets a thunk of its own
+    /// at the next flush.
     fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
         let mut rewritten: Option<DataDescription> = None;
         for (fr, target) in data.function_decls.iter() {
@@ -459,8 +605,17 @@ impl<M: Module> Module for MergeModule<M> {
             {
                 let g = FuncId::from_u32(index);
                 self.core.taken[g] = true;
-                if self.core.state[g] == State::Merged {
-                    let f = self.core.merged[g].expect("merged").into;
+                let mut f = g;
+                for _ in 0..=self.core.merged.capacity() {
+                    match (self.core.state[f], self.core.merged[f]) {
+                        (State::Merged, Some(m)) if m.kind != MergeKind::Folded => f = m.into,
+                        _ => break,
+                    }
+                }
+                if self.core.state[f] == State::Merged {
+                    self.core.late_data.push(f);
+                }
+                if f != g {
                     rewritten.get_or_insert_with(|| data.clone()).function_decls[fr] =
                         ModuleRelocTarget::user(0, f.as_u32());
                 }
@@ -538,6 +693,60 @@ impl NameResolver for ModuleNames<'_> {
     }
 }
 
+/// What stage 1 of a flush made of the batch.
+struct Lifted {
+    /// The lifted functions, in batch order.
+    batch: Vec<(FuncId, lir::FuncId)>,
+    /// The LIR function of each position of the batch (none: not lifted).
+    lid_at: Vec<PackedOption<lir::FuncId>>,
+    /// Functions merged away by an earlier batch whose address this batch takes.
+    late: Vec<FuncId>,
+}
+
+/// The books of stage 3 of a flush.
+struct Compiling<'a> {
+    lid_at: &'a [PackedOption<lir::FuncId>],
+    /// Positions compiled from their input whatever their LIR says (merged into a function
+    /// that failed).
+    from_input: Vec<bool>,
+    /// The functions that failed, with the error (none: a function of Mergelift's own, a
+    /// shared body, which only its members miss) and the function as compiled.
+    failed: Vec<(FuncId, Option<ModuleError>, Option<ir::Function>)>,
+    is_failed: SecondaryMap<FuncId, bool>,
+    /// The functions the passes made (shared bodies), not the host's.
+    ours: SecondaryMap<FuncId, bool>,
+    /// (function compiled, module function it refers to), for every job.
+    refs: Vec<(FuncId, FuncId)>,
+    lower_time: Duration,
+    compile_time: Duration,
+}
+
+impl Compiling<'_> {
+    fn fail(&mut self, id: FuncId, e: ModuleError, func: Option<ir::Function>) {
+        self.is_failed[id] = true;
+        self.failed.push((id, Some(e), func));
+    }
+
+    fn fail_quietly(&mut self, id: FuncId) {
+        self.is_failed[id] = true;
+        self.failed.push((id, None, None));
+    }
+
+    /// Does `func` refer to a function that failed?
+    fn refers_to_failed(&self, func: &ir::Function) -> bool {
+        !self.failed.is_empty() && user_funcs(func).any(|g| self.is_failed[g])
+    }
+}
+
+/// The module functions `func` refers to (calls, addresses).
+fn user_funcs(func: &ir::Function) -> impl Iterator<Item = FuncId> + '_ {
+    func.params
+        .user_named_funcs()
+        .values()
+        .filter(|u| u.namespace == 0)
+        .map(|u| FuncId::from_u32(u.index))
+}
+
 impl Core {
     fn name(inner: &dyn Module, id: FuncId) -> String {
         inner
@@ -578,48 +787,80 @@ impl Core {
         moved.then_some(g)
     }
 
-    /// Compile the pending functions. A `last` flush (an object file's `finish`) is followed
-    /// by no other: what it compiles is not indexed for later batches.
+    /// Compile the pending functions: lift them, run the passes over them, compile what is
+    /// left. A `last` flush (an object file's `finish`) is followed by no other: what it
+    /// compiles is not indexed for later batches. With `fetch_locals`, the host may fetch a
+    /// local function (a JIT), so one folded into a shared body keeps a thunk of its own.
+    ///
+    /// A function that fails to compile fails alone: the rest of the batch is compiled, the
+    /// failed functions are undefined again, and the error ([`FunctionError`]) names them all.
     fn flush(
         &mut self,
         inner: &mut dyn Module,
         config: &MergeConfig,
         last: bool,
+        fetch_locals: bool,
     ) -> ModuleResult<()> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.late_data.is_empty() {
             return Ok(());
         }
         let mut pending = std::mem::take(&mut self.pending);
-        // Input verification, when asked for: every function as its own compile would.
-        let mut verify_time = Duration::ZERO;
-        if config.verify_input {
-            let t = Instant::now();
-            for (id, func) in &pending {
-                match verify_caught(func, inner.isa()) {
-                    Ok(()) => {}
-                    Err(VerifyFailure::Rejected(e)) => {
-                        let e = ModuleError::Compilation(CodegenError::Verifier(e));
-                        return Err(in_function(&Self::name(inner, *id), e, Some(func)));
-                    }
-                    Err(VerifyFailure::Panicked(p)) => {
-                        return Err(backend(format!(
-                            "function {}: Cranelift's verifier panicked: {p}",
-                            Self::name(inner, *id),
-                        )))
-                    }
-                }
-            }
-            verify_time = t.elapsed();
+        let verify_time = std::mem::take(&mut self.verify_time);
+        if verify_time > Duration::ZERO {
+            self.stats.add_time("verify", verify_time);
         }
         self.lir.allow_tail_calls = tail_calls_allowed(inner.isa());
         self.lir.incremental = !last;
+        let lifted = self.lift_batch(inner, config, last, fetch_locals, &mut pending);
+        let merges_before = self.lir.merges.len();
+        let made = self
+            .run_passes(config, last, &lifted.batch)
+            .and_then(|()| self.record_merges(inner, &lifted, merges_before));
+        let made = match made {
+            Ok(made) => made,
+            Err(e) => {
+                // A fault of Mergelift's own (a pass, or the inner module refusing a shared
+                // body): the LIR can no longer be trusted.
+                let e = FunctionError::of_batch(inner, &pending, e);
+                self.poisoned = Some(e.to_string());
+                return Err(e.into());
+            }
+        };
+        let failed = self.compile_batch(inner, config, &mut pending, &lifted, made);
+        // What was compiled never changes again; later batches merge into it.
+        let open = self.lir.open_function_ids();
+        midend::passes::merge::freeze(&mut self.lir, &open, !last);
+        if !config.keep_lir && !last {
+            // Later batches merge into these by the fingerprints just taken: the bodies
+            // are no longer needed.
+            for &lid in &open {
+                self.lir.functions[lid].drop_body();
+            }
+        }
+        self.stats.add("flushes", 1);
+        match failed {
+            None => Ok(()),
+            Some(e) => Err(e.into()),
+        }
+    }
 
-        // 1. Lift, except functions no pass could merge (`skip`).
+    /// Stage 1: lift the batch, except functions no pass could merge (`skip`) and functions
+    /// the lifter cannot represent (passed through: compiled as they came, never merged).
+    fn lift_batch(
+        &mut self,
+        inner: &dyn Module,
+        config: &MergeConfig,
+        last: bool,
+        fetch_locals: bool,
+        pending: &mut [(FuncId, ir::Function)],
+    ) -> Lifted {
         let t = Instant::now();
-        let (skip, survey) = self.unmergeable(config, last, &pending);
+        let (skip, mut survey) = self.unmergeable(config, last, pending);
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
         // The LIR function of each position of `pending` (none: not lifted).
         let mut lid_at: Vec<PackedOption<lir::FuncId>> = Vec::with_capacity(pending.len());
+        // Positions of the functions the lifter could not represent.
+        let mut passed: Vec<u32> = Vec::new();
         self.lir.functions.reserve(pending.len());
         // The input of each function stays in `pending` (moved out when compiled as is): a
         // copy of each (960 bytes, to memory not touched yet) cost a sixth of the lift of a
@@ -633,19 +874,25 @@ impl Core {
             let (id, func) = &mut pending[pos];
             let id = *id;
             let decl = inner.declarations().get_function_decl(id);
-            self.check_references(inner, id, func)?;
             func.name = ir::UserFuncName::user(0, id.as_u32());
             if !lifted(pos) {
                 lid_at.push(None.into());
                 continue;
             }
-            let lid = lift_function_with(
-                &mut self.lir,
-                func,
-                lir_linkage(decl.linkage),
-                &mut self.lift_ctx,
-            )
-            .map_err(|e| backend(format!("function {}: {e}", Self::name(inner, id))))?;
+            // A local function the host may fetch is as visible as an exported one.
+            let linkage = match decl.linkage {
+                Linkage::Local if fetch_locals => lir::Linkage::Export,
+                l => lir_linkage(l),
+            };
+            let lid = match lift_function_with(&mut self.lir, func, linkage, &mut self.lift_ctx) {
+                Ok(lid) => lid,
+                Err(e) => {
+                    self.pass_through(id, e.to_string());
+                    passed.push(pos as u32);
+                    lid_at.push(None.into());
+                    continue;
+                }
+            };
             // The function's own symbol, which lifting named `u0:N` (looked up by name only
             // if the LIR did not record it).
             let sym = match self.lir.symbol_of(lid) {
@@ -655,6 +902,18 @@ impl Core {
                     .symbol(&func_symbol_name(id), lir::SymbolKind::Function),
             };
             debug_assert_eq!(self.lir.symbols[sym].name, func_symbol_name(id));
+            if config.verify_lir {
+                // The input as lifted, before any pass. Cranelift accepted the function at
+                // define, so a fault here is the lifter's: the function is passed through.
+                if let Err(e) = lir::verify_function(&self.lir, &self.lir.functions[lid], true) {
+                    self.lir.remove_function(lid);
+                    self.lir.symbols[sym].def = None.into();
+                    self.pass_through(id, format!("LIR verifier: {e}"));
+                    passed.push(pos as u32);
+                    lid_at.push(None.into());
+                    continue;
+                }
+            }
             self.sym_func[sym] = id.into();
             self.lifted[id] = lid.into();
             if config.address_policy == AddressPolicy::Distinct && decl.linkage != Linkage::Local {
@@ -663,63 +922,26 @@ impl Core {
             batch.push((id, lid));
             lid_at.push(lid.into());
         }
-        // What the functions not lifted observe of the others (addresses taken, `try_call`
-        // targets): marked as a lifted caller would have them. Their symbols, where lifted
-        // code names them, are what a lifted function's would be.
+        // What a passed-through function observes of the others, surveyed as `skip` surveys
+        // the functions it does not lift (when it skipped none, it surveyed none).
+        if !passed.is_empty() && survey.keys.is_empty() {
+            survey = skip::Survey::of(passed.iter().map(|&p| &pending[p as usize].1));
+            for r in &mut survey.refs {
+                r.0 = passed[r.0 as usize];
+            }
+            for n in &mut survey.near {
+                n.0 = passed[n.0 as usize];
+            }
+        }
         if batch.len() < pending.len() {
-            let unlifted = |pos: u32| lid_at[pos as usize].is_none();
-            for (pos, (id, _)) in pending.iter().enumerate() {
-                if unlifted(pos as u32) {
-                    if let Some(sym) = self.lir.lookup_symbol(&func_symbol_name(*id)) {
-                        // A function, as its definition would make it (a symbol global
-                        // value may have made it data first).
-                        self.lir.symbols[sym].kind = lir::SymbolKind::Function;
-                        self.sym_func[sym] = (*id).into();
-                    }
-                }
-            }
-            let near: rustc_hash::FxHashSet<(u32, u32)> = (survey.near.iter())
-                .filter(|&&(pos, ..)| unlifted(pos))
-                .map(|&(_, ns, i)| (ns, i))
-                .collect();
-            for &(pos, r) in &survey.refs {
-                if !unlifted(pos) {
-                    continue;
-                }
-                let (skip::Reference::Observed(i) | skip::Reference::Called(i)) = r;
-                let Some(lid) = (i < self.declared.0)
-                    .then(|| self.lifted[FuncId::from_u32(i)].expand())
-                    .flatten()
-                else {
-                    continue;
-                };
-                match r {
-                    skip::Reference::Observed(_) => {
-                        self.lir.functions[lid].address_significant = true;
-                    }
-                    skip::Reference::Called(_) => {
-                        if let Some(sym) = self.lir.symbol_of(lid) {
-                            self.lir.external_calls[sym] += 1;
-                        }
-                    }
-                }
-            }
-            if !near.is_empty() {
-                for d in self.lir.symbols.values_mut() {
-                    if let Some(u) = parse_user_name(&d.name) {
-                        if near.contains(&(u.namespace, u.index)) {
-                            d.colocated = true;
-                        }
-                    }
-                }
-            }
+            self.observe_unlifted(pending, &lid_at, &survey);
         }
         // Addresses taken in the new code, and stored in data: such functions keep an address
         // of their own.
         let taken = std::mem::take(&mut self.lift_ctx.taken);
         // Functions an earlier batch merged away (no code) whose address the new code takes:
         // they get code below, a thunk to their survivor.
-        let mut late: Vec<FuncId> = Vec::new();
+        let mut late: Vec<FuncId> = std::mem::take(&mut self.late_data);
         for &s in &taken {
             if let Some(g) = self.func_of(s) {
                 self.taken[g] = true;
@@ -737,21 +959,87 @@ impl Core {
         }
         self.stats.add_time("lift", t.elapsed());
         self.stats.add("functions_in", pending.len() as u64);
-        if batch.len() < pending.len() {
-            self.stats
-                .add("not_lifted", (pending.len() - batch.len()) as u64);
+        let unlifted = pending.len() - batch.len() - passed.len();
+        if unlifted > 0 {
+            self.stats.add("not_lifted", unlifted as u64);
         }
-        if config.verify_lir {
-            // The input as lifted, before any pass: a fault here is the input's, not a pass's.
-            for &(id, lid) in &batch {
-                lir::verify_function(&self.lir, &self.lir.functions[lid], true).map_err(|e| {
-                    backend(format!(
-                        "function {}: invalid input: {e}",
-                        Self::name(inner, id)
-                    ))
-                })?;
+        Lifted {
+            batch,
+            lid_at,
+            late,
+        }
+    }
+
+    /// `id` is compiled as it came, never merged: the lifter cannot represent it (`why`).
+    fn pass_through(&mut self, id: FuncId, why: String) {
+        self.stats.add("passed_through", 1);
+        self.passed_through.push((id, why));
+    }
+
+    /// What the functions not lifted observe of the others (addresses taken, `try_call`
+    /// targets): marked as a lifted caller would have them. Their symbols, where lifted code
+    /// names them, are what a lifted function's would be.
+    fn observe_unlifted(
+        &mut self,
+        pending: &[(FuncId, ir::Function)],
+        lid_at: &[PackedOption<lir::FuncId>],
+        survey: &skip::Survey,
+    ) {
+        let unlifted = |pos: u32| lid_at[pos as usize].is_none();
+        for (pos, (id, _)) in pending.iter().enumerate() {
+            if unlifted(pos as u32) {
+                if let Some(sym) = self.lir.lookup_symbol(&func_symbol_name(*id)) {
+                    // A function, as its definition would make it (a symbol global
+                    // value may have made it data first).
+                    self.lir.symbols[sym].kind = lir::SymbolKind::Function;
+                    self.sym_func[sym] = (*id).into();
+                }
             }
         }
+        let near: rustc_hash::FxHashSet<(u32, u32)> = (survey.near.iter())
+            .filter(|&&(pos, ..)| unlifted(pos))
+            .map(|&(_, ns, i)| (ns, i))
+            .collect();
+        for &(pos, r) in &survey.refs {
+            if !unlifted(pos) {
+                continue;
+            }
+            let (skip::Reference::Observed(i) | skip::Reference::Called(i)) = r;
+            let Some(lid) = (i < self.declared.0)
+                .then(|| self.lifted[FuncId::from_u32(i)].expand())
+                .flatten()
+            else {
+                continue;
+            };
+            match r {
+                skip::Reference::Observed(_) => {
+                    self.lir.functions[lid].address_significant = true;
+                }
+                skip::Reference::Called(_) => {
+                    if let Some(sym) = self.lir.symbol_of(lid) {
+                        self.lir.external_calls[sym] += 1;
+                    }
+                }
+            }
+        }
+        if !near.is_empty() {
+            for d in self.lir.symbols.values_mut() {
+                if let Some(u) = parse_user_name(&d.name) {
+                    if near.contains(&(u.namespace, u.index)) {
+                        d.colocated = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stage 2: the passes, over the new functions (frozen ones only survive).
+    fn run_passes(
+        &mut self,
+        config: &MergeConfig,
+        last: bool,
+        batch: &[(FuncId, lir::FuncId)],
+    ) -> Result<(), ModuleError> {
         let insts = |lir: &lir::Module| -> u64 {
             batch
                 .iter()
@@ -760,13 +1048,10 @@ impl Core {
                 .sum()
         };
         self.stats.add("lir_insts_in", insts(&self.lir));
-
-        // 2. The passes, over the new functions (frozen ones only survive). A function
-        // merged away has no code, and without `keep_lir` its body goes at once (unless this
-        // is the last batch: then the module's end frees it, and freeing it here would only
-        // slow the passes).
+        // A function merged away has no code, and without `keep_lir` its body goes at once
+        // (unless this is the last batch: then the module's end frees it, and freeing it here
+        // would only slow the passes).
         self.lir.free_removed = !config.keep_lir && !last;
-        let merges_before = self.lir.merges.len();
         let pm = self.passes.get_or_insert_with(|| {
             let mut pm = PassManager::from_kinds_with(
                 &config.passes,
@@ -780,10 +1065,22 @@ impl Core {
         pm.run(&mut self.lir, &mut self.stats)
             .map_err(|e| backend(e.to_string()))?;
         self.stats.add("lir_insts_out", insts(&self.lir));
-        // Functions the passes made (shared bodies of `merge-similar`): declared in the inner
-        // module as local anonymous functions, compiled with the batch.
+        Ok(())
+    }
+
+    /// Stage 2, continued: declare the functions the passes made (shared bodies of
+    /// `merge-similar`) in the inner module as local anonymous functions, record what was
+    /// merged into what, and give a thunk to each function an earlier batch merged away whose
+    /// address this batch takes. Returns the functions to compile besides the batch's own.
+    fn record_merges(
+        &mut self,
+        inner: &mut dyn Module,
+        lifted: &Lifted,
+        merges_before: usize,
+    ) -> Result<Vec<(FuncId, lir::FuncId)>, ModuleError> {
         let mut made: Vec<(FuncId, lir::FuncId)> = Vec::new();
-        let first_made = batch
+        let first_made = lifted
+            .batch
             .last()
             .map_or(0, |&(_, lid)| lid.as_u32() + 1)
             .max(self.lir.first_open);
@@ -815,6 +1112,7 @@ impl Core {
         // A function merged away by an earlier batch whose address this batch takes becomes a
         // thunk to its survivor, compiled with the batch: the address exists, and is its own.
         // (A fold's thunk may take the address of another such function: a worklist.)
+        let mut late = lifted.late.clone();
         while let Some(g) = late.pop() {
             if self.state[g] != State::Merged {
                 continue;
@@ -834,7 +1132,7 @@ impl Core {
             made.push((g, lid));
         }
         // Survivors merged in turn (into a function of an earlier batch): point at the last.
-        for &(g, _) in &batch {
+        for &(g, _) in &lifted.batch {
             if let Some(mg) = self.merged[g] {
                 if mg.redirect {
                     let last = self.call_target(mg.into).unwrap_or(mg.into);
@@ -842,113 +1140,275 @@ impl Core {
                 }
             }
         }
+        Ok(made)
+    }
 
-        // 3. Compile.
-        let mut lower_time = Duration::ZERO;
-        let mut compile_time = Duration::ZERO;
-        let config_fe = inner.isa().frontend_config();
-        // What to compile, in order: the batch's functions, then those the passes made.
-        let mut jobs: Vec<(FuncId, ir::Function)> = Vec::with_capacity(pending.len());
-        for pos in 0..pending.len() {
-            let id = pending[pos].0;
-            // For a lifted function compiled as defined: whether a pass rewrote its calls.
-            let mut pass_rewrote = None;
-            if let Some(lid) = lid_at[pos].expand() {
-                if self.lir.removed[lid] {
-                    // Merged away: no code (its LIR is its survivor's, which is compiled).
-                    self.state[id] = State::Merged;
-                    continue;
-                }
-                let f = &self.lir.functions[lid];
-                if f.modified && config.native_thunks && !config.lower_all {
-                    let sym_func = &self.sym_func;
-                    let mut target = |s: lir::Symbol| {
-                        let id = sym_func.get(s).and_then(|f| f.expand())?;
-                        Some(ModuleRelocTarget::user(0, id.as_u32()))
-                    };
-                    if let Some(t) = thunk::native_thunk(&self.lir, f, inner.isa(), &mut target) {
-                        let t0 = Instant::now();
-                        inner
-                            .define_function_bytes(id, thunk::ALIGNMENT, &t.bytes, &t.relocs)
-                            .map_err(|e| in_function(&Self::name(inner, id), e, None))?;
-                        compile_time += t0.elapsed();
-                        self.note_compiled(id, t.bytes.len());
-                        self.stats.add("native_thunks", 1);
-                        continue;
-                    }
-                }
-                if f.modified || config.lower_all {
-                    let t = Instant::now();
-                    let mut names = ModuleNames {
-                        sym_func: &self.sym_func,
-                    };
-                    let mut func =
-                        lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx)
-                            .map_err(|e| backend(e.to_string()))?;
-                    func.name = ir::UserFuncName::user(0, id.as_u32());
-                    lower_time += t.elapsed();
-                    self.stats.add("lowered", 1);
-                    jobs.push((id, func));
-                    continue;
-                }
-                pass_rewrote = Some(f.calls_rewritten);
+    /// Stage 3: compile. First what other functions' code stands on (the functions the passes
+    /// made, and the survivors of this batch's merges), so that where one of those fails, the
+    /// functions merged into it get code of their own (from their input) before any caller is
+    /// compiled; then the rest. Returns the functions that failed, if any.
+    fn compile_batch(
+        &mut self,
+        inner: &mut dyn Module,
+        config: &MergeConfig,
+        pending: &mut [(FuncId, ir::Function)],
+        lifted: &Lifted,
+        made: Vec<(FuncId, lir::FuncId)>,
+    ) -> Option<FunctionError> {
+        let mut c = Compiling {
+            lid_at: &lifted.lid_at,
+            from_input: vec![false; pending.len()],
+            failed: Vec::new(),
+            is_failed: SecondaryMap::new(),
+            ours: SecondaryMap::new(),
+            refs: Vec::new(),
+            lower_time: Duration::ZERO,
+            compile_time: Duration::ZERO,
+        };
+        // The survivors of this batch's merges that this batch compiles.
+        let mut survivor: SecondaryMap<FuncId, bool> = SecondaryMap::new();
+        for (g, _) in pending.iter() {
+            if let Some(m) = self.merged[*g] {
+                survivor[m.into] = true;
             }
-            // Compiled as defined (no pass changed it, or it was not lifted), its calls
-            // redirected. Each position is compiled once: what is left behind is an empty
-            // function.
-            let mut func = std::mem::replace(&mut pending[pos].1, ir::Function::new());
-            let t = Instant::now();
-            let mut names = ModuleNames {
-                sym_func: &self.sym_func,
-            };
-            let rewritten = self.redirect_calls(&mut func, &mut names);
-            lower_time += t.elapsed();
-            self.stats.add("compiled_from_input", 1);
-            if pass_rewrote.unwrap_or(rewritten) {
-                self.stats.add("calls_rewritten_in_input", 1);
-            }
-            jobs.push((id, func));
         }
+        let (first, rest): (Vec<usize>, Vec<usize>) =
+            (0..pending.len()).partition(|&pos| survivor[pending[pos].0]);
+        // The functions the passes made, lowered from LIR.
+        let mut jobs = Vec::with_capacity(made.len() + first.len());
+        let config_fe = inner.isa().frontend_config();
         for &(id, lid) in &made {
             let t = Instant::now();
             let mut names = ModuleNames {
                 sym_func: &self.sym_func,
             };
             let f = &self.lir.functions[lid];
-            let mut func = lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx)
-                .map_err(|e| backend(e.to_string()))?;
-            func.name = ir::UserFuncName::user(0, id.as_u32());
-            lower_time += t.elapsed();
-            self.stats.add("lowered", 1);
-            jobs.push((id, func));
+            match lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx) {
+                Ok(mut func) => {
+                    func.name = ir::UserFuncName::user(0, id.as_u32());
+                    self.stats.add("lowered", 1);
+                    jobs.push((id, func));
+                }
+                // What was merged into it gets its own code.
+                Err(_) => c.fail_quietly(id),
+            }
+            // A shared body is Mergelift's own, not the host's: its failure is not reported.
+            c.ours[id] = self.state[id] != State::Pending;
+            c.lower_time += t.elapsed();
+        }
+        for &pos in &first {
+            if let Some(job) = self.job(inner, config, pending, pos, &mut c) {
+                jobs.push(job);
+            }
+        }
+        self.compile_jobs(inner, config, jobs, &mut c);
+        // Then the rest; and, while functions fail, what was merged into them.
+        // (Each round compiles only functions not seen before, or merged away when seen and
+        // unmerged since: every function is compiled at most twice, so the rounds end.)
+        let mut seen = vec![false; pending.len()];
+        for &pos in &first {
+            seen[pos] = true;
+        }
+        let mut round = rest;
+        loop {
+            for pos in self.unmerge_members_of_failed(pending, &mut c) {
+                c.from_input[pos] = true;
+                if seen[pos] {
+                    round.push(pos);
+                }
+            }
+            if round.is_empty() {
+                break;
+            }
+            let mut jobs = Vec::with_capacity(round.len());
+            for pos in std::mem::take(&mut round) {
+                seen[pos] = true;
+                if let Some(job) = self.job(inner, config, pending, pos, &mut c) {
+                    jobs.push(job);
+                }
+            }
+            self.compile_jobs(inner, config, jobs, &mut c);
+        }
+        self.stats.add_time("lower", c.lower_time);
+        self.stats.add_time("compile", c.compile_time);
+        if c.failed.is_empty() {
+            return None;
+        }
+        // Failed functions that code compiled now refers to: the inner module cannot be
+        // finalized before they are defined again, and then they must keep code of their own.
+        for &(from, to) in &c.refs {
+            if c.is_failed[to] && !c.is_failed[from] && !self.unresolved.contains(&to) {
+                self.unresolved.push(to);
+                self.taken[to] = true;
+            }
+        }
+        let mut failures = Vec::new();
+        for (id, error, func) in c.failed {
+            self.undefine(id);
+            if let (Some(error), false) = (error, c.ours[id]) {
+                let detail = error_text(&error, func.as_ref());
+                failures.push(FailedFunction {
+                    id,
+                    function: Self::name(inner, id),
+                    error,
+                    detail,
+                });
+            }
+        }
+        (!failures.is_empty()).then_some(FunctionError { failures })
+    }
+
+    /// The job that compiles the function at `pos` of the batch, if it needs one: none for a
+    /// function merged away, or one whose code was defined already (a native thunk).
+    fn job(
+        &mut self,
+        inner: &mut dyn Module,
+        config: &MergeConfig,
+        pending: &mut [(FuncId, ir::Function)],
+        pos: usize,
+        c: &mut Compiling,
+    ) -> Option<(FuncId, ir::Function)> {
+        let id = pending[pos].0;
+        // For a lifted function compiled as defined: whether a pass rewrote its calls.
+        let mut pass_rewrote = None;
+        if let (Some(lid), false) = (c.lid_at[pos].expand(), c.from_input[pos]) {
+            if self.lir.removed[lid] {
+                // Merged away: no code (its LIR is its survivor's, which is compiled).
+                self.state[id] = State::Merged;
+                return None;
+            }
+            let f = &self.lir.functions[lid];
+            if f.modified && config.native_thunks && !config.lower_all {
+                let sym_func = &self.sym_func;
+                let mut target = |s: lir::Symbol| {
+                    let id = sym_func.get(s).and_then(|f| f.expand())?;
+                    Some(ModuleRelocTarget::user(0, id.as_u32()))
+                };
+                if let Some(t) = thunk::native_thunk(&self.lir, f, inner.isa(), &mut target) {
+                    let t0 = Instant::now();
+                    let r = inner.define_function_bytes(id, thunk::ALIGNMENT, &t.bytes, &t.relocs);
+                    c.compile_time += t0.elapsed();
+                    match r {
+                        Ok(()) => {
+                            self.note_compiled(id, t.bytes.len());
+                            self.stats.add("native_thunks", 1);
+                        }
+                        Err(e) => c.fail(id, e, None),
+                    }
+                    return None;
+                }
+            }
+            if f.modified || config.lower_all {
+                let t = Instant::now();
+                let mut names = ModuleNames {
+                    sym_func: &self.sym_func,
+                };
+                let lowered = lower_function_with(
+                    &self.lir,
+                    f,
+                    &mut names,
+                    inner.isa().frontend_config(),
+                    &mut self.fctx,
+                );
+                c.lower_time += t.elapsed();
+                match lowered {
+                    // Code that calls a function that failed is compiled from its input
+                    // instead, where calls go to the functions merged into the failed one.
+                    Ok(func) if !c.refers_to_failed(&func) => {
+                        let mut func = func;
+                        func.name = ir::UserFuncName::user(0, id.as_u32());
+                        self.stats.add("lowered", 1);
+                        return Some((id, func));
+                    }
+                    // A function the lowerer cannot represent is compiled from its input:
+                    // every pass keeps a function's behaviour, so that is the same function.
+                    Ok(_) | Err(_) => {}
+                }
+            } else {
+                pass_rewrote = Some(f.calls_rewritten);
+            }
+        }
+        // Compiled as defined (no pass changed it, it was not lifted, or its lowered form
+        // cannot be used), its calls redirected. Each position is compiled once: what is left
+        // behind is an empty function.
+        let mut func = std::mem::replace(&mut pending[pos].1, ir::Function::new());
+        let t = Instant::now();
+        let mut names = ModuleNames {
+            sym_func: &self.sym_func,
+        };
+        let rewritten = self.redirect_calls(&mut func, &mut names);
+        c.lower_time += t.elapsed();
+        self.stats.add("compiled_from_input", 1);
+        if pass_rewrote.unwrap_or(rewritten) {
+            self.stats.add("calls_rewritten_in_input", 1);
+        }
+        Some((id, func))
+    }
+
+    /// Compile `jobs` into the inner module, on `config.threads` threads; failures go to `c`.
+    fn compile_jobs(
+        &mut self,
+        inner: &mut dyn Module,
+        config: &MergeConfig,
+        jobs: Vec<(FuncId, ir::Function)>,
+        c: &mut Compiling,
+    ) {
+        for (id, func) in &jobs {
+            c.refs.extend(user_funcs(func).map(|g| (*id, g)));
         }
         let t = Instant::now();
         let threads = config.threads.get();
         if threads > 1 && jobs.len() > 1 {
-            self.compile_parallel(inner, jobs, threads)?;
+            self.compile_parallel(inner, jobs, threads, c);
         } else {
             for (id, func) in jobs {
-                self.compile(inner, id, func)?;
+                self.compile(inner, id, func, c);
             }
         }
-        compile_time += t.elapsed();
-        // What was compiled never changes again; later batches merge into it.
-        let open = self.lir.open_function_ids();
-        midend::passes::merge::freeze(&mut self.lir, &open, !last);
-        if !config.keep_lir && !last {
-            // Later batches merge into these by the fingerprints just taken: the bodies
-            // are no longer needed.
-            for &lid in &open {
-                self.lir.functions[lid].drop_body();
+        c.compile_time += t.elapsed();
+    }
+
+    /// The batch functions merged into a function that failed, at their positions: each gets
+    /// code of its own, from its input, and calls to it call it again.
+    fn unmerge_members_of_failed(
+        &mut self,
+        pending: &[(FuncId, ir::Function)],
+        c: &mut Compiling,
+    ) -> Vec<usize> {
+        let mut members = Vec::new();
+        if c.failed.is_empty() {
+            return members;
+        }
+        for (pos, (g, _)) in pending.iter().enumerate() {
+            let Some(m) = self.merged[*g] else { continue };
+            if !c.is_failed[m.into] || c.from_input[pos] {
+                continue;
+            }
+            self.merged[*g] = None;
+            self.state[*g] = State::Pending;
+            if let Some(sym) = self.lifted[*g].expand().and_then(|l| self.lir.symbol_of(l)) {
+                self.lir.remove_call_rewrite(sym);
+                self.lir.aliases.remove(&sym);
+            }
+            members.push(pos);
+        }
+        members
+    }
+
+    /// `id` failed to compile: it is undefined again (it may be defined anew), and nothing
+    /// later merges into it.
+    fn undefine(&mut self, id: FuncId) {
+        self.state[id] = State::Declared;
+        self.merged[id] = None;
+        if let Some(lid) = self.lifted[id].take() {
+            if let Some(sym) = self.lir.symbol_of(lid) {
+                self.lir.symbols[sym].def = None.into();
+                self.lir.aliases.remove(&sym);
+            }
+            if !self.lir.removed[lid] {
+                self.lir.remove_function(lid);
             }
         }
-        self.stats.add_time("lower", lower_time);
-        self.stats.add_time("compile", compile_time);
-        if verify_time > Duration::ZERO {
-            self.stats.add_time("verify", verify_time);
-        }
-        self.stats.add("flushes", 1);
-        Ok(())
     }
 
     /// Which functions of `pending` need not be lifted (an empty list: all do), and their
@@ -1000,12 +1460,12 @@ impl Core {
         let decls = inner.declarations();
         let user = |r: ir::UserExternalNameRef| func.params.user_named_funcs().get(r).cloned();
         let bad = |what: &str, name: String| {
-            Err(backend(format!(
-                "function {}: refers to the imported {what} {name} as `colocated` (a near \
-                 reference), but an import may be anywhere in memory: declare the reference \
-                 without `colocated` (Module::declare_func_in_func does)",
-                Self::name(inner, id)
-            )))
+            let e = backend(format!(
+                "refers to the imported {what} {name} as `colocated` (a near reference), but \
+                 an import may be anywhere in memory: declare the reference without \
+                 `colocated` (Module::declare_func_in_func does)"
+            ));
+            Err(FunctionError::one(id, Self::name(inner, id), e, None).into())
         };
         for (_, ext) in func.dfg.ext_funcs.iter() {
             if let (true, ir::ExternalName::User(r)) = (ext.colocated, &ext.name) {
@@ -1198,30 +1658,32 @@ impl Core {
         inner: &mut dyn Module,
         jobs: Vec<(FuncId, ir::Function)>,
         threads: usize,
-    ) -> ModuleResult<()> {
+        c: &mut Compiling,
+    ) {
         let done = parallel::compile_all(inner.isa(), jobs, threads, self.hook.is_some());
         for (id, r) in done {
-            let c = match r {
-                Ok(c) => c,
+            let comp = match r {
+                Ok(comp) => comp,
                 Err(parallel::Failure::Error(e, func)) => {
-                    return Err(in_function(&Self::name(inner, id), e, Some(&func)))
+                    c.fail(id, e, Some(*func));
+                    continue;
                 }
                 Err(parallel::Failure::Panic(msg)) => {
-                    return Err(backend(format!(
-                        "function {}: Cranelift panicked: {msg}",
-                        Self::name(inner, id)
-                    )))
+                    c.fail(id, backend(format!("Cranelift panicked: {msg}")), None);
+                    continue;
                 }
             };
-            inner
-                .define_function_bytes(id, c.alignment, &c.code, &c.relocs)
-                .map_err(|e| in_function(&Self::name(inner, id), e, None))?;
-            self.note_compiled(id, c.code.len());
-            if let (Some(h), Some(ctx)) = (&mut self.hook, &c.ctx) {
+            if let Err(e) =
+                inner.define_function_bytes(id, comp.alignment, &comp.code, &comp.relocs)
+            {
+                c.fail(id, e, None);
+                continue;
+            }
+            self.note_compiled(id, comp.code.len());
+            if let (Some(h), Some(ctx)) = (&mut self.hook, &comp.ctx) {
                 h(id, ctx);
             }
         }
-        Ok(())
     }
 
     /// Record that `id` was compiled to `bytes` bytes of machine code.
@@ -1232,30 +1694,30 @@ impl Core {
         self.state[id] = State::Compiled;
     }
 
-    /// Compile `func` as `id` into the inner module; a panic inside Cranelift becomes an error
-    /// naming the function.
+    /// Compile `func` as `id` into the inner module; a failure (a panic inside Cranelift
+    /// included) goes to `c`.
     fn compile(
         &mut self,
         inner: &mut dyn Module,
         id: FuncId,
         func: ir::Function,
-    ) -> ModuleResult<()> {
+        c: &mut Compiling,
+    ) {
         self.ctx.clear();
         self.ctx.func = func;
         let ctx = &mut self.ctx;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             inner.define_function(id, ctx)
         }));
-        let name = || Self::name(inner, id);
         match r {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(in_function(&name(), e, Some(&self.ctx.func))),
+            Ok(Err(e)) => {
+                let func = std::mem::replace(&mut self.ctx.func, ir::Function::new());
+                return c.fail(id, e, Some(func));
+            }
             Err(p) => {
-                return Err(backend(format!(
-                    "function {}: Cranelift panicked: {}",
-                    name(),
-                    panic_text(&p)
-                )))
+                let msg = format!("Cranelift panicked: {}", panic_text(&p));
+                return c.fail(id, backend(msg), None);
             }
         }
         let bytes = self
@@ -1266,7 +1728,6 @@ impl Core {
         if let Some(h) = &mut self.hook {
             h(id, &self.ctx);
         }
-        Ok(())
     }
 }
 

@@ -4,16 +4,24 @@ use super::{MergeModule, State};
 use cranelift_module::{Module, ModuleResult};
 use cranelift_object::object::write::SymbolSection;
 use cranelift_object::{ObjectModule, ObjectProduct};
-use midend::lir::MergeKind;
 
 impl MergeModule<ObjectModule> {
     /// Run the passes over the pending functions, compile what is left, and finish the object
     /// (`ObjectModule::finish`). A merged function has no code: its symbol is defined at its
-    /// survivor's code (an alias, with its own name and visibility).
+    /// survivor's code, with the survivor's size (an alias, with its own name and
+    /// visibility). A local function folded into a shared body by `merge-similar` is an alias
+    /// of the shared body (nothing calls it by name: its callers call the shared body).
     ///
-    /// Unlike `ObjectModule::finish`, this returns a `Result`: the compiles happen here.
+    /// Unlike `ObjectModule::finish`, this returns a `Result`: the compiles happen here. A
+    /// function that fails to compile is an error naming it
+    /// ([`FunctionError`](super::FunctionError)); the object would otherwise lack its symbol.
+    ///
+    /// Aliases share their survivor's unwind information (one FDE in `.eh_frame` for all of
+    /// them). With per-function sections, an alias's own section (`.text.<name>`) stays in
+    /// the object, empty: `ObjectModule` makes it when the function is declared, and an object
+    /// being written cannot lose a section.
     pub fn finish(mut self) -> ModuleResult<ObjectProduct> {
-        self.flush_batch(true)?;
+        self.flush_batch(true, false)?;
         let merged: Vec<_> = self
             .merges()
             .filter(|&(g, _, _)| self.core.state[g] == State::Merged)
@@ -23,13 +31,23 @@ impl MergeModule<ObjectModule> {
         for &(g, _, _) in &merged {
             self.inner.define_function_bytes(g, 1, &[], &[])?;
         }
-        let mut product = self.inner.finish();
-        for (g, f, kind) in merged {
-            if kind == MergeKind::Folded {
-                continue; // a local folded by merge-similar: nothing may call it by name
+        // Each alias's code: through survivors merged in turn, to the one compiled.
+        let code_of = |mut f| {
+            for _ in 0..=self.core.merged.capacity() {
+                match (self.core.state[f], self.merged_into(f)) {
+                    (State::Merged, Some(into)) => f = into,
+                    _ => break,
+                }
             }
-            let (Some((fsym, true)), Some((gsym, _))) =
-                (product.functions[f], product.functions[g])
+            f
+        };
+        let merged: Vec<_> = merged
+            .into_iter()
+            .map(|(g, f, _)| (g, code_of(f)))
+            .collect();
+        let mut product = self.inner.finish();
+        for (g, f) in merged {
+            let (Some((fsym, _)), Some((gsym, _))) = (product.functions[f], product.functions[g])
             else {
                 continue;
             };
