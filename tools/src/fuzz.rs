@@ -86,7 +86,7 @@ use cranelift_interpreter::environment::FunctionStore;
 use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
 use cranelift_interpreter::step::ControlFlow;
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Linkage, Module};
+use cranelift_module::{FuncId, Linkage, Module, ModuleError};
 use jit_driver::{host_isa, MergeConfig, MergeModule, OptLevel};
 use midend::{parse_pass_list, Stats};
 use std::path::PathBuf;
@@ -2598,10 +2598,14 @@ fn compile_linked_with(
         Vec<(Linkage, Function)>,
     ) -> cranelift_module::ModuleResult<Vec<(String, FuncId)>>,
 ) -> Result<LinkedJit, String> {
+    // The host calls only the exported wrappers: local functions are folded with no code of
+    // their own (with `fetch_locals` on, a local function is merged as an exported one is,
+    // which `compile_pipeline_on` covers).
     let config = MergeConfig {
         passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
         verify_lir: true,
         lower_all,
+        fetch_locals: false,
         ..Default::default()
     };
     let isa = pipeline_isa(frame_pointers)?;
@@ -2817,7 +2821,13 @@ pub fn batch_plan(funcs: &[Function], size: usize, late_addresses: bool) -> Vec<
 /// `batch_plan` makes them) are defined one after another, each
 /// followed by `finalize_definitions` (the incremental path: later batches merge into the
 /// frozen functions of earlier ones). The statistics are those of all the batches.
-#[allow(clippy::too_many_arguments)]
+///
+/// Batches also get invalid functions, drawn at random from the plan: one Cranelift's
+/// verifier rejects (`define_function` must refuse it as the plain module does, leaving the
+/// module as it was) and one that passes the verifier but fails to compile (the batch's
+/// `finalize_definitions` must name exactly it in a `FunctionError` and compile the rest).
+/// Every valid function must still compile and agree with the interpreter. The counts are
+/// the statistics `fuzz.invalid_refused` and `fuzz.invalid_failed`.
 pub fn compile_pipeline_batched(
     frame_pointers: bool,
     funcs: &[Function],
@@ -2827,13 +2837,18 @@ pub fn compile_pipeline_batched(
     plan: &[Vec<usize>],
     stats: &mut Stats,
 ) -> Result<LinkedJit, String> {
+    let invalid = std::cell::Cell::new((0u64, 0u64));
     let define = |m: &mut MergeModule<JITModule>, linked| {
         let declared = jit_driver::declare_by_name(m, linked)?;
         let mut bodies: Vec<Option<(String, FuncId, Function)>> =
             declared.into_iter().map(Some).collect();
         let mut ids = Vec::with_capacity(bodies.len());
         let mut ctx = cranelift_codegen::Context::new();
-        for b in plan {
+        let mut rng = SplitMix64::new(plan.len() as u64 ^ (funcs.len() as u64) << 32);
+        for (k, b) in plan.iter().enumerate() {
+            let draw = rng.next_u64();
+            let bad = (draw & 3 == 0).then(|| define_unverifiable(m, k));
+            let failing = (draw & 12 == 0).then(|| define_uncompilable(m, k));
             for &i in b {
                 let (name, id, f) = bodies[i].take().expect("each function in one batch");
                 ctx.clear();
@@ -2841,11 +2856,26 @@ pub fn compile_pipeline_batched(
                 m.define_function(id, &mut ctx)?;
                 ids.push((name, id));
             }
-            m.finalize_definitions()?;
+            if let Some(bad) = bad {
+                bad.map_err(|e| ModuleError::Backend(anyhow::anyhow!(e)))?;
+                invalid.set((invalid.get().0 + 1, invalid.get().1));
+            }
+            match (m.finalize_definitions(), failing) {
+                (Ok(()), None) => {}
+                (Err(e), Some(Ok(id))) if failed_ids(&e) == Some(vec![id]) => {
+                    invalid.set((invalid.get().0, invalid.get().1 + 1));
+                }
+                (r, failing) => {
+                    return Err(ModuleError::Backend(anyhow::anyhow!(
+                        "batch {k}: finalize_definitions returned {r:?}, with {failing:?} \
+                         failing to compile"
+                    )))
+                }
+            }
         }
         Ok(ids)
     };
-    compile_linked_with(
+    let j = compile_linked_with(
         frame_pointers,
         funcs,
         locals,
@@ -2853,7 +2883,84 @@ pub fn compile_pipeline_batched(
         lower_all,
         stats,
         define,
-    )
+    )?;
+    let (refused, failed) = invalid.get();
+    stats.add("fuzz.invalid_refused", refused);
+    stats.add("fuzz.invalid_failed", failed);
+    Ok(j)
+}
+
+/// `(i64) -> i64`, in the module's calling convention.
+fn invalid_signature(m: &dyn Module) -> Signature {
+    let mut s = m.make_signature();
+    s.params.push(AbiParam::new(types::I64));
+    s.returns.push(AbiParam::new(types::I64));
+    s
+}
+
+/// Define a function Cranelift's verifier rejects (it returns nothing from a function that
+/// returns an `i64`): `Ok` when `define_function` refuses it as the plain module does.
+fn define_unverifiable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<(), String> {
+    let s = invalid_signature(m);
+    let id = m
+        .declare_function(&format!("__fuzz_unverifiable{batch}"), Linkage::Export, &s)
+        .map_err(|e| e.to_string())?;
+    let mut ctx = m.make_context();
+    ctx.func.signature = s;
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    match m.define_function(id, &mut ctx) {
+        Err(ModuleError::Compilation(cranelift_codegen::CodegenError::Verifier(_))) => Ok(()),
+        other => Err(format!(
+            "an unverifiable function: define_function returned {other:?}, not the verifier's \
+             error"
+        )),
+    }
+}
+
+/// Define a function that passes Cranelift's verifier but not its compile (two stack slots
+/// larger than any frame); its id, or why it could not be defined.
+fn define_uncompilable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<FuncId, String> {
+    let s = invalid_signature(m);
+    let id = m
+        .declare_function(&format!("__fuzz_uncompilable{batch}"), Linkage::Export, &s)
+        .map_err(|e| e.to_string())?;
+    let mut ctx = m.make_context();
+    ctx.func.signature = s;
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    for _ in 0..2 {
+        b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            u32::MAX - 64,
+            0,
+        ));
+    }
+    let x = b.block_params(block)[0];
+    b.ins().return_(&[x]);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    m.define_function(id, &mut ctx)
+        .map_err(|e| format!("an uncompilable function refused at define: {e}"))?;
+    Ok(id)
+}
+
+/// The functions a flush error names as failed, if it is a `FunctionError`.
+fn failed_ids(e: &ModuleError) -> Option<Vec<FuncId>> {
+    let ModuleError::Backend(b) = e else {
+        return None;
+    };
+    let f = b.downcast_ref::<jit_driver::FunctionError>()?;
+    Some(f.failures.iter().map(|f| f.id).collect())
 }
 
 /// Run the calls in forked children (one child runs calls until one traps; the next child
