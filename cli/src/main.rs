@@ -2,6 +2,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use clap::{Parser, Subcommand};
+use cranelift_codegen::ir;
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use jit_driver::{
     lift_function_with, lower_function, mark_taken, LiftContext, OptLevel, OriginalNames,
@@ -10,6 +11,7 @@ use mergelift_tools::input::{collect_files, read_text};
 use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
 use midend::lir::{self, MergeKind};
 use midend::{PassKind, PassManager, Stats};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -140,6 +142,15 @@ enum Cmd {
         /// faster. Alternate it across runs (as `scripts/ratios.sh` does) for a fair ratio.
         #[arg(long, default_value = "plain", value_parser = ["plain", "pipeline"])]
         first: String,
+        /// Declare every function local (a JIT runtime's internal functions) instead of
+        /// exported. `merge-similar` folds a local function into a shared body; as the host
+        /// may still fetch it, it keeps a small thunk (`--no-fetch-locals`: none).
+        #[arg(long)]
+        local: bool,
+        /// With `--local`: the host never fetches a local function, so one folded into a
+        /// shared body needs no code of its own (`MergeConfig::fetch_locals` off).
+        #[arg(long)]
+        no_fetch_locals: bool,
         /// `.clif` files or directories.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -270,13 +281,20 @@ fn run(cli: Cli) -> ExitCode {
             lift_all,
             threads,
             first,
+            local,
+            no_fetch_locals,
             files,
         } => cmd_size(
             &passes,
             &opt_level,
             json,
             emit_object.as_deref(),
-            (lower_all, lift_all),
+            SizeFlags {
+                lower_all,
+                lift_all,
+                local,
+                fetch_locals: !no_fetch_locals,
+            },
             (threads as usize, first == "pipeline"),
             &files,
         ),
@@ -359,13 +377,21 @@ fn frontend_config() -> TargetFrontendConfig {
 }
 
 /// Parse `.lir` and `.clif` inputs into one LIR module. Every `.clif` function must pass
-/// Cranelift's verifier, and the lifted module the LIR verifier, before any pass: a fault
-/// there is the input's, and the error names its file and function.
-fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
+/// Cranelift's verifier, every reference to a function of the module must declare that
+/// function's signature, and the lifted module must pass the LIR verifier, before any pass: a
+/// fault there is the input's, and the error names its file and function. A `.clif` function
+/// LIR cannot represent is passed through (returned apart, its text kept if `keep_text`).
+fn load_module(
+    files: &[PathBuf],
+    keep_text: bool,
+    stats: &mut Stats,
+) -> Result<(lir::Module, Vec<PassedThrough>)> {
     let mut module = lir::Module::new();
     let mut ctx = LiftContext::default();
     // The file of each lifted function, by LIR function id.
     let mut file_of: Vec<usize> = Vec::new();
+    let mut passed: Vec<PassedThrough> = Vec::new();
+    let mut sigs = SignatureCheck::default();
     let mut lift_time = Duration::ZERO;
     let mut verify_time = Duration::ZERO;
     for (k, path) in files.iter().enumerate() {
@@ -391,7 +417,7 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
                 }
                 anyhow!(msg)
             })?;
-            return Ok(m);
+            return Ok((m, passed));
         }
         // One function at a time: parsed, verified, lifted and dropped (a large module never
         // has all its text or all its Cranelift IR in memory).
@@ -422,17 +448,70 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
                     jit_driver::opmap::func_name(&f.name),
                 )
             })?;
+            // A name a function passed through defines (the module does not know it).
+            if !sigs.passed.is_empty() {
+                let name = jit_driver::opmap::func_lir_name(&f.name);
+                if sigs.passed.contains_key(name.as_str()) {
+                    bail!("{}: function {name} is defined twice", path.display());
+                }
+            }
             verify_time += t.elapsed();
             let t = Instant::now();
-            let id = lift_function_with(&mut module, f, lir::Linkage::Export, &mut ctx)
-                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-            // The lifter reserves room to grow; a module held whole does not need it.
-            module.functions[id].shrink_to_fit();
+            let taken = ctx.taken.len();
+            let read = match lift_function_with(&mut module, f, lir::Linkage::Export, &mut ctx) {
+                Ok(id) => {
+                    // The lifter reserves room to grow; a module held whole does not need it.
+                    module.functions[id].shrink_to_fit();
+                    file_of.push(k);
+                    Read::Lifted(id)
+                }
+                Err(e) => {
+                    let Some(reason) = unrepresentable(&e) else {
+                        return Err(anyhow!("{}: {e}", path.display()));
+                    };
+                    let key = jit_driver::opmap::func_name(&f.name);
+                    if module
+                        .lookup_symbol(&key)
+                        .and_then(|s| module.defined(s))
+                        .is_some()
+                    {
+                        bail!("{}: function {key} is defined twice", path.display());
+                    }
+                    // Nothing of it reaches the passes: not the addresses it took before the
+                    // lifter stopped.
+                    ctx.taken.truncate(taken);
+                    passed.push(PassedThrough {
+                        before: module.functions.len(),
+                        name: f.name.to_string(),
+                        key,
+                        file: k,
+                        reason: reason.replace(['\n', '\r'], " "),
+                        text: keep_text.then(|| f.display().to_string()),
+                    });
+                    Read::Passed(passed.len() as u32 - 1)
+                }
+            };
             lift_time += t.elapsed();
-            file_of.push(k);
+            let t = Instant::now();
+            let src = Sources {
+                files,
+                module: &module,
+                file_of: &file_of,
+                passed: &passed,
+            };
+            sigs.record(f, read, &src);
+            verify_time += t.elapsed();
         }
         stats.add_time("parse", parse_time);
     }
+    let t = Instant::now();
+    sigs.finish(&Sources {
+        files,
+        module: &module,
+        file_of: &file_of,
+        passed: &passed,
+    })?;
+    verify_time += t.elapsed();
     mark_taken(&mut module, &ctx.taken);
     stats.add_time("lift", lift_time);
     let t = Instant::now();
@@ -445,7 +524,303 @@ fn load_module(files: &[PathBuf], stats: &mut Stats) -> Result<lir::Module> {
         })?;
     }
     stats.add_time("verify_input", verify_time + t.elapsed());
-    Ok(module)
+    Ok((module, passed))
+}
+
+/// A `.clif` function that passed Cranelift's verifier but that LIR cannot represent (an
+/// instruction, type, calling convention or construct the lifter does not take): `opt` passes
+/// it through unmerged, as it came in.
+struct PassedThrough {
+    /// The number of functions lifted before it: its place among them.
+    before: usize,
+    /// Its name as Cranelift prints it (`%f`, `u0:3`).
+    name: String,
+    /// Its name as the module's symbols and errors spell it (`f`, `u0:3`:
+    /// `opmap::func_name`).
+    key: String,
+    /// Its file, by index in the inputs.
+    file: usize,
+    /// Why the lifter refused it.
+    reason: String,
+    /// The function as Cranelift prints it (kept for `--emit clif` only).
+    text: Option<String>,
+}
+
+/// Is `e` the lifter refusing a function LIR cannot represent (passed through by `opt`),
+/// rather than a fault of the input that Cranelift's verifier let through (`stack_limit`
+/// naming a global value that does not exist, a branch out of the layout, ...) or a name
+/// defined twice, which stay errors? The lifter says which by its words: every limit of LIR
+/// is "unsupported ...", "... not supported" or "LIR supports at most ...".
+fn unrepresentable(e: &jit_driver::Error) -> Option<&str> {
+    match e {
+        jit_driver::Error::Lift { msg, .. }
+            if msg.contains("unsupported")
+                || msg.contains("not supported")
+                || msg.contains("LIR supports at most") =>
+        {
+            Some(msg)
+        }
+        _ => None,
+    }
+}
+
+/// A function read from `.clif` input: lifted into the module, or passed through (its index
+/// in the list of those).
+#[derive(Clone, Copy)]
+enum Read {
+    Lifted(lir::FuncId),
+    Passed(u32),
+}
+
+/// A callee as a reference names it: the module's symbol of that name, or (when the module
+/// has none: only a function that was passed through, or a reference no instruction uses,
+/// names it) the name itself, by its index in `SignatureCheck::names`.
+#[derive(Clone, Copy)]
+enum Callee {
+    Symbol(lir::Symbol),
+    Name(u32),
+}
+
+/// A reference to a function the module had not defined when it was read.
+struct PendingRef {
+    /// The referring function and its place in reading order.
+    caller: Read,
+    seq: u32,
+    /// Its `fnN`, the callee, and the signature it declares (by index in `sigs`).
+    fref: u32,
+    callee: Callee,
+    sig: u32,
+}
+
+/// The module-level check that `run` and `size` get from cranelift-module, which refuses
+/// (`IncompatibleSignature`) a reference `fnN = name sigN` to a function of the module whose
+/// declared signature is not the function's own (parameters, returns and calling convention,
+/// compared whole). `opt` reads `.clif` input one function at a time, so it records each
+/// definition's signature and checks each reference against it as it goes; references to
+/// functions defined later wait for the end of the input. References to names no function
+/// defines (imports), libcalls and known symbols are not checked. Names are looked up in the
+/// LIR module's symbols, which the lifter makes for every function and callee: the check
+/// keeps no name of its own but for functions passed through.
+#[derive(Default)]
+struct SignatureCheck {
+    /// Each distinct signature once, and its index.
+    sigs: Vec<ir::Signature>,
+    sig_index: HashMap<ir::Signature, u32>,
+    /// The signature of each lifted function, by id.
+    lifted: Vec<u32>,
+    /// Functions passed through, by name (`PassedThrough::key`): their signature and index
+    /// among those.
+    passed: HashMap<String, (u32, u32)>,
+    /// Callee names the module has no symbol for (see `Callee::Name`).
+    names: Vec<String>,
+    pending: Vec<PendingRef>,
+    /// The first mismatch found, by the referring function's place in reading order and its
+    /// `fnN`, and its message.
+    first: Option<((u32, u32), String)>,
+    /// Functions read so far.
+    seq: u32,
+    /// Scratch: a callee's name.
+    name: String,
+}
+
+/// Where a function read stands, for messages: its file, name and place.
+struct Sources<'a> {
+    files: &'a [PathBuf],
+    module: &'a lir::Module,
+    file_of: &'a [usize],
+    passed: &'a [PassedThrough],
+}
+
+impl Sources<'_> {
+    fn file(&self, r: Read) -> &Path {
+        match r {
+            Read::Lifted(id) => &self.files[self.file_of[id.as_u32() as usize]],
+            Read::Passed(k) => &self.files[self.passed[k as usize].file],
+        }
+    }
+    /// The name as errors write it (`f` for `%f`, as `opmap::func_name`).
+    fn name(&self, r: Read) -> String {
+        match r {
+            Read::Lifted(id) => self.module.functions[id].name.to_string(),
+            Read::Passed(k) => self.passed[k as usize].key.clone(),
+        }
+    }
+}
+
+impl SignatureCheck {
+    fn intern(&mut self, s: &ir::Signature) -> u32 {
+        if let Some(&k) = self.sig_index.get(s) {
+            return k;
+        }
+        let k = self.sigs.len() as u32;
+        self.sigs.push(s.clone());
+        self.sig_index.insert(s.clone(), k);
+        k
+    }
+
+    /// Is a function named `name` defined already (lifted or passed through)?
+    fn defined(&self, module: &lir::Module, name: &str) -> Option<Read> {
+        if let Some(id) = module.lookup_symbol(name).and_then(|s| module.defined(s)) {
+            return Some(Read::Lifted(id));
+        }
+        self.passed.get(name).map(|&(_, k)| Read::Passed(k))
+    }
+
+    /// The signature a function read is defined with.
+    fn sig_of(&self, r: Read, passed: &[PassedThrough]) -> u32 {
+        match r {
+            Read::Lifted(id) => self.lifted[id.as_u32() as usize],
+            Read::Passed(k) => self.passed[&passed[k as usize].key].0,
+        }
+    }
+
+    /// Record function `f`, just read as `r` (lifted, or the last passed through), and check
+    /// its references to functions defined already.
+    fn record(&mut self, f: &ir::Function, r: Read, src: &Sources) {
+        let module = src.module;
+        let sig = self.intern(&f.signature);
+        match r {
+            Read::Lifted(id) => {
+                debug_assert_eq!(self.lifted.len(), id.as_u32() as usize);
+                self.lifted.push(sig);
+            }
+            Read::Passed(k) => {
+                self.passed
+                    .insert(src.passed[k as usize].key.clone(), (sig, k));
+            }
+        }
+        let seq = self.seq;
+        self.seq += 1;
+        for (fr, ext) in f.dfg.ext_funcs.iter() {
+            // (libcalls and known symbols name no function of the module; neither does a
+            // user name the function does not declare, which cranelift-reader takes)
+            let named = match &ext.name {
+                ir::ExternalName::User(r) => f.params.user_named_funcs().get(*r).is_some(),
+                ir::ExternalName::TestCase(_) => true,
+                ir::ExternalName::LibCall(_) | ir::ExternalName::KnownSymbol(_) => false,
+            };
+            if !named {
+                continue;
+            }
+            // (cranelift-reader fills a gap in the numbering of `fnN` with an entry that has
+            // no signature; Cranelift neither prints nor checks it)
+            let Some(declared) = f.dfg.signatures.get(ext.signature) else {
+                continue;
+            };
+            jit_driver::opmap::write_symbol_name(&mut self.name, f, &ext.name);
+            let sym = module.lookup_symbol(&self.name);
+            let def = match sym.and_then(|s| module.defined(s)) {
+                Some(id) => Some(Read::Lifted(id)),
+                None => self.passed.get(&self.name).map(|&(_, k)| Read::Passed(k)),
+            };
+            let fref = fr.as_u32();
+            match def {
+                Some(d) => {
+                    let defined = self.sig_of(d, src.passed);
+                    if self.sigs[defined as usize] != *declared {
+                        let msg = mismatch(
+                            src,
+                            r,
+                            fref,
+                            &self.name,
+                            declared,
+                            d,
+                            &self.sigs[defined as usize],
+                        );
+                        self.note((seq, fref), msg);
+                    }
+                }
+                None => {
+                    let callee = match sym {
+                        Some(s) => Callee::Symbol(s),
+                        None => {
+                            self.names.push(self.name.clone());
+                            Callee::Name(self.names.len() as u32 - 1)
+                        }
+                    };
+                    let sig = self.intern(declared);
+                    self.pending.push(PendingRef {
+                        caller: r,
+                        seq,
+                        fref,
+                        callee,
+                        sig,
+                    });
+                }
+            }
+        }
+    }
+
+    fn note(&mut self, at: (u32, u32), msg: String) {
+        if self.first.as_ref().is_none_or(|(k, _)| at < *k) {
+            self.first = Some((at, msg));
+        }
+    }
+
+    /// Check the references to functions defined after them; the first mismatch in reading
+    /// order is the error.
+    fn finish(mut self, src: &Sources) -> Result<()> {
+        let module = src.module;
+        let pending = std::mem::take(&mut self.pending);
+        for p in &pending {
+            if self
+                .first
+                .as_ref()
+                .is_some_and(|(k, _)| *k < (p.seq, p.fref))
+            {
+                break;
+            }
+            let name = match p.callee {
+                Callee::Symbol(s) => module.symbol_name(s),
+                Callee::Name(k) => &self.names[k as usize],
+            };
+            let Some(d) = self.defined(module, name) else {
+                continue; // an import
+            };
+            let defined = self.sig_of(d, src.passed);
+            if defined != p.sig {
+                let msg = mismatch(
+                    src,
+                    p.caller,
+                    p.fref,
+                    name,
+                    &self.sigs[p.sig as usize],
+                    d,
+                    &self.sigs[defined as usize],
+                );
+                self.note((p.seq, p.fref), msg);
+                break;
+            }
+        }
+        match self.first {
+            Some((_, msg)) => Err(anyhow!(msg)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The error of a reference whose signature is not its callee's.
+fn mismatch(
+    src: &Sources,
+    caller: Read,
+    fref: u32,
+    callee: &str,
+    declared: &ir::Signature,
+    def: Read,
+    defined: &ir::Signature,
+) -> String {
+    let (file, def_file) = (src.file(caller), src.file(def));
+    let elsewhere = if def_file != file {
+        format!(" in {}", def_file.display())
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: function {} refers to function {callee} (fn{fref}) with signature {declared}, but \
+         {callee} is defined{elsewhere} with signature {defined}",
+        file.display(),
+        src.name(caller),
+    )
 }
 
 fn cmd_opt(
@@ -459,10 +834,12 @@ fn cmd_opt(
     let mut pm = PassManager::from_names(passes)?;
     pm.verify = verify;
     let mut stats = Stats::default();
-    let mut module = load_module(files, &mut stats)?;
+    let (mut module, passed) = load_module(files, emit == "clif", &mut stats)?;
     module.free_removed = low_memory;
-    let functions_in = module.live_functions().count();
+    let functions_in = module.live_functions().count() + passed.len();
     let insts_before = module.inst_count();
+    // Functions from here on are made by the passes (merge-similar's shared bodies).
+    let n_input = module.functions.len();
     // Functions folded by merge-similar are emitted as they came in (they are local, and
     // nothing calls them any more, but the output keeps every input function).
     let input = (emit == "clif"
@@ -470,15 +847,23 @@ fn cmd_opt(
     .then(|| module.clone());
     let peak_after_load = midend::mem::peak_rss_kib();
     pm.run(&mut module, &mut stats)?;
-    let functions_out = module.live_functions().count();
+    let functions_out = module.live_functions().count() + passed.len();
     let insts_after = module.inst_count();
     let mut out = Out::new();
     match emit {
-        "lir" => out.put(&module.to_string())?,
+        "lir" => write_lir(&mut out, &module, &passed)?,
         "clif" => {
             let t = Instant::now();
             midend::passes::merge::thunk_merged(&mut module);
+            // Functions passed through, each in its place among the lifted ones (before the
+            // bodies the passes made, which come after all input functions).
+            let mut through = passed.iter().peekable();
             for (id, f) in module.functions.iter() {
+                let at = (id.as_u32() as usize).min(n_input);
+                while let Some(p) = through.next_if(|p| p.before <= at) {
+                    out.put(p.text.as_deref().unwrap_or_default())?;
+                    out.put("\n")?;
+                }
                 let (m, f) = if !module.removed[id] {
                     (&module, f)
                 } else if let Some(input) = &input {
@@ -488,6 +873,10 @@ fn cmd_opt(
                 };
                 let func = lower_function(m, f, &mut OriginalNames, frontend_config())?;
                 out.put(&func.display().to_string())?;
+                out.put("\n")?;
+            }
+            for p in through {
+                out.put(p.text.as_deref().unwrap_or_default())?;
                 out.put("\n")?;
             }
             stats.add_time("lower", t.elapsed());
@@ -513,6 +902,7 @@ fn cmd_opt(
             "aliased": count(MergeKind::Aliased),
             "thunked": count(MergeKind::Thunked),
             "folded": count(MergeKind::Folded),
+            "passed_through": passed.len(),
             "lir_insts_before": insts_before,
             "lir_insts_after": insts_after,
             "time_ms": time,
@@ -530,6 +920,51 @@ fn cmd_opt(
     std::mem::forget(module);
     std::mem::forget(input);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Print `module` as LIR (`lir::print::write_module`) with a comment line for each function
+/// passed through, in its place among the live functions: `; not lifted: %f: reason`.
+fn write_lir(out: &mut Out, module: &lir::Module, passed: &[PassedThrough]) -> Result<()> {
+    let text = module.to_string();
+    let comment = |p: &PassedThrough| format!("; not lifted: {}: {}\n", p.name, p.reason);
+    if passed.is_empty() {
+        return out.put(&text);
+    }
+    // The module's text is its declarations, then each live function after an empty line:
+    // cut it there, by the length of each function's own text.
+    let mut funcs = Vec::new();
+    let mut f_text = String::new();
+    for (id, f) in module.live_functions() {
+        f_text.clear();
+        lir::print::write_function(&mut f_text, module, f)?;
+        funcs.push((id, 1 + f_text.len()));
+    }
+    let body: usize = funcs.iter().map(|(_, n)| n).sum();
+    let Some(head) = text.len().checked_sub(body).filter(|&h| {
+        text.is_char_boundary(h) && (funcs.is_empty() || text[h..].starts_with("\nfunction "))
+    }) else {
+        // (not the layout expected: the comments first)
+        for p in passed {
+            out.put(&comment(p))?;
+        }
+        return out.put(&text);
+    };
+    out.put(&text[..head])?;
+    let mut at = head;
+    let mut through = passed.iter().peekable();
+    for (id, n) in funcs {
+        while let Some(p) = through.next_if(|p| p.before <= (id.as_u32() as usize)) {
+            out.put("\n")?;
+            out.put(&comment(p))?;
+        }
+        out.put(&text[at..at + n])?;
+        at += n;
+    }
+    for p in through {
+        out.put("\n")?;
+        out.put(&comment(p))?;
+    }
+    Ok(())
 }
 
 /// The options of `run` besides passes and files.
@@ -580,15 +1015,29 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
     })
 }
 
+/// The switches of `size` that shape the pipeline's side.
+struct SizeFlags {
+    lower_all: bool,
+    lift_all: bool,
+    local: bool,
+    fetch_locals: bool,
+}
+
 fn cmd_size(
     passes: &str,
     opt_level: &str,
     json: bool,
     emit_object: Option<&Path>,
-    (lower_all, lift_all): (bool, bool),
+    flags: SizeFlags,
     (threads, pipeline_first): (usize, bool),
     files: &[PathBuf],
 ) -> Result<ExitCode> {
+    let SizeFlags {
+        lower_all,
+        lift_all,
+        local,
+        fetch_locals,
+    } = flags;
     let passes = midend::parse_pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
     let paths = collect_files(files).map_err(|e| anyhow!(e))?;
@@ -618,8 +1067,10 @@ fn cmd_size(
             lower_all,
             lift_all,
             threads: jit_driver::Threads::Count(threads),
+            fetch_locals,
             ..Default::default()
         },
+        local,
         opt_level: Some(opt),
         object: emit_object.is_some(),
         sides: if pipeline_first {
