@@ -57,40 +57,72 @@
 //!
 //! - **Wrap the module**: `MergeModule::new(module)` or `MergeModule::with_config(module,
 //!   config)`. The ISA, the `JITBuilder` (symbols, `symbol_lookup_fn`, memory provider,
-//!   libcall names) and the `ObjectBuilder` stay yours. Ids are the inner module's own.
-//! - **Compiling is deferred.** `define_function` keeps the function (it takes `ctx.func`,
-//!   leaving an empty function and no compiled code in `ctx`); the passes run and the code
-//!   is compiled at `finalize_definitions` (JIT) or `finish` (object file), or at
-//!   [`MergeModule::flush`] for another inner module. Use [`MergeModule::on_compiled`] where
-//!   you read `ctx.compiled_code()` after `define_function` (disassembly, unwind info).
-//!   Defining an import, defining twice and a body whose signature differs from its
-//!   declaration are still errors at once.
-//! - **Errors**: what the inner module reports at declare and define time passes through
-//!   typed. An error of a function compiled at finalize is a `ModuleError::Backend` holding
-//!   a [`FunctionError`] (`downcast_ref`) with the function's name and the inner module's
-//!   typed error.
+//!   libcall names) and the `ObjectBuilder` stay yours. Ids are the inner module's own. The
+//!   change is one line where the program names the module only through `Module`; a struct
+//!   field or function parameter of type `JITModule` becomes `MergeModule<JITModule>`.
+//! - **Compiling is deferred.** `define_function` checks the function as the plain module's
+//!   compile would reject it (Cranelift's verifier, when the ISA's `enable_verifier` is on,
+//!   as by default; the declared signature; a second definition) and keeps it; the passes
+//!   run and the code is compiled at `finalize_definitions` (JIT) or `finish` (object file),
+//!   or at [`MergeModule::flush`] for another inner module. Use [`MergeModule::on_compiled`]
+//!   where you read `ctx.compiled_code()` after `define_function` (disassembly, unwind info).
+//! - **Errors**: what the plain module reports at declare and define time, `MergeModule`
+//!   reports there too, as the same `ModuleError` variant, and a refused define leaves the
+//!   module as if it never happened. A function that fails to compile at the flush (a
+//!   Cranelift limit, a Cranelift panic) fails alone: every other function of the batch is
+//!   compiled, and the flush returns `ModuleError::Backend` holding a [`FunctionError`] that
+//!   names every failed function (id, name, and the error the plain module would have given
+//!   at define). The failed functions are undefined again and can be defined anew; the module
+//!   goes on. Where a failed function was a merge survivor or a shared body, the functions
+//!   merged into it get code of their own.
 //! - **Batches**: functions defined after a `finalize_definitions` are merged with each other
 //!   and against everything compiled before; one equal to compiled code gets that code and is
 //!   not compiled at all. Calls from new code into old code work as before.
+//! - **What Mergelift cannot represent** (an instruction, a type or a construct its IR lacks,
+//!   such as a patchable call or a dynamic stack slot) is compiled as it came, never merged,
+//!   never an error: [`MergeModule::passed_through`] lists such functions with the reason.
 //! - **Object files**: `finish` returns a `Result` (the compiles happen there); a merged
-//!   function is an alias symbol at its survivor's code.
-//! - **What the host sees**: by default ([`AddressPolicy::Shared`]) a merged function the
-//!   host can see may share its survivor's address; [`AddressPolicy::Distinct`] keeps a thunk
-//!   with an address of its own for every function visible outside the module. Addresses
-//!   taken in IR always stay distinct, also when a later batch takes the address of a
-//!   function an earlier batch merged away: the later flush gives it a thunk to its survivor
-//!   (stats counter `late_thunks`). An address stored in data (`define_data`) of a function
-//!   merged away before is its survivor's. A *local* function folded by
-//!   `merge-similar` has no code left: declare functions the host calls as `Export`.
+//!   function is an alias symbol at its survivor's code. `finish(self)` consumes the module:
+//!   read [`MergeModule::merges`] and [`MergeModule::stats`] before it.
+//! - **What the host sees**: every function defined and finalized can be fetched, whatever
+//!   its linkage, and behaves as its own. By default ([`AddressPolicy::Shared`]) a merged
+//!   function the host can see may share its survivor's address; [`AddressPolicy::Distinct`]
+//!   keeps a thunk with an address of its own for every function visible outside the module.
+//!   Addresses taken in IR always stay distinct, also when a later batch takes the address of
+//!   a function an earlier batch merged away: the later flush gives it a thunk to its
+//!   survivor (stats counter `late_thunks`). An address stored in data (`define_data`) of a
+//!   function merged away before is its survivor's. A local function folded into a shared
+//!   body by `merge-similar` keeps a small thunk, for the host to fetch
+//!   ([`MergeConfig::fetch_locals`] turns that off for a runtime that never fetches its local
+//!   functions).
 //! - **Configuration** ([`MergeConfig`]): the passes as values ([`PassKind`]; default
-//!   `merge`, `merge-similar`), threads (default: none), the address policy, whether to
-//!   verify input with Cranelift's verifier before the passes.
+//!   `merge`, `merge-similar`), threads (default: none), the address policy, whether local
+//!   functions stay fetchable.
 //! - **Reports**: [`MergeModule::merged_into`], [`MergeModule::merges`],
-//!   [`MergeModule::stats`], [`MergeModule::code_bytes`].
+//!   [`MergeModule::stats`], [`MergeModule::code_bytes`], [`MergeModule::passed_through`].
 //! - **Memory**: besides the inner module's, a compiled function costs about 1.2 KB (its
 //!   name, signature and the fingerprint later batches merge by); its LIR body is freed once
 //!   it is compiled or merged away. [`MergeConfig::keep_lir`] keeps the bodies for
 //!   [`MergeModule::lir`] to show.
+//!
+//! # Differences from the plain module
+//!
+//! Every behaviour in which `MergeModule<M>` differs from `M` itself, and why:
+//!
+//! | what | `JITModule` / `ObjectModule` | `MergeModule` | why |
+//! |---|---|---|---|
+//! | when code is compiled | in `define_function` | at `finalize_definitions`, `finish` or `flush` | the passes merge a whole batch |
+//! | `ctx` after `define_function` | the function and its compiled code | an empty function, no compiled code ([`MergeModule::on_compiled`] shows the code) | the function is kept until the flush |
+//! | an error Cranelift finds only when compiling (an implementation limit, a feature the ISA lacks, a panic) | `Err` from `define_function`, typed | `Err(Backend(FunctionError))` from the flush, holding that typed error; the rest of the batch compiled | compiling is deferred |
+//! | finalizing while compiled code calls a function that failed | cranelift-jit panics ("can't resolve symbol") | an error naming it; nothing is finalized until it is defined again | a drop-in never panics where it can say why |
+//! | a body whose signature differs from its declaration | `JITModule` compiles it | `IncompatibleSignature` at define | callers would call it with the declared signature |
+//! | a `colocated` reference to an imported function or data object | undefined at link time | `Backend(FunctionError)` at define | a JIT places imports anywhere in memory |
+//! | a verifier panic (Cranelift's verifier panics on some malformed input) | panics | `Backend(FunctionError)` at define | |
+//! | addresses of exported, hidden and preemptible functions | distinct | a merged one shares its survivor's by default ([`AddressPolicy::Shared`], like a linker's `--icf=all`); [`AddressPolicy::Distinct`] keeps them apart | a merged function costs no code |
+//! | `get_finalized_function` of a merged function | its own code | its survivor's code, or its own thunk; never code of another signature | same |
+//! | object file: a merged function | its own code, its own unwind entry (FDE) | an alias symbol at its survivor's code, with its survivor's size, sharing its unwind entry; with per-function sections its own `.text.<name>` stays, empty | `object` cannot remove a section once made |
+//! | `finish` | infallible | returns `ModuleResult`: a function that fails to compile there is an error naming it | the compiles happen in `finish` |
+//! | a fault in Mergelift's own passes | — | that flush fails naming every function of the batch, and the module refuses later flushes | its IR can no longer be trusted |
 //!
 //! # What is underneath
 //!
