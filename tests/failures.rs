@@ -348,6 +348,110 @@ fn members_of_a_failed_survivor_get_code_of_their_own() {
     }
 }
 
+/// Module functions `names`, declared with `linkage` in `m`.
+fn declare_all(m: &mut dyn Module, names: &[&str], linkage: Linkage) -> Vec<FuncId> {
+    let s = sig(m);
+    (names.iter())
+        .map(|n| m.declare_function(n, linkage, &s).unwrap())
+        .collect()
+}
+
+/// A survivor of an exact merge that is itself a member of a shared body that fails: it is
+/// compiled once, from its input, and the function merged into it uses that code.
+#[test]
+fn a_survivor_folded_into_a_failed_shared_body_is_compiled_once() {
+    let inner = Refusing {
+        jit: jit(),
+        fail: HashSet::new(),
+        fail_anonymous: true,
+    };
+    let mut m = MergeModule::new(inner);
+    let ids = declare_all(&mut m, &["f", "g", "h0", "h1"], Linkage::Export);
+    for (&id, k) in ids.iter().zip([10, 10, 11, 12]) {
+        near(&mut m, id, k);
+    }
+    // Only the shared body failed, and it is Mergelift's: nothing to report.
+    m.flush().unwrap();
+    assert!(m.stats().get("merged_similar") >= 3, "{:?}", m.stats());
+    assert_eq!(m.merged_into(ids[1]), Some(ids[0]));
+    m.inner_mut().jit.finalize_definitions().unwrap();
+    let mut want = jit_module_with_near();
+    for (&id, k) in ids.iter().zip([0, 0, 1, 2]) {
+        let code = m.merged_into(id).unwrap_or(id);
+        assert_eq!(call(m.inner().jit.get_finalized_function(code), 9), want(k));
+    }
+}
+
+/// Survivors that call a member of a shared body that fails call the member's own code.
+#[test]
+fn survivors_calling_a_member_of_a_failed_shared_body_call_its_own_code() {
+    let inner = Refusing {
+        jit: jit(),
+        fail: HashSet::new(),
+        fail_anonymous: true,
+    };
+    let mut m = MergeModule::new(inner);
+    let xs = declare_all(&mut m, &["x0", "x1", "x2"], Linkage::Local);
+    for (&x, k) in xs.iter().zip(10..) {
+        near(&mut m, x, k);
+    }
+    let cs = declare_all(&mut m, &["c", "c2"], Linkage::Export);
+    for &c in &cs {
+        caller(&mut m, c, xs[0]);
+    }
+    m.flush().unwrap();
+    assert!(m.stats().get("merged_similar") >= 3, "{:?}", m.stats());
+    assert_eq!(m.merged_into(cs[1]), Some(cs[0]));
+    m.inner_mut().jit.finalize_definitions().unwrap();
+    let want = jit_module_with_near()(0) + 100;
+    assert_eq!(call(m.inner().jit.get_finalized_function(cs[0]), 9), want);
+}
+
+/// A passed-through function of a later batch takes the address of a function an earlier
+/// batch merged away: that one gets a thunk of its own, as for lifted code.
+#[test]
+fn a_passed_through_function_takes_the_address_of_a_merged_one() {
+    let mut m = MergeModule::new(jit());
+    let ids = declare_all(&mut m, &["f", "g"], Linkage::Export);
+    affine(&mut m, ids[0], 3);
+    affine(&mut m, ids[1], 3);
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(ids[1]), Some(ids[0]));
+    // `q`: a patchable call (the lifter cannot represent it) and `g`'s address.
+    let mut odd = m.make_signature();
+    odd.params.push(AbiParam::new(types::I64));
+    odd.call_conv = CallConv::PreserveAll;
+    let p = m.declare_function("p", Linkage::Local, &odd).unwrap();
+    let mut ctx = m.make_context();
+    ctx.func.signature = odd;
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    m.define_function(p, &mut ctx).unwrap();
+    let q = declare_all(&mut m, &["q"], Linkage::Export)[0];
+    define(&mut m, q, &[p, ids[1]], |b, x, f| {
+        b.func.dfg.ext_funcs[f[0]].patchable = true;
+        b.func.dfg.ext_funcs[f[0]].colocated = true;
+        b.ins().call(f[0], &[x]);
+        b.ins().func_addr(types::I64, f[1])
+    })
+    .unwrap();
+    m.finalize_definitions().unwrap();
+    assert_eq!(
+        m.passed_through().map(|(id, _)| id).collect::<Vec<_>>(),
+        [q]
+    );
+    let g = call(m.get_finalized_function(q), 0) as usize;
+    assert_eq!(g, m.get_finalized_function(ids[1]) as usize);
+    assert_ne!(g, m.get_finalized_function(ids[0]) as usize);
+    assert_eq!(call(g as *const u8, 5), 16);
+}
+
 /// `near(k)(9)`, compiled by a plain JIT module.
 fn jit_module_with_near() -> impl FnMut(usize) -> i64 {
     let mut j = jit();

@@ -118,8 +118,7 @@ fn identical_functions_merge_and_both_ids_work() {
     assert_eq!(m.merged_into(g), Some(f));
     assert_eq!(m.merged_into(h), Some(f));
     assert_eq!(m.merge_kind(g), Some(MergeKind::Aliased));
-    // The host may fetch a local function (`fetch_locals`): its name stays, as an alias.
-    assert_eq!(m.merge_kind(h), Some(MergeKind::Aliased));
+    assert_eq!(m.merge_kind(h), Some(MergeKind::Replaced));
     assert_eq!(m.merged_into(f), None);
     assert_eq!(m.stats().get("compiled"), 1, "one body for three functions");
     assert!(m.code_bytes(f).unwrap() > 0);

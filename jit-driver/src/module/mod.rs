@@ -52,6 +52,7 @@ use cranelift_module::{
 };
 use midend::lir::{self, MergeKind};
 use midend::{PassKind, PassManager, PassOptions, Stats};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::time::{Duration, Instant};
 
 /// What became of a defined function.
@@ -128,8 +129,8 @@ struct Core {
     /// Some function was merged (calls may need redirecting).
     any_merged: bool,
     lift_ctx: LiftContext,
-    /// The passes, made at the first flush.
-    passes: Option<PassManager>,
+    /// The passes, made at the first flush, with the `fetch_locals` they were made for.
+    passes: Option<(bool, PassManager)>,
 }
 
 fn backend(msg: String) -> ModuleError {
@@ -709,12 +710,14 @@ struct Compiling<'a> {
     /// Positions compiled from their input whatever their LIR says (merged into a function
     /// that failed).
     from_input: Vec<bool>,
+    /// Threads to compile on.
+    threads: usize,
     /// The functions that failed, with the error (none: a function of Mergelift's own, a
     /// shared body, which only its members miss) and the function as compiled.
     failed: Vec<(FuncId, Option<ModuleError>, Option<ir::Function>)>,
-    is_failed: SecondaryMap<FuncId, bool>,
+    is_failed: FxHashSet<FuncId>,
     /// The functions the passes made (shared bodies), not the host's.
-    ours: SecondaryMap<FuncId, bool>,
+    ours: FxHashSet<FuncId>,
     /// (function compiled, module function it refers to), for every job.
     refs: Vec<(FuncId, FuncId)>,
     lower_time: Duration,
@@ -723,18 +726,18 @@ struct Compiling<'a> {
 
 impl Compiling<'_> {
     fn fail(&mut self, id: FuncId, e: ModuleError, func: Option<ir::Function>) {
-        self.is_failed[id] = true;
+        self.is_failed.insert(id);
         self.failed.push((id, Some(e), func));
     }
 
     fn fail_quietly(&mut self, id: FuncId) {
-        self.is_failed[id] = true;
+        self.is_failed.insert(id);
         self.failed.push((id, None, None));
     }
 
     /// Does `func` refer to a function that failed?
     fn refers_to_failed(&self, func: &ir::Function) -> bool {
-        !self.failed.is_empty() && user_funcs(func).any(|g| self.is_failed[g])
+        !self.failed.is_empty() && user_funcs(func).any(|g| self.is_failed.contains(&g))
     }
 }
 
@@ -811,10 +814,10 @@ impl Core {
         }
         self.lir.allow_tail_calls = tail_calls_allowed(inner.isa());
         self.lir.incremental = !last;
-        let lifted = self.lift_batch(inner, config, last, fetch_locals, &mut pending);
+        let lifted = self.lift_batch(inner, config, last, &mut pending);
         let merges_before = self.lir.merges.len();
         let made = self
-            .run_passes(config, last, &lifted.batch)
+            .run_passes(config, last, fetch_locals, &lifted.batch)
             .and_then(|()| self.record_merges(inner, &lifted, merges_before));
         let made = match made {
             Ok(made) => made,
@@ -851,7 +854,6 @@ impl Core {
         inner: &dyn Module,
         config: &MergeConfig,
         last: bool,
-        fetch_locals: bool,
         pending: &mut [(FuncId, ir::Function)],
     ) -> Lifted {
         let t = Instant::now();
@@ -879,11 +881,7 @@ impl Core {
                 lid_at.push(None.into());
                 continue;
             }
-            // A local function the host may fetch is as visible as an exported one.
-            let linkage = match decl.linkage {
-                Linkage::Local if fetch_locals => lir::Linkage::Export,
-                l => lir_linkage(l),
-            };
+            let linkage = lir_linkage(decl.linkage);
             let lid = match lift_function_with(&mut self.lir, func, linkage, &mut self.lift_ctx) {
                 Ok(lid) => lid,
                 Err(e) => {
@@ -933,15 +931,22 @@ impl Core {
                 n.0 = passed[n.0 as usize];
             }
         }
-        if batch.len() < pending.len() {
-            self.observe_unlifted(pending, &lid_at, &survey);
-        }
+        let observed = if batch.len() < pending.len() {
+            self.observe_unlifted(pending, &lid_at, &survey)
+        } else {
+            Vec::new()
+        };
         // Addresses taken in the new code, and stored in data: such functions keep an address
         // of their own.
         let taken = std::mem::take(&mut self.lift_ctx.taken);
         // Functions an earlier batch merged away (no code) whose address the new code takes:
         // they get code below, a thunk to their survivor.
         let mut late: Vec<FuncId> = std::mem::take(&mut self.late_data);
+        late.extend(
+            observed
+                .into_iter()
+                .filter(|&g| self.state[g] == State::Merged),
+        );
         for &s in &taken {
             if let Some(g) = self.func_of(s) {
                 self.taken[g] = true;
@@ -978,13 +983,15 @@ impl Core {
 
     /// What the functions not lifted observe of the others (addresses taken, `try_call`
     /// targets): marked as a lifted caller would have them. Their symbols, where lifted code
-    /// names them, are what a lifted function's would be.
+    /// names them, are what a lifted function's would be. Returns the module functions whose
+    /// address they observe.
     fn observe_unlifted(
         &mut self,
         pending: &[(FuncId, ir::Function)],
         lid_at: &[PackedOption<lir::FuncId>],
         survey: &skip::Survey,
-    ) {
+    ) -> Vec<FuncId> {
+        let mut observed = Vec::new();
         let unlifted = |pos: u32| lid_at[pos as usize].is_none();
         for (pos, (id, _)) in pending.iter().enumerate() {
             if unlifted(pos as u32) {
@@ -996,7 +1003,7 @@ impl Core {
                 }
             }
         }
-        let near: rustc_hash::FxHashSet<(u32, u32)> = (survey.near.iter())
+        let near: FxHashSet<(u32, u32)> = (survey.near.iter())
             .filter(|&&(pos, ..)| unlifted(pos))
             .map(|&(_, ns, i)| (ns, i))
             .collect();
@@ -1005,6 +1012,11 @@ impl Core {
                 continue;
             }
             let (skip::Reference::Observed(i) | skip::Reference::Called(i)) = r;
+            if let (skip::Reference::Observed(_), true) = (r, i < self.declared.0) {
+                let g = FuncId::from_u32(i);
+                self.taken[g] = true;
+                observed.push(g);
+            }
             let Some(lid) = (i < self.declared.0)
                 .then(|| self.lifted[FuncId::from_u32(i)].expand())
                 .flatten()
@@ -1022,15 +1034,12 @@ impl Core {
                 }
             }
         }
-        if !near.is_empty() {
-            for d in self.lir.symbols.values_mut() {
-                if let Some(u) = parse_user_name(&d.name) {
-                    if near.contains(&(u.namespace, u.index)) {
-                        d.colocated = true;
-                    }
-                }
+        for (ns, i) in near {
+            if let Some(sym) = self.lir.lookup_symbol(&format!("u{ns}:{i}")) {
+                self.lir.symbols[sym].colocated = true;
             }
         }
+        observed
     }
 
     /// Stage 2: the passes, over the new functions (frozen ones only survive).
@@ -1038,6 +1047,7 @@ impl Core {
         &mut self,
         config: &MergeConfig,
         last: bool,
+        fetch_locals: bool,
         batch: &[(FuncId, lir::FuncId)],
     ) -> Result<(), ModuleError> {
         let insts = |lir: &lir::Module| -> u64 {
@@ -1052,16 +1062,24 @@ impl Core {
         // (unless this is the last batch: then the module's end frees it, and freeing it here
         // would only slow the passes).
         self.lir.free_removed = !config.keep_lir && !last;
-        let pm = self.passes.get_or_insert_with(|| {
+        // (Made again only when `fetch_locals` changes: an object module flushed before its
+        // `finish`. A pass keeps only scratch buffers from one run to the next.)
+        if self
+            .passes
+            .as_ref()
+            .is_none_or(|(named, _)| *named != fetch_locals)
+        {
             let mut pm = PassManager::from_kinds_with(
                 &config.passes,
                 &PassOptions {
                     threads: config.threads.get(),
+                    locals_named: fetch_locals,
                 },
             );
             pm.verify = config.verify_lir;
-            pm
-        });
+            self.passes = Some((fetch_locals, pm));
+        }
+        let (_, pm) = self.passes.as_mut().expect("made above");
         pm.run(&mut self.lir, &mut self.stats)
             .map_err(|e| backend(e.to_string()))?;
         self.stats.add("lir_insts_out", insts(&self.lir));
@@ -1155,53 +1173,40 @@ impl Core {
         lifted: &Lifted,
         made: Vec<(FuncId, lir::FuncId)>,
     ) -> Option<FunctionError> {
+        let threads = config.threads.get();
         let mut c = Compiling {
             lid_at: &lifted.lid_at,
             from_input: vec![false; pending.len()],
+            // Decided once for the flush, so that the code does not depend on its rounds.
+            threads: if pending.len() + made.len() > 1 {
+                threads
+            } else {
+                1
+            },
             failed: Vec::new(),
-            is_failed: SecondaryMap::new(),
-            ours: SecondaryMap::new(),
+            is_failed: FxHashSet::default(),
+            ours: FxHashSet::default(),
             refs: Vec::new(),
             lower_time: Duration::ZERO,
             compile_time: Duration::ZERO,
         };
-        // The survivors of this batch's merges that this batch compiles.
-        let mut survivor: SecondaryMap<FuncId, bool> = SecondaryMap::new();
-        for (g, _) in pending.iter() {
-            if let Some(m) = self.merged[*g] {
-                survivor[m.into] = true;
-            }
-        }
+        self.compile_made(inner, made, &mut c);
+        // The survivors of this batch's merges, then the rest.
+        let survivors: FxHashSet<FuncId> = (pending.iter())
+            .filter_map(|(g, _)| self.merged[*g].map(|m| m.into))
+            .collect();
         let (first, rest): (Vec<usize>, Vec<usize>) =
-            (0..pending.len()).partition(|&pos| survivor[pending[pos].0]);
-        // The functions the passes made, lowered from LIR.
-        let mut jobs = Vec::with_capacity(made.len() + first.len());
-        let config_fe = inner.isa().frontend_config();
-        for &(id, lid) in &made {
-            let t = Instant::now();
-            let mut names = ModuleNames {
-                sym_func: &self.sym_func,
-            };
-            let f = &self.lir.functions[lid];
-            match lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx) {
-                Ok(mut func) => {
-                    func.name = ir::UserFuncName::user(0, id.as_u32());
-                    self.stats.add("lowered", 1);
-                    jobs.push((id, func));
-                }
-                // What was merged into it gets its own code.
-                Err(_) => c.fail_quietly(id),
-            }
-            // A shared body is Mergelift's own, not the host's: its failure is not reported.
-            c.ours[id] = self.state[id] != State::Pending;
-            c.lower_time += t.elapsed();
+            (0..pending.len()).partition(|&pos| survivors.contains(&pending[pos].0));
+        let mut jobs = Vec::with_capacity(first.len());
+        for pos in self.unmerge_members_of_failed(pending, &mut c) {
+            c.from_input[pos] = true;
         }
         for &pos in &first {
             if let Some(job) = self.job(inner, config, pending, pos, &mut c) {
                 jobs.push(job);
             }
         }
-        self.compile_jobs(inner, config, jobs, &mut c);
+        self.compile_jobs(inner, jobs, &mut c);
         // Then the rest; and, while functions fail, what was merged into them.
         // (Each round compiles only functions not seen before, or merged away when seen and
         // unmerged since: every function is compiled at most twice, so the rounds end.)
@@ -1227,7 +1232,7 @@ impl Core {
                     jobs.push(job);
                 }
             }
-            self.compile_jobs(inner, config, jobs, &mut c);
+            self.compile_jobs(inner, jobs, &mut c);
         }
         self.stats.add_time("lower", c.lower_time);
         self.stats.add_time("compile", c.compile_time);
@@ -1237,7 +1242,10 @@ impl Core {
         // Failed functions that code compiled now refers to: the inner module cannot be
         // finalized before they are defined again, and then they must keep code of their own.
         for &(from, to) in &c.refs {
-            if c.is_failed[to] && !c.is_failed[from] && !self.unresolved.contains(&to) {
+            if c.is_failed.contains(&to)
+                && !c.is_failed.contains(&from)
+                && !self.unresolved.contains(&to)
+            {
                 self.unresolved.push(to);
                 self.taken[to] = true;
             }
@@ -1245,7 +1253,7 @@ impl Core {
         let mut failures = Vec::new();
         for (id, error, func) in c.failed {
             self.undefine(id);
-            if let (Some(error), false) = (error, c.ours[id]) {
+            if let (Some(error), false) = (error, c.ours.contains(&id)) {
                 let detail = error_text(&error, func.as_ref());
                 failures.push(FailedFunction {
                     id,
@@ -1256,6 +1264,83 @@ impl Core {
             }
         }
         (!failures.is_empty()).then_some(FunctionError { failures })
+    }
+
+    /// Compile the functions the passes made (shared bodies, and thunks for addresses taken
+    /// late), lowered from LIR, before anything that stands on them. One that refers to
+    /// another is compiled after it (in rounds, by Kahn's order over their references; a
+    /// cycle goes in one round), and not at all when that one failed.
+    fn compile_made(
+        &mut self,
+        inner: &mut dyn Module,
+        made: Vec<(FuncId, lir::FuncId)>,
+        c: &mut Compiling,
+    ) {
+        let config_fe = inner.isa().frontend_config();
+        let mut funcs: Vec<(FuncId, Option<ir::Function>)> = Vec::with_capacity(made.len());
+        for (id, lid) in made {
+            let t = Instant::now();
+            let mut names = ModuleNames {
+                sym_func: &self.sym_func,
+            };
+            let f = &self.lir.functions[lid];
+            let lowered = lower_function_with(&self.lir, f, &mut names, config_fe, &mut self.fctx);
+            c.lower_time += t.elapsed();
+            // A shared body is Mergelift's own, not the host's: its failure is not reported
+            // (what was merged into it gets code of its own).
+            if self.state[id] != State::Pending {
+                c.ours.insert(id);
+            }
+            match lowered {
+                Ok(mut func) => {
+                    func.name = ir::UserFuncName::user(0, id.as_u32());
+                    self.stats.add("lowered", 1);
+                    funcs.push((id, Some(func)));
+                }
+                Err(_) => c.fail_quietly(id),
+            }
+        }
+        let index: FxHashMap<FuncId, usize> = (funcs.iter().enumerate())
+            .map(|(k, (id, _))| (*id, k))
+            .collect();
+        let mut users: Vec<Vec<usize>> = vec![Vec::new(); funcs.len()];
+        let mut waits = vec![0u32; funcs.len()];
+        for (k, (_, func)) in funcs.iter().enumerate() {
+            for g in user_funcs(func.as_ref().expect("lowered")) {
+                if let Some(&j) = index.get(&g).filter(|&&j| j != k) {
+                    users[j].push(k);
+                    waits[k] += 1;
+                }
+            }
+        }
+        let mut level: Vec<usize> = (0..funcs.len()).filter(|&k| waits[k] == 0).collect();
+        let mut left = funcs.len();
+        while left > 0 {
+            if level.is_empty() {
+                level = (0..funcs.len()).filter(|&k| funcs[k].1.is_some()).collect();
+            }
+            let mut jobs = Vec::with_capacity(level.len());
+            for &k in &level {
+                let (id, func) = (funcs[k].0, funcs[k].1.take().expect("once"));
+                if c.refers_to_failed(&func) {
+                    c.fail_quietly(id);
+                } else {
+                    jobs.push((id, func));
+                }
+            }
+            left -= level.len();
+            self.compile_jobs(inner, jobs, c);
+            let mut next = Vec::new();
+            for &k in &level {
+                for &u in &users[k] {
+                    waits[u] -= 1;
+                    if waits[u] == 0 && funcs[u].1.is_some() {
+                        next.push(u);
+                    }
+                }
+            }
+            level = next;
+        }
     }
 
     /// The job that compiles the function at `pos` of the batch, if it needs one: none for a
@@ -1292,6 +1377,13 @@ impl Core {
                         Ok(()) => {
                             self.note_compiled(id, t.bytes.len());
                             self.stats.add("native_thunks", 1);
+                            c.refs.extend(t.relocs.iter().filter_map(|r| match r.name {
+                                ModuleRelocTarget::User {
+                                    namespace: 0,
+                                    index,
+                                } => Some((id, FuncId::from_u32(index))),
+                                _ => None,
+                            }));
                         }
                         Err(e) => c.fail(id, e, None),
                     }
@@ -1345,11 +1437,10 @@ impl Core {
         Some((id, func))
     }
 
-    /// Compile `jobs` into the inner module, on `config.threads` threads; failures go to `c`.
+    /// Compile `jobs` into the inner module, on `c.threads` threads; failures go to `c`.
     fn compile_jobs(
         &mut self,
         inner: &mut dyn Module,
-        config: &MergeConfig,
         jobs: Vec<(FuncId, ir::Function)>,
         c: &mut Compiling,
     ) {
@@ -1357,9 +1448,8 @@ impl Core {
             c.refs.extend(user_funcs(func).map(|g| (*id, g)));
         }
         let t = Instant::now();
-        let threads = config.threads.get();
-        if threads > 1 && jobs.len() > 1 {
-            self.compile_parallel(inner, jobs, threads, c);
+        if c.threads > 1 {
+            self.compile_parallel(inner, jobs, c.threads, c);
         } else {
             for (id, func) in jobs {
                 self.compile(inner, id, func, c);
@@ -1381,7 +1471,7 @@ impl Core {
         }
         for (pos, (g, _)) in pending.iter().enumerate() {
             let Some(m) = self.merged[*g] else { continue };
-            if !c.is_failed[m.into] || c.from_input[pos] {
+            if !c.is_failed.contains(&m.into) || c.from_input[pos] {
                 continue;
             }
             self.merged[*g] = None;

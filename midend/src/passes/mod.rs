@@ -15,6 +15,9 @@ use crate::Error;
 pub struct PassOptions {
     /// Threads a pass may start (0 and 1: none).
     pub threads: usize,
+    /// Local functions can be reached by name from outside the module (a JIT host may fetch
+    /// any function it defined): `merge-similar` gives a folded local function a thunk.
+    pub locals_named: bool,
 }
 
 /// A pass, as a value: what `--passes` names and what library users configure.
@@ -72,7 +75,12 @@ impl PassKind {
                 },
                 ..Default::default()
             }),
-            PassKind::MergeSimilar => Box::new(merge::MergeSimilar::default()),
+            PassKind::MergeSimilar => Box::new(merge::MergeSimilar {
+                opts: merge::SimilarOptions {
+                    locals_named: opts.locals_named,
+                    ..Default::default()
+                },
+            }),
             PassKind::Lvn => Box::<lvn::Lvn>::default(),
             PassKind::Gvn => Box::new(gvn::Gvn),
             PassKind::Dce => Box::new(dce::Dce),

@@ -59,6 +59,9 @@ pub struct SimilarOptions {
     /// Rounds at most (a round folds groups whose differing callees are final).
     pub max_rounds: usize,
     pub cost: CostModel,
+    /// Local functions can be reached by name (`PassOptions::locals_named`): a folded local
+    /// member keeps a thunk, as an exported one does.
+    pub locals_named: bool,
 }
 
 impl Default for SimilarOptions {
@@ -66,6 +69,7 @@ impl Default for SimilarOptions {
         SimilarOptions {
             max_rounds: 4,
             cost: CostModel::default(),
+            locals_named: false,
         }
     }
 }
@@ -225,6 +229,7 @@ pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
         return report; // a group needs two functions (a lazy JIT's batch of one has none)
     }
     let mut st = State::new(m);
+    st.locals_named = opts.locals_named;
     // The functions a round walks, and those whose groups it plans: every open function at
     // first; then those the last round changed or deferred, and the shared bodies it made.
     let mut dirty: Vec<FuncId> = m.open_function_ids();
@@ -386,6 +391,8 @@ struct State {
     /// About how many symbols this run touches (`SymTable`'s estimate).
     touched: usize,
     /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
+    /// `SimilarOptions::locals_named`.
+    locals_named: bool,
     debug: bool,
 }
 
@@ -476,6 +483,7 @@ impl State {
             member_mark: OpenMap::new(m.first_open),
             rounds: 0,
             debug: std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some(),
+            locals_named: false,
         }
     }
 
@@ -557,7 +565,7 @@ impl State {
             weak,
             consts: (c0, self.consts.len() as u32),
             callees: (k0, self.callees.len() as u32),
-            named: f.linkage != Linkage::Local || f.address_significant,
+            named: f.linkage != Linkage::Local || f.address_significant || self.locals_named,
         });
         *self.weak_live.entry(weak).or_insert(0) += 1;
         if self.head.len() <= class as usize {
