@@ -16,9 +16,9 @@
 //! 3. each new function is compiled into the inner module: a merged one not at all (its id
 //!    resolves to the survivor), a function a pass changed from its lowered LIR, and every
 //!    other function from the Cranelift IR it was defined with (exact: nothing to lower), with
-//!    direct calls to merged functions pointed at their survivors. Survivors and shared
-//!    bodies are compiled first: where one fails, what was merged into it is compiled from
-//!    its own input before any caller is. A function that fails is reported, with all the
+//!    direct calls to merged functions pointed at their survivors. Shared bodies are
+//!    compiled first, then survivors, then the rest: where one fails, what was merged into
+//!    it is compiled from its own input before any caller is. A function that fails is reported, with all the
 //!    others that failed, in one [`FunctionError`], and is undefined again.
 //!
 //! The module is incremental: what was compiled stays in the LIR module, frozen, so a later
