@@ -19,7 +19,7 @@ use cranelift_module::{
     default_libcall_names, DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations,
     ModuleError, ModuleReloc, ModuleResult,
 };
-use mergelift::{FunctionError, MergeConfig, MergeModule};
+use mergelift::{FunctionError, MergeConfig, MergeModule, PassKind};
 use std::collections::HashSet;
 
 fn jit() -> JITModule {
@@ -450,6 +450,38 @@ fn a_passed_through_function_takes_the_address_of_a_merged_one() {
     assert_eq!(g, m.get_finalized_function(ids[1]) as usize);
     assert_ne!(g, m.get_finalized_function(ids[0]) as usize);
     assert_eq!(call(g as *const u8, 5), 16);
+}
+
+/// A caller that a pass turned into a thunk-shaped function calling a shared body (here `dce`
+/// removes all but the call) is not written as a jump to the shared body when that failed.
+#[test]
+fn a_thunk_shaped_caller_of_a_failed_shared_body_calls_its_own_callee() {
+    let inner = Refusing {
+        jit: jit(),
+        fail: HashSet::new(),
+        fail_anonymous: true,
+    };
+    let config = MergeConfig {
+        passes: vec![PassKind::Merge, PassKind::MergeSimilar, PassKind::Dce],
+        ..Default::default()
+    };
+    let mut m = MergeModule::with_config(inner, config);
+    let xs = declare_all(&mut m, &["x0", "x1", "x2"], Linkage::Local);
+    for (&x, k) in xs.iter().zip(10..) {
+        near(&mut m, x, k);
+    }
+    let w = declare_all(&mut m, &["w"], Linkage::Export)[0];
+    define(&mut m, w, &[xs[0]], |b, x, f| {
+        let _dead = b.ins().imul(x, x);
+        let c = b.ins().call(f[0], &[x]);
+        b.inst_results(c)[0]
+    })
+    .unwrap();
+    m.flush().unwrap();
+    assert!(m.stats().get("merged_similar") >= 3, "{:?}", m.stats());
+    m.inner_mut().jit.finalize_definitions().unwrap();
+    let want = jit_module_with_near()(0);
+    assert_eq!(call(m.inner().jit.get_finalized_function(w), 9), want);
 }
 
 /// `near(k)(9)`, compiled by a plain JIT module.

@@ -1297,6 +1297,7 @@ impl Core {
                     self.stats.add("lowered", 1);
                     funcs.push((id, Some(func)));
                 }
+                Err(e) if !c.ours.contains(&id) => c.fail(id, backend(e.to_string()), None),
                 Err(_) => c.fail_quietly(id),
             }
         }
@@ -1322,10 +1323,13 @@ impl Core {
             let mut jobs = Vec::with_capacity(level.len());
             for &k in &level {
                 let (id, func) = (funcs[k].0, funcs[k].1.take().expect("once"));
-                if c.refers_to_failed(&func) {
+                if !c.refers_to_failed(&func) {
+                    jobs.push((id, func));
+                } else if c.ours.contains(&id) {
                     c.fail_quietly(id);
                 } else {
-                    jobs.push((id, func));
+                    let e = "its thunk refers to a function that failed to compile";
+                    c.fail(id, backend(e.into()), None);
                 }
             }
             left -= level.len();
@@ -1369,7 +1373,19 @@ impl Core {
                     let id = sym_func.get(s).and_then(|f| f.expand())?;
                     Some(ModuleRelocTarget::user(0, id.as_u32()))
                 };
-                if let Some(t) = thunk::native_thunk(&self.lir, f, inner.isa(), &mut target) {
+                let native = thunk::native_thunk(&self.lir, f, inner.isa(), &mut target);
+                // (Not when it would jump to a function that failed: then it is compiled from
+                // its input below.)
+                let native = native.filter(|t| {
+                    !t.relocs.iter().any(|r| match r.name {
+                        ModuleRelocTarget::User {
+                            namespace: 0,
+                            index,
+                        } => c.is_failed.contains(&FuncId::from_u32(index)),
+                        _ => false,
+                    })
+                });
+                if let Some(t) = native {
                     let t0 = Instant::now();
                     let r = inner.define_function_bytes(id, thunk::ALIGNMENT, &t.bytes, &t.relocs);
                     c.compile_time += t0.elapsed();

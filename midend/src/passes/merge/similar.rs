@@ -229,7 +229,9 @@ pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
         return report; // a group needs two functions (a lazy JIT's batch of one has none)
     }
     let mut st = State::new(m);
-    st.locals_named = opts.locals_named;
+    if opts.locals_named {
+        st.named_below = m.functions.len() as u32;
+    }
     // The functions a round walks, and those whose groups it plans: every open function at
     // first; then those the last round changed or deferred, and the shared bodies it made.
     let mut dirty: Vec<FuncId> = m.open_function_ids();
@@ -390,9 +392,10 @@ struct State {
     rounds: u32,
     /// About how many symbols this run touches (`SymTable`'s estimate).
     touched: usize,
+    /// `SimilarOptions::locals_named`: functions below this id (the host's: not the shared
+    /// bodies this run makes) are named, local or not.
+    named_below: u32,
     /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
-    /// `SimilarOptions::locals_named`.
-    locals_named: bool,
     debug: bool,
 }
 
@@ -483,7 +486,7 @@ impl State {
             member_mark: OpenMap::new(m.first_open),
             rounds: 0,
             debug: std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some(),
-            locals_named: false,
+            named_below: 0,
         }
     }
 
@@ -565,7 +568,9 @@ impl State {
             weak,
             consts: (c0, self.consts.len() as u32),
             callees: (k0, self.callees.len() as u32),
-            named: f.linkage != Linkage::Local || f.address_significant || self.locals_named,
+            named: f.linkage != Linkage::Local
+                || f.address_significant
+                || id.as_u32() < self.named_below,
         });
         *self.weak_live.entry(weak).or_insert(0) += 1;
         if self.head.len() <= class as usize {
