@@ -170,6 +170,15 @@ enum Cmd {
         near_ratio: f64,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Instead of a template-heavy module, small functions calling each other in one
+        /// shape: `chain` (each calls the next; the last calls none, so none are equal),
+        /// `chain-const` (a chain with the constant i % 7), `ring` (a cycle of equal
+        /// functions), `star` (callers of two equal leaves each), `tree` (a binary call
+        /// tree), `fan-in` (all call one), `fan-out` (dispatchers of 64 leaves each). For
+        /// measuring how merging scales with the call graph.
+        #[arg(long, value_parser = ["chain", "chain-const", "ring", "star", "tree", "fan-in", "fan-out"],
+              conflicts_with_all = ["dup_ratio", "near_ratio", "seed"])]
+        shape: Option<String>,
     },
     /// Differential fuzzing: random CLIF modules run by cranelift-interpreter (the oracle) and
     /// through the pipeline + JIT; mismatches write minimized reproducers.
@@ -303,7 +312,11 @@ fn run(cli: Cli) -> ExitCode {
             dup_ratio,
             near_ratio,
             seed,
-        } => cmd_gen(functions, dup_ratio, near_ratio, seed),
+            shape,
+        } => match shape {
+            Some(shape) => cmd_gen_shape(&shape, functions),
+            None => cmd_gen(functions, dup_ratio, near_ratio, seed),
+        },
         Cmd::Fuzz {
             iterations,
             seed,
@@ -1163,6 +1176,20 @@ fn cmd_gen(functions: u64, dup_ratio: f64, near_ratio: f64, seed: u64) -> Result
         std::io::stderr(),
         "generated {} functions ({} CLIF instructions, {} blocks, {} calls): {} identical duplicates (counting transitive ones), {} near-duplicates",
         r.functions, r.clif_insts, r.blocks, r.calls, r.duplicates, r.near_duplicates
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_gen_shape(shape: &str, functions: u64) -> Result<ExitCode> {
+    let shape = mergelift_tools::gen::CallShape::parse(shape)
+        .ok_or_else(|| anyhow!("unknown shape {shape}"))?;
+    let mut out = Out::new();
+    let calls = mergelift_tools::gen::generate_shape(shape, functions as usize, &mut out.0)
+        .map_err(stdout_error)?;
+    out.finish()?;
+    let _ = writeln!(
+        std::io::stderr(),
+        "generated {functions} functions ({calls} calls)"
     );
     Ok(ExitCode::SUCCESS)
 }

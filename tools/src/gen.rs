@@ -879,3 +879,108 @@ pub fn generate_to(opts: &GenOptions, w: &mut dyn std::io::Write) -> std::io::Re
     }
     Ok(out)
 }
+
+/// Call-graph shapes of identical (or, `ChainConst`, near-identical) small functions, for
+/// measuring how merging scales with the shape of the call graph (`mergelift gen --shape`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallShape {
+    /// `%c0 -> %c1 -> ... -> %c{N-1}`: equal, except the last, which makes no call. No two
+    /// are equal (each is as far from the end), which refinement learns one link at a time.
+    Chain,
+    /// `Chain` with the constant `i % 7` in function `i`: near-duplicates, none equal.
+    ChainConst,
+    /// A ring of equal functions, each calling the next: all merge.
+    Ring,
+    /// Half leaves, equal; half callers of two leaves each, equal: all but two merge.
+    Star,
+    /// A binary call tree (`%c{i}` calls `%c{2i+1}` and `%c{2i+2}`, where they exist): the
+    /// functions of one depth with whole subtrees below merge.
+    Tree,
+    /// Wide fan-in: `N - 1` equal callers of one function.
+    FanIn,
+    /// Wide fan-out: dispatchers calling 64 functions each, all leaves equal.
+    FanOut,
+}
+
+impl CallShape {
+    /// Every shape, with its `--shape` name.
+    pub const ALL: [(&'static str, CallShape); 7] = [
+        ("chain", CallShape::Chain),
+        ("chain-const", CallShape::ChainConst),
+        ("ring", CallShape::Ring),
+        ("star", CallShape::Star),
+        ("tree", CallShape::Tree),
+        ("fan-in", CallShape::FanIn),
+        ("fan-out", CallShape::FanOut),
+    ];
+
+    /// The shape named `name`.
+    pub fn parse(name: &str) -> Option<CallShape> {
+        CallShape::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, s)| s)
+    }
+}
+
+/// Write a module of `n` functions of `shape` to `w` (in CLIF text); returns the number of
+/// calls.
+pub fn generate_shape(
+    shape: CallShape,
+    n: usize,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<usize> {
+    const FAN: usize = 64;
+    let mut calls = 0;
+    for i in 0..n {
+        let (callees, k): (Vec<usize>, usize) = match shape {
+            CallShape::Chain => ((i + 1 < n).then_some(i + 1).into_iter().collect(), 1),
+            CallShape::ChainConst => ((i + 1 < n).then_some(i + 1).into_iter().collect(), i % 7),
+            CallShape::Ring => (vec![(i + 1) % n], 1),
+            CallShape::Star => {
+                let leaves = n.div_ceil(2);
+                if i < leaves {
+                    (vec![], 1)
+                } else {
+                    let j = 2 * (i - leaves);
+                    (vec![j % leaves, (j + 1) % leaves], 1)
+                }
+            }
+            CallShape::Tree => (
+                [2 * i + 1, 2 * i + 2]
+                    .into_iter()
+                    .filter(|&c| c < n)
+                    .collect(),
+                1,
+            ),
+            CallShape::FanIn => ((i > 0).then_some(0).into_iter().collect(), 1),
+            CallShape::FanOut => {
+                let hubs = n.div_ceil(FAN + 1);
+                if i < hubs {
+                    let first = hubs + i * FAN;
+                    ((first..(first + FAN).min(n)).collect(), 1)
+                } else {
+                    (vec![], 1)
+                }
+            }
+        };
+        calls += callees.len();
+        writeln!(w, "function %c{i}(i64) -> i64 {{")?;
+        if !callees.is_empty() {
+            writeln!(w, "    sig0 = (i64) -> i64")?;
+        }
+        for (j, c) in callees.iter().enumerate() {
+            writeln!(w, "    fn{j} = %c{c} sig0")?;
+        }
+        writeln!(w, "block0(v0: i64):")?;
+        writeln!(w, "    v100 = iconst.i64 {k}")?;
+        writeln!(w, "    v1 = iadd v0, v100")?;
+        let mut v = 1;
+        for j in 0..callees.len() {
+            writeln!(w, "    v{} = call fn{j}(v{v})", v + 1)?;
+            v += 1;
+        }
+        writeln!(w, "    return v{v}\n}}\n")?;
+    }
+    Ok(calls)
+}

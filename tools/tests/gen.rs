@@ -310,3 +310,78 @@ fn merge_is_the_same_on_any_number_of_threads() {
         assert!(run(threads) == one, "{threads} threads differ from one");
     }
 }
+
+/// The call-graph shapes (`gen --shape`): valid CLIF, and merged exactly as an independent
+/// oracle says. Two functions of these modules are equal when their own bodies are and their
+/// callees are, position by position, recursively; on a ring all are; elsewhere the call
+/// graph has no cycle, so a function's class is its body and its callees' classes, computed
+/// here from the leaves up.
+#[test]
+fn call_graph_shapes_merge_as_the_oracle_says() {
+    use mergelift_tools::gen::{generate_shape, CallShape};
+    use std::collections::HashMap;
+    let flags = settings::Flags::new(settings::builder());
+    for (name, shape) in CallShape::ALL {
+        for n in [1, 2, 3, 64, 67, 300] {
+            let mut text = Vec::new();
+            generate_shape(shape, n, &mut text).unwrap();
+            let text = String::from_utf8(text).unwrap();
+            let funcs = cranelift_reader::parse_functions(&text).unwrap();
+            assert_eq!(funcs.len(), n);
+            for f in &funcs {
+                cranelift_codegen::verify_function(f, &flags).unwrap();
+            }
+            // Each function's body (its constant), and its callees by index.
+            let body: Vec<(String, Vec<usize>)> = funcs
+                .iter()
+                .map(|f| {
+                    let s = f.display().to_string();
+                    let k = s
+                        .lines()
+                        .find(|l| l.contains("iconst"))
+                        .unwrap()
+                        .to_string();
+                    let callees = f
+                        .dfg
+                        .ext_funcs
+                        .values()
+                        .map(|e| {
+                            let n = e.name.display(Some(&f.params)).to_string();
+                            n.trim_start_matches("%c").parse().unwrap()
+                        })
+                        .collect();
+                    (k, callees)
+                })
+                .collect();
+            let want = if shape == CallShape::Ring {
+                n - 1
+            } else {
+                let mut class: Vec<Option<usize>> = vec![None; n];
+                let mut ids: HashMap<(String, Vec<usize>), usize> = HashMap::new();
+                fn class_of(
+                    i: usize,
+                    body: &[(String, Vec<usize>)],
+                    class: &mut Vec<Option<usize>>,
+                    ids: &mut HashMap<(String, Vec<usize>), usize>,
+                ) -> usize {
+                    if let Some(c) = class[i] {
+                        return c;
+                    }
+                    let callees: Vec<usize> = (body[i].1.iter())
+                        .map(|&c| class_of(c, body, class, ids))
+                        .collect();
+                    let next = ids.len();
+                    let c = *ids.entry((body[i].0.clone(), callees)).or_insert(next);
+                    class[i] = Some(c);
+                    c
+                }
+                for i in (0..n).rev() {
+                    class_of(i, &body, &mut class, &mut ids);
+                }
+                n - ids.len()
+            };
+            let got = merged(&funcs).merged;
+            assert_eq!(got, want, "{name} of {n}");
+        }
+    }
+}
