@@ -352,10 +352,10 @@ block0(v0: i64):
     assert_eq!(code, 0, "{err}");
 }
 
-/// A module with functions LIR cannot represent (`tls_value`; a `patchable` call, here of
-/// `%n`), beside two equal functions and a function calling one of those passed through.
-/// `%t` takes the address of `%b` before the lifter stops at `tls_value`: that address is not
-/// the passes' to know (`%b` merges as it does without `%t`).
+/// A module with functions LIR cannot represent (`patchable` calls, here of `%n`), beside two
+/// equal functions and a function calling one of those passed through. `%t` takes the
+/// address of `%b` before the lifter stops at its patchable call: that address is not the
+/// passes' to know (`%b` merges as it does without `%t`).
 const PASSTHROUGH_CLIF: &str = "set tls_model=elf_gd
 target x86_64
 
@@ -366,13 +366,14 @@ block0(v0: i64):
 }
 
 function %t() -> i64 {
-    gv0 = symbol colocated tls %tlsvar
     sig0 = (i64) -> i64
     fn0 = %b sig0
+    sig1 = (i64)
+    fn1 = colocated patchable %n sig1
 block0:
     v0 = func_addr.i64 fn0
-    v1 = tls_value.i64 gv0
-    v2 = iadd v0, v1
+    call fn1(v0)
+    v2 = iadd v0, v0
     return v2
 }
 
@@ -464,7 +465,6 @@ fn opt_passes_through_functions_lir_cannot_represent() {
     ]
     .concat();
     assert_eq!(out, expected);
-    assert!(out.contains("v1 = tls_value.i64 gv0"), "{out}");
     assert!(out.contains("fn0 = colocated patchable %n sig0"), "{out}");
 
     // --stats: the two count as input (and output) functions; the merges are the same.
@@ -487,7 +487,7 @@ fn opt_passes_through_functions_lir_cannot_represent() {
         assert_eq!(s[k], r[k], "{k}: {s} / {r}");
     }
 
-    // The output is a module `opt` takes again (with the header its `tls_value` needs).
+    // The output is a module `opt` takes again.
     let again = temp_file(
         "passthrough-again.clif",
         &format!("set tls_model=elf_gd\ntarget x86_64\n\n{out}"),
@@ -498,7 +498,7 @@ fn opt_passes_through_functions_lir_cannot_represent() {
 
     // --emit lir: a comment line for each, in its place; the functions are the reduced
     // module's. (The declarations may differ: a symbol the lifter met in a function before
-    // it stopped stays declared, `@tlsvar` here.)
+    // it stopped stays declared.)
     let (code, lir, err) = mergelift(&["opt", "--emit", "lir", full]);
     assert_eq!(code, 0, "{err}");
     let (_, lir_reduced, _) = mergelift(&["opt", "--emit", "lir", reduced]);
@@ -506,7 +506,7 @@ fn opt_passes_through_functions_lir_cannot_represent() {
     assert_eq!(
         comments,
         [
-            "; not lifted: %t: unsupported instruction tls_value",
+            "; not lifted: %t: patchable calls are not supported",
             "; not lifted: %p: patchable calls are not supported",
         ],
         "{lir}"
@@ -598,4 +598,45 @@ block0(v0: i64):
         "{clif}"
     );
     assert!(clif.contains("call fn0("), "{clif}");
+}
+
+/// `tls_value` lifts (as LIR's `tls_value`), merges, and lowers back: two equal functions
+/// reading a thread-local variable merge, and the survivor, lowered, compiles.
+#[test]
+fn tls_value_lifts_merges_and_lowers() {
+    let f = temp_file(
+        "tls.clif",
+        "set tls_model=elf_gd
+target x86_64
+
+function %t(i64) -> i64 {
+    gv0 = symbol tls %tlsvar
+block0(v0: i64):
+    v1 = tls_value.i64 gv0
+    v2 = load.i64 v1
+    v3 = iadd v0, v2
+    return v3
+}
+
+function %t2(i64) -> i64 {
+    gv0 = symbol tls %tlsvar
+block0(v0: i64):
+    v1 = tls_value.i64 gv0
+    v2 = load.i64 v1
+    v3 = iadd v0, v2
+    return v3
+}
+",
+    );
+    let f = f.to_str().unwrap();
+    let (code, lir, err) = mergelift(&["opt", "--emit", "lir", "--stats", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(lir.contains("= tls_value.i64 gv0"), "{lir}");
+    assert_eq!(stats_of(&err)["passed_through"], 0, "{err}");
+    assert_eq!(stats_of(&err)["merged"], 1, "{err}");
+    let (code, out, err) = mergelift(&["size", "--lift-all", "--lower-all", "--json", f]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["merged"], 1, "{out}");
+    assert!(r["code_bytes_after"].as_u64().unwrap() > 0, "{out}");
 }

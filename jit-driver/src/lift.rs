@@ -749,6 +749,12 @@ impl<'a> Lifter<'a> {
                     self.push(L::GlobalValue, ctrl, results, [], global_value.as_u32());
                 }
             },
+            D::UnaryGlobalValue {
+                opcode: C::TlsValue,
+                global_value,
+            } => {
+                self.push(L::TlsValue, ctrl, results, [], global_value.as_u32());
+            }
             D::FuncAddr { func_ref, .. } => {
                 let (s, sig) = self.func_symbol(func_ref)?;
                 self.ctx.taken.push(s);

@@ -644,9 +644,12 @@ impl Lowerer<'_, '_> {
                 self.define(f.results(inst)[0], v);
             }
             Format::GlobalValue => {
-                let v = self
-                    .ins()
-                    .symbol_value(cty, ir::GlobalValue::from_u32(d.aux));
+                let gv = ir::GlobalValue::from_u32(d.aux);
+                let v = if d.opcode == L::TlsValue {
+                    self.ins().tls_value(cty, gv)
+                } else {
+                    self.ins().symbol_value(cty, gv)
+                };
                 self.define(f.results(inst)[0], v);
             }
             Format::Call => self.lower_call(lb, inst, ops)?,

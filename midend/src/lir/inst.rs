@@ -170,6 +170,7 @@ opcodes! {
     SymbolValue = "symbol_value", Addr, NONE;
     FuncAddr = "func_addr", Addr, NONE;
     GlobalValue = "global_value", GlobalValue, NONE;
+    TlsValue = "tls_value", GlobalValue, NONE;
     // Memory.
     Load = "load", Load, LOAD | TRAP;
     Uload8 = "uload8", Load, LOAD | TRAP;

@@ -169,7 +169,9 @@ pub fn gvn_function(f: &mut Function) -> usize {
                     // Trapping arithmetic (division): keep it local to be safe about order.
                     continue;
                 }
-                if d.opcode == Opcode::GlobalValue || (fx & effects::LOAD != 0 && !is_load) {
+                if matches!(d.opcode, Opcode::GlobalValue | Opcode::TlsValue)
+                    || (fx & effects::LOAD != 0 && !is_load)
+                {
                     continue;
                 }
                 let mut key = GKey {

@@ -683,7 +683,7 @@ impl LocalValueNumbering {
         }
         // Calls, atomics, fences, traps and opaque instructions with effects.
         let pure = fx & (effects::STORE | effects::SIDE | effects::LOAD | effects::CALL) == 0
-            && !(d.opcode == Opcode::GlobalValue
+            && !(matches!(d.opcode, Opcode::GlobalValue | Opcode::TlsValue)
                 && global_reads_memory(f, GlobalRef::from_u32(d.aux)));
         if !pure || results.len() != 1 {
             if fx & (effects::STORE | effects::SIDE | effects::CALL) != 0 {
