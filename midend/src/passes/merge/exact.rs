@@ -31,6 +31,14 @@ pub struct MergeScratch {
 
 /// Run MergeFunctions on the open functions of a module (all of them, unless some were frozen
 /// by an incremental compile: then frozen functions are found by fingerprint and survive).
+///
+/// Bounded work, in the input's shape (n open functions, e direct calls among them): one walk
+/// of every body; refinement in O(e log n) (`refine_classes`); then Deferred, which takes each
+/// function once and re-queues the callers of a function when it merges (each function
+/// merges at most once, so at most e re-queues from merges, plus the callers of what the
+/// merged function had absorbed, moved with it); each lookup is one hash probe and, within
+/// a bucket of one strong hash, comparisons only between different classes. Frozen functions
+/// of earlier batches are found by fingerprint, one probe per open function.
 pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
     merge_functions_reusing(m, opts, &mut MergeScratch::default())
 }
