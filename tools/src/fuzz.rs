@@ -2890,20 +2890,18 @@ pub fn compile_pipeline_batched(
     Ok(j)
 }
 
-/// `(i64) -> i64`, in the module's calling convention.
-fn invalid_signature(m: &dyn Module) -> Signature {
+/// Declare `name`, `(i64) -> i64`, and define it with the body `body` builds in its one
+/// block (given the parameter): what `define_function` returned, and the id.
+fn define_invalid(
+    m: &mut MergeModule<JITModule>,
+    name: &str,
+    body: impl FnOnce(&mut FunctionBuilder, Value),
+) -> Result<(cranelift_module::ModuleResult<()>, FuncId), String> {
     let mut s = m.make_signature();
     s.params.push(AbiParam::new(types::I64));
     s.returns.push(AbiParam::new(types::I64));
-    s
-}
-
-/// Define a function Cranelift's verifier rejects (it returns nothing from a function that
-/// returns an `i64`): `Ok` when `define_function` refuses it as the plain module does.
-fn define_unverifiable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<(), String> {
-    let s = invalid_signature(m);
     let id = m
-        .declare_function(&format!("__fuzz_unverifiable{batch}"), Linkage::Export, &s)
+        .declare_function(name, Linkage::Export, &s)
         .map_err(|e| e.to_string())?;
     let mut ctx = m.make_context();
     ctx.func.signature = s;
@@ -2912,10 +2910,22 @@ fn define_unverifiable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<(
     let block = b.create_block();
     b.append_block_params_for_function_params(block);
     b.switch_to_block(block);
-    b.ins().return_(&[]);
+    let x = b.block_params(block)[0];
+    body(&mut b, x);
     b.seal_all_blocks();
     b.finalize(m.target_config());
-    match m.define_function(id, &mut ctx) {
+    Ok((m.define_function(id, &mut ctx), id))
+}
+
+/// Define a function Cranelift's verifier rejects (it returns nothing from a function that
+/// returns an `i64`): `Ok` when `define_function` refuses it as the plain module does.
+fn define_unverifiable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<(), String> {
+    let name = format!("__fuzz_unverifiable{batch}");
+    match define_invalid(m, &name, |b, _| {
+        b.ins().return_(&[]);
+    })?
+    .0
+    {
         Err(ModuleError::Compilation(cranelift_codegen::CodegenError::Verifier(_))) => Ok(()),
         other => Err(format!(
             "an unverifiable function: define_function returned {other:?}, not the verifier's \
@@ -2927,30 +2937,18 @@ fn define_unverifiable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<(
 /// Define a function that passes Cranelift's verifier but not its compile (two stack slots
 /// larger than any frame); its id, or why it could not be defined.
 fn define_uncompilable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<FuncId, String> {
-    let s = invalid_signature(m);
-    let id = m
-        .declare_function(&format!("__fuzz_uncompilable{batch}"), Linkage::Export, &s)
-        .map_err(|e| e.to_string())?;
-    let mut ctx = m.make_context();
-    ctx.func.signature = s;
-    let mut fctx = FunctionBuilderContext::new();
-    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-    let block = b.create_block();
-    b.append_block_params_for_function_params(block);
-    b.switch_to_block(block);
-    for _ in 0..2 {
-        b.create_sized_stack_slot(StackSlotData::new(
-            StackSlotKind::ExplicitSlot,
-            u32::MAX - 64,
-            0,
-        ));
-    }
-    let x = b.block_params(block)[0];
-    b.ins().return_(&[x]);
-    b.seal_all_blocks();
-    b.finalize(m.target_config());
-    m.define_function(id, &mut ctx)
-        .map_err(|e| format!("an uncompilable function refused at define: {e}"))?;
+    let name = format!("__fuzz_uncompilable{batch}");
+    let (r, id) = define_invalid(m, &name, |b, x| {
+        for _ in 0..2 {
+            b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                u32::MAX - 64,
+                0,
+            ));
+        }
+        b.ins().return_(&[x]);
+    })?;
+    r.map_err(|e| format!("an uncompilable function refused at define: {e}"))?;
     Ok(id)
 }
 
