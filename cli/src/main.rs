@@ -1232,12 +1232,15 @@ fn cmd_fuzz(
         let _ = writeln!(
             std::io::stderr(),
             "batch mode {batch}: {} modules in {} batches; merge.into_frozen {}, flushes {}, \
-             compiled {}",
+             compiled {}; invalid functions mixed in: {} refused at define, {} failed to \
+             compile alone",
             r.batched_modules,
             r.batches,
             r.stats.get("merge.into_frozen"),
             r.stats.get("flushes"),
             r.stats.get("compiled"),
+            r.stats.get("fuzz.invalid_refused"),
+            r.stats.get("fuzz.invalid_failed"),
         );
     }
     Ok(if r.failed > 0 {

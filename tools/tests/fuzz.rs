@@ -544,6 +544,9 @@ fn batched_fuzz_run_merges_into_frozen_code() {
             into_frozen > 0,
             "--batch {batch}: nothing merged into frozen code"
         );
+        // Invalid functions were mixed into batches, refused at define or failing alone.
+        assert!(report.stats.get("fuzz.invalid_refused") > 0, "{batch}");
+        assert!(report.stats.get("fuzz.invalid_failed") > 0, "{batch}");
     }
 }
 
