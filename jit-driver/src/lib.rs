@@ -1,6 +1,6 @@
 //! Mergelift's bridge between Cranelift and the mid-end: lift `ir::Function`s into LIR, lower
-//! LIR back to Cranelift IR, JIT-compile modules with cranelift-jit, and run Cranelift's
-//! `.clif` run tests through the whole pipeline.
+//! LIR back to Cranelift IR, and wrap any `cranelift_module::Module` so that what is defined in
+//! it is merged before it is compiled (`MergeModule`, for cranelift-jit and cranelift-object).
 
 // `ModuleResult` is cranelift-module's own type, large as it is: the wrapper returns what
 // `JITModule` and `ObjectModule` return.

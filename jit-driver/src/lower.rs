@@ -974,20 +974,19 @@ fn opaque_data(
     vals: &[ir::Value],
     flags: Option<ir::MemFlags>,
 ) -> Result<D, String> {
-    let fail = |msg: String| msg;
     let imm = |k: usize| {
         o.imms
             .get(k)
             .copied()
-            .ok_or_else(|| fail(format!("'{}' is missing immediate {k}", o.name)))
+            .ok_or_else(|| format!("'{}' is missing immediate {k}", o.name))
     };
     let narrow = |k: usize, bits: u32| -> Result<u64, String> {
         let v = imm(k)?;
         if bits < 64 && v >> bits != 0 {
-            return Err(fail(format!(
+            return Err(format!(
                 "'{}' immediate {v:#x} does not fit {bits} bits",
                 o.name
-            )));
+            ));
         }
         Ok(v)
     };
@@ -995,13 +994,13 @@ fn opaque_data(
         let v = imm(k)? as i64;
         i32::try_from(v)
             .map(Into::into)
-            .map_err(|_| fail(format!("'{}' offset {v} does not fit 32 bits", o.name)))
+            .map_err(|_| format!("'{}' offset {v} does not fit 32 bits", o.name))
     };
-    let flags_or = || flags.ok_or_else(|| fail(format!("'{}' needs memory flags", o.name)));
+    let flags_or = || flags.ok_or_else(|| format!("'{}' needs memory flags", o.name));
     let arg = |k: usize| {
         vals.get(k)
             .copied()
-            .ok_or_else(|| fail(format!("'{}' is missing operand {k}", o.name)))
+            .ok_or_else(|| format!("'{}' is missing operand {k}", o.name))
     };
     // The byte length, then the bytes in words: the length is bounded by the words the
     // instruction holds, never trusted for an allocation.
@@ -1009,11 +1008,11 @@ fn opaque_data(
         let len = imm(0)?;
         let words = &o.imms[1..];
         if len.div_ceil(8) != words.len() as u64 {
-            return Err(fail(format!(
+            return Err(format!(
                 "'{}' packs {len} bytes in {} word(s)",
                 o.name,
                 words.len()
-            )));
+            ));
         }
         let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         bytes.truncate(len as usize);
@@ -1061,7 +1060,7 @@ fn opaque_data(
         F::Shuffle => {
             let bytes = unpack()?;
             if bytes.len() != 16 {
-                return Err(fail(format!("'{}' mask is not 16 bytes", o.name)));
+                return Err(format!("'{}' mask is not 16 bytes", o.name));
             }
             let h = func.dfg.immediates.push(ir::ConstantData::from(bytes));
             D::Shuffle {
@@ -1085,7 +1084,7 @@ fn opaque_data(
                 .ok()
                 .and_then(|k| ir::AtomicRmwOp::all().get(k))
                 .copied()
-                .ok_or_else(|| fail("bad atomic op".into()))?;
+                .ok_or_else(|| String::from("bad atomic op"))?;
             D::AtomicRmw {
                 opcode,
                 args: [arg(0)?, arg(1)?],
@@ -1123,19 +1122,19 @@ fn opaque_data(
         F::IntAddTrap => D::IntAddTrap {
             opcode,
             args: [arg(0)?, arg(1)?],
-            code: trap_code_imm(imm(0)?).ok_or_else(|| fail("bad trap code".into()))?,
+            code: trap_code_imm(imm(0)?).ok_or_else(|| String::from("bad trap code"))?,
         },
         F::CondTrap => D::CondTrap {
             opcode,
             arg: arg(0)?,
-            code: trap_code_imm(imm(0)?).ok_or_else(|| fail("bad trap code".into()))?,
+            code: trap_code_imm(imm(0)?).ok_or_else(|| String::from("bad trap code"))?,
         },
         format @ (F::IntCompare | F::FloatCompare) => {
             let c = usize::try_from(imm(0)?)
                 .ok()
                 .and_then(|k| lir::Cond::all().get(k))
                 .copied()
-                .ok_or_else(|| fail("bad condition".into()))?;
+                .ok_or_else(|| String::from("bad condition"))?;
             match (clif_cond(c), format) {
                 (ClifCond::Int(cond), F::IntCompare) => D::IntCompare {
                     opcode,
@@ -1147,15 +1146,10 @@ fn opaque_data(
                     args: [arg(0)?, arg(1)?],
                     cond,
                 },
-                _ => return Err(fail(format!("'{}' does not take predicate {c}", o.name))),
+                _ => return Err(format!("'{}' does not take predicate {c}", o.name)),
             }
         }
-        other => {
-            return Err(fail(format!(
-                "cannot rebuild '{}' (format {other:?})",
-                o.name
-            )))
-        }
+        other => return Err(format!("cannot rebuild '{}' (format {other:?})", o.name)),
     };
     Ok(data)
 }
