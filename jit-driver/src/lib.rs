@@ -12,10 +12,7 @@ pub mod lower;
 pub mod module;
 pub mod opmap;
 
-pub use lift::{
-    lift_function, lift_function_with, mark_address_taken, mark_taken, prefetch_ahead,
-    prefetch_arrays, prefetch_header, prefetch_indirect, LiftContext,
-};
+pub use lift::{lift_function, lift_function_with, mark_address_taken, mark_taken, LiftContext};
 pub use lower::{
     clif_signature, lower_function, lower_function_with, LowerContext, NameResolver, OriginalNames,
 };

@@ -1173,8 +1173,6 @@ impl<'a> Lifter<'a> {
         self.f.reserve_operands(2 * n + 2 * nb + 2 * nparams);
         // (The block lists need no room: placed one block after the other, they stay the
         // identity and are not stored; see `lir::EntityOrder`.)
-        self.f
-            .prefetch_room_for_write(n + nparams, src.dfg.num_values());
         // One block after the other, so each block's list grows at the end of the function's
         // one instruction array (in place): entry parameters become argument copies, others
         // phis, then the instructions.
@@ -1448,139 +1446,6 @@ fn mem_flags_len(set: &ir::MemFlagsSet) -> usize {
         .count()
 }
 
-/// How far ahead of the function being lifted `prefetch_ahead` starts loading others: the
-/// arrays of the functions two to five ahead, four at a time every fourth function, each
-/// header at least a step before its batch, and what those arrays point to one function
-/// ahead (distances tuned on generated modules of 10k and 50k functions, BENCHMARKS.md
-/// sessions 18 and 23; the batch, session 24).
-///
-/// Why a batch: `prefetch_arrays` must touch Cranelift's private arrays with real loads, and
-/// a load that misses holds up every instruction after it until its line arrives, where a
-/// prefetch does not. Touching four functions' arrays at once overlaps their misses, so the
-/// lift waits once where it waited four times (3.6-4.6% less warm lift time on gen 10k,
-/// gcc-loops and rust-json in alternated builds, BENCHMARKS.md session 24).
-const ARRAYS_AHEAD: usize = 2;
-const ARRAYS_BATCH: usize = 4;
-const INDIRECT_AHEAD: usize = 1;
-
-/// Before lifting the `k`-th function of a batch, start loading what the lifts of the next
-/// functions will read (`prefetch_header`, `prefetch_arrays`, `prefetch_indirect`), each
-/// stage at least a function later than the one it needs loaded. The functions of a module
-/// were parsed or built long before a batch lifts them, and a large batch does not fit in
-/// any cache: without this, each lift waits on the first touch of each of its function's
-/// arrays in turn. `at(j)` is the `j`-th function of the batch, if there is one; call this
-/// for every `k` from 0 in turn (the arrays stage runs at every `ARRAYS_BATCH`-th `k`).
-#[inline]
-pub fn prefetch_ahead<'a>(k: usize, at: impl Fn(usize) -> Option<&'a ir::Function>) {
-    // One header per step, six functions ahead: each arrives at least a step before the
-    // batch that touches its arrays.
-    if let Some(f) = at(k + ARRAYS_AHEAD + ARRAYS_BATCH) {
-        prefetch_header(f);
-    }
-    if k.is_multiple_of(ARRAYS_BATCH) {
-        for j in k + ARRAYS_AHEAD..k + ARRAYS_AHEAD + ARRAYS_BATCH {
-            if let Some(f) = at(j) {
-                prefetch_arrays(f);
-            }
-        }
-    }
-    if let Some(f) = at(k + INDIRECT_AHEAD) {
-        prefetch_indirect(f);
-    }
-}
-
-/// Start loading what the arrays of `func` point to, a step after `prefetch_arrays` brought
-/// those arrays in: the parameter lists of its signatures, the bytes of its test-case names
-/// (its own and its callees') and the descriptions of its alias regions, each a heap block
-/// of its own.
-#[inline]
-pub fn prefetch_indirect(func: &ir::Function) {
-    use midend::lir::prefetch_slice;
-    if let ir::UserFuncName::Testcase(t) = &func.name {
-        prefetch_slice(t.raw(), 64);
-    }
-    let dfg = &func.dfg;
-    for sig in dfg.signatures.values().take(8) {
-        prefetch_slice(&sig.params, 64);
-        prefetch_slice(&sig.returns, 64);
-    }
-    for ext in dfg.ext_funcs.values().take(8) {
-        if let ir::ExternalName::TestCase(t) = &ext.name {
-            prefetch_slice(t.raw(), 64);
-        }
-    }
-    // The regions' descriptions (compared with the names the lift has seen).
-    for (_, r) in dfg.alias_regions.iter().take(8) {
-        prefetch_slice(r.description.as_bytes(), 64);
-    }
-}
-
-/// Start loading the header of `func` (where the addresses of its arrays are), a step
-/// before `prefetch_arrays`.
-#[inline]
-pub fn prefetch_header(func: &ir::Function) {
-    midend::lir::prefetch_slice(
-        core::slice::from_ref(func),
-        core::mem::size_of::<ir::Function>(),
-    );
-}
-
-/// Start loading the first cache lines of the arrays a lift of `func` reads. Cranelift keeps
-/// some of them private (values, layout, results): those are touched by loads whose results
-/// are discarded, which the processor overlaps with one another and with the lift under way,
-/// rather than by prefetches.
-#[inline]
-pub fn prefetch_arrays(func: &ir::Function) {
-    use midend::lir::{prefetch_addr, prefetch_bytes, prefetch_slice};
-    let dfg = &func.dfg;
-    prefetch_slice(&func.signature.params, 64);
-    prefetch_slice(&func.signature.returns, 64);
-    // Instructions are 16 bytes, block entries 4: one address per cache line.
-    let n = dfg.num_insts().min(512);
-    for k in (0..n).step_by(4) {
-        prefetch_addr(&dfg.insts[ir::Inst::new(k)] as *const _ as *const u8);
-    }
-    let nb = dfg.num_blocks().min(512);
-    for k in (0..nb).step_by(16) {
-        prefetch_addr(&dfg.blocks[ir::Block::new(k)] as *const _ as *const u8);
-    }
-    prefetch_slice(dfg.signatures.as_values_slice(), 256);
-    prefetch_slice(dfg.ext_funcs.as_values_slice(), 256);
-    prefetch_slice(func.global_values.as_values_slice(), 256);
-    prefetch_slice(func.params.user_named_funcs().as_values_slice(), 256);
-    prefetch_slice(func.sized_stack_slots.as_values_slice(), 128);
-    // Memory flags and alias regions are private arrays too, but indexing them gives a
-    // reference, whose address is prefetched without reading it (their first cache lines:
-    // 8 bytes a flag, 32 a region).
-    if dfg.mem_flags.is_valid(ir::MemFlags::new(0)) {
-        prefetch_addr(&dfg.mem_flags[ir::MemFlags::new(0)] as *const _ as *const u8);
-    }
-    if dfg.alias_regions.len() > 0 {
-        let first = &dfg.alias_regions[ir::AliasRegion::new(0)] as *const _ as *const u8;
-        let bytes = dfg.alias_regions.len() * core::mem::size_of::<ir::AliasRegionData>();
-        prefetch_bytes(first, bytes.min(256));
-    }
-    // The private arrays, a load per cache line: values (8 bytes each), layout nodes of
-    // instructions (16) and of blocks (20), and result lists (4).
-    let mut acc = 0u32;
-    for k in (0..dfg.num_values().min(1024)).step_by(8) {
-        acc ^= dfg.value_type(ir::Value::new(k)).index() as u32;
-    }
-    let pool = &dfg.value_lists;
-    for k in (0..n).step_by(4) {
-        let i = ir::Inst::new(k);
-        acc ^= func.layout.inst_block(i).map_or(0, |b| b.as_u32());
-        acc ^= dfg
-            .inst_results_list(i)
-            .first(pool)
-            .map_or(0, |v| v.as_u32());
-    }
-    for k in (0..nb.min(256)).step_by(3) {
-        acc ^= (func.layout.first_inst(ir::Block::new(k))).map_or(0, |i| i.as_u32());
-    }
-    std::hint::black_box(acc);
-}
-
 /// Lift Cranelift functions into one LIR module (exported, address-significant where taken),
 /// timing it as `lift` in `stats`.
 pub fn lift_functions<'a>(
@@ -1592,8 +1457,7 @@ pub fn lift_functions<'a>(
     let mut ctx = LiftContext::default();
     let funcs: Vec<&ir::Function> = funcs.into_iter().collect();
     m.reserve_functions(funcs.len());
-    for (k, f) in funcs.iter().enumerate() {
-        prefetch_ahead(k, |j| funcs.get(j).copied());
+    for f in &funcs {
         lift_function_with(&mut m, f, lir::Linkage::Export, &mut ctx)?;
     }
     mark_taken(&mut m, &ctx.taken);

@@ -36,7 +36,7 @@ mod thunk;
 pub use config::{AddressPolicy, MergeConfig, Threads};
 pub use parallel::define_plain;
 
-use crate::lift::{lift_function_with, prefetch_ahead, LiftContext};
+use crate::lift::{lift_function_with, LiftContext};
 use crate::lower::{lower_function_with, special_name, LowerContext, NameResolver};
 use crate::opmap::parse_user_name;
 use cranelift_codegen::control::ControlPlane;
@@ -867,12 +867,9 @@ impl Core {
         // The input of each function stays in `pending` (moved out when compiled as is): a
         // copy of each (960 bytes, to memory not touched yet) cost a sixth of the lift of a
         // module of small functions.
-        // Whether the function at a position is lifted (only those are prefetched).
+        // Whether the function at a position is lifted.
         let lifted = |j: usize| !skip.get(j).copied().unwrap_or(false);
         for pos in 0..pending.len() {
-            prefetch_ahead(pos, |j| {
-                pending.get(j).filter(|_| lifted(j)).map(|(_, f)| f)
-            });
             let (id, func) = &mut pending[pos];
             let id = *id;
             let decl = inner.declarations().get_function_decl(id);

@@ -571,12 +571,9 @@ impl LocalValueNumbering {
         }
     }
 
-    /// Number every live function of a module, loading the next functions' arrays while
-    /// the current one is numbered (a large module does not fit in any cache).
+    /// Number every live function of a module.
     pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
-        let ids = m.open_function_ids();
-        for (k, &id) in ids.iter().enumerate() {
-            m.prefetch_bodies_ahead(&ids, k);
+        for id in m.open_function_ids() {
             self.run(&mut m.functions[id], st);
         }
     }

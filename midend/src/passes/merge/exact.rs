@@ -275,10 +275,7 @@ pub fn merge_functions_reusing(
                 }
             }
         }
-        for (k, &(c, inst, s, t)) in edits.iter().enumerate() {
-            if let Some(&(n, ..)) = edits.get(k + 4) {
-                m.functions[n].prefetch();
-            }
+        for &(c, inst, s, t) in &edits {
             let f = &mut m.functions[c];
             if f.operand(inst, 0) == Operand::Sym(s, 0) {
                 f.set_operand(inst, 0, Operand::Sym(t, 0));
