@@ -869,8 +869,7 @@ impl Core {
         // module of small functions.
         // Whether the function at a position is lifted.
         let lifted = |j: usize| !skip.get(j).copied().unwrap_or(false);
-        for pos in 0..pending.len() {
-            let (id, func) = &mut pending[pos];
+        for (pos, (id, func)) in pending.iter_mut().enumerate() {
             let id = *id;
             let decl = inner.declarations().get_function_decl(id);
             func.name = ir::UserFuncName::user(0, id.as_u32());
