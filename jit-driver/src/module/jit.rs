@@ -3,7 +3,6 @@
 use super::{MergeModule, State};
 use cranelift_jit::JITModule;
 use cranelift_module::{DataId, FuncId, ModuleResult};
-use midend::lir::MergeKind;
 
 impl MergeModule<JITModule> {
     /// Run the passes over the functions defined since the last call, compile what is left
@@ -35,27 +34,19 @@ impl MergeModule<JITModule> {
     /// [`MergeConfig::fetch_locals`](super::MergeConfig::fetch_locals) is off: it has no code
     /// of its own.
     pub fn get_finalized_function(&self, id: FuncId) -> *const u8 {
-        let mut f = id;
-        // Through merged functions to the one with code (each step goes to a survivor: the
-        // chain is at most as long as the module has functions).
-        for _ in 0..=self.core.merged.capacity() {
-            match self.core.state.get(f) {
-                Some(State::Pending) => panic!(
-                    "function {} is defined but not yet finalized (call finalize_definitions)",
-                    self.func_name(id)
-                ),
-                // Folded into a shared body (another signature): no code of its own.
-                Some(State::Merged) if self.merge_kind(f) == Some(MergeKind::Folded) => panic!(
-                    "function {} is local and was folded into a shared body by merge-similar \
-                     with MergeConfig::fetch_locals off: it has no code of its own",
-                    self.func_name(id)
-                ),
-                Some(State::Merged) => match self.merged_into(f) {
-                    Some(into) => f = into,
-                    None => break,
-                },
-                _ => break,
-            }
+        let f = self.core.code_of(id, false);
+        match self.core.state.get(f) {
+            Some(State::Pending) => panic!(
+                "function {} is defined but not yet finalized (call finalize_definitions)",
+                self.func_name(id)
+            ),
+            // Folded into a shared body (another signature): no code of its own.
+            Some(State::Merged) => panic!(
+                "function {} is local and was folded into a shared body by merge-similar with \
+                 MergeConfig::fetch_locals off: it has no code of its own",
+                self.func_name(id)
+            ),
+            _ => {}
         }
         self.inner.get_finalized_function(f)
     }

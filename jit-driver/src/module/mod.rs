@@ -606,13 +606,7 @@ impl<M: Module> Module for MergeModule<M> {
             {
                 let g = FuncId::from_u32(index);
                 self.core.taken[g] = true;
-                let mut f = g;
-                for _ in 0..=self.core.merged.capacity() {
-                    match (self.core.state[f], self.core.merged[f]) {
-                        (State::Merged, Some(m)) if m.kind != MergeKind::Folded => f = m.into,
-                        _ => break,
-                    }
-                }
+                let f = self.core.code_of(g, false);
                 if self.core.state[f] == State::Merged {
                     self.core.late_data.push(f);
                 }
@@ -741,6 +735,17 @@ impl Compiling<'_> {
     }
 }
 
+/// The module functions relocations refer to.
+fn reloc_funcs(relocs: &[ModuleReloc]) -> impl Iterator<Item = FuncId> + '_ {
+    relocs.iter().filter_map(|r| match r.name {
+        ModuleRelocTarget::User {
+            namespace: 0,
+            index,
+        } => Some(FuncId::from_u32(index)),
+        _ => None,
+    })
+}
+
 /// The module functions `func` refers to (calls, addresses).
 fn user_funcs(func: &ir::Function) -> impl Iterator<Item = FuncId> + '_ {
     func.params
@@ -788,6 +793,22 @@ impl Core {
             }
         }
         moved.then_some(g)
+    }
+
+    /// The function whose code `g` uses: `g` itself, or, through merged functions (a chain
+    /// of survivors merged in turn), the first that is not merged away. Through a fold into a
+    /// shared body (another signature) only `through_folds`.
+    fn code_of(&self, mut g: FuncId, through_folds: bool) -> FuncId {
+        // (Each step goes to a survivor: the chain is no longer than the module.)
+        for _ in 0..=self.merged.capacity() {
+            match (self.state.get(g), self.merged.get(g).copied().flatten()) {
+                (Some(State::Merged), Some(m)) if through_folds || m.kind != MergeKind::Folded => {
+                    g = m.into
+                }
+                _ => break,
+            }
+        }
+        g
     }
 
     /// Compile the pending functions: lift them, run the passes over them, compile what is
@@ -1372,15 +1393,8 @@ impl Core {
                 let native = thunk::native_thunk(&self.lir, f, inner.isa(), &mut target);
                 // (Not when it would jump to a function that failed: then it is compiled from
                 // its input below.)
-                let native = native.filter(|t| {
-                    !t.relocs.iter().any(|r| match r.name {
-                        ModuleRelocTarget::User {
-                            namespace: 0,
-                            index,
-                        } => c.is_failed.contains(&FuncId::from_u32(index)),
-                        _ => false,
-                    })
-                });
+                let native =
+                    native.filter(|t| !reloc_funcs(&t.relocs).any(|g| c.is_failed.contains(&g)));
                 if let Some(t) = native {
                     let t0 = Instant::now();
                     let r = inner.define_function_bytes(id, thunk::ALIGNMENT, &t.bytes, &t.relocs);
@@ -1389,13 +1403,7 @@ impl Core {
                         Ok(()) => {
                             self.note_compiled(id, t.bytes.len());
                             self.stats.add("native_thunks", 1);
-                            c.refs.extend(t.relocs.iter().filter_map(|r| match r.name {
-                                ModuleRelocTarget::User {
-                                    namespace: 0,
-                                    index,
-                                } => Some((id, FuncId::from_u32(index))),
-                                _ => None,
-                            }));
+                            c.refs.extend(reloc_funcs(&t.relocs).map(|g| (id, g)));
                         }
                         Err(e) => c.fail(id, e, None),
                     }

@@ -32,18 +32,8 @@ impl MergeModule<ObjectModule> {
             self.inner.define_function_bytes(g, 1, &[], &[])?;
         }
         // Each alias's code: through survivors merged in turn, to the one compiled.
-        let code_of = |mut f| {
-            for _ in 0..=self.core.merged.capacity() {
-                match (self.core.state[f], self.merged_into(f)) {
-                    (State::Merged, Some(into)) => f = into,
-                    _ => break,
-                }
-            }
-            f
-        };
-        let merged: Vec<_> = merged
-            .into_iter()
-            .map(|(g, f, _)| (g, code_of(f)))
+        let merged: Vec<_> = (merged.into_iter())
+            .map(|(g, f, _)| (g, self.core.code_of(f, true)))
             .collect();
         let mut product = self.inner.finish();
         for (g, f) in merged {
