@@ -114,6 +114,7 @@
 //! | when code is compiled | in `define_function` | at `finalize_definitions`, `finish` or `flush` | the passes merge a whole batch |
 //! | `ctx` after `define_function` | the function and its compiled code | an empty function, no compiled code ([`MergeModule::on_compiled`] shows the code) | the function is kept until the flush |
 //! | an error Cranelift finds only when compiling (an implementation limit, a feature the ISA lacks, a panic) | `Err` from `define_function`, typed | `Err(Backend(FunctionError))` from the flush, holding that typed error; the rest of the batch compiled | compiling is deferred |
+//! | a function merged away whose own compile alone would fail (a Cranelift implementation limit its survivor does not reach) | `Err` at define | no error: it uses its survivor's code | a merged function is never compiled; Cranelift's verifier still runs on it at define, and frames too large for Cranelift are passed through, never merged |
 //! | finalizing while compiled code calls a function that failed | cranelift-jit panics ("can't resolve symbol") | an error naming it; nothing is finalized until it is defined again | a drop-in never panics where it can say why |
 //! | a body whose signature differs from its declaration | `JITModule` compiles it | `IncompatibleSignature` at define | callers would call it with the declared signature |
 //! | a `colocated` reference to an imported function or data object | undefined at link time | `Backend(FunctionError)` at define | a JIT places imports anywhere in memory |

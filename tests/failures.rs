@@ -564,3 +564,21 @@ fn functions_the_lifter_cannot_represent_pass_through() {
         m.get_finalized_function(p) as usize
     );
 }
+
+/// A function Cranelift cannot compile only for its frame (unused stack slots larger than a
+/// frame can be) is never merged into an equal body without them: it fails as it would alone.
+#[test]
+fn a_frame_too_large_is_not_merged_away() {
+    let mut m = MergeModule::new(jit());
+    let ids = declare_all(&mut m, &["small", "big"], Linkage::Export);
+    define(&mut m, ids[0], &[], |b, x, _| {
+        let y = b.ins().imul_imm_s(x, 3);
+        b.ins().iadd_imm_s(y, 1)
+    })
+    .unwrap();
+    too_large(&mut m, ids[1], 3).unwrap();
+    let e = m.finalize_definitions().unwrap_err();
+    assert_eq!(failed(&e), vec![(ids[1], "big".to_string())]);
+    assert_eq!(m.merged_into(ids[1]), None);
+    assert_eq!(call(m.get_finalized_function(ids[0]), 5), 16);
+}

@@ -1064,11 +1064,21 @@ impl<'a> Lifter<'a> {
     fn run(&mut self) -> LResult<()> {
         let src = self.src;
         // Side tables keep Cranelift's indices.
+        let mut frame = 0u64;
         for (_, ss) in src.sized_stack_slots.iter() {
             self.f.stack_objs.push(lir::StackObjData {
                 size: ss.size,
                 align_shift: ss.align_shift,
             });
+            frame += u64::from(ss.size) + (1u64 << ss.align_shift.min(31)) - 1;
+        }
+        // (Cranelift cannot compile such a frame either; lifted, its function could merge
+        // with one it can.)
+        if frame > u64::from(u32::MAX) {
+            return Err(self.err(format!(
+                "stack slots of {frame} bytes with alignment padding are not supported (LIR \
+                 holds 32 bits)"
+            )));
         }
         if !src.dynamic_stack_slots.is_empty() {
             return Err(self.err("dynamic stack slots are not supported"));
