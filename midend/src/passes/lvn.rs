@@ -571,9 +571,12 @@ impl LocalValueNumbering {
         }
     }
 
-    /// Number every live function of a module.
+    /// Number every live function of a module, loading the next functions' arrays while
+    /// the current one is numbered (a large module does not fit in any cache).
     pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
-        for id in m.open_function_ids() {
+        let ids = m.open_function_ids();
+        for (k, &id) in ids.iter().enumerate() {
+            m.prefetch_bodies_ahead(&ids, k);
             self.run(&mut m.functions[id], st);
         }
     }

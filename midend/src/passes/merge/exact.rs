@@ -275,7 +275,10 @@ pub fn merge_functions_reusing(
                 }
             }
         }
-        for &(c, inst, s, t) in &edits {
+        for (k, &(c, inst, s, t)) in edits.iter().enumerate() {
+            if let Some(&(n, ..)) = edits.get(k + 4) {
+                m.functions[n].prefetch();
+            }
             let f = &mut m.functions[c];
             if f.operand(inst, 0) == Operand::Sym(s, 0) {
                 f.set_operand(inst, 0, Operand::Sym(t, 0));

@@ -648,7 +648,11 @@ fn round(
     for &id in rewalk {
         st.unwalk(id);
     }
-    for &id in rewalk {
+    for (k, &id) in rewalk.iter().enumerate() {
+        if let Some(&n) = rewalk.get(k + 8) {
+            m.functions[n].prefetch_header();
+        }
+        m.prefetch_ahead(rewalk, k);
         st.walk(m, id, first);
     }
     if first {
@@ -713,7 +717,16 @@ fn round(
     let t = std::time::Instant::now();
     let mut next_walk: Vec<FuncId> = Vec::new();
     let mut folds = Folds::default();
-    for p in &plans {
+    for (k, p) in plans.iter().enumerate() {
+        // The members of the groups next in line on their way into the cache.
+        if let Some(q) = plans.get(k + 2) {
+            for mb in &q.members {
+                m.functions[mb.f].prefetch_header();
+            }
+        }
+        if let Some(q) = plans.get(k + 1) {
+            m.functions[q.members[0].f].prefetch();
+        }
         // Members become thunks or go: no member is walked again (a thunk shares nothing).
         let (shared, members) = fold(m, p, st, &mut folds, report);
         next_walk.push(shared);
@@ -1373,6 +1386,12 @@ fn rewrite_callers(
     let mut pending: Vec<(Inst, Inst)> = Vec::new();
     let (mut regs, mut ops) = (Vec::new(), Vec::new());
     for (k, &(member, (id, i))) in edits.iter().enumerate() {
+        if let Some(&(_, (next, _))) = edits.get(k + 8) {
+            m.functions[next].prefetch_header();
+        }
+        if let Some(&(_, (next, _))) = edits.get(k + 4) {
+            m.functions[next].prefetch();
+        }
         if m.removed[id] {
             continue;
         }

@@ -1015,13 +1015,32 @@ impl WalkPart {
     }
 }
 
+/// While `ids[k]` is walked, start loading what the walk reads of the functions ahead: the
+/// tables of `ids[k + 4]` (`Function::prefetch`), the call signatures of `ids[k + 1]`, and
+/// the header of `ids[k + 8]` (the `Function` itself, where the addresses of its tables are,
+/// so that its `prefetch` does not wait for them). Each function's tables are asked for once
+/// (`Module::prefetch_ahead` asks again a step before).
+#[inline]
+fn prefetch_walk(m: &Module, ids: &[FuncId], k: usize) {
+    if let Some(&n) = ids.get(k + 8) {
+        m.functions[n].prefetch_header();
+    }
+    if let Some(&n) = ids.get(k + 4) {
+        m.functions[n].prefetch();
+    }
+    if let Some(&n) = ids.get(k + 1) {
+        m.functions[n].prefetch_signatures();
+    }
+}
+
 /// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
 /// addresses. Callees are resolved against the scope (functions from `scope` on).
 fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     let mut part = WalkPart::with_capacity(ids.len());
     let mut scratch = HashScratch::default();
     let mut out = WalkOut::default();
-    for &id in ids {
+    for (k, &id) in ids.iter().enumerate() {
+        prefetch_walk(m, ids, k);
         let f = &m.functions[id];
         out.callees.clear();
         let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
@@ -1156,12 +1175,17 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     // walked in full at once.
     let (mut seen, mut walked_full, mut all_full) = (0usize, 0usize, false);
     for (k, &id) in ids.iter().enumerate() {
+        prefetch_walk(m, ids, k);
         let f = &m.functions[id];
         out.callees.clear();
         seen += f.insts.len();
         all_full = all_full || (k >= 256 && 5 * walked_full > 3 * seen);
         let weak = if all_full {
             let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
+            // Resolved below (`push_facts`), after the lookups that follow.
+            for &(sym, _) in &out.callees {
+                m.prefetch_symbol(sym);
+            }
             // A function walked lightly (before every walk was in full) has a stream only
             // once another shares its weak hash. (No function is added any more.)
             let first = by_weak.get_mut(weak).map(|v| core::mem::replace(v, SHARED));
@@ -1178,6 +1202,9 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
             weak
         } else {
             let (weak, _) = light_walk(f, &mut scratch, &mut out);
+            for &(sym, _) in &out.callees {
+                m.prefetch_symbol(sym);
+            }
             let v = by_weak.slot(weak);
             match *v {
                 WeakTable::EMPTY => *v = k as u32,
