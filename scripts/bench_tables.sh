@@ -1,0 +1,42 @@
+#!/bin/bash
+# The tables of BENCHMARKS.md, as markdown, from the release `mergelift`:
+#
+#   scripts/bench_tables.sh bytes [CORPUS_DIR]   # code bytes per wasm corpus module
+#   scripts/bench_tables.sh shapes [N...]        # merging by call-graph shape (default 10000 100000)
+#
+# Build first: `cargo build --release -p mergelift-cli`. Each row is one cold process.
+set -euo pipefail
+BIN=${MERGELIFT:-target/release/mergelift}
+[[ -x $BIN ]] || { echo "$BIN: not built (cargo build --release -p mergelift-cli)" >&2; exit 2; }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+case ${1:-} in
+  bytes)
+    dir=${2:-../shared/corpus/wasm}
+    echo "| module | plain | merge | merge,merge-similar | saved | all local, fetchable | all local, \`--no-fetch-locals\` |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    for f in "$dir"/*.clif; do
+      plain=$("$BIN" size --json --passes merge "$f" | json 'd["code_bytes_before"]')
+      m=$("$BIN" size --json --passes merge "$f" | json 'd["code_bytes_after"]')
+      ms=$("$BIN" size --json "$f" | json 'd["code_bytes_after"]')
+      lf=$("$BIN" size --json --local "$f" | json 'd["code_bytes_after"]')
+      ln=$("$BIN" size --json --local --no-fetch-locals "$f" | json 'd["code_bytes_after"]')
+      saved=$(python3 -c "print(f'{100*($plain-$ms)/$plain:.1f}%')")
+      echo "| $(basename "$f" .clif) | $plain | $m | $ms | $saved | $lf | $ln |"
+    done
+    ;;
+  shapes)
+    shift
+    sizes=${*:-10000 100000}
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    echo "| shape | functions | merged | \`merge\` ms | \`merge-similar\` ms | µs per function |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    for s in chain chain-const ring star tree fan-in fan-out; do
+      for n in $sizes; do
+        "$BIN" gen --shape "$s" --functions "$n" > "$tmp/m.clif" 2>/dev/null
+        "$BIN" opt --passes merge,merge-similar --emit none --stats "$tmp/m.clif" 2>&1 >/dev/null | tail -1 |
+          json "f'| $s | $n | {d[\"merged\"]} | {d[\"time_ms\"][\"merge\"]:.1f} | {d[\"time_ms\"][\"merge-similar\"]:.1f} | {1e3*(d[\"time_ms\"][\"merge\"]+d[\"time_ms\"][\"merge-similar\"])/$n:.2f} |'"
+      done
+    done
+    ;;
+  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...]" >&2; exit 2;;
+esac
