@@ -28,7 +28,7 @@ fn merge_scaling(c: &mut Criterion) {
                 b.iter_batched(
                     || module.clone(),
                     |mut m| {
-                        let r = merge_functions_with(&mut m, opts);
+                        let r = merge_functions_with(&mut m, &mut Default::default(), opts);
                         // Returned, so dropping the module is not timed.
                         (m, r)
                     },

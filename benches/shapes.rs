@@ -32,7 +32,8 @@ fn shapes(c: &mut Criterion) {
                             &PassOptions::default(),
                         );
                         pm.verify = false;
-                        pm.run(&mut m, &mut Stats::default()).expect("passes run");
+                        pm.run(&mut m, &mut Default::default(), &mut Stats::default())
+                            .expect("passes run");
                         // Returned, so dropping the module is not timed.
                         m
                     },

@@ -4,13 +4,13 @@
 #   scripts/lift_rates.sh [--runs N] FILES...
 #
 # For each `.clif` file, in CLIF instructions per second:
-# - warm: `examples/lift_speed` (the fastest of 30 lifts of the whole module in one process,
+# - warm: `tools/examples/lift_speed.rs` (the fastest of 30 lifts of the whole module in one process,
 #   its functions parsed beforehand; each lifted module is dropped before the next lift);
 # - cold: the median over N new processes of `mergelift opt --passes none --no-verify
 #   --emit none --stats`'s `time_ms.lift` (the CLI parses, verifies and lifts one function
 #   at a time, so its lift writes into a new process's memory), with the range.
 #
-# Build first: `cargo build --release -p mergelift-cli --example lift_speed`.
+# Build first: `cargo build --release -p mergelift-tools --example lift_speed`.
 # This machine's speed drifts by 10-30% from hour to hour: compare builds in alternation
 # (MERGELIFT and LIFT_SPEED name the binaries), never against a figure from another hour.
 set -euo pipefail
@@ -29,7 +29,7 @@ if [[ $# -eq 0 ]]; then
   exit 2
 fi
 for b in "$BIN" "$LS"; do
-  [[ -x $b ]] || { echo "$b: not built (cargo build --release -p mergelift-cli --example lift_speed)" >&2; exit 2; }
+  [[ -x $b ]] || { echo "$b: not built (cargo build --release -p mergelift-tools --example lift_speed)" >&2; exit 2; }
 done
 for f in "$@"; do
   [[ -r $f ]] || { echo "$f: cannot read" >&2; exit 2; }

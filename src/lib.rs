@@ -144,5 +144,5 @@ pub use jit_driver::{
 #[cfg(feature = "jit")]
 pub use jit_driver::{JitModule, Pipeline, PipelineOptions};
 pub use midend::lir;
-pub use midend::lir::MergeKind;
+pub use midend::state::MergeKind;
 pub use midend::{PassKind, Stats};

@@ -9,8 +9,10 @@ use jit_driver::{
 };
 use mergelift_tools::input::{collect_files, read_text};
 use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
-use midend::lir::{self, MergeKind};
-use midend::{PassKind, PassManager, Stats};
+use midend::lir;
+use midend::state::MergeKind;
+use midend::verifier::{self, VerifierError};
+use midend::{PassKind, PassManager, PassState, Stats};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -418,8 +420,8 @@ fn load_module(
                 .map_err(|e| anyhow!("{}:{e}", path.display()))?;
             stats.add_time("parse", t.elapsed());
             // Every error with its line; opaque instructions checked as lowering needs them.
-            lir::verify::verify_module_for_lowering(&m, true).map_err(|errs| {
-                let at = |e: &lir::VerifierError| match lines.error_line(e) {
+            verifier::verify_module_for_lowering(&m, true).map_err(|errs| {
+                let at = |e: &VerifierError| match lines.error_line(e) {
                     Some(n) => format!("{}:{n}: {e}", path.display()),
                     None => format!("{}: {e}", path.display()),
                 };
@@ -529,7 +531,7 @@ fn load_module(
     stats.add_time("lift", lift_time);
     let t = Instant::now();
     for (id, f) in module.functions.iter() {
-        lir::verify_function(&module, f, true).map_err(|e| {
+        verifier::verify_function(&module, f, true).map_err(|e| {
             anyhow!(
                 "{}: invalid input (as lifted to LIR): {e}",
                 files[file_of[id.as_u32() as usize]].display()
@@ -848,7 +850,8 @@ fn cmd_opt(
     pm.verify = verify;
     let mut stats = Stats::default();
     let (mut module, passed) = load_module(files, emit == "clif", &mut stats)?;
-    module.free_removed = low_memory;
+    let mut state = PassState::default();
+    state.free_removed = low_memory;
     let functions_in = module.live_functions().count() + passed.len();
     let insts_before = module.inst_count();
     // Functions from here on are made by the passes (merge-similar's shared bodies).
@@ -859,7 +862,7 @@ fn cmd_opt(
         && midend::parse_pass_list(passes)?.contains(&PassKind::MergeSimilar))
     .then(|| module.clone());
     let peak_after_load = midend::mem::peak_rss_kib();
-    pm.run(&mut module, &mut stats)?;
+    pm.run(&mut module, &mut state, &mut stats)?;
     let functions_out = module.live_functions().count() + passed.len();
     let insts_after = module.inst_count();
     let mut out = Out::new();
@@ -867,7 +870,7 @@ fn cmd_opt(
         "lir" => write_lir(&mut out, &module, &passed)?,
         "clif" => {
             let t = Instant::now();
-            midend::passes::merge::thunk_merged(&mut module);
+            midend::passes::merge::thunk_merged(&mut module, &state);
             // Functions passed through, each in its place among the lifted ones (before the
             // bodies the passes made, which come after all input functions).
             let mut through = passed.iter().peekable();
@@ -898,7 +901,7 @@ fn cmd_opt(
     }
     out.finish()?;
     if want_stats {
-        let count = |k: MergeKind| module.merges.iter().filter(|r| r.kind == k).count();
+        let count = |k: MergeKind| state.merges.iter().filter(|r| r.kind == k).count();
         let mut time = serde_json::Map::new();
         for (phase, d) in &stats.times {
             time.insert(phase.clone(), serde_json::json!(d.as_secs_f64() * 1e3));
@@ -910,7 +913,7 @@ fn cmd_opt(
         let mut obj = serde_json::json!({
             "functions_in": functions_in,
             "functions_out": functions_out,
-            "merged": module.merges.len(),
+            "merged": state.merges.len(),
             "replaced": count(MergeKind::Replaced),
             "aliased": count(MergeKind::Aliased),
             "thunked": count(MergeKind::Thunked),

@@ -14,7 +14,7 @@ fuzz_target!(|text: &str| {
     let Ok(m) = jit_driver::lift_functions(funcs.iter(), &mut stats) else {
         return;
     };
-    if let Err(e) = midend::lir::verify_module(&m, true) {
+    if let Err(e) = midend::verifier::verify_module(&m, true) {
         panic!("lifted module fails the LIR verifier: {e:?}\n{m}");
     }
 });

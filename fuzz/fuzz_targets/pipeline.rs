@@ -15,10 +15,10 @@ fuzz_target!(|text: &str| {
     let Ok(mut m) = jit_driver::lift_functions(funcs.iter(), &mut stats) else {
         return;
     };
-    midend::lir::verify_module(&m, true).expect("lifted module verifies");
+    midend::verifier::verify_module(&m, true).expect("lifted module verifies");
     let mut pm = midend::PassManager::from_names("merge,merge-similar,lvn,gvn,dce").unwrap();
     pm.verify = true;
-    if let Err(e) = pm.run(&mut m, &mut stats) {
+    if let Err(e) = pm.run(&mut m, &mut midend::PassState::default(), &mut stats) {
         panic!("passes failed on a verified module: {e}\n{m}");
     }
     let config = cranelift_codegen::isa::TargetFrontendConfig {

@@ -1,6 +1,6 @@
 //! The host ISA at an opt level, as the JIT and the tools use it.
 
-use crate::Error;
+use crate::error::Error;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 

@@ -7,8 +7,8 @@
 //! operands. Instructions LIR does not model ride as `opaque` instructions carrying their
 //! Cranelift opcode and immediates, so they lower back exactly.
 
+use crate::error::Error;
 use crate::opmap::{self, float_cond, int_cond, lir_memflags, lir_type, write_symbol_name};
-use crate::Error;
 use cranelift_codegen::ir::{self, InstructionData as D, Opcode as C};
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::{EntityRef, SecondaryMap};

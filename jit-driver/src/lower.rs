@@ -8,8 +8,8 @@
 //! instructions are rebuilt from their Cranelift opcode and immediates. Blocks are emitted in
 //! reverse post-order so every definition precedes its uses; unreachable blocks are dropped.
 
+use crate::error::Error;
 use crate::opmap::{self, clif_cond, clif_memflags, clif_type, ClifCond};
-use crate::Error;
 use cranelift_codegen::ir::{
     self, immediates, InstBuilder, InstBuilderBase, InstructionData as D, Opcode as C,
 };
@@ -896,7 +896,7 @@ impl Lowerer<'_, '_> {
             .opaques
             .get(lir::OpaqueRef::from_u32(d.aux))
             .ok_or_else(|| self.err("opaque record does not exist"))?;
-        lir::verify::check_opaque(f, inst).map_err(|msg| self.err(msg))?;
+        midend::verifier::check_opaque(f, inst).map_err(|msg| self.err(msg))?;
         let opcode = C::from_str(&o.name)
             .map_err(|_| self.err(format!("unknown Cranelift opcode '{}'", o.name)))?;
         let constraints = opcode.constraints();

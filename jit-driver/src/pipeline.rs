@@ -41,11 +41,11 @@
 //! assert_eq!(m.module().merged_into(m.id("inc").unwrap()), m.id("add1"));
 //! ```
 
+use crate::error::Error;
 use crate::isa::{host_isa, OptLevel};
 use crate::jit::jit_builder;
 use crate::link::define_by_name;
 use crate::module::{MergeConfig, MergeModule};
-use crate::Error;
 use cranelift_codegen::ir;
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage};

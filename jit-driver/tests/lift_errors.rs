@@ -78,7 +78,7 @@ fn a_failed_lift_leaves_the_module_as_it_was() {
     assert_eq!(m.functions.len(), before);
     assert_eq!(m.symbols[s1].def.expand(), Some(first));
 
-    lir::verify::verify_module(&m, true).unwrap();
+    midend::verifier::verify_module(&m, true).unwrap();
 }
 
 #[test]

@@ -9,11 +9,11 @@ use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_codegen::settings;
 use jit_driver::opmap::{clif_type, lir_type};
 use jit_driver::{lift_function, lower_function, OriginalNames};
-use midend::lir::verify::{
+use midend::lir::{self, effects, parse_module};
+use midend::verifier::{
     opaque_opcodes, verify_function_for_lowering, verify_module_for_lowering, OpaqueFormat,
     OpaqueOpcode, TypeRule, ATOMIC_RMW_OPS,
 };
-use midend::lir::{self, effects, parse_module};
 use std::str::FromStr;
 
 const LANES: [Type; 9] = [
@@ -270,7 +270,8 @@ fn print_opaque_table() {
 /// effects, controlling types, and operand and result types for every controlling type.
 #[test]
 fn opaque_table_matches_cranelift() {
-    let regen = "regenerate it with `cargo test -p jit-driver --test opaque -- --ignored \
+    let regen =
+        "regenerate it with `cargo test -p mergelift-jit-driver --test opaque -- --ignored \
                  --nocapture print_opaque_table`";
     let table = opaque_opcodes();
     let names: Vec<&str> = table.iter().map(|o| o.name).collect();
@@ -525,7 +526,7 @@ fn malformed_opaques_do_not_lower() {
     for (params, inst, msg) in cases {
         let src = with_opaque(params, inst);
         let m = parse_module(&src).unwrap_or_else(|e| panic!("{e} in:\n{src}"));
-        let errs = midend::lir::verify::verify_module_for_lowering(&m, true)
+        let errs = midend::verifier::verify_module_for_lowering(&m, true)
             .expect_err(&src)
             .to_string();
         assert!(
@@ -563,7 +564,7 @@ fn wellformed_opaques_lower() {
     for (params, inst) in cases {
         let src = with_opaque(params, inst);
         let m = parse_module(&src).unwrap_or_else(|e| panic!("{e} in:\n{src}"));
-        midend::lir::verify::verify_module_for_lowering(&m, true)
+        midend::verifier::verify_module_for_lowering(&m, true)
             .unwrap_or_else(|e| panic!("{e} in:\n{src}"));
         let func = lower(&src).unwrap_or_else(|e| panic!("{e} in:\n{src}"));
         cranelift_codegen::verify_function(&func, &flags)

@@ -1,10 +1,12 @@
 //! One pass interface, one statistics type, and the pass manager that runs passes in order,
 //! times them, counts what they did (as LLVM's `-stats`) and verifies after each in debug
-//! builds.
+//! builds. (The passes themselves, and the pass manager's constructors from pass names, are
+//! in `passes`.)
 
-use crate::lir::{verify_function, Module, VerifierErrors};
-use crate::passes::{PassKind, PassOptions};
-use crate::Error;
+use crate::error::Error;
+use crate::lir::Module;
+use crate::state::PassState;
+use crate::verifier::{verify_function, VerifierErrors};
 use std::time::{Duration, Instant};
 
 /// Named counters, read in name order (`for (name, n) in &stats.counters`). Kept in a hash
@@ -103,48 +105,14 @@ impl Stats {
 pub trait Pass: Send {
     /// The name used in `--passes` and in statistics.
     fn name(&self) -> &'static str;
-    fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error>;
-}
-
-/// Parse a pass list: pass names separated by commas (`merge,lvn`), or `none` alone for no
-/// pass. An empty list or an empty name (`""`, `,`, `merge,,lvn`), an unknown name and `none`
-/// beside other names are errors.
-pub fn parse_pass_list(list: &str) -> Result<Vec<PassKind>, Error> {
-    let list = list.trim();
-    if list == "none" {
-        return Ok(Vec::new());
-    }
-    let known = || {
-        PassKind::ALL
-            .iter()
-            .map(|k| k.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    if list.is_empty() {
-        return Err(Error::PassList(format!(
-            "empty pass list (give pass names separated by commas, from {}; or `none`)",
-            known()
-        )));
-    }
-    let mut out = Vec::new();
-    for (k, name) in list.split(',').map(str::trim).enumerate() {
-        match name {
-            "" => {
-                return Err(Error::PassList(format!(
-                    "empty pass name at position {} of `{list}`",
-                    k + 1
-                )))
-            }
-            "none" => {
-                return Err(Error::PassList(format!(
-                    "`none` must stand alone, not in `{list}`"
-                )))
-            }
-            _ => out.push(PassKind::parse(name).ok_or_else(|| Error::UnknownPass(name.into()))?),
-        }
-    }
-    Ok(out)
+    /// Run over the open functions of `module` (`PassState::open_functions`), reading and
+    /// recording in `state` what passes share.
+    fn run(
+        &mut self,
+        module: &mut Module,
+        state: &mut PassState,
+        stats: &mut Stats,
+    ) -> Result<(), Error>;
 }
 
 /// Runs passes in order.
@@ -172,42 +140,29 @@ impl PassManager {
         self.passes.push(p);
     }
 
-    /// Build from a pass list (`parse_pass_list`: `merge,lvn`, or `none`).
-    pub fn from_names(list: &str) -> Result<Self, Error> {
-        Ok(Self::from_kinds(&parse_pass_list(list)?))
-    }
-
-    /// Build from passes given as values.
-    pub fn from_kinds(kinds: &[PassKind]) -> Self {
-        Self::from_kinds_with(kinds, &PassOptions::default())
-    }
-
-    /// Build from passes given as values, with `opts`.
-    pub fn from_kinds_with(kinds: &[PassKind], opts: &PassOptions) -> Self {
-        let mut pm = PassManager::new();
-        for k in kinds {
-            pm.add(k.create_with(opts));
-        }
-        pm
-    }
-
     pub fn names(&self) -> Vec<&'static str> {
         self.passes.iter().map(|p| p.name()).collect()
     }
 
-    pub fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
+    /// Run the passes in order over `module`, with the state they share.
+    pub fn run(
+        &mut self,
+        module: &mut Module,
+        state: &mut PassState,
+        stats: &mut Stats,
+    ) -> Result<(), Error> {
         for p in &mut self.passes {
             let name = p.name();
             let t = Instant::now();
-            p.run(module, stats)?;
-            // Bodies a pass removed and left to be freed (`Module::free_removed`).
-            module.free_pending();
+            p.run(module, state, stats)?;
+            // Bodies a pass removed and left to be freed (`PassState::free_removed`).
+            state.free_pending(module);
             stats.add_time(name, t.elapsed());
             if self.verify {
                 // The functions the pass may have changed: the open ones.
                 let t = Instant::now();
                 let mut errors = Vec::new();
-                for (_, f) in module.open_functions() {
+                for (_, f) in state.open_functions(module) {
                     if let Err(e) = verify_function(module, f, true) {
                         errors.extend(e.0);
                     }
@@ -222,101 +177,5 @@ impl PassManager {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The message of the error `parse_pass_list(list)` gives.
-    fn list_error(list: &str) -> String {
-        match parse_pass_list(list) {
-            Ok(kinds) => panic!("`{list}` parsed as {kinds:?}"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn pass_lists() {
-        assert_eq!(parse_pass_list("none").unwrap(), []);
-        assert_eq!(parse_pass_list(" none ").unwrap(), []);
-        assert_eq!(parse_pass_list("merge").unwrap(), [PassKind::Merge]);
-        assert_eq!(
-            parse_pass_list("merge, lvn,gvn ,dce,merge-similar").unwrap(),
-            [
-                PassKind::Merge,
-                PassKind::Lvn,
-                PassKind::Gvn,
-                PassKind::Dce,
-                PassKind::MergeSimilar
-            ]
-        );
-        assert_eq!(
-            parse_pass_list("lvn,lvn").unwrap(),
-            [PassKind::Lvn, PassKind::Lvn]
-        );
-    }
-
-    /// Issue 13: `--passes ''`, `,` and `merge,,lvn` were accepted silently.
-    #[test]
-    fn empty_pass_lists_and_names_are_errors() {
-        let empty = "empty pass list (give pass names separated by commas, from merge, \
-                     merge-similar, lvn, gvn, dce; or `none`)";
-        assert_eq!(list_error(""), empty);
-        assert_eq!(list_error("  "), empty);
-        assert_eq!(list_error(","), "empty pass name at position 1 of `,`");
-        assert_eq!(
-            list_error("merge,,lvn"),
-            "empty pass name at position 2 of `merge,,lvn`"
-        );
-        assert_eq!(
-            list_error("merge,"),
-            "empty pass name at position 2 of `merge,`"
-        );
-        assert_eq!(
-            list_error(",lvn"),
-            "empty pass name at position 1 of `,lvn`"
-        );
-        assert_eq!(
-            list_error("merge, ,lvn"),
-            "empty pass name at position 2 of `merge, ,lvn`"
-        );
-    }
-
-    #[test]
-    fn none_must_stand_alone() {
-        assert_eq!(
-            list_error("none,merge"),
-            "`none` must stand alone, not in `none,merge`"
-        );
-        assert_eq!(
-            list_error("merge,none"),
-            "`none` must stand alone, not in `merge,none`"
-        );
-        assert_eq!(
-            list_error("none,none"),
-            "`none` must stand alone, not in `none,none`"
-        );
-    }
-
-    #[test]
-    fn unknown_pass_names() {
-        assert!(matches!(
-            parse_pass_list("merge,frob"),
-            Err(Error::UnknownPass(n)) if n == "frob"
-        ));
-        assert!(matches!(
-            parse_pass_list("Merge"),
-            Err(Error::UnknownPass(n)) if n == "Merge"
-        ));
-        assert!(matches!(
-            PassManager::from_names("merge,,lvn"),
-            Err(Error::PassList(_))
-        ));
-        assert_eq!(
-            PassManager::from_names("merge,lvn").unwrap().names(),
-            ["merge", "lvn"]
-        );
     }
 }

@@ -2,6 +2,7 @@
 
 use midend::analysis::{Cfg, DomTree};
 use midend::lir::*;
+use midend::verifier::*;
 use proptest::prelude::*;
 
 fn parse_one(src: &str) -> Module {

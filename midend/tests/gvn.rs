@@ -1,8 +1,9 @@
 //! GVN: values from dominating blocks are reused; siblings never share; loads cross blocks
 //! only when nothing in the function writes memory (or they are readonly).
 
-use midend::lir::{module_to_string, parse_module, verify_module};
+use midend::lir::{module_to_string, parse_module};
 use midend::passes::gvn::gvn_function;
+use midend::verifier::verify_module;
 
 fn run(text: &str) -> (usize, String) {
     let mut m = parse_module(text).expect("parse");
@@ -176,7 +177,7 @@ bb0:
 }
 ";
     let mut m = parse_module(text).unwrap();
-    let r = midend::passes::merge::merge_functions(&mut m);
+    let r = midend::passes::merge::merge_functions(&mut m, &mut midend::PassState::default());
     assert_eq!(r.merged, 0, "{}", module_to_string(&m));
 }
 

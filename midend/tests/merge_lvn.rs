@@ -9,7 +9,9 @@ use midend::passes::merge::{
     function_hash, function_hashes, merge_functions, validate_merge, FunctionComparator,
     HashScratch, WalkOut,
 };
-use midend::{PassManager, Stats};
+use midend::state::MergeKind;
+use midend::verifier::*;
+use midend::{PassManager, PassState, Stats};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 
@@ -22,9 +24,14 @@ fn parse(src: &str) -> Module {
 
 #[track_caller]
 fn run(m: &mut Module, passes: &str) -> Stats {
+    run_with(m, &mut PassState::default(), passes)
+}
+
+#[track_caller]
+fn run_with(m: &mut Module, ps: &mut PassState, passes: &str) -> Stats {
     let mut pm = PassManager::from_names(passes).unwrap();
     let mut stats = Stats::default();
-    pm.run(m, &mut stats).unwrap();
+    pm.run(m, ps, &mut stats).unwrap();
     verify_module(m, true).unwrap_or_else(|e| panic!("{e} in:\n{}", module_to_string(m)));
     stats
 }
@@ -103,9 +110,10 @@ fn assert_not_merged(from: &str, to: &str) {
         o.reverse(),
         "antisymmetry"
     );
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     assert_eq!(r.merged, 0, "{from:?} -> {to:?} merged");
-    assert!(m.merges.is_empty());
+    assert!(ps.merges.is_empty());
     verify_module(&m, true).unwrap();
 }
 
@@ -114,7 +122,8 @@ fn template_pair_merges() {
     // The control: without a difference, the two functions merge (so each negative test below
     // fails only because of its one difference).
     let mut m = pair("", "");
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     assert_eq!(r.merged, 1);
     assert_eq!(r.aliased, 1);
     verify_module(&m, true).unwrap();
@@ -262,15 +271,16 @@ fn exported_duplicate_is_aliased() {
     let (f, g) = (fid(&m, "f"), fid(&m, "g"));
     let classes = classes_all_zero(&m);
     validate_merge(&m, &classes, f, g).unwrap();
-    let stats = run(&mut m, "merge");
+    let mut ps = PassState::default();
+    let stats = run_with(&mut m, &mut ps, "merge");
     assert_eq!(stats.get("merged"), 1);
     assert_eq!(stats.get("merge.aliased"), 1);
-    assert_eq!(m.merges.len(), 1);
-    assert_eq!(m.merges[0].kind, MergeKind::Aliased);
+    assert_eq!(ps.merges.len(), 1);
+    assert_eq!(ps.merges[0].kind, MergeKind::Aliased);
     assert_eq!(
         (
-            m.symbol_name(m.merges[0].merged),
-            m.symbol_name(m.merges[0].survivor)
+            m.symbol_name(ps.merges[0].merged),
+            m.symbol_name(ps.merges[0].survivor)
         ),
         ("g", "f")
     );
@@ -292,10 +302,11 @@ fn free_removed_drops_merged_bodies() {
     );
     let mut kept = parse(&text);
     let mut freed = parse(&text);
-    freed.free_removed = true;
+    let (mut kept_ps, mut freed_ps) = (PassState::default(), PassState::default());
+    freed_ps.free_removed = true;
     let g = fid(&freed, "g");
-    run(&mut kept, "merge");
-    run(&mut freed, "merge");
+    run_with(&mut kept, &mut kept_ps, "merge");
+    run_with(&mut freed, &mut freed_ps, "merge");
     assert_eq!(kept.to_string(), freed.to_string());
     assert!(freed.removed[g] && kept.removed[g]);
     assert!(kept.functions[g].inst_count() > 0);
@@ -303,8 +314,8 @@ fn free_removed_drops_merged_bodies() {
     assert!(freed.functions[g].entry().is_none());
     assert_eq!(freed.functions[g].name, "g");
     assert_eq!(freed.functions[g].sig, kept.functions[g].sig);
-    midend::passes::merge::thunk_merged(&mut kept);
-    midend::passes::merge::thunk_merged(&mut freed);
+    midend::passes::merge::thunk_merged(&mut kept, &kept_ps);
+    midend::passes::merge::thunk_merged(&mut freed, &freed_ps);
     verify_module(&freed, true).unwrap();
     assert_eq!(kept.to_string(), freed.to_string());
 }
@@ -318,11 +329,12 @@ fn local_duplicate_is_replaced_and_callers_redirected() {
         caller("h", "g")
     ));
     let (f, g, h) = (fid(&m, "f"), fid(&m, "g"), fid(&m, "h"));
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     verify_module(&m, true).unwrap();
     assert_eq!((r.merged, r.replaced), (1, 1));
     assert_eq!(r.pairs, vec![(g, f)]);
-    assert_eq!(m.merges[0].kind, MergeKind::Replaced);
+    assert_eq!(ps.merges[0].kind, MergeKind::Replaced);
     assert!(m.removed[g]);
     // The removed body still maps onto the survivor's.
     validate_merge(&m, &classes_all_zero(&m), f, g).unwrap();
@@ -341,11 +353,12 @@ fn address_significant_duplicate_is_thunked() {
     let mut m = parse(&src);
     let (f, g, h) = (fid(&m, "f"), fid(&m, "g"), fid(&m, "h"));
     validate_merge(&m, &classes_all_zero(&m), f, g).unwrap();
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     verify_module(&m, true).unwrap();
     assert_eq!((r.merged, r.thunked), (1, 1));
     assert_eq!(r.pairs, vec![(g, f)]);
-    assert_eq!(m.merges[0].kind, MergeKind::Thunked);
+    assert_eq!(ps.merges[0].kind, MergeKind::Thunked);
     assert!(!m.removed[g], "a thunk keeps its own code");
     assert!(m.functions[g].address_significant);
     // The thunk's body: copies of the arguments, a call to f, a return.
@@ -380,9 +393,10 @@ fn tail_conv_thunk_tail_calls_only_where_allowed() {
             body("f", "export"),
             body("g", "export address_significant")
         ));
-        m.allow_tail_calls = allow;
+        let mut ps = PassState::default();
+        ps.allow_tail_calls = allow;
         let g = fid(&m, "g");
-        run(&mut m, "merge");
+        run_with(&mut m, &mut ps, "merge");
         let t = &m.functions[g];
         let ops: Vec<Opcode> = t
             .block_insts(t.layout[0])
@@ -416,11 +430,12 @@ fn self_recursive_functions_merge() {
         }
     };
     verify_module(&m, true).unwrap();
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     verify_module(&m, true).unwrap();
     assert_eq!(r.merged, 1);
-    assert_eq!(m.symbol_name(m.merges[0].survivor), "fact0");
-    assert_eq!(m.symbol_name(m.merges[0].merged), "fact1");
+    assert_eq!(m.symbol_name(ps.merges[0].survivor), "fact0");
+    assert_eq!(m.symbol_name(ps.merges[0].merged), "fact1");
 }
 
 #[test]
@@ -441,9 +456,10 @@ fn mutually_recursive_functions_merge() {
     );
     let mut m = parse(&src);
     let main = fid(&m, "main");
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     verify_module(&m, true).unwrap();
-    assert_eq!(r.merged, 3, "{:?}", m.merges);
+    assert_eq!(r.merged, 3, "{:?}", ps.merges);
     let live: Vec<&str> = m
         .live_functions()
         .map(|(_, f)| f.name.as_str())
@@ -463,10 +479,11 @@ fn equal_after_callees_merge() {
         caller("b", "y")
     );
     let mut m = parse(&src);
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     verify_module(&m, true).unwrap();
-    assert_eq!(r.merged, 2, "{:?}", m.merges);
-    let names: Vec<(&str, &str)> = m
+    assert_eq!(r.merged, 2, "{:?}", ps.merges);
+    let names: Vec<(&str, &str)> = ps
         .merges
         .iter()
         .map(|r| (m.symbol_name(r.merged), m.symbol_name(r.survivor)))
@@ -485,8 +502,9 @@ fn near_duplicate_by_one_constant_does_not_merge() {
         caller("b", "y")
     );
     let mut m = parse(&src);
-    let r = merge_functions(&mut m);
-    assert_eq!(r.merged, 0, "{:?}", m.merges);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
+    assert_eq!(r.merged, 0, "{:?}", ps.merges);
 }
 
 #[test]
@@ -496,9 +514,10 @@ fn preemptible_pair_left_alone() {
         simple("f", "preemptible", 3),
         simple("g", "preemptible", 3)
     ));
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     assert_eq!(r.merged, 0);
-    assert!(m.merges.is_empty());
+    assert!(ps.merges.is_empty());
     assert!(m.live_functions().count() == 2);
 }
 
@@ -511,7 +530,8 @@ fn preemptible_duplicate_of_strong_is_thunked_and_callers_kept() {
         caller("h", "g")
     ));
     let h = fid(&m, "h");
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     verify_module(&m, true).unwrap();
     assert_eq!(r.thunked, 1);
     assert!(
@@ -532,9 +552,10 @@ function @b() -> i64 system_v export {\n    sig0 = () -> i64 system_v\nbb0:\n   
 function @c() -> i64 system_v export {\n    sig0 = () -> i64 system_v\nbb0:\n    %vr0 = call @a(), sig0\n    ret %vr0\n}\n\
 function @d() -> i64 system_v export {\n    sig0 = () -> i64 system_v\nbb0:\n    %vr0 = call @b(), sig0\n    ret %vr0\n}\n";
     let mut m = parse(src);
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     verify_module(&m, true).unwrap();
-    assert_eq!(r.merged, 0, "wrongly merged: {:?}", m.merges);
+    assert_eq!(r.merged, 0, "wrongly merged: {:?}", ps.merges);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -708,7 +729,7 @@ proptest! {
         check_laws(&m, &distinct)?;
         // Merging keeps the module valid, and every merge pair validates.
         let mut m2 = m.clone();
-        let r = merge_functions(&mut m2);
+        let r = merge_functions(&mut m2, &mut PassState::default());
         verify_module(&m2, true).map_err(|e| TestCaseError::fail(e.to_string()))?;
         for &(g, f) in &r.pairs {
             // Before merging, f and g compare equal when callees compare by one class.
@@ -1017,10 +1038,11 @@ fn taken_address_without_flag_is_thunked() {
     );
     let mut m = parse(&src);
     let g = fid(&m, "g");
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     verify_module(&m, true).unwrap();
     assert_eq!(r.merged, 1);
-    assert_eq!(m.merges[0].kind, MergeKind::Thunked, "{:?}", m.merges);
+    assert_eq!(ps.merges[0].kind, MergeKind::Thunked, "{:?}", ps.merges);
     assert!(!m.removed[g]);
     assert!(calls(&m, g, "f"));
 }
@@ -1033,13 +1055,14 @@ fn second_merge_run_resolves_old_aliases() {
     let mut m = parse(&format!(
         "function @a() -> i64 system_v local {{\n{body}\nfunction @b() -> i64 system_v local {{\n{body}"
     ));
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     assert_eq!(r.merged, 1);
     let c = parse(&format!("function @c() -> i64 system_v export {{\n{body}"));
     let cf = c.functions.values().next().unwrap().clone();
     m.add_function(cf).unwrap();
-    let r = merge_functions(&mut m);
-    assert_eq!(r.merged, 1, "{:?}", m.merges);
+    let r = merge_functions(&mut m, &mut ps);
+    assert_eq!(r.merged, 1, "{:?}", ps.merges);
     verify_module(&m, true).unwrap();
     let cs = m.lookup_symbol("c").unwrap();
     for name in ["a", "b"] {
@@ -1197,7 +1220,8 @@ fn compact_stream_forms_at_their_edges() {
     check_tokens(&m).unwrap();
     // Only the copies merge.
     let mut m = m;
-    let r = merge_functions(&mut m);
+    let mut ps = PassState::default();
+    let r = merge_functions(&mut m, &mut ps);
     assert_eq!(r.merged, k / 2);
 }
 
@@ -1282,13 +1306,14 @@ fn similar_rewrites_grow_callers_by_what_they_need() {
     }
     let mut kept = parse(&text);
     let mut m = parse(&text);
-    m.free_removed = true;
+    let mut ps = PassState::default();
+    ps.free_removed = true;
     for (_, f) in m.functions.iter_mut() {
         f.shrink_to_fit();
     }
     let (main, b) = (fid(&m, "main"), fid(&m, "b"));
     let before = heap_bytes(&m.functions[main]);
-    let stats = run(&mut m, "merge-similar");
+    let stats = run_with(&mut m, &mut ps, "merge-similar");
     run(&mut kept, "merge-similar");
     assert_eq!(stats.get("merged_similar"), 3, "{}", module_to_string(&m));
     assert_eq!(stats.get("similar.callers_rewritten"), 1);

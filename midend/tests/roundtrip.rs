@@ -6,6 +6,7 @@
 //! yields zeros, which always select the smallest choice.
 
 use midend::lir::*;
+use midend::verifier::*;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use smallvec::SmallVec;

@@ -3,6 +3,7 @@
 //! well-formed functions that verify.
 
 use midend::lir::*;
+use midend::verifier::*;
 
 /// Verifier errors of the module `src` (which must parse).
 fn errors_of(src: &str, ssa: bool) -> Vec<VerifierError> {
@@ -1030,7 +1031,7 @@ fn stack_alignment_that_overflows() {
 /// The errors of `verify_module_for_lowering` on the module `src`, rendered.
 fn lowering_errors(src: &str) -> String {
     let m = parse_module(src).unwrap_or_else(|e| panic!("{e} in:\n{src}"));
-    verify::verify_module_for_lowering(&m, true)
+    midend::verifier::verify_module_for_lowering(&m, true)
         .unwrap_err()
         .to_string()
 }
@@ -1095,7 +1096,7 @@ fn opaque_vconst_with_a_huge_length() {
         lowering_errors(&src)
     );
     let src = src.replace("[0x10, 0x1]", "[0x10, 0x1, 0x2]");
-    verify::verify_module_for_lowering(&parse_module(&src).unwrap(), true).unwrap();
+    midend::verifier::verify_module_for_lowering(&parse_module(&src).unwrap(), true).unwrap();
 }
 
 #[test]
@@ -1171,12 +1172,15 @@ fn opaque_results_operands_and_immediates() {
 
 #[test]
 fn opaque_table_lookups() {
-    let iadd = verify::opaque_opcode("iadd").unwrap();
-    assert_eq!(iadd.format, verify::OpaqueFormat::Binary);
+    let iadd = midend::verifier::opaque_opcode("iadd").unwrap();
+    assert_eq!(iadd.format, midend::verifier::OpaqueFormat::Binary);
     assert_eq!(iadd.args.len(), 2);
-    assert!(verify::opaque_opcode("jump").is_none());
-    assert!(verify::opaque_opcode("").is_none());
-    let names: Vec<&str> = verify::opaque_opcodes().iter().map(|o| o.name).collect();
+    assert!(midend::verifier::opaque_opcode("jump").is_none());
+    assert!(midend::verifier::opaque_opcode("").is_none());
+    let names: Vec<&str> = midend::verifier::opaque_opcodes()
+        .iter()
+        .map(|o| o.name)
+        .collect();
     let mut sorted = names.clone();
     sorted.sort();
     sorted.dedup();
@@ -1209,7 +1213,7 @@ bb0:
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].inst.as_deref(), Some("ret"));
     assert_eq!(lines.error_line(&e[0]), Some(9));
-    assert_eq!(parse::verifier_error_line(src, &e[0]), Some(9));
+    assert_eq!(midend::verifier::verifier_error_line(src, &e[0]), Some(9));
     assert_eq!(lines.function_line("f"), Some(3));
     assert_eq!(lines.function_line("g"), Some(12));
     assert_eq!(lines.block_line("f", Block::from_u32(1)), Some(7));

@@ -2484,7 +2484,7 @@ impl LinkedJit {
     }
 
     /// How the function `name` (without `%`) was merged, if it was.
-    pub fn merge_kind(&self, name: &str) -> Option<midend::lir::MergeKind> {
+    pub fn merge_kind(&self, name: &str) -> Option<midend::state::MergeKind> {
         self.module().merge_kind(*self.ids.get(name)?)
     }
 }

@@ -216,7 +216,7 @@ pub fn merge_jit(
 
 /// A function of about 25 instructions, `(i64) -> i64`, whose constant `k` makes it unique:
 /// the function a lazy-JIT step defines in `benches/module.rs` and
-/// `examples/lazy_jit_probe.rs` (equal `k`, equal functions).
+/// `tools/examples/lazy_jit_probe.rs` (equal `k`, equal functions).
 pub fn lazy_step_function(
     cfg: cranelift_codegen::isa::TargetFrontendConfig,
     k: i64,
@@ -246,7 +246,7 @@ pub fn lazy_step_function(
 }
 
 /// CPU time of this thread in µs (steadier than wall time on a busy machine: time spent
-/// waiting for a core is left out), on Linux; 0 elsewhere. For the probes in `examples/`.
+/// waiting for a core is left out), on Linux; 0 elsewhere. For the probes in `tools/examples/`.
 pub fn thread_cpu_us() -> f64 {
     #[cfg(target_os = "linux")]
     {

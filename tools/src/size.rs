@@ -9,7 +9,7 @@ use cranelift_codegen::Context;
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use jit_driver::{declare_by_name, MergeConfig, MergeModule, OptLevel};
-use midend::lir::MergeKind;
+use midend::state::MergeKind;
 use std::time::Instant;
 
 /// What `mergelift size` measures with.

@@ -329,7 +329,7 @@ fn near_duplicate_clones_are_folded_and_thunked() {
     // Near-duplicate mode (issue 14): clones with other constants and callees are merged by
     // merge-similar, the local ones folded (callers rewritten), the others kept as thunks.
     use mergelift_tools::fuzz::{compile_pipeline_linked, config_for_seed};
-    use midend::lir::MergeKind;
+    use midend::state::MergeKind;
     let (mut folded, mut thunked, mut clones, mut with_merged_clone) = (0, 0, 0, 0);
     let (mut local, mut int_holes, mut float_holes, mut swapped) = (0, 0, 0, 0);
     let modules = 60u64;

@@ -22,7 +22,7 @@ fn parse(out: &GenOutput) -> Vec<Function> {
 fn merged(funcs: &[Function]) -> midend::passes::merge::MergeReport {
     let mut m = jit_driver::lift_functions(funcs.iter(), &mut midend::Stats::default())
         .unwrap_or_else(|e| panic!("lift: {e}"));
-    midend::passes::merge::merge_functions(&mut m)
+    midend::passes::merge::merge_functions(&mut m, &mut midend::PassState::default())
 }
 
 #[test]
@@ -178,7 +178,7 @@ fn near_duplicates_are_one_constant_away() {
     assert_eq!(merged(&funcs).merged, 0, "near-duplicates must not merge");
 }
 
-/// Measurements for the report: `cargo test -p jit-driver --test gen -- --ignored --nocapture`.
+/// Measurements for the report: `cargo test -p mergelift-tools --test gen -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn report() {
@@ -299,10 +299,11 @@ fn merge_is_the_same_on_any_number_of_threads() {
         .unwrap_or_else(|e| panic!("lift: {e}"));
     let run = |threads: usize| {
         let mut m = lifted.clone();
-        let r = merge_functions_with(&mut m, MergeOptions { threads });
-        midend::lir::verify_module(&m, true).unwrap_or_else(|e| panic!("{e}"));
+        let mut ps = midend::PassState::default();
+        let r = merge_functions_with(&mut m, &mut ps, MergeOptions { threads });
+        midend::verifier::verify_module(&m, true).unwrap_or_else(|e| panic!("{e}"));
         let removed: Vec<bool> = m.functions.keys().map(|f| m.removed[f]).collect();
-        (r.pairs, r.merged, r.aliased, m.merges, removed)
+        (r.pairs, r.merged, r.aliased, ps.merges, removed)
     };
     let one = run(1);
     assert_eq!(one.1, out.duplicates, "every duplicate merges");

@@ -50,8 +50,9 @@ use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
     ModuleRelocTarget, ModuleResult,
 };
-use midend::lir::{self, MergeKind};
-use midend::{PassKind, PassManager, PassOptions, Stats};
+use midend::lir;
+use midend::state::{ExtraArg, MergeKind};
+use midend::{PassKind, PassManager, PassOptions, PassState, Stats};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::time::{Duration, Instant};
 
@@ -96,6 +97,8 @@ pub struct MergeModule<M: Module> {
 /// The state that does not depend on the inner module's type.
 struct Core {
     lir: lir::Module,
+    /// What the passes share over `lir`, batch after batch.
+    pass_state: PassState,
     /// The LIR function and symbol of each module function lifted so far.
     lifted: SecondaryMap<FuncId, PackedOption<lir::FuncId>>,
     /// The module function of each LIR symbol that names one.
@@ -265,6 +268,7 @@ impl<M: Module> MergeModule<M> {
             config,
             core: Core {
                 lir: lir::Module::new(),
+                pass_state: PassState::default(),
                 lifted: SecondaryMap::new(),
                 sym_func: SecondaryMap::new(),
                 state: SecondaryMap::new(),
@@ -833,10 +837,10 @@ impl Core {
         if verify_time > Duration::ZERO {
             self.stats.add_time("verify", verify_time);
         }
-        self.lir.allow_tail_calls = tail_calls_allowed(inner.isa());
-        self.lir.incremental = !last;
+        self.pass_state.allow_tail_calls = tail_calls_allowed(inner.isa());
+        self.pass_state.incremental = !last;
         let lifted = self.lift_batch(inner, config, last, &mut pending);
-        let merges_before = self.lir.merges.len();
+        let merges_before = self.pass_state.merges.len();
         let made = self
             .run_passes(config, last, fetch_locals, &lifted.batch)
             .and_then(|()| self.record_merges(inner, &lifted, merges_before));
@@ -852,8 +856,8 @@ impl Core {
         };
         let failed = self.compile_batch(inner, config, &mut pending, &lifted, made);
         // What was compiled never changes again; later batches merge into it.
-        let open = self.lir.open_function_ids();
-        midend::passes::merge::freeze(&mut self.lir, &open, !last);
+        let open = self.pass_state.open_function_ids(&self.lir);
+        midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &open, !last);
         if !config.keep_lir && !last {
             // Later batches merge into these by the fingerprints just taken: the bodies
             // are no longer needed.
@@ -920,8 +924,10 @@ impl Core {
             if config.verify_lir {
                 // The input as lifted, before any pass. Cranelift accepted the function at
                 // define, so a fault here is the lifter's: the function is passed through.
-                if let Err(e) = lir::verify_function(&self.lir, &self.lir.functions[lid], true) {
-                    self.lir.remove_function(lid);
+                if let Err(e) =
+                    midend::verifier::verify_function(&self.lir, &self.lir.functions[lid], true)
+                {
+                    self.pass_state.remove_function(&mut self.lir, lid);
                     self.lir.symbols[sym].def = None.into();
                     self.pass_through(id, format!("LIR verifier: {e}"));
                     passed.push(pos as u32);
@@ -1046,7 +1052,7 @@ impl Core {
                 }
                 skip::Reference::Called(_) => {
                     if let Some(sym) = self.lir.symbol_of(lid) {
-                        self.lir.external_calls[sym] += 1;
+                        self.pass_state.external_calls[sym] += 1;
                     }
                 }
             }
@@ -1078,7 +1084,7 @@ impl Core {
         // A function merged away has no code, and without `keep_lir` its body goes at once
         // (unless this is the last batch: then the module's end frees it, and freeing it here
         // would only slow the passes).
-        self.lir.free_removed = !config.keep_lir && !last;
+        self.pass_state.free_removed = !config.keep_lir && !last;
         // (Made again only when `fetch_locals` changes: an object module flushed before its
         // `finish`. A pass keeps only scratch buffers from one run to the next.)
         if self
@@ -1097,7 +1103,7 @@ impl Core {
             self.passes = Some((fetch_locals, pm));
         }
         let (_, pm) = self.passes.as_mut().expect("made above");
-        pm.run(&mut self.lir, &mut self.stats)
+        pm.run(&mut self.lir, &mut self.pass_state, &mut self.stats)
             .map_err(|e| backend(e.to_string()))?;
         self.stats.add("lir_insts_out", insts(&self.lir));
         Ok(())
@@ -1118,7 +1124,7 @@ impl Core {
             .batch
             .last()
             .map_or(0, |&(_, lid)| lid.as_u32() + 1)
-            .max(self.lir.first_open);
+            .max(self.pass_state.first_open);
         let made_ids = (first_made..self.lir.functions.len() as u32)
             .map(lir::FuncId::from_u32)
             .filter(|&lid| !self.lir.removed[lid])
@@ -1133,7 +1139,7 @@ impl Core {
             self.lifted[id] = lid.into();
             made.push((id, lid));
         }
-        for r in &self.lir.merges[merges_before..] {
+        for r in &self.pass_state.merges[merges_before..] {
             let (Some(g), Some(f)) = (self.func_of(r.merged), self.func_of(r.survivor)) else {
                 continue;
             };
@@ -1155,7 +1161,7 @@ impl Core {
             let Some(lid) = self.lifted[g].expand() else {
                 continue;
             };
-            if !midend::passes::merge::thunk_for_address(&mut self.lir, lid) {
+            if !midend::passes::merge::thunk_for_address(&mut self.lir, &self.pass_state, lid) {
                 continue;
             }
             let mut next = Vec::new();
@@ -1497,7 +1503,7 @@ impl Core {
             self.merged[*g] = None;
             self.state[*g] = State::Pending;
             if let Some(sym) = self.lifted[*g].expand().and_then(|l| self.lir.symbol_of(l)) {
-                self.lir.remove_call_rewrite(sym);
+                self.pass_state.remove_call_rewrite(sym);
                 self.lir.aliases.remove(&sym);
             }
             members.push(pos);
@@ -1516,7 +1522,7 @@ impl Core {
                 self.lir.aliases.remove(&sym);
             }
             if !self.lir.removed[lid] {
-                self.lir.remove_function(lid);
+                self.pass_state.remove_function(&mut self.lir, lid);
             }
         }
     }
@@ -1620,7 +1626,7 @@ impl Core {
     ///
     /// Returns whether some call was rewritten for `merge-similar`.
     fn redirect_calls(&self, func: &mut ir::Function, names: &mut ModuleNames) -> bool {
-        if !self.any_merged && self.lir.call_rewrites.is_empty() {
+        if !self.any_merged && self.pass_state.call_rewrites.is_empty() {
             return false;
         }
         let mut moves: Vec<(ir::FuncRef, FuncId)> = Vec::new();
@@ -1640,7 +1646,7 @@ impl Core {
                         .get(t.unwrap_or(g))
                         .and_then(|l| l.expand())
                         .and_then(|l| self.lir.symbol_of(l))
-                        .filter(|&sym| self.lir.call_rewrite(sym).is_some());
+                        .filter(|&sym| self.pass_state.call_rewrite(sym).is_some());
                     if let Some(sym) = rewritten {
                         rewrites.push((fr, sym));
                     }
@@ -1687,7 +1693,7 @@ impl Core {
                         ..
                     } if rewrite_for[func_ref].is_some() => {
                         let (sym, shared) = rewrite_for[func_ref].expect("checked");
-                        let rw = self.lir.call_rewrite(sym).expect("checked");
+                        let rw = self.pass_state.call_rewrite(sym).expect("checked");
                         let shared = match shared.expand() {
                             Some(s) => s,
                             None => {
@@ -1700,19 +1706,19 @@ impl Core {
                         let mut pos = FuncCursor::new(func).at_inst(i);
                         for e in &rw.extras {
                             let v = match e {
-                                lir::ExtraArg::Const(ty, lir::Operand::Int(x)) => {
+                                ExtraArg::Const(ty, lir::Operand::Int(x)) => {
                                     pos.ins().iconst(crate::opmap::clif_type(*ty), *x)
                                 }
-                                lir::ExtraArg::Const(_, lir::Operand::F32(x)) => {
+                                ExtraArg::Const(_, lir::Operand::F32(x)) => {
                                     pos.ins().f32const(ir::immediates::Ieee32::with_bits(*x))
                                 }
-                                lir::ExtraArg::Const(_, lir::Operand::F64(x)) => {
+                                ExtraArg::Const(_, lir::Operand::F64(x)) => {
                                     pos.ins().f64const(ir::immediates::Ieee64::with_bits(*x))
                                 }
-                                lir::ExtraArg::Const(_, other) => {
+                                ExtraArg::Const(_, other) => {
                                     unreachable!("merge-similar passes constants only: {other:?}")
                                 }
-                                lir::ExtraArg::FuncAddr(s, sig) => {
+                                ExtraArg::FuncAddr(s, sig) => {
                                     let fr = self.import_symbol(pos.func, names, *s, sig);
                                     pos.ins().func_addr(ir::types::I64, fr)
                                 }

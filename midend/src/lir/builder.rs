@@ -2,6 +2,7 @@
 //!
 //! ```
 //! use midend::lir::*;
+//! use midend::verifier::verify_function;
 //! let mut m = Module::new();
 //! let mut sig = Signature::new(CallConv::SystemV);
 //! sig.params.push(AbiParam::new(Type::I32));

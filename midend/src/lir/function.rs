@@ -6,7 +6,7 @@ use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode, PoolRange};
 use super::operand::{Operand, Operands, PackedOperand};
 use super::order::EntityOrder;
-use super::thin::{thin_vec_heap_bytes, thin_vec_heap_start, InlineMap, ThinMap};
+use super::thin::{thin_vec_heap_bytes, InlineMap, ThinMap};
 use super::types::Type;
 use super::Name;
 use crate::hash::HashMap;
@@ -405,6 +405,10 @@ pub struct OperandRoom(Vec<PackedOperand>);
 /// Memory flags tables up to this size are searched rather than indexed.
 pub const MEMFLAGS_SCAN: usize = 8;
 
+/// The largest stack object alignment, in bytes (Cranelift takes any power of two below 2^32
+/// but lays frames out in 32 bits; nothing honest asks for more than a page or so).
+pub const MAX_STACK_ALIGN: u64 = 1 << 16;
+
 /// Per-register data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegData {
@@ -439,7 +443,7 @@ pub struct Function {
     pub blocks: PrimaryMap<Block, BlockData>,
     /// The instruction lists of all blocks (see `BlockData`; read them with `block_insts`).
     /// Not stored while it is the identity, as a lift leaves it (see `EntityOrder`).
-    inst_order: EntityOrder<Inst>,
+    pub(crate) inst_order: EntityOrder<Inst>,
     /// Block order; the first is the entry. It reads as a slice; like `inst_order`, it is
     /// not stored while it is the identity (a lift creates the blocks in layout order).
     pub layout: EntityOrder<Block>,
@@ -470,158 +474,7 @@ pub struct Function {
     pub stack_limit: Option<GlobalRef>,
 }
 
-/// The hints `prefetch_with` passes: load to read, load to write (x86-64's `prefetcht0`
-/// and `prefetchw`; without the `prfchw` target feature, as in a default x86-64 build, the
-/// second compiles to `prefetcht0` too: a line no other core holds then arrives exclusive,
-/// and the write that follows needs no second request; no effect on other targets).
-#[cfg(target_arch = "x86_64")]
-const TO_READ: i32 = core::arch::x86_64::_MM_HINT_T0;
-#[cfg(target_arch = "x86_64")]
-const TO_WRITE: i32 = core::arch::x86_64::_MM_HINT_ET0;
-#[cfg(not(target_arch = "x86_64"))]
-const TO_READ: i32 = 0;
-#[cfg(not(target_arch = "x86_64"))]
-const TO_WRITE: i32 = 1;
-
-#[inline(always)]
-fn prefetch_with<const HINT: i32>(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint and never faults, whatever the address.
-    #[allow(unused_unsafe)]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<HINT>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// Ask the CPU to start loading the cache line at `p` (a hint: it never faults, whatever
-/// the address; no effect on other targets).
-#[inline(always)]
-pub fn prefetch_addr(p: *const u8) {
-    prefetch_with::<TO_READ>(p)
-}
-
-/// Ask the CPU to start loading, with `HINT`, each cache line of the `bytes` bytes at `p`.
-#[inline(always)]
-fn prefetch_lines<const HINT: i32>(p: *const u8, bytes: usize) {
-    let mut o = 0;
-    while o < bytes {
-        prefetch_with::<HINT>(p.wrapping_add(o));
-        o += 64;
-    }
-}
-
-/// Ask the CPU to start loading the `bytes` bytes at `p` (a hint: `p` is never read, so the
-/// range may run past what it points into).
-#[inline(always)]
-pub fn prefetch_bytes(p: *const u8, bytes: usize) {
-    prefetch_lines::<TO_READ>(p, bytes)
-}
-
-/// Ask the CPU to start loading the first `max` bytes of a slice (a hint).
-#[inline(always)]
-pub fn prefetch_slice<T>(s: &[T], max: usize) {
-    prefetch_lines::<TO_READ>(s.as_ptr() as *const u8, core::mem::size_of_val(s).min(max));
-}
-
 impl Function {
-    /// Start loading this function's arrays into the cache. Passes that walk many functions
-    /// in turn call it on the next function: a module of 100k functions does not fit in any
-    /// cache, and the walk is otherwise bound by the latency of the first touch of each
-    /// array.
-    #[inline]
-    pub fn prefetch(&self) {
-        self.prefetch_body();
-        prefetch_slice(&self.result_pool, 256);
-        prefetch_slice(self.regs.as_values_slice(), 512);
-        prefetch_slice(&self.sig.params, 64);
-        prefetch_slice(&self.sig.returns, 64);
-        prefetch_slice(self.sigs.as_values_slice(), 256);
-    }
-
-    /// Start loading, to write them, the rooms a builder is about to fill in order: the
-    /// next `insts` instructions and the next `regs` registers, the first 768 bytes of each
-    /// (a hint: past the reserved room it is wasted, never wrong).
-    /// A lift writes each function's tables into blocks the allocator hands out from what
-    /// an earlier module freed, lines no cache holds any more. (768 bytes covers a small
-    /// function's tables; a wider window slowed the lift of large functions, which the
-    /// hardware prefetcher follows on its own once they are written in order.)
-    #[inline]
-    pub fn prefetch_room_for_write(&self, insts: usize, regs: usize) {
-        fn room<T>(v: &[T], n: usize) -> (*const u8, usize) {
-            (
-                (v.as_ptr() as *const u8).wrapping_add(core::mem::size_of_val(v)),
-                n * core::mem::size_of::<T>(),
-            )
-        }
-        for (p, n) in [
-            room(self.insts.as_values_slice(), insts),
-            room(self.regs.as_values_slice(), regs),
-        ] {
-            prefetch_lines::<TO_WRITE>(p, n.min(768));
-        }
-    }
-
-    /// Start loading the function's header (the `Function` itself, where the addresses of its
-    /// tables are), so that a later `prefetch` of it does not wait for it.
-    #[inline(always)]
-    pub fn prefetch_header(&self) {
-        prefetch_slice(
-            core::slice::from_ref(self),
-            core::mem::size_of::<Function>(),
-        );
-    }
-
-    /// Start loading the allocator's header of each of the function's tables (the word
-    /// before each allocation), ahead of `drop_body`.
-    #[inline]
-    pub fn prefetch_allocations(&self) {
-        #[inline(always)]
-        fn before<T>(p: *const T, cap: usize) {
-            if cap > 0 {
-                prefetch_addr((p as *const u8).wrapping_sub(8));
-            }
-        }
-        before(self.regs.as_values_slice().as_ptr(), self.regs.len());
-        before(self.insts.as_values_slice().as_ptr(), self.insts.len());
-        before(self.blocks.as_values_slice().as_ptr(), self.blocks.len());
-        // (lists held as the identity have no capacity, so no allocation to prefetch)
-        before(self.inst_order.as_ptr(), self.inst_order.capacity());
-        before(self.layout.as_ptr(), self.layout.capacity());
-        before(self.operand_pool.as_ptr(), self.operand_pool.capacity());
-        let thin = [
-            thin_vec_heap_start(&self.result_pool),
-            self.sigs.heap_start(),
-            self.memflags.heap_start(),
-        ];
-        for p in thin.into_iter().flatten() {
-            before(p, 1);
-        }
-    }
-
-    /// `prefetch` for a pass that reads only the body: instructions, operands, block lists and
-    /// memory flags (value numbering), not registers or signatures.
-    #[inline]
-    pub fn prefetch_body(&self) {
-        prefetch_slice(self.insts.as_values_slice(), 4096);
-        prefetch_slice(&self.operand_pool, 4096);
-        prefetch_slice(&self.inst_order, 1024);
-        prefetch_slice(self.blocks.as_values_slice(), 256);
-        prefetch_slice(&self.layout, 64);
-        prefetch_slice(self.memflags.as_values_slice(), 64);
-    }
-
-    /// The second step of `prefetch`, a step later (when the signature table has arrived):
-    /// start loading the parameter lists of the call signatures.
-    #[inline]
-    pub fn prefetch_signatures(&self) {
-        for s in self.sigs.values().take(8) {
-            prefetch_slice(&s.params, 64);
-            prefetch_slice(&s.returns, 64);
-        }
-    }
-
     /// Call `each` with every symbol whose address this function takes (`func_addr`,
     /// `symbol_value`, symbol global values), in order, possibly more than once.
     pub fn for_each_taken_symbol(&self, mut each: impl FnMut(Symbol)) {
@@ -753,7 +606,7 @@ impl Function {
 
     /// The heap blocks this function owns, by table: `(table, bytes reserved)` for every
     /// table holding an allocation (an empty `Vec` holds none). Memory reports
-    /// (`examples/lir_memory.rs`) sum it over a module.
+    /// (`tools/examples/lir_memory.rs`) sum it over a module.
     pub fn heap_blocks(&self, mut each: impl FnMut(&'static str, usize)) {
         fn v<T>(each: &mut impl FnMut(&'static str, usize), name: &'static str, cap: usize) {
             if cap > 0 && core::mem::size_of::<T>() > 0 {

@@ -9,10 +9,10 @@ pub mod module;
 pub mod operand;
 pub mod order;
 pub mod parse;
+pub(crate) mod prefetch;
 pub mod print;
 pub mod thin;
 pub mod types;
-pub mod verify;
 
 pub use builder::Builder;
 /// A function or symbol name: a string that keeps up to 24 bytes inline (most names fit, so
@@ -21,14 +21,10 @@ pub use compact_str::CompactString as Name;
 pub use entities::*;
 pub use function::*;
 pub use inst::{effects, Format, InstData, Opcode, PoolRange, MAX_RESULTS};
-pub use module::{
-    CallGraph, CallRewrite, ExtraArg, MergeKind, MergeRecord, Module, SymbolData, SymbolKind,
-    SymbolsMut,
-};
+pub use module::{CallGraph, Module, SymbolData, SymbolKind, SymbolsMut};
 pub use operand::{Cond, Imm, MemRef, Operand, OperandIter, Operands, PackedOperand};
 pub use order::{EntityOrder, Ordered};
 pub use parse::{parse_module, ParseError};
 pub use print::{module_to_string, write_function, write_inst};
 pub use thin::{EntityList, InlineMap, ListStore, ThinMap};
 pub use types::{RegClass, Type};
-pub use verify::{verify_function, verify_module, VerifierError, VerifierErrors};

@@ -2,10 +2,9 @@
 //! whose address.
 
 use super::entities::*;
-use super::function::{Function, Signature};
+use super::function::Function;
 use super::inst::Opcode;
 use super::operand::Operand;
-use super::types::Type;
 use super::Name;
 use crate::hash::HashMap;
 use cranelift_entity::packed_option::PackedOption;
@@ -30,53 +29,6 @@ pub struct SymbolData {
     pub colocated: bool,
 }
 
-/// How a merged function was folded into its survivor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MergeKind {
-    /// Every use was redirected and the function deleted.
-    Replaced,
-    /// The name stays and resolves to the survivor's code: no code of its own.
-    Aliased,
-    /// A small function that tail-calls (or calls) the survivor keeps a distinct address.
-    Thunked,
-    /// Folded into a shared body with extra parameters (`merge-similar`): callers call the
-    /// shared body with the function's own values; no code is left, and the name must not be
-    /// used to call it (the survivor's signature differs).
-    Folded,
-}
-
-/// A record of one merge, kept for the JIT and for reports: the symbols (names) of the merged
-/// function and of its survivor (`Module::symbol_name`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MergeRecord {
-    pub merged: Symbol,
-    pub survivor: Symbol,
-    pub kind: MergeKind,
-    /// Direct calls to `merged` now call `survivor` (false only for a preemptible merged
-    /// function, whose definition may be replaced at link time).
-    pub callers_redirected: bool,
-}
-
-/// How `merge-similar` rewrote the direct calls (`call`, `tail_call`) of a merged function:
-/// they call `shared`, with signature `sig`, passing the call's arguments followed by
-/// `extras` (made right before the call). A backend that compiles a caller from the IR it
-/// was lifted from (see `Function::calls_rewritten`) makes the same rewrite there.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CallRewrite {
-    pub shared: Symbol,
-    pub sig: Signature,
-    pub extras: Vec<ExtraArg>,
-}
-
-/// One extra argument of a rewritten call.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ExtraArg {
-    /// A constant (`Operand::Int`, `F32` or `F64`) of the type.
-    Const(Type, Operand),
-    /// The address of a function, called through it with the signature.
-    FuncAddr(Symbol, Signature),
-}
-
 /// A module of LIR functions.
 #[derive(Clone, Debug, Default)]
 pub struct Module {
@@ -89,39 +41,8 @@ pub struct Module {
     symbol_index: hashbrown::HashTable<Symbol>,
     /// Names that resolve to another symbol's code (aliases made by merging).
     pub aliases: HashMap<Symbol, Symbol>,
-    pub merges: Vec<MergeRecord>,
-    /// Functions whose direct calls `merge-similar` rewrote (each once), in the order of
-    /// the rewrites (add with `add_call_rewrite`, which indexes them).
-    pub call_rewrites: Vec<(Symbol, CallRewrite)>,
-    call_rewrite_index: HashMap<Symbol, u32>,
-    /// Direct calls (`call`, `tail_call`) of each symbol made by code the module does not
-    /// hold: functions a backend compiles from their input without lifting them, whose calls
-    /// it redirects itself. `merge-similar`'s cost model counts them as call sites; a merge
-    /// that redirects calls moves them to the survivor (`move_external_calls`).
-    pub external_calls: SecondaryMap<Symbol, u32>,
-    /// Functions with ids from here on are *open*: passes may change them. Those before are
-    /// frozen (compiled by an earlier batch; `passes::merge::freeze`).
-    pub first_open: u32,
-    /// Fingerprints of frozen functions, for merging later batches into them.
-    pub frozen_index: crate::passes::merge::FrozenIndex,
-    /// This batch's functions will be frozen and indexed (an incremental module): passes keep
-    /// what the index needs.
-    pub incremental: bool,
     /// The symbol of each function (set by `define_last_function`).
     func_symbol: SecondaryMap<FuncId, PackedOption<Symbol>>,
-    /// The target compiles tail calls (`tail_call`) where calling conventions allow them.
-    /// Passes that create calls (merge thunks) emit a tail call only then; otherwise a call
-    /// and a return. Off by default (x86-64 needs frame pointers for tail calls).
-    pub allow_tail_calls: bool,
-    /// Free a function's body as soon as a pass removes it (merged into an equal function,
-    /// folded into a shared body) rather than when the module is dropped, and give back all
-    /// the room a thunk built in a merged function's old tables does not use (by default only
-    /// that of the two largest tables): a lower peak of memory on large modules, for the
-    /// price of the frees inside the passes. Off by default.
-    pub free_removed: bool,
-    /// Functions removed with `free_removed` set whose bodies are still to be freed
-    /// (`free_pending`).
-    pending_free: Vec<FuncId>,
 }
 
 /// A module's symbols, borrowed apart from its functions: a lift builds a function in its
@@ -197,71 +118,6 @@ impl Module {
         let symbols = &self.symbols;
         self.symbol_index
             .reserve(n, |&s| name_hash(&symbols[s].name));
-    }
-
-    /// Mark function `f` removed by a pass; its body is freed now if `free_removed` is set
-    /// (see `Function::drop_body`).
-    pub fn remove_function(&mut self, f: FuncId) {
-        self.removed[f] = true;
-        if self.free_removed {
-            self.pending_free.push(f);
-        }
-    }
-
-    /// Free the bodies of the functions removed since the last call (with `free_removed`
-    /// set). Freeing a body frees each of its tables, and the allocator reads a header just
-    /// before each: on a large module every one of those is a cache miss. In a batch they are
-    /// asked for a few functions ahead, so they come in together. Returns whether any
-    /// body was freed.
-    pub fn free_pending(&mut self) -> bool {
-        let pending = core::mem::take(&mut self.pending_free);
-        for (k, &f) in pending.iter().enumerate() {
-            if let Some(&g) = pending.get(k + 8) {
-                self.functions[g].prefetch_header();
-            }
-            if let Some(&g) = pending.get(k + 3) {
-                self.functions[g].prefetch_allocations();
-            }
-            self.functions[f].drop_body();
-        }
-        !pending.is_empty()
-    }
-
-    /// Record how `merge-similar` rewrote the direct calls of `member`.
-    pub fn add_call_rewrite(&mut self, member: Symbol, rewrite: CallRewrite) {
-        self.move_external_calls(member, rewrite.shared);
-        self.call_rewrite_index
-            .insert(member, self.call_rewrites.len() as u32);
-        self.call_rewrites.push((member, rewrite));
-    }
-
-    /// Forget how calls of `member` were rewritten: its calls call it again (a backend whose
-    /// shared body failed to compile gives the member code of its own).
-    pub fn remove_call_rewrite(&mut self, member: Symbol) {
-        let Some(k) = self.call_rewrite_index.remove(&member) else {
-            return;
-        };
-        self.call_rewrites.remove(k as usize);
-        for (i, (s, _)) in self.call_rewrites.iter().enumerate().skip(k as usize) {
-            self.call_rewrite_index.insert(*s, i as u32);
-        }
-    }
-
-    /// The direct calls of `from` made outside the module now call `to` (see
-    /// `external_calls`).
-    pub fn move_external_calls(&mut self, from: Symbol, to: Symbol) {
-        if let Some(&n) = self.external_calls.get(from) {
-            if n > 0 && from != to {
-                self.external_calls[from] = 0;
-                self.external_calls[to] += n;
-            }
-        }
-    }
-
-    /// How direct calls of `sym` are rewritten, if `merge-similar` merged it.
-    pub fn call_rewrite(&self, sym: Symbol) -> Option<&CallRewrite> {
-        let k = *self.call_rewrite_index.get(&sym)?;
-        Some(&self.call_rewrites[k as usize].1)
     }
 
     /// The symbol of `name`, created as `kind` if it does not exist yet.
@@ -369,29 +225,6 @@ impl Module {
             .or_else(|| self.lookup_symbol(&self.functions[f].name))
     }
 
-    /// Live functions that passes may change (those from `first_open` on; the others were
-    /// frozen by an earlier compile).
-    pub fn open_functions(&self) -> impl Iterator<Item = (FuncId, &Function)> {
-        (self.first_open as usize..self.functions.len())
-            .map(FuncId::new)
-            .filter(move |&id| !self.removed[id])
-            .map(move |id| (id, &self.functions[id]))
-    }
-
-    /// The ids of `open_functions`.
-    pub fn open_function_ids(&self) -> Vec<FuncId> {
-        self.open_functions().map(|(id, _)| id).collect()
-    }
-
-    /// Start loading what `defined(sym)` reads (a hint: a walk over many functions asks for
-    /// the symbols of a function's calls before it resolves them).
-    #[inline]
-    pub fn prefetch_symbol(&self, sym: Symbol) {
-        if let Some(d) = self.symbols.get(sym) {
-            super::function::prefetch_slice(core::slice::from_ref(d), 1);
-        }
-    }
-
     /// The function a symbol is defined by.
     pub fn defined(&self, sym: Symbol) -> Option<FuncId> {
         self.symbols[sym].def.expand()
@@ -400,38 +233,6 @@ impl Module {
     /// Build the call graph and the address-taken index.
     pub fn call_graph(&self) -> CallGraph {
         CallGraph::build(self)
-    }
-
-    /// The functions to prefetch while `order[k]` is processed: one and four places ahead.
-    /// The farther request starts the load early, the nearer one asks again for what has not
-    /// arrived (a walk of 10k functions is about 15% faster than with either alone;
-    /// BENCHMARKS.md).
-    #[inline]
-    fn ahead<'a>(&'a self, order: &'a [FuncId], k: usize) -> impl Iterator<Item = &'a Function> {
-        [1, 4]
-            .into_iter()
-            .filter_map(move |d| order.get(k + d))
-            .map(|&n| &self.functions[n])
-    }
-
-    /// While `order[k]` is processed, start loading the arrays of the functions `ahead` and
-    /// the call signatures of `order[k + 1]` (see `Function::prefetch`).
-    #[inline]
-    pub fn prefetch_ahead(&self, order: &[FuncId], k: usize) {
-        for f in self.ahead(order, k) {
-            f.prefetch();
-        }
-        if let Some(&n) = order.get(k + 1) {
-            self.functions[n].prefetch_signatures();
-        }
-    }
-
-    /// `prefetch_ahead` for a pass that reads only function bodies (`Function::prefetch_body`).
-    #[inline]
-    pub fn prefetch_bodies_ahead(&self, order: &[FuncId], k: usize) {
-        for f in self.ahead(order, k) {
-            f.prefetch_body();
-        }
     }
 
     /// Total instructions of live functions.

@@ -8,13 +8,13 @@
 //! stays far below.
 
 use super::entities::*;
+use super::function::MAX_STACK_ALIGN;
 use super::function::*;
 use super::inst::{effects, Format, Opcode};
 use super::module::{Module, SymbolKind};
 use super::operand::{Cond, MemRef, Operand};
 use super::print::natural_result_type;
 use super::types::Type;
-use super::verify::{VerifierError, MAX_STACK_ALIGN};
 use crate::hash::HashMap;
 use cranelift_entity::EntityRef;
 use smallvec::SmallVec;
@@ -55,14 +55,6 @@ impl SourceMap {
     pub fn inst_line(&self, function: &str, i: Inst) -> Option<u32> {
         let f = self.functions.get(function)?;
         f.insts.get(i.index()).copied()
-    }
-    /// The line a verifier error of the parsed module points at: its instruction's, else its
-    /// block's, else its function's.
-    pub fn error_line(&self, e: &VerifierError) -> Option<u32> {
-        e.inst_id
-            .and_then(|i| self.inst_line(&e.function, i))
-            .or_else(|| e.block.and_then(|b| self.block_line(&e.function, b)))
-            .or_else(|| self.function_line(&e.function))
     }
 }
 
@@ -1372,11 +1364,4 @@ pub fn parse_module_with_lines(text: &str) -> Result<(Module, SourceMap), ParseE
     parser(text, true)
         .parse_module()
         .map(|(m, lines)| (m, lines.unwrap_or_default()))
-}
-
-/// The line of `text` that verifier error `e`, found in the module parsed from `text`, points
-/// at (see [`SourceMap::error_line`]). Parses `text` again: meant for reporting errors.
-pub fn verifier_error_line(text: &str, e: &VerifierError) -> Option<u32> {
-    let (_, lines) = parse_module_with_lines(text).ok()?;
-    lines.error_line(e)
 }

@@ -1,9 +1,10 @@
 //! Dead-code removal: deletes instructions without side effects whose results are unused,
 //! iterating over a use-count worklist so chains of dead instructions go in one pass.
 
+use crate::error::Error;
 use crate::lir::{Function, Inst, Module, Reg};
 use crate::pass::{Pass, Stats};
-use crate::Error;
+use crate::state::PassState;
 use cranelift_entity::SecondaryMap;
 
 pub struct Dce;
@@ -12,9 +13,14 @@ impl Pass for Dce {
     fn name(&self) -> &'static str {
         "dce"
     }
-    fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
+    fn run(
+        &mut self,
+        module: &mut Module,
+        state: &mut PassState,
+        stats: &mut Stats,
+    ) -> Result<(), Error> {
         let mut removed = 0;
-        for id in module.open_function_ids() {
+        for id in state.open_function_ids(module) {
             removed += dce_function(&mut module.functions[id]);
         }
         stats.add("dce.removed", removed as u64);

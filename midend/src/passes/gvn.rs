@@ -10,13 +10,14 @@
 //! with no write in between (what LVN does, without its object segments).
 
 use crate::analysis::{Cfg, DomTree};
+use crate::error::Error;
 use crate::hash::HashMap;
 use crate::lir::{
     effects, Block, Cond, Function, Imm, Inst, MemFlagsRef, Module, Opcode, Operand, Reg, StackObj,
     Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
-use crate::Error;
+use crate::state::PassState;
 use cranelift_entity::SecondaryMap;
 use smallvec::SmallVec;
 
@@ -31,9 +32,14 @@ impl Pass for Gvn {
     fn name(&self) -> &'static str {
         "gvn"
     }
-    fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
+    fn run(
+        &mut self,
+        module: &mut Module,
+        state: &mut PassState,
+        stats: &mut Stats,
+    ) -> Result<(), Error> {
         let mut removed = 0;
-        for id in module.open_function_ids() {
+        for id in state.open_function_ids(module) {
             removed += gvn_function(&mut module.functions[id]);
         }
         stats.add("gvn.removed", removed as u64);

@@ -42,14 +42,16 @@
 //! - Only blocks with removed instructions are rewritten, and only functions with removals
 //!   have their operands renamed.
 
+use crate::error::Error;
 use crate::hash::HashMap;
 use crate::lir::operand::kind;
+use crate::lir::prefetch;
 use crate::lir::{
     effects, Block, Format, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef, Module,
     OpaqueData, OpaqueRef, Opcode, Operand, PackedOperand, Reg, Region, StackObj, Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
-use crate::Error;
+use crate::state::PassState;
 use cranelift_entity::{EntityRef, SecondaryMap};
 use smallvec::SmallVec;
 
@@ -65,9 +67,14 @@ impl Pass for Lvn {
     fn name(&self) -> &'static str {
         "lvn"
     }
-    fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
+    fn run(
+        &mut self,
+        module: &mut Module,
+        state: &mut PassState,
+        stats: &mut Stats,
+    ) -> Result<(), Error> {
         let mut st = LvnStats::default();
-        self.lvn.run_module(module, &mut st);
+        self.lvn.run_module(module, state, &mut st);
         stats.add("lvn.removed", st.removed);
         stats.add("lvn.forwarded", st.forwarded);
         stats.add("lvn.loads_removed", st.loads_removed);
@@ -573,10 +580,10 @@ impl LocalValueNumbering {
 
     /// Number every live function of a module, loading the next functions' arrays while
     /// the current one is numbered (a large module does not fit in any cache).
-    pub fn run_module(&mut self, m: &mut Module, st: &mut LvnStats) {
-        let ids = m.open_function_ids();
+    pub fn run_module(&mut self, m: &mut Module, state: &PassState, st: &mut LvnStats) {
+        let ids = state.open_function_ids(m);
         for (k, &id) in ids.iter().enumerate() {
-            m.prefetch_bodies_ahead(&ids, k);
+            prefetch::bodies_ahead(m, &ids, k);
             self.run(&mut m.functions[id], st);
         }
     }
@@ -993,7 +1000,7 @@ bb1:
             let number = |lvn: &mut LocalValueNumbering| {
                 let mut m = parse_module(src).unwrap();
                 let mut st = LvnStats::default();
-                lvn.run_module(&mut m, &mut st);
+                lvn.run_module(&mut m, &PassState::default(), &mut st);
                 (module_to_string(&m), st.removed, st.forwarded)
             };
             let fresh = number(&mut LocalValueNumbering::default());

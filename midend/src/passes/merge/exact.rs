@@ -13,7 +13,9 @@ use super::walk::{
 };
 use super::{MergeOptions, MergeReport};
 use crate::hash::HashMap;
+use crate::lir::prefetch;
 use crate::lir::*;
+use crate::state::*;
 use core::cmp::Ordering;
 use cranelift_entity::packed_option::PackedOption;
 use smallvec::SmallVec;
@@ -39,33 +41,34 @@ pub struct MergeScratch {
 /// merged function had absorbed, moved with it); each lookup is one hash probe and, within
 /// a bucket of one strong hash, comparisons only between different classes. Frozen functions
 /// of earlier batches are found by fingerprint, one probe per open function.
-pub fn merge_functions_with(m: &mut Module, opts: MergeOptions) -> MergeReport {
-    merge_functions_reusing(m, opts, &mut MergeScratch::default())
+pub fn merge_functions_with(m: &mut Module, ps: &mut PassState, opts: MergeOptions) -> MergeReport {
+    merge_functions_reusing(m, ps, opts, &mut MergeScratch::default())
 }
 
 /// `merge_functions_with`, with buffers kept across runs in `scratch`.
 pub fn merge_functions_reusing(
     m: &mut Module,
+    ps: &mut PassState,
     opts: MergeOptions,
     scratch: &mut MergeScratch,
 ) -> MergeReport {
     scratch.ids.clear();
     scratch.ids.extend(
-        m.open_functions()
+        ps.open_functions(m)
             .filter(|(_, f)| f.entry().is_some())
             .map(|(id, _)| id),
     );
     if let [g] = scratch.ids[..] {
-        if !m.frozen_index.is_empty() || m.incremental {
-            return merge_one(m, g, scratch);
+        if !ps.frozen.is_empty() || ps.incremental {
+            return merge_one(m, ps, g, scratch);
         }
     }
     let mut report = MergeReport::default();
-    let base = m.first_open;
+    let base = ps.first_open;
     let ids: Vec<FuncId> = scratch.ids.clone();
     // One walk over every body: hashes, direct calls, taken addresses.
     let mut clock = Instant::now();
-    let w = walk_module(m, base, &ids, opts.threads, &mut report);
+    let w = walk_module(m, ps, base, &ids, opts.threads, &mut report);
     report.lap("merge.walk", &mut clock);
     // The hash filter: only functions sharing a shape with another (so a weak hash, a local
     // hash and a token stream) are candidates; no other function can ever merge.
@@ -184,7 +187,7 @@ pub fn merge_functions_reusing(
             }
             let (fs, gs) = (sym_of[f].expect("symbol"), sym_of[g].expect("symbol"));
             let significant = w.significant[g] || w.taken.contains(&gs);
-            merge_two(m, g, w.linkage[g], (fs, gs), significant, &mut report);
+            merge_two(m, ps, g, w.linkage[g], (fs, gs), significant, &mut report);
             merged_into[g] = Some(f);
             report.pairs.push((g, f));
             // G's callers now call F (unless G is preemptible): they leave FnTree and return
@@ -228,8 +231,8 @@ pub fn merge_functions_reusing(
 
     // Functions compiled by earlier batches: a survivor equal to one merges into it (and in an
     // incremental module every survivor's walk is kept for freezing it).
-    if !m.frozen_index.is_empty() || m.incremental {
-        merge_into_frozen(m, &w, &ids, &sym_of, &mut merged_into, &mut report);
+    if !ps.frozen.is_empty() || ps.incremental {
+        merge_into_frozen(m, ps, &w, &ids, &sym_of, &mut merged_into, &mut report);
         report.lap("merge.frozen", &mut clock);
     }
 
@@ -277,7 +280,7 @@ pub fn merge_functions_reusing(
         }
         for (k, &(c, inst, s, t)) in edits.iter().enumerate() {
             if let Some(&(n, ..)) = edits.get(k + 4) {
-                m.functions[n].prefetch();
+                prefetch::function(&m.functions[n]);
             }
             let f = &mut m.functions[c];
             if f.operand(inst, 0) == Operand::Sym(s, 0) {
@@ -286,7 +289,7 @@ pub fn merge_functions_reusing(
         }
     }
     report.lap("merge.redirect", &mut clock);
-    if m.free_pending() {
+    if ps.free_pending(m) {
         report.lap("merge.free", &mut clock);
     }
     report
@@ -318,7 +321,7 @@ fn by_priority(ids: &[FuncId], prio: impl Fn(FuncId) -> u8) -> Vec<FuncId> {
 /// frozen functions (`merge_into_frozen` for a batch of one: callees open in the module are
 /// not final, so they give no fingerprint). Same merges, same counters (the walk's round and
 /// the refinement's empty one); phase times: the walk and the frozen lookup only.
-fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
+fn merge_one(m: &mut Module, ps: &mut PassState, g: FuncId, s: &mut MergeScratch) -> MergeReport {
     let mut report = MergeReport::default();
     let mut clock = Instant::now();
     let f = &m.functions[g];
@@ -339,7 +342,7 @@ fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
     if priority(f) == PRIO_FROZEN {
         return report;
     }
-    let (base, end) = (m.first_open, m.functions.len() as u32);
+    let (base, end) = (ps.first_open, m.functions.len() as u32);
     let resolve = |sym: Symbol| -> Option<Symbol> {
         let sym = m.resolve_alias(sym);
         let Some(d) = m.defined(sym) else {
@@ -352,6 +355,7 @@ fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
     };
     let found = find_frozen(
         m,
+        ps,
         g,
         known.then(|| (&s.walk.tokens[..], s.walk.callees.iter().map(|&(c, _)| c))),
         resolve,
@@ -360,14 +364,14 @@ fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
     match found.and_then(|f| Some((f, m.symbol_of(g)?, m.symbol_of(f)?))) {
         Some((f, gs, fs)) => {
             let significant = significant || s.walk.taken.contains(&gs);
-            merge_two(m, g, linkage, (fs, gs), significant, &mut report);
+            merge_two(m, ps, g, linkage, (fs, gs), significant, &mut report);
             report.pairs.push((g, f));
             report.into_frozen += 1;
         }
-        None if found.is_none() && known && m.incremental => {
+        None if found.is_none() && known && ps.incremental => {
             // Unchanged: freezing it later reuses this walk.
             let callees = s.walk.callees.iter().map(|&(c, _)| c);
-            m.frozen_index.remember(g, &s.walk.tokens, callees);
+            ps.frozen.remember(g, &s.walk.tokens, callees);
         }
         None => {}
     }
@@ -381,6 +385,7 @@ fn merge_one(m: &mut Module, g: FuncId, s: &mut MergeScratch) -> MergeReport {
 /// equals it.
 fn find_frozen(
     m: &Module,
+    ps: &PassState,
     g: FuncId,
     walked: Option<(&[u32], impl Iterator<Item = Symbol>)>,
     resolve: impl FnMut(Symbol) -> Option<Symbol>,
@@ -391,7 +396,7 @@ fn find_frozen(
         None => fingerprint(m, g, scratch, walk, resolve, fp),
     };
     if ok {
-        m.frozen_index.find(fp)
+        ps.frozen.find(fp)
     } else {
         None
     }
@@ -402,6 +407,7 @@ fn find_frozen(
 /// `swap<T>` finds the frozen `reverse<U>` once `swap<T>` has merged into `swap<U>`).
 fn merge_into_frozen(
     m: &mut Module,
+    ps: &mut PassState,
     w: &super::walk::Walked,
     ids: &[FuncId],
     sym_of: &ScopeMap<Option<Symbol>>,
@@ -460,16 +466,16 @@ fn merge_into_frozen(
         let known = !m.functions[g].modified && !m.functions[g].calls_rewritten;
         let found = find_frozen(
             m,
+            ps,
             g,
             known.then(|| (w.tokens_of(g), w.callee_symbols(g))),
             resolve,
             (&mut scratch, &mut walk, &mut fp),
         );
         let Some(f) = found else {
-            if known && m.incremental {
+            if known && ps.incremental {
                 // Unchanged: freezing it later reuses this walk.
-                m.frozen_index
-                    .remember(g, w.tokens_of(g), w.callee_symbols(g));
+                ps.frozen.remember(g, w.tokens_of(g), w.callee_symbols(g));
             }
             continue;
         };
@@ -477,7 +483,7 @@ fn merge_into_frozen(
             continue;
         };
         let significant = w.significant[g] || w.taken.contains(&gs);
-        merge_two(m, g, w.linkage[g], (fs, gs), significant, report);
+        merge_two(m, ps, g, w.linkage[g], (fs, gs), significant, report);
         merged_into[g] = Some(f);
         report.pairs.push((g, f));
         report.into_frozen += 1;
@@ -488,6 +494,7 @@ fn merge_into_frozen(
 /// are redirected by the caller of this function.
 pub(super) fn merge_two(
     m: &mut Module,
+    ps: &mut PassState,
     g: FuncId,
     linkage: Linkage,
     (fs, gs): (Symbol, Symbol),
@@ -504,7 +511,7 @@ pub(super) fn merge_two(
     };
     match kind {
         MergeKind::Replaced | MergeKind::Aliased => {
-            m.remove_function(g);
+            ps.remove_function(m, g);
             m.symbols[gs].def = None.into();
             m.aliases.insert(gs, fs);
             if kind == MergeKind::Aliased {
@@ -514,16 +521,16 @@ pub(super) fn merge_two(
             }
         }
         MergeKind::Thunked => {
-            make_thunk(m, g, fs);
+            make_thunk(m, ps, g, fs);
             report.thunked += 1;
         }
         MergeKind::Folded => unreachable!("exact merging never folds"),
     }
     report.merged += 1;
     if !preemptible {
-        m.move_external_calls(gs, fs);
+        ps.move_external_calls(gs, fs);
     }
-    m.merges.push(MergeRecord {
+    ps.merges.push(MergeRecord {
         merged: gs,
         survivor: fs,
         kind,
@@ -533,9 +540,9 @@ pub(super) fn merge_two(
 
 /// Replace G's body with a call to `target`: a tail call where the calling convention is
 /// `tail` and the target allows tail calls (`Module::allow_tail_calls`), else call and return.
-pub(super) fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
+pub(super) fn make_thunk(m: &mut Module, ps: &PassState, g: FuncId, target: Symbol) {
     let sig = m.functions[g].sig.clone();
-    make_thunk_with(m, g, target, sig, 0, true, |_, _, _| {});
+    make_thunk_with(m, ps, g, target, sig, 0, true, |_, _, _| {});
 }
 
 /// `make_thunk` calling `target` with signature `call_sig`: G's arguments, then the
@@ -545,6 +552,7 @@ pub(super) fn make_thunk(m: &mut Module, g: FuncId, target: Symbol) {
 /// the old body's tables (cleared), which the old body returned no longer has.
 pub(super) fn make_thunk_with(
     m: &mut Module,
+    ps: &PassState,
     g: FuncId,
     target: Symbol,
     call_sig: Signature,
@@ -552,7 +560,7 @@ pub(super) fn make_thunk_with(
     keep_old: bool,
     extra: impl FnOnce(&mut Function, Block, &mut Vec<Operand>),
 ) -> Function {
-    let tail_calls = m.allow_tail_calls;
+    let tail_calls = ps.allow_tail_calls;
     let old = &mut m.functions[g];
     let cc = old.sig.call_conv;
     let sig = core::mem::replace(&mut old.sig, Signature::new(cc));
@@ -624,7 +632,7 @@ pub(super) fn make_thunk_with(
         // Give back what the old body's two largest tables had beyond the thunk's needs (a
         // shrink in place: no copy), for the allocations of the edits that follow; with
         // `free_removed`, every table's.
-        if m.free_removed {
+        if ps.free_removed {
             t.shrink_to_fit();
         } else {
             t.insts.shrink_to_fit();
@@ -640,7 +648,7 @@ pub(super) fn make_thunk_with(
 /// arguments), so the address exists and is the function's own. Calls keep going to the
 /// survivor (the alias and the call rewrite stay). Returns false, changing nothing, for a
 /// function that was not merged away.
-pub fn thunk_for_address(m: &mut Module, g: FuncId) -> bool {
+pub fn thunk_for_address(m: &mut Module, ps: &PassState, g: FuncId) -> bool {
     if !m.removed[g] {
         return false;
     }
@@ -649,9 +657,9 @@ pub fn thunk_for_address(m: &mut Module, g: FuncId) -> bool {
     };
     // The function's calls go to: through aliases (an exact merge), then through a fold.
     let to = m.resolve_alias(gs);
-    if let Some(rw) = m.call_rewrite(to).cloned() {
+    if let Some(rw) = ps.call_rewrite(to).cloned() {
         let n_extra = rw.extras.len();
-        make_thunk_with(m, g, rw.shared, rw.sig, n_extra, false, |t, b, ops| {
+        make_thunk_with(m, ps, g, rw.shared, rw.sig, n_extra, false, |t, b, ops| {
             for e in &rw.extras {
                 let (r, i) = match e {
                     ExtraArg::Const(ty, c) => {
@@ -676,7 +684,7 @@ pub fn thunk_for_address(m: &mut Module, g: FuncId) -> bool {
         if to == gs {
             return false;
         }
-        make_thunk(m, g, to);
+        make_thunk(m, ps, g, to);
     }
     m.removed[g] = false;
     m.symbols[gs].def = Some(g).into();
@@ -688,7 +696,7 @@ pub fn thunk_for_address(m: &mut Module, g: FuncId) -> bool {
 /// `mergelift opt --emit clif`, where every input function must still be there and callable by
 /// name. Returns the functions made thunks. Functions folded by `merge-similar` are not
 /// touched: they are local and nothing calls them by name.
-pub fn thunk_merged(m: &mut Module) -> Vec<FuncId> {
+pub fn thunk_merged(m: &mut Module, ps: &PassState) -> Vec<FuncId> {
     let mut done = Vec::new();
     // A merged function's slot stays (with its name) when it is removed.
     let removed: HashMap<crate::lir::Name, FuncId> = m
@@ -697,8 +705,8 @@ pub fn thunk_merged(m: &mut Module) -> Vec<FuncId> {
         .filter(|(g, _)| m.removed[*g])
         .map(|(g, f)| (f.name.clone(), g))
         .collect();
-    for k in 0..m.merges.len() {
-        let r = m.merges[k];
+    for k in 0..ps.merges.len() {
+        let r = ps.merges[k];
         if !matches!(r.kind, MergeKind::Aliased | MergeKind::Replaced) {
             continue;
         }
@@ -709,7 +717,7 @@ pub fn thunk_merged(m: &mut Module) -> Vec<FuncId> {
         m.aliases.remove(&r.merged);
         m.removed[g] = false;
         m.symbols[r.merged].def = Some(g).into();
-        make_thunk(m, g, target);
+        make_thunk(m, ps, g, target);
         done.push(g);
     }
     done

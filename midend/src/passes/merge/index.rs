@@ -9,50 +9,16 @@
 //! words confirm it (equal hashes are never taken for equal functions).
 
 use super::walk::{function_hashes, hash_words, priority, HashScratch, WalkOut, PRIO_PREEMPTIBLE};
-use crate::hash::{finish, HashMap};
+use crate::hash::finish;
 use crate::lir::*;
-use smallvec::SmallVec;
+use crate::state::{FrozenIndex, PassState, Range};
 
 /// The word that stands for a call of a function to itself.
 const SELF: u32 = u32::MAX;
 /// The word before a resolved callee symbol.
 const CALLEE: u32 = u32::MAX - 1;
 
-/// A frozen function and where its fingerprint sits in `FrozenIndex::words`.
-type Entry = (FuncId, u32, u32);
-
-/// A range of a buffer: start and end.
-type Range = (u32, u32);
-
-/// Fingerprints of frozen functions (see the module documentation).
-#[derive(Clone, Debug, Default)]
-pub struct FrozenIndex {
-    /// What the merge walk of this batch learnt of each unchanged survivor (its token stream
-    /// and callee symbols, ranges of `pending_words` and `pending_callees`), so that freezing
-    /// it needs no second walk. Kept in buffers reused batch after batch (a lazy JIT freezes
-    /// one function per batch).
-    pending: Vec<(FuncId, Range, Range)>,
-    pending_words: Vec<u32>,
-    pending_callees: Vec<Symbol>,
-    /// A fingerprint being built by `freeze`.
-    fp: Vec<u32>,
-    /// Every fingerprint's words, one after another.
-    words: Vec<u32>,
-    /// Fingerprint hash → the frozen functions with that hash.
-    table: HashMap<u64, SmallVec<[Entry; 1]>>,
-}
-
 impl FrozenIndex {
-    /// Number of frozen functions indexed.
-    pub fn len(&self) -> usize {
-        self.table.values().map(|v| v.len()).sum()
-    }
-
-    /// Is the index empty?
-    pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
-    }
-
     /// A frozen function whose fingerprint is `fp`, if any.
     pub(super) fn find(&self, fp: &[u32]) -> Option<FuncId> {
         let h = finish(hash_words(fp));
@@ -147,11 +113,11 @@ pub(super) fn fingerprint_of(
 /// Freeze `ids`: they were compiled, so passes will never change them again and merging keeps
 /// them as survivors. With `index`, each live one is indexed by its fingerprint (callees
 /// resolved through merge aliases), for later batches to merge into. Every function from
-/// `Module::first_open` on must be among `ids` or removed: afterwards no function is open.
-pub fn freeze(m: &mut Module, ids: &[FuncId], index_them: bool) {
+/// `PassState::first_open` on must be among `ids` or removed: afterwards no function is open.
+pub fn freeze(m: &mut Module, ps: &mut PassState, ids: &[FuncId], index_them: bool) {
     let mut scratch = HashScratch::default();
     let mut walk = WalkOut::default();
-    let mut index = core::mem::take(&mut m.frozen_index);
+    let mut index = core::mem::take(&mut ps.frozen);
     let mut fp = core::mem::take(&mut index.fp);
     // Stable: of two records of one function, the later stays last.
     index.pending.sort_by_key(|p| p.0);
@@ -189,6 +155,6 @@ pub fn freeze(m: &mut Module, ids: &[FuncId], index_them: bool) {
     index.pending_words.clear();
     index.pending_callees.clear();
     index.fp = fp;
-    m.frozen_index = index;
-    m.first_open = m.functions.len() as u32;
+    ps.frozen = index;
+    ps.first_open = m.functions.len() as u32;
 }

@@ -51,14 +51,15 @@ pub use comparator::{validate_merge, ComparatorState, FunctionComparator};
 pub use exact::{
     merge_functions_reusing, merge_functions_with, thunk_for_address, thunk_merged, MergeScratch,
 };
-pub use index::{freeze, FrozenIndex};
+pub use index::freeze;
 pub use scope::{Classes, ScopeMap};
 pub use similar::{merge_similar, CostModel, MergeSimilar, SimilarOptions, SimilarReport};
 pub use walk::{function_hash, function_hashes, HashScratch, WalkOut};
 
+use crate::error::Error;
 use crate::lir::{FuncId, Module};
 use crate::pass::{Pass, Stats};
-use crate::Error;
+use crate::state::PassState;
 use std::time::{Duration, Instant};
 
 /// The `merge` pass.
@@ -73,8 +74,13 @@ impl Pass for Merge {
     fn name(&self) -> &'static str {
         "merge"
     }
-    fn run(&mut self, module: &mut Module, stats: &mut Stats) -> Result<(), Error> {
-        let r = merge_functions_reusing(module, self.opts, &mut self.scratch);
+    fn run(
+        &mut self,
+        module: &mut Module,
+        state: &mut PassState,
+        stats: &mut Stats,
+    ) -> Result<(), Error> {
+        let r = merge_functions_reusing(module, state, self.opts, &mut self.scratch);
         stats.add("merged", r.merged as u64);
         stats.add("merge.replaced", r.replaced as u64);
         stats.add("merge.aliased", r.aliased as u64);
@@ -131,6 +137,6 @@ impl MergeReport {
 }
 
 /// Run MergeFunctions on a module (one thread).
-pub fn merge_functions(m: &mut Module) -> MergeReport {
-    merge_functions_with(m, MergeOptions::default())
+pub fn merge_functions(m: &mut Module, state: &mut PassState) -> MergeReport {
+    merge_functions_with(m, state, MergeOptions::default())
 }

@@ -25,7 +25,9 @@ use super::exact::make_thunk_with;
 use super::scope::{SymIndex, SymTable};
 use super::walk::{function_hashes, light_walk, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
+use crate::lir::prefetch;
 use crate::lir::*;
+use crate::state::*;
 
 /// Machine-code bytes, as the cost model counts them (calibrated on Cranelift's x86-64 output
 /// at opt level none; BENCHMARKS.md).
@@ -115,8 +117,13 @@ impl crate::pass::Pass for MergeSimilar {
     fn name(&self) -> &'static str {
         "merge-similar"
     }
-    fn run(&mut self, m: &mut Module, stats: &mut crate::Stats) -> Result<(), crate::Error> {
-        let r = merge_similar(m, self.opts);
+    fn run(
+        &mut self,
+        m: &mut Module,
+        ps: &mut PassState,
+        stats: &mut crate::pass::Stats,
+    ) -> Result<(), crate::error::Error> {
+        let r = merge_similar(m, ps, self.opts);
         stats.add("merged_similar", r.merged as u64);
         stats.add("similar.groups", r.groups as u64);
         stats.add("similar.params", r.params as u64);
@@ -228,23 +235,31 @@ struct Plan {
 /// once), so the pass costs O(rounds × (instructions + calls)) of the open functions,
 /// whatever the call graph's shape. A group whose callees are not final when the rounds run
 /// out is left unmerged (a missed merge, never a wrong one).
-pub fn merge_similar(m: &mut Module, opts: SimilarOptions) -> SimilarReport {
+pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -> SimilarReport {
     let mut report = SimilarReport::default();
-    rewrite_calls_of_earlier_members(m, &mut report);
-    if m.open_functions().nth(1).is_none() {
+    rewrite_calls_of_earlier_members(m, ps, &mut report);
+    if ps.open_functions(m).nth(1).is_none() {
         return report; // a group needs two functions (a lazy JIT's batch of one has none)
     }
-    let mut st = State::new(m);
+    let mut st = State::new(m, ps.first_open);
     if opts.locals_named {
         st.named_below = m.functions.len() as u32;
     }
     // The functions a round walks, and those whose groups it plans: every open function at
     // first; then those the last round changed or deferred, and the shared bodies it made.
-    let mut dirty: Vec<FuncId> = m.open_function_ids();
+    let mut dirty: Vec<FuncId> = ps.open_function_ids(m);
     let mut rewalk = dirty.clone();
     for k in 0..opts.max_rounds.max(1) {
         report.rounds += 1;
-        match round(m, &opts, &mut st, (&rewalk, k == 0), &dirty, &mut report) {
+        match round(
+            m,
+            ps,
+            &opts,
+            &mut st,
+            (&rewalk, k == 0),
+            &dirty,
+            &mut report,
+        ) {
             Some((w, d)) => (rewalk, dirty) = (w, d),
             None => break,
         }
@@ -401,6 +416,8 @@ struct State {
     /// `SimilarOptions::locals_named`: functions below this id (the host's: not the shared
     /// bodies this run makes) are named, local or not.
     named_below: u32,
+    /// The first open function (`PassState::first_open`).
+    first_open: u32,
     /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
     debug: bool,
 }
@@ -458,19 +475,19 @@ struct Walked {
 }
 
 impl State {
-    fn new(m: &Module) -> State {
-        let open = m.functions.len() - m.first_open as usize;
+    fn new(m: &Module, first_open: u32) -> State {
+        let open = m.functions.len() - first_open as usize;
         // The symbols a run touches: the open functions' and about as many callees.
         let (touched, symbols) = (2 * open, m.symbols.len());
         State {
             table: ShapeTable::with_capacity(open),
-            walked: OpenMap::new(m.first_open),
+            walked: OpenMap::new(first_open),
             head: Vec::new(),
             entries: Vec::new(),
             live: Vec::new(),
             weak_live: HashMap::default(),
             pending: HashMap::default(),
-            pending_weak: OpenMap::new(m.first_open),
+            pending_weak: OpenMap::new(first_open),
             consts: Vec::new(),
             callees: Vec::new(),
             observed: SymSet::new(touched, symbols),
@@ -489,10 +506,11 @@ impl State {
                 ..Default::default()
             },
             touched,
-            member_mark: OpenMap::new(m.first_open),
+            member_mark: OpenMap::new(first_open),
             rounds: 0,
             debug: std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some(),
             named_below: 0,
+            first_open,
         }
     }
 
@@ -561,7 +579,7 @@ impl State {
         let (weak, local) = function_hashes(f, &mut self.scratch, out);
         if self.table.tokens_reserved() == 0 {
             // Room for a stream per walked function or so: one allocation, no regrowth.
-            let open = m.functions.len() - m.first_open as usize;
+            let open = m.functions.len() - self.first_open as usize;
             self.table.reserve_tokens(out.tokens.len() * open);
         }
         let class = self.table.intern(finish(mix(weak, local)), &out.tokens);
@@ -637,6 +655,7 @@ impl State {
 /// what the next round walks and plans, or `None` when nothing was folded.
 fn round(
     m: &mut Module,
+    ps: &mut PassState,
     opts: &SimilarOptions,
     st: &mut State,
     (rewalk, first): (&[FuncId], bool),
@@ -650,9 +669,9 @@ fn round(
     }
     for (k, &id) in rewalk.iter().enumerate() {
         if let Some(&n) = rewalk.get(k + 8) {
-            m.functions[n].prefetch_header();
+            prefetch::header(&m.functions[n]);
         }
-        m.prefetch_ahead(rewalk, k);
+        prefetch::ahead(m, rewalk, k);
         st.walk(m, id, first);
     }
     if first {
@@ -683,7 +702,7 @@ fn round(
         if st.plan.members.len() < 2 {
             continue;
         }
-        if let Some(p) = plan(m, opts, st, report) {
+        if let Some(p) = plan(m, ps, opts, st, report) {
             plans.push(p);
         }
     }
@@ -721,14 +740,14 @@ fn round(
         // The members of the groups next in line on their way into the cache.
         if let Some(q) = plans.get(k + 2) {
             for mb in &q.members {
-                m.functions[mb.f].prefetch_header();
+                prefetch::header(&m.functions[mb.f]);
             }
         }
         if let Some(q) = plans.get(k + 1) {
-            m.functions[q.members[0].f].prefetch();
+            prefetch::function(&m.functions[q.members[0].f]);
         }
         // Members become thunks or go: no member is walked again (a thunk shares nothing).
-        let (shared, members) = fold(m, p, st, &mut folds, report);
+        let (shared, members) = fold(m, ps, p, st, &mut folds, report);
         next_walk.push(shared);
         for t in members {
             st.unwalk(t);
@@ -736,11 +755,11 @@ fn round(
     }
     report.add_time("similar.fold", t);
     let t = std::time::Instant::now();
-    if m.free_pending() {
+    if ps.free_pending(m) {
         report.add_time("similar.free", t);
     }
     let t = std::time::Instant::now();
-    rewrite_callers(m, st, &folds, &mut next_walk, report);
+    rewrite_callers(m, ps, st, &folds, &mut next_walk, report);
     report.add_time("similar.rewrite", t);
     next_dirty.extend_from_slice(&next_walk);
     Some((next_walk, next_dirty))
@@ -783,6 +802,7 @@ fn param_for(
 /// Decide what the group in `st.plan.members` shares and whether it pays.
 fn plan(
     m: &Module,
+    ps: &PassState,
     opts: &SimilarOptions,
     st: &mut State,
     report: &mut SimilarReport,
@@ -901,7 +921,7 @@ fn plan(
         .collect();
     // (Calls made by code the module does not hold count too.)
     let sites = |mb: &Member| {
-        let external = m.external_calls.get(mb.sym).copied().unwrap_or(0);
+        let external = ps.external_calls.get(mb.sym).copied().unwrap_or(0);
         (st.calls.count(mb.sym) + external as usize) as f64
     };
     // Saved bytes when the thunked members' callers are left alone, and what rewriting them
@@ -977,6 +997,7 @@ struct Folds {
 /// Returns the shared body and the members that kept a body (thunks), to walk again.
 fn fold(
     m: &mut Module,
+    ps: &mut PassState,
     p: &Plan,
     st: &mut State,
     folds: &mut Folds,
@@ -1021,7 +1042,7 @@ fn fold(
     // body up and gets a new one; one that goes gives it up too (it is removed, and a
     // removed function's body is never read: see `Function::drop_body`).
     let mut s = if p.thunk[0] {
-        thunk_member(m, rep.f, shared, shared_ref, extras_of(0), folds, true)
+        thunk_member(m, ps, rep.f, shared, shared_ref, extras_of(0), folds, true)
     } else {
         m.functions[rep.f].take_body()
     };
@@ -1108,7 +1129,7 @@ fn fold(
         let kind = if thunk {
             if j > 0 {
                 // Its old body is dropped; the thunk is built in its tables.
-                thunk_member(m, mb.f, shared, shared_ref, (a, b), folds, false);
+                thunk_member(m, ps, mb.f, shared, shared_ref, (a, b), folds, false);
             }
             // The thunk's call of the shared body.
             let t = &m.functions[mb.f];
@@ -1123,13 +1144,13 @@ fn fold(
             report.thunks += 1;
             MergeKind::Thunked
         } else {
-            m.remove_function(mb.f);
+            ps.remove_function(m, mb.f);
             m.symbols[mb.sym].def = None.into();
             st.folded.insert(mb.sym);
             MergeKind::Folded
         };
         report.merged += 1;
-        m.merges.push(MergeRecord {
+        ps.merges.push(MergeRecord {
             merged: mb.sym,
             survivor: shared,
             kind,
@@ -1148,6 +1169,7 @@ fn fold(
 /// `make_thunk_with` for `keep_old`).
 fn thunk_member(
     m: &mut Module,
+    ps: &PassState,
     f: FuncId,
     shared: Symbol,
     sig: u32,
@@ -1159,6 +1181,7 @@ fn thunk_member(
     let call_sig = sigs[sig as usize].clone();
     make_thunk_with(
         m,
+        ps,
         f,
         shared,
         call_sig,
@@ -1238,15 +1261,19 @@ fn call_shared(
 /// Direct calls (`call`, `tail_call`) in the open functions of members merged by an earlier
 /// batch (a folded member has no code of its own) call their shared body with the member's
 /// extra arguments, as `rewrite_callers` made them in that batch.
-fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) {
-    if m.call_rewrites.is_empty() {
+fn rewrite_calls_of_earlier_members(
+    m: &mut Module,
+    ps: &mut PassState,
+    report: &mut SimilarReport,
+) {
+    if ps.call_rewrites.is_empty() {
         return;
     }
     let mut sites: Vec<(Block, Inst)> = Vec::new();
     let (mut regs, mut ops, mut extras, mut sigs) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut pending, mut scratch): (Vec<(Inst, Inst)>, Vec<Inst>) = (Vec::new(), Vec::new());
-    for id in m.open_function_ids() {
+    for id in ps.open_function_ids(m) {
         sites.clear();
         let f = &m.functions[id];
         for &b in &f.layout {
@@ -1255,7 +1282,7 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
                     if let Some(Operand::Sym(s, 0)) = f.operands(i).first() {
                         // Through aliases: a function merged by `merge` into a member (its
                         // calls go to the member, which has no code either).
-                        if m.call_rewrite(m.resolve_alias(s)).is_some() {
+                        if ps.call_rewrite(m.resolve_alias(s)).is_some() {
                             sites.push((b, i));
                         }
                     }
@@ -1264,7 +1291,7 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
         }
         for (k, &(b, i)) in sites.iter().enumerate() {
             if let Some(Operand::Sym(member, 0)) = m.functions[id].operands(i).first() {
-                let rw = m
+                let rw = ps
                     .call_rewrite(m.resolve_alias(member))
                     .expect("found above")
                     .clone();
@@ -1297,6 +1324,7 @@ fn rewrite_calls_of_earlier_members(m: &mut Module, report: &mut SimilarReport) 
 /// the member's extra arguments. The callers changed are added to `changed`.
 fn rewrite_callers(
     m: &mut Module,
+    ps: &mut PassState,
     st: &mut State,
     folds: &Folds,
     changed: &mut Vec<FuncId>,
@@ -1314,7 +1342,7 @@ fn rewrite_callers(
                 Value::SelfCall => unreachable!("self-calls are not parameters"),
             })
             .collect();
-        m.add_call_rewrite(
+        ps.add_call_rewrite(
             member,
             CallRewrite {
                 shared,
@@ -1387,10 +1415,10 @@ fn rewrite_callers(
     let (mut regs, mut ops) = (Vec::new(), Vec::new());
     for (k, &(member, (id, i))) in edits.iter().enumerate() {
         if let Some(&(_, (next, _))) = edits.get(k + 8) {
-            m.functions[next].prefetch_header();
+            prefetch::header(&m.functions[next]);
         }
         if let Some(&(_, (next, _))) = edits.get(k + 4) {
-            m.functions[next].prefetch();
+            prefetch::function(&m.functions[next]);
         }
         if m.removed[id] {
             continue;

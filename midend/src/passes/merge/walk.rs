@@ -6,7 +6,9 @@
 use super::scope::ScopeMap;
 use super::MergeReport;
 use crate::hash::{finish, HashSet};
+use crate::lir::prefetch;
 use crate::lir::*;
+use crate::state::*;
 use core::hash::{Hash, Hasher};
 use cranelift_entity::EntityRef;
 use rustc_hash::FxHasher;
@@ -1023,13 +1025,13 @@ impl WalkPart {
 #[inline]
 fn prefetch_walk(m: &Module, ids: &[FuncId], k: usize) {
     if let Some(&n) = ids.get(k + 8) {
-        m.functions[n].prefetch_header();
+        prefetch::header(&m.functions[n]);
     }
     if let Some(&n) = ids.get(k + 4) {
-        m.functions[n].prefetch();
+        prefetch::function(&m.functions[n]);
     }
     if let Some(&n) = ids.get(k + 1) {
-        m.functions[n].prefetch_signatures();
+        prefetch::signatures(&m.functions[n]);
     }
 }
 
@@ -1184,7 +1186,7 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
             let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
             // Resolved below (`push_facts`), after the lookups that follow.
             for &(sym, _) in &out.callees {
-                m.prefetch_symbol(sym);
+                prefetch::symbol(m, sym);
             }
             // A function walked lightly (before every walk was in full) has a stream only
             // once another shares its weak hash. (No function is added any more.)
@@ -1203,7 +1205,7 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
         } else {
             let (weak, _) = light_walk(f, &mut scratch, &mut out);
             for &(sym, _) in &out.callees {
-                m.prefetch_symbol(sym);
+                prefetch::symbol(m, sym);
             }
             let v = by_weak.slot(weak);
             match *v {
@@ -1281,6 +1283,7 @@ const PARALLEL_WALK_MIN: usize = 2048;
 /// shapes are numbered exactly as one thread would number them.
 pub(super) fn walk_module(
     m: &Module,
+    ps: &PassState,
     scope: u32,
     ids: &[FuncId],
     threads: usize,
@@ -1294,7 +1297,7 @@ pub(super) fn walk_module(
     let chunk = ids.len().div_ceil(threads).max(1);
     let mut parts: Vec<WalkPart> = if threads == 1 {
         // Frozen functions and incremental modules read the streams of every survivor.
-        if m.frozen_index.is_empty() && !m.incremental {
+        if ps.frozen.is_empty() && !ps.incremental {
             vec![walk_part_light(m, scope, ids)]
         } else {
             vec![walk_part(m, scope, ids)]

@@ -4,14 +4,14 @@
 //! compiles a few functions at a time pays per function, and whether that grows with the
 //! module: per-flush work proportional to the whole module would make it grow.
 //!
-//! `cargo run --release --example batch_jit_probe -- FUNCTIONS BATCH [plain | PASSES]`
+//! `cargo run --release -p mergelift-tools --example batch_jit_probe -- FUNCTIONS BATCH [plain | PASSES]`
 //! (PASSES: a comma list for `MergeModule`, e.g. `merge,lvn`; default: its default passes)
 
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
-use mergelift::jit_driver::declare_by_name;
-use mergelift::jit_driver::jit::jit_builder;
-use mergelift::{host_isa, MergeConfig, MergeModule, OptLevel};
+use jit_driver::declare_by_name;
+use jit_driver::jit::jit_builder;
+use jit_driver::{host_isa, MergeConfig, MergeModule, OptLevel};
 use mergelift_tools::gen::{generate, GenOptions};
 use mergelift_tools::harness::thread_cpu_us;
 
@@ -26,9 +26,7 @@ fn main() {
     let third = args.next();
     let plain = third.as_deref() == Some("plain");
     let config = match &third {
-        Some(p) if !plain => {
-            MergeConfig::with_passes(&mergelift::midend::parse_pass_list(p).unwrap())
-        }
+        Some(p) if !plain => MergeConfig::with_passes(&midend::parse_pass_list(p).unwrap()),
         _ => MergeConfig::default(),
     };
     let text = generate(&GenOptions {

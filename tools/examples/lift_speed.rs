@@ -1,8 +1,8 @@
 //! Warm lift throughput of CLIF files: the fastest of N lifts of each file.
 //!
-//! `cargo run --release --example lift_speed -- RUNS FILE...`
+//! `cargo run --release -p mergelift-tools --example lift_speed -- RUNS FILE...`
 
-use mergelift::jit_driver::lift_functions;
+use jit_driver::lift_functions;
 use std::time::Instant;
 
 fn main() {

@@ -5,11 +5,11 @@
 //! freed before, cost a warm loop up to a fifth of its time (BENCHMARKS.md, session 20): this
 //! is the bound on what one allocation per function, or a module arena, could win back.
 //!
-//! `cargo run --release --example bump_lift_probe -- malloc|bump RUNS FILE`
+//! `cargo run --release -p mergelift-tools --example bump_lift_probe -- malloc|bump RUNS FILE`
 //!
 //! The bump allocator serves only the timed lifts (one thread: this program's); everything
 //! else, and every `free` outside its region, goes to the system allocator.
-use mergelift::jit_driver::lift_functions;
+use jit_driver::lift_functions;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;

@@ -3,15 +3,15 @@
 //! second, the lowered functions dropped inside the timed loop (as `cargo bench --bench
 //! lift_lower` times them).
 //!
-//! `cargo run --release --example lower_speed -- RUNS FILE...`
+//! `cargo run --release -p mergelift-tools --example lower_speed -- RUNS FILE...`
 
-use mergelift::jit_driver::{lift_functions, lower_function_with, LowerContext, OriginalNames};
+use jit_driver::{lift_functions, lower_function_with, LowerContext, OriginalNames};
 use std::time::Instant;
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let reps: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
-    let isa = mergelift::jit_driver::host_isa(mergelift::OptLevel::None).unwrap();
+    let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
     let config = isa.frontend_config();
     for p in args {
         let text = std::fs::read_to_string(&p).unwrap();

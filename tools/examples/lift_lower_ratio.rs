@@ -1,9 +1,9 @@
 //! Lift + lower time against Cranelift's own compile time (opt level none) on the wasm
 //! corpus: the fastest of N runs of each phase per module (warm, as criterion measures).
 //!
-//! `cargo run --release --example lift_lower_ratio [-- RUNS [MODULE]]` (default 5 runs)
+//! `cargo run --release -p mergelift-tools --example lift_lower_ratio [-- RUNS [MODULE]]` (default 5 runs)
 
-use mergelift::jit_driver::{lift_functions, lower_function_with, LowerContext, OriginalNames};
+use jit_driver::{lift_functions, lower_function_with, LowerContext, OriginalNames};
 use std::time::Instant;
 fn main() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/wasm");
@@ -23,7 +23,7 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|e| e == "clif"))
         .collect();
     files.sort();
-    let isa = mergelift::jit_driver::host_isa(mergelift::OptLevel::None).unwrap();
+    let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
     let config = isa.frontend_config();
     for p in files {
         if let Some(o) = &only {

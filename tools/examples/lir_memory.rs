@@ -4,9 +4,9 @@
 //! `mergelift opt` holds them; with `--as-lifted`, they are measured as the lifter leaves
 //! them (with the room it reserves), which is what a lift writes to fresh memory.
 //!
-//! `cargo run --release --example lir_memory -- [--as-lifted] FILE.clif`
+//! `cargo run --release -p mergelift-tools --example lir_memory -- [--as-lifted] FILE.clif`
 
-use mergelift::jit_driver::lift_functions;
+use jit_driver::lift_functions;
 use std::collections::BTreeMap;
 
 fn main() {
@@ -34,7 +34,7 @@ fn main() {
             e.2 += (bytes + 8).div_ceil(16).max(2) * 16;
         });
     }
-    let header = std::mem::size_of::<mergelift::midend::lir::Function>();
+    let header = std::mem::size_of::<midend::lir::Function>();
     println!(
         "{path}: {n} functions, {} bytes of text ({:.0} per function)",
         text.len(),

@@ -2,13 +2,14 @@
 //! way `cargo bench` sets it up (the module cloned before each run, dropped after), and
 //! print each run and the fastest and median: a quick look without criterion's statistics.
 //!
-//! `cargo run --release --example pass_timing -- merge 100000 [RUNS]` (or a `.clif` file instead
+//! `cargo run --release -p mergelift-tools --example pass_timing -- merge 100000 [RUNS]` (or a `.clif` file instead
 //! of the number of functions to generate; `MERGE_THREADS=1` for
 //! the single-threaded walk, `PHASES=1` to print the merge phases of each run).
 
-use mergelift::midend::passes::lvn::{LocalValueNumbering, LvnStats};
-use mergelift::midend::passes::merge::{merge_functions_with, MergeOptions};
 use mergelift_tools::gen::{generate, GenOptions};
+use midend::passes::lvn::{LocalValueNumbering, LvnStats};
+use midend::passes::merge::{merge_functions_with, MergeOptions};
+use midend::PassState;
 use std::time::Instant;
 
 fn main() {
@@ -31,8 +32,7 @@ fn main() {
     };
     let funcs = cranelift_reader::parse_functions(&text).expect("CLIF parses");
     let n = funcs.len();
-    let module = mergelift::jit_driver::lift_functions(funcs.iter(), &mut Default::default())
-        .expect("lifts");
+    let module = jit_driver::lift_functions(funcs.iter(), &mut Default::default()).expect("lifts");
     drop(funcs);
     let insts = module.inst_count();
     let mut times = Vec::new();
@@ -42,15 +42,15 @@ fn main() {
         match pass {
             "lvn" => {
                 let mut st = LvnStats::default();
-                LocalValueNumbering::default().run_module(&mut m, &mut st);
+                LocalValueNumbering::default().run_module(&mut m, &PassState::default(), &mut st);
             }
             "lvn-again" => {
                 // A second run over the same (numbered) module: its data is in the caches.
                 let mut st = LvnStats::default();
                 let mut lvn = LocalValueNumbering::default();
-                lvn.run_module(&mut m, &mut st);
+                lvn.run_module(&mut m, &PassState::default(), &mut st);
                 let t2 = Instant::now();
-                lvn.run_module(&mut m, &mut st);
+                lvn.run_module(&mut m, &PassState::default(), &mut st);
                 times.push(t2.elapsed().as_secs_f64());
                 continue;
             }
@@ -59,7 +59,7 @@ fn main() {
                 if let Ok(t) = std::env::var("MERGE_THREADS") {
                     opts.threads = t.parse().expect("MERGE_THREADS is a number");
                 }
-                let r = merge_functions_with(&mut m, opts);
+                let r = merge_functions_with(&mut m, &mut PassState::default(), opts);
                 if std::env::var_os("PHASES").is_some() {
                     let p: Vec<String> = r
                         .times

@@ -3,10 +3,10 @@
 //! measured in one process, interleaved, and the fastest of 8 rounds is kept, so a slow phase
 //! of a shared machine does not favour either side.
 //!
-//! `cargo run --release --example end_to_end_ratio [-- DUP_RATIO [FUNCTIONS]]`
+//! `cargo run --release -p mergelift-tools --example end_to_end_ratio [-- DUP_RATIO [FUNCTIONS]]`
 //! (defaults 0.5 and 2000)
 
-use mergelift::{host_isa, MergeConfig, OptLevel};
+use jit_driver::{host_isa, MergeConfig, OptLevel};
 use mergelift_tools::gen::{generate, GenOptions};
 use mergelift_tools::harness::{merge_jit, plain_jit};
 use std::time::Instant;

@@ -4,13 +4,13 @@
 //! instead of `MergeModule` (the same steps). The per-step figures of BENCHMARKS.md; also
 //! what callgrind was run on (two step counts, the difference per step).
 //!
-//! `cargo run --release --example lazy_jit_probe -- unique|equal STEPS [plain]`
+//! `cargo run --release -p mergelift-tools --example lazy_jit_probe -- unique|equal STEPS [plain]`
 
 use cranelift_codegen::ir::Function;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module};
-use mergelift::jit_driver::jit::jit_builder;
-use mergelift::{host_isa, MergeModule, OptLevel};
+use jit_driver::jit::jit_builder;
+use jit_driver::{host_isa, MergeModule, OptLevel};
 use mergelift_tools::harness::{lazy_step_function, thread_cpu_us};
 
 fn main() {
@@ -64,7 +64,7 @@ fn main() {
             // MERGELIFT_KEEP_LIR=1: keep every compiled function's LIR (memory per step).
             MergeModule::with_config(
                 JITModule::new(jit_builder(isa, &[])),
-                mergelift::MergeConfig {
+                jit_driver::MergeConfig {
                     keep_lir: std::env::var_os("MERGELIFT_KEEP_LIR").is_some(),
                     ..Default::default()
                 }

@@ -23,15 +23,15 @@
 //! business of lowering, not of the mid-end: [`verify_module_for_lowering`] adds those checks
 //! (against [`opaque_opcode`]'s table of the Cranelift opcodes an opaque may carry).
 
-use super::entities::*;
-use super::function::*;
-use super::inst::{effects, Format, Opcode};
-use super::module::{Module, SymbolKind};
-use super::operand::Cond;
-use super::operand::Operand;
-use super::print::write_inst;
-use super::types::Type;
 use crate::analysis::{Cfg, DomTree};
+use crate::lir::entities::*;
+use crate::lir::function::*;
+use crate::lir::inst::{effects, Format, Opcode};
+use crate::lir::module::{Module, SymbolKind};
+use crate::lir::operand::{Cond, Operand};
+use crate::lir::parse::{parse_module_with_lines, SourceMap};
+use crate::lir::print::write_inst;
+use crate::lir::types::{RegClass, Type};
 use core::fmt;
 use cranelift_entity::{EntityRef, SecondaryMap};
 
@@ -167,7 +167,7 @@ impl Ctx<'_> {
                 base, index, scale, ..
             } => {
                 for r in [base.expand(), index.expand()].into_iter().flatten() {
-                    if self.reg_ok(r) && self.f.regs[r].ty.class() != super::types::RegClass::Int {
+                    if self.reg_ok(r) && self.f.regs[r].ty.class() != RegClass::Int {
                         self.report(format!(
                             "memory reference register {r} must be an integer register"
                         ));
@@ -364,10 +364,6 @@ pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), Verifi
         Err(VerifierErrors(c.errors))
     }
 }
-
-/// The largest stack object alignment, in bytes (Cranelift takes any power of two below 2^32
-/// but lays frames out in 32 bits; nothing honest asks for more than a page or so).
-pub const MAX_STACK_ALIGN: u64 = 1 << 16;
 
 /// Stack objects: alignment at most `MAX_STACK_ALIGN`; each size plus worst-case alignment
 /// padding, and all of them together, fit the 32 bits of Cranelift's frame layout.
@@ -1450,7 +1446,7 @@ fn check_opaque_imms(
 }
 
 /// The opcodes an opaque may carry, sorted by name. Generated from Cranelift 0.135.8 by
-/// `cargo test -p jit-driver --test opaque -- --ignored --nocapture print_opaque_table`;
+/// `cargo test -p mergelift-jit-driver --test opaque -- --ignored --nocapture print_opaque_table`;
 /// jit-driver's `opaque_table_matches_cranelift` checks it against Cranelift.
 mod table {
     use super::OpaqueFormat::*;
@@ -1631,4 +1627,22 @@ mod table {
         op("x86_pmulhrsw", Binary, 0x0, Some(ts(0xc, 0x30, 0x0)), &[Same, Same], &[Same]),
         op("x86_pshufb", Binary, 0x0, None, &[Fixed(Type::I8, 16), Fixed(Type::I8, 16)], &[Fixed(Type::I8, 16)]),
     ];
+}
+
+impl SourceMap {
+    /// The line a verifier error of the parsed module points at: its instruction's, else its
+    /// block's, else its function's.
+    pub fn error_line(&self, e: &VerifierError) -> Option<u32> {
+        e.inst_id
+            .and_then(|i| self.inst_line(&e.function, i))
+            .or_else(|| e.block.and_then(|b| self.block_line(&e.function, b)))
+            .or_else(|| self.function_line(&e.function))
+    }
+}
+
+/// The line of `text` that verifier error `e`, found in the module parsed from `text`, points
+/// at (see [`SourceMap::error_line`]). Parses `text` again: meant for reporting errors.
+pub fn verifier_error_line(text: &str, e: &VerifierError) -> Option<u32> {
+    let (_, lines) = parse_module_with_lines(text).ok()?;
+    lines.error_line(e)
 }

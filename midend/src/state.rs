@@ -1,0 +1,206 @@
+//! What passes read and record beside the program: which functions are open to change, what
+//! was merged into what, how calls were rewritten, and the fingerprints of frozen functions.
+//!
+//! The IR (`lir::Module`) holds only the program: functions, symbols and aliases. A driver
+//! (the `opt` command, `MergeModule`) owns one [`PassState`] next to its module and hands it
+//! to every pass with the module, as Cranelift keeps its side tables (`ControlFlowGraph`,
+//! `DominatorTree`) in the `Context` beside the `Function` rather than in it.
+
+use crate::hash::HashMap;
+use crate::lir::{FuncId, Function, Module, Operand, Signature, Symbol, Type};
+use cranelift_entity::{EntityRef, SecondaryMap};
+use smallvec::SmallVec;
+
+/// How a merged function was folded into its survivor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MergeKind {
+    /// Every use was redirected and the function deleted.
+    Replaced,
+    /// The name stays and resolves to the survivor's code: no code of its own.
+    Aliased,
+    /// A small function that tail-calls (or calls) the survivor keeps a distinct address.
+    Thunked,
+    /// Folded into a shared body with extra parameters (`merge-similar`): callers call the
+    /// shared body with the function's own values; no code is left, and the name must not be
+    /// used to call it (the survivor's signature differs).
+    Folded,
+}
+
+/// A record of one merge, kept for the JIT and for reports: the symbols (names) of the merged
+/// function and of its survivor (`Module::symbol_name`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergeRecord {
+    pub merged: Symbol,
+    pub survivor: Symbol,
+    pub kind: MergeKind,
+    /// Direct calls to `merged` now call `survivor` (false only for a preemptible merged
+    /// function, whose definition may be replaced at link time).
+    pub callers_redirected: bool,
+}
+
+/// How `merge-similar` rewrote the direct calls (`call`, `tail_call`) of a merged function:
+/// they call `shared`, with signature `sig`, passing the call's arguments followed by
+/// `extras` (made right before the call). A backend that compiles a caller from the IR it
+/// was lifted from (see `Function::calls_rewritten`) makes the same rewrite there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallRewrite {
+    pub shared: Symbol,
+    pub sig: Signature,
+    pub extras: Vec<ExtraArg>,
+}
+
+/// One extra argument of a rewritten call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExtraArg {
+    /// A constant (`Operand::Int`, `F32` or `F64`) of the type.
+    Const(Type, Operand),
+    /// The address of a function, called through it with the signature.
+    FuncAddr(Symbol, Signature),
+}
+
+/// The state passes share over one module, run after run (see the module documentation).
+#[derive(Clone, Debug, Default)]
+pub struct PassState {
+    /// Functions with ids from here on are *open*: passes may change them. Those before are
+    /// frozen (compiled by an earlier batch; `passes::merge::freeze`).
+    pub first_open: u32,
+    /// This batch's functions will be frozen and indexed (an incremental module): passes keep
+    /// what the index needs.
+    pub incremental: bool,
+    /// The target compiles tail calls (`tail_call`) where calling conventions allow them.
+    /// Passes that create calls (merge thunks) emit a tail call only then; otherwise a call
+    /// and a return. Off by default (x86-64 needs frame pointers for tail calls).
+    pub allow_tail_calls: bool,
+    /// Free a function's body as soon as a pass removes it (merged into an equal function,
+    /// folded into a shared body) rather than when the module is dropped, and give back all
+    /// the room a thunk built in a merged function's old tables does not use (by default only
+    /// that of the two largest tables): a lower peak of memory on large modules, for the
+    /// price of the frees inside the passes. Off by default.
+    pub free_removed: bool,
+    /// Every merge, in the order the passes made them.
+    pub merges: Vec<MergeRecord>,
+    /// Functions whose direct calls `merge-similar` rewrote (each once), in the order of
+    /// the rewrites (add with `add_call_rewrite`, which indexes them).
+    pub call_rewrites: Vec<(Symbol, CallRewrite)>,
+    call_rewrite_index: HashMap<Symbol, u32>,
+    /// Direct calls (`call`, `tail_call`) of each symbol made by code the module does not
+    /// hold: functions a backend compiles from their input without lifting them, whose calls
+    /// it redirects itself. `merge-similar`'s cost model counts them as call sites; a merge
+    /// that redirects calls moves them to the survivor (`move_external_calls`).
+    pub external_calls: SecondaryMap<Symbol, u32>,
+    /// Fingerprints of frozen functions, for merging later batches into them.
+    pub frozen: FrozenIndex,
+    /// Functions removed with `free_removed` set whose bodies are still to be freed
+    /// (`free_pending`).
+    pending_free: Vec<FuncId>,
+}
+
+impl PassState {
+    /// Live functions of `m` that passes may change (those from `first_open` on; the others
+    /// were frozen by an earlier compile).
+    pub fn open_functions<'m>(
+        &self,
+        m: &'m Module,
+    ) -> impl Iterator<Item = (FuncId, &'m Function)> + 'm {
+        (self.first_open as usize..m.functions.len())
+            .map(FuncId::new)
+            .filter(move |&id| !m.removed[id])
+            .map(move |id| (id, &m.functions[id]))
+    }
+
+    /// The ids of `open_functions`.
+    pub fn open_function_ids(&self, m: &Module) -> Vec<FuncId> {
+        self.open_functions(m).map(|(id, _)| id).collect()
+    }
+
+    /// Mark function `f` of `m` removed by a pass; its body is freed by the next
+    /// `free_pending` if `free_removed` is set (see `Function::drop_body`).
+    pub fn remove_function(&mut self, m: &mut Module, f: FuncId) {
+        m.removed[f] = true;
+        if self.free_removed {
+            self.pending_free.push(f);
+        }
+    }
+
+    /// Free the bodies of the functions removed since the last call (with `free_removed`
+    /// set). Returns whether any body was freed.
+    pub fn free_pending(&mut self, m: &mut Module) -> bool {
+        let pending = core::mem::take(&mut self.pending_free);
+        crate::lir::prefetch::drop_bodies(m, &pending);
+        !pending.is_empty()
+    }
+
+    /// Record how `merge-similar` rewrote the direct calls of `member`.
+    pub fn add_call_rewrite(&mut self, member: Symbol, rewrite: CallRewrite) {
+        self.move_external_calls(member, rewrite.shared);
+        self.call_rewrite_index
+            .insert(member, self.call_rewrites.len() as u32);
+        self.call_rewrites.push((member, rewrite));
+    }
+
+    /// Forget how calls of `member` were rewritten: its calls call it again (a backend whose
+    /// shared body failed to compile gives the member code of its own).
+    pub fn remove_call_rewrite(&mut self, member: Symbol) {
+        let Some(k) = self.call_rewrite_index.remove(&member) else {
+            return;
+        };
+        self.call_rewrites.remove(k as usize);
+        for (i, (s, _)) in self.call_rewrites.iter().enumerate().skip(k as usize) {
+            self.call_rewrite_index.insert(*s, i as u32);
+        }
+    }
+
+    /// How direct calls of `sym` are rewritten, if `merge-similar` merged it.
+    pub fn call_rewrite(&self, sym: Symbol) -> Option<&CallRewrite> {
+        let k = *self.call_rewrite_index.get(&sym)?;
+        Some(&self.call_rewrites[k as usize].1)
+    }
+
+    /// The direct calls of `from` made outside the module now call `to` (see
+    /// `external_calls`).
+    pub fn move_external_calls(&mut self, from: Symbol, to: Symbol) {
+        if let Some(&n) = self.external_calls.get(from) {
+            if n > 0 && from != to {
+                self.external_calls[from] = 0;
+                self.external_calls[to] += n;
+            }
+        }
+    }
+}
+
+/// A frozen function and where its fingerprint sits in `FrozenIndex::words`.
+pub(crate) type FrozenEntry = (FuncId, u32, u32);
+
+/// A range of a buffer: start and end.
+pub(crate) type Range = (u32, u32);
+
+/// Fingerprints of frozen functions: built and searched by `passes::merge` (its `index`
+/// module says what a fingerprint is), kept here between batches.
+#[derive(Clone, Debug, Default)]
+pub struct FrozenIndex {
+    /// What the merge walk of this batch learnt of each unchanged survivor (its token stream
+    /// and callee symbols, ranges of `pending_words` and `pending_callees`), so that freezing
+    /// it needs no second walk. Kept in buffers reused batch after batch (a lazy JIT freezes
+    /// one function per batch).
+    pub(crate) pending: Vec<(FuncId, Range, Range)>,
+    pub(crate) pending_words: Vec<u32>,
+    pub(crate) pending_callees: Vec<Symbol>,
+    /// A fingerprint being built by `freeze`.
+    pub(crate) fp: Vec<u32>,
+    /// Every fingerprint's words, one after another.
+    pub(crate) words: Vec<u32>,
+    /// Fingerprint hash → the frozen functions with that hash.
+    pub(crate) table: HashMap<u64, SmallVec<[FrozenEntry; 1]>>,
+}
+
+impl FrozenIndex {
+    /// Number of frozen functions indexed.
+    pub fn len(&self) -> usize {
+        self.table.values().map(|v| v.len()).sum()
+    }
+
+    /// Is the index empty?
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+}
