@@ -22,15 +22,22 @@ use super::function::*;
 use super::inst::Opcode;
 use super::module::{Module, SymbolKind};
 use super::operand::{Cond, MemRef, Operand};
+use super::signature::*;
+use super::tables::*;
 use super::types::Type;
 
+/// Builds one function of `module`, appending instructions to the current block; `finish`
+/// adds it to the module.
 pub struct Builder<'m> {
+    /// The module the function will join (its symbols are created here).
     pub module: &'m mut Module,
+    /// The function being built.
     pub func: Function,
     current: Option<Block>,
 }
 
 impl<'m> Builder<'m> {
+    /// Start a function `name` with signature `sig` and linkage `linkage`; no blocks yet.
     pub fn new(module: &'m mut Module, name: &str, sig: Signature, linkage: Linkage) -> Self {
         Builder {
             module,
@@ -39,12 +46,15 @@ impl<'m> Builder<'m> {
         }
     }
 
+    /// Create a block in the function.
     pub fn create_block(&mut self) -> Block {
         self.func.new_block()
     }
+    /// Make `b` the block that `ins` and the other instruction methods append to.
     pub fn switch_to_block(&mut self, b: Block) {
         self.current = Some(b);
     }
+    /// The block instructions are appended to, if any.
     pub fn current_block(&self) -> Option<Block> {
         self.current
     }
@@ -86,11 +96,13 @@ impl<'m> Builder<'m> {
         let ty = self.type_of(a);
         self.unary_typed(op, ty, a)
     }
-    pub fn unary_typed(&mut self, op: Opcode, ty: Type, a: Operand) -> Operand {
+    pub(crate) fn unary_typed(&mut self, op: Opcode, ty: Type, a: Operand) -> Operand {
         let r = self.func.new_reg(ty);
         self.ins(op, ty, &[r], &[a]);
         Operand::Reg(r)
     }
+    /// A one-result instruction on `a, b`, of the type of the first register among them
+    /// (`a`'s type if neither is a register).
     pub fn binary(&mut self, op: Opcode, a: Operand, b: Operand) -> Operand {
         let ty = if matches!(a, Operand::Reg(_)) {
             self.type_of(a)
@@ -101,6 +113,8 @@ impl<'m> Builder<'m> {
         self.ins(op, ty, &[r], &[a, b]);
         Operand::Reg(r)
     }
+    /// `%d = icmp.T cond a, b` (`fcmp` for a float condition): an `i8` that is 1 when
+    /// `cond` holds.
     pub fn icmp(&mut self, cond: Cond, a: Operand, b: Operand) -> Operand {
         let ty = if matches!(a, Operand::Reg(_)) {
             self.type_of(a)
@@ -120,18 +134,21 @@ impl<'m> Builder<'m> {
         );
         Operand::Reg(r)
     }
+    /// `%d = select.T c, a, b`: `a` if `c` is nonzero, else `b`.
     pub fn select(&mut self, c: Operand, a: Operand, b: Operand) -> Operand {
         let ty = self.type_of(a);
         let r = self.func.new_reg(ty);
         self.ins(Opcode::Select, ty, &[r], &[c, a, b]);
         Operand::Reg(r)
     }
+    /// `%d = load.T flags mem`.
     pub fn load(&mut self, ty: Type, flags: MemFlags, mem: Operand) -> Operand {
         let r = self.func.new_reg(ty);
         let i = self.ins(Opcode::Load, ty, &[r], &[mem]);
         self.func.insts[i].aux = self.func.intern_memflags(flags).as_u32();
         Operand::Reg(r)
     }
+    /// `store.T flags mem, value`, of the type of `value`.
     pub fn store(&mut self, flags: MemFlags, mem: Operand, value: Operand) -> Inst {
         let ty = self.type_of(value);
         let i = self.ins(Opcode::Store, ty, &[], &[mem, value]);
@@ -145,11 +162,13 @@ impl<'m> Builder<'m> {
             disp,
         ))
     }
+    /// A new stack object of `size` bytes, aligned to `1 << align_shift`.
     pub fn stack_obj(&mut self, size: u32, align_shift: u8) -> StackObj {
         self.func
             .stack_objs
             .push(StackObjData { size, align_shift })
     }
+    /// The function's reference to `sig` (added unless an equal signature is already there).
     pub fn import_signature(&mut self, sig: Signature) -> SigRef {
         if let Some((r, _)) = self.func.sigs.iter().find(|(_, s)| **s == sig) {
             return r;
@@ -190,6 +209,7 @@ impl<'m> Builder<'m> {
         let i = self.ins(Opcode::Phi, ty, &[r], &ops);
         (i, Operand::Reg(r))
     }
+    /// Replace the sources of `phi` (made by `phi`) with `sources`.
     pub fn set_phi_sources(&mut self, phi: Inst, sources: &[(Operand, Block)]) {
         let ops: Vec<Operand> = sources
             .iter()
@@ -197,6 +217,7 @@ impl<'m> Builder<'m> {
             .collect();
         self.func.set_operands(phi, &ops);
     }
+    /// `jump target`.
     pub fn jump(&mut self, target: Block) {
         self.ins(Opcode::Jump, Type::VOID, &[], &[Operand::Block(target)]);
     }
@@ -208,9 +229,11 @@ impl<'m> Builder<'m> {
         ops.extend([Operand::Block(then_), Operand::Block(else_)]);
         self.ins(Opcode::Brif, ty, &[], &ops);
     }
+    /// `ret values..`.
     pub fn ret(&mut self, values: &[Operand]) {
         self.ins(Opcode::Ret, Type::VOID, &[], values);
     }
+    /// `trap code`.
     pub fn trap(&mut self, code: u8) {
         let i = self.ins(Opcode::Trap, Type::VOID, &[], &[]);
         self.func.insts[i].aux = code as u32;

@@ -1,216 +1,21 @@
-//! Functions: signature, linkage, arenas of registers, instructions and blocks, the block
-//! layout, and the side tables (stack objects, signatures, memory flags, global values,
-//! opaque records, exception tables) that instructions refer to by index.
+//! A function: its name, signature and linkage, its registers, instructions and blocks, and
+//! the side tables its instructions refer to. The block layout is in `layout.rs`, making
+//! instructions and reading their operands in `dfg.rs`, what the side tables hold in
+//! `tables.rs`, signatures in `signature.rs`.
 
 use super::entities::*;
-use super::inst::{effects, Format, InstData, Opcode, PoolRange};
-use super::operand::{Operand, Operands, PackedOperand};
+use super::inst::{effects, Format, InstData, Opcode};
+use super::layout::BlockData;
+use super::operand::{Operand, PackedOperand};
 use super::order::EntityOrder;
-use super::thin::{thin_vec_heap_bytes, InlineMap, ThinMap};
+use super::signature::Signature;
+use super::tables::*;
+use super::thin::{thin_vec_heap_bytes, ThinMap};
 use super::types::Type;
 use super::Name;
 use crate::hash::HashMap;
-use cranelift_entity::packed_option::ReservedValue;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
-use smallvec::SmallVec;
 use thin_vec::ThinVec;
-
-/// Calling conventions (the names Cranelift prints).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CallConv {
-    Fast,
-    Tail,
-    SystemV,
-    WindowsFastcall,
-    AppleAarch64,
-    Probestack,
-    Winch,
-    PreserveAll,
-}
-
-const CALL_CONVS: [(&str, CallConv); 8] = [
-    ("fast", CallConv::Fast),
-    ("tail", CallConv::Tail),
-    ("system_v", CallConv::SystemV),
-    ("windows_fastcall", CallConv::WindowsFastcall),
-    ("apple_aarch64", CallConv::AppleAarch64),
-    ("probestack", CallConv::Probestack),
-    ("winch", CallConv::Winch),
-    ("preserve_all", CallConv::PreserveAll),
-];
-
-impl CallConv {
-    pub fn name(self) -> &'static str {
-        CALL_CONVS.iter().find(|c| c.1 == self).unwrap().0
-    }
-    pub fn parse(s: &str) -> Option<CallConv> {
-        CALL_CONVS.iter().find(|c| c.0 == s).map(|c| c.1)
-    }
-}
-
-/// How a parameter or return value is extended to register width.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum Ext {
-    #[default]
-    None,
-    Uext,
-    Sext,
-}
-
-/// Special meaning of a parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum Purpose {
-    #[default]
-    Normal,
-    VmCtx,
-    StructReturn,
-    StructArgument(u32),
-}
-
-/// A parameter or return value of a signature.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct AbiParam {
-    pub ty: Type,
-    pub ext: Ext,
-    pub purpose: Purpose,
-}
-
-impl AbiParam {
-    pub fn new(ty: Type) -> Self {
-        AbiParam {
-            ty,
-            ext: Ext::None,
-            purpose: Purpose::Normal,
-        }
-    }
-}
-
-/// A function signature.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Signature {
-    pub params: AbiParams,
-    pub returns: AbiParams,
-    pub call_conv: CallConv,
-}
-
-/// The parameters or the returns of a signature: a list shared by reference count (an empty
-/// list holds nothing). Cloning a signature copies no list, so a lift gives every signature
-/// equal to one it has converted the same lists (one allocation per distinct list, where a
-/// list per signature cost an allocation per function). It reads as a slice; `push`,
-/// `extend` and mutable access copy a list that is shared first.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct AbiParams(Option<std::sync::Arc<[AbiParam]>>);
-
-impl AbiParams {
-    /// An empty list.
-    pub const fn new() -> Self {
-        AbiParams(None)
-    }
-
-    /// An empty list (the room is not kept: a list is built once, then shared).
-    pub fn with_capacity(_: usize) -> Self {
-        AbiParams(None)
-    }
-
-    /// Append `p` (the list is copied, so appending one by one in a loop is quadratic:
-    /// `extend`, `collect` or `From` a slice build a list at once).
-    pub fn push(&mut self, p: AbiParam) {
-        self.extend(core::iter::once(p));
-    }
-
-    /// Empty the list.
-    pub fn clear(&mut self) {
-        self.0 = None;
-    }
-
-    /// The heap bytes this list holds alone (none when it is shared, or empty).
-    fn unshared_heap_bytes(&self) -> usize {
-        match &self.0 {
-            Some(a) if std::sync::Arc::strong_count(a) == 1 => {
-                // (the two counts, then the elements)
-                2 * core::mem::size_of::<usize>() + core::mem::size_of_val(&**a)
-            }
-            _ => 0,
-        }
-    }
-}
-
-impl core::ops::Deref for AbiParams {
-    type Target = [AbiParam];
-    #[inline]
-    fn deref(&self) -> &[AbiParam] {
-        self.0.as_deref().unwrap_or(&[])
-    }
-}
-
-impl core::ops::DerefMut for AbiParams {
-    fn deref_mut(&mut self) -> &mut [AbiParam] {
-        match &mut self.0 {
-            Some(a) => std::sync::Arc::make_mut(a),
-            None => &mut [],
-        }
-    }
-}
-
-impl FromIterator<AbiParam> for AbiParams {
-    fn from_iter<I: IntoIterator<Item = AbiParam>>(iter: I) -> Self {
-        // (one allocation: the list, unless it has more than eight entries)
-        let v: SmallVec<[AbiParam; 8]> = iter.into_iter().collect();
-        AbiParams::from(&v[..])
-    }
-}
-
-impl From<Vec<AbiParam>> for AbiParams {
-    fn from(v: Vec<AbiParam>) -> Self {
-        AbiParams::from(&v[..])
-    }
-}
-
-impl From<&[AbiParam]> for AbiParams {
-    fn from(v: &[AbiParam]) -> Self {
-        AbiParams(if v.is_empty() { None } else { Some(v.into()) })
-    }
-}
-
-impl Extend<AbiParam> for AbiParams {
-    fn extend<I: IntoIterator<Item = AbiParam>>(&mut self, iter: I) {
-        let mut v: SmallVec<[AbiParam; 8]> = SmallVec::from_slice(self);
-        v.extend(iter);
-        *self = AbiParams::from(&v[..]);
-    }
-}
-
-impl<'a> IntoIterator for &'a AbiParams {
-    type Item = &'a AbiParam;
-    type IntoIter = core::slice::Iter<'a, AbiParam>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.iter()
-    }
-}
-
-impl<'a> IntoIterator for &'a mut AbiParams {
-    type Item = &'a mut AbiParam;
-    type IntoIter = core::slice::IterMut<'a, AbiParam>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.iter_mut()
-    }
-}
-
-impl core::fmt::Debug for AbiParams {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
-
-impl Signature {
-    pub fn new(call_conv: CallConv) -> Self {
-        Signature {
-            params: AbiParams::new(),
-            returns: AbiParams::new(),
-            call_conv,
-        }
-    }
-}
 
 /// Who may see and replace a function (LLVM's linkage classes, as MergeFunctions needs them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -226,6 +31,7 @@ pub enum Linkage {
 }
 
 impl Linkage {
+    /// The name LIR text uses (`export`, `local`, `preemptible`, `import`).
     pub fn name(self) -> &'static str {
         match self {
             Linkage::Export => "export",
@@ -234,6 +40,7 @@ impl Linkage {
             Linkage::Import => "import",
         }
     }
+    /// The linkage named `s` (as `name` prints it), if any.
     pub fn parse(s: &str) -> Option<Linkage> {
         Some(match s {
             "export" => Linkage::Export,
@@ -245,173 +52,10 @@ impl Linkage {
     }
 }
 
-/// A stack object: a function-local slot of known size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct StackObjData {
-    pub size: u32,
-    pub align_shift: u8,
-}
-
-/// An alias region (from Cranelift memory flags): a user id and a description.
-///
-/// The description is shared (`Arc<str>`): functions of one module name the same few regions
-/// ("VMContext+0x8"), and a lifter hands each the same string instead of a copy.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct RegionData {
-    pub id: u32,
-    pub name: std::sync::Arc<str>,
-}
-
-/// Memory flags of a load or store (mirrors Cranelift's): bits, trap code, alias region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MemFlags {
-    /// `MemFlags::ALIGNED | READONLY | LITTLE | BIG | CAN_MOVE | CHECKED`.
-    pub bits: u8,
-    /// Trap code raised by a faulting access; 0 = `notrap`.
-    pub trap: u8,
-    pub region: Option<Region>,
-}
-
-impl MemFlags {
-    pub const ALIGNED: u8 = 1;
-    pub const READONLY: u8 = 2;
-    pub const LITTLE: u8 = 4;
-    pub const BIG: u8 = 8;
-    pub const CAN_MOVE: u8 = 16;
-    /// Trap code raised by default (Cranelift's `heap_oob`).
-    pub const HEAP_OOB: u8 = 253;
-
-    /// Plain flags: may trap with `heap_oob`, no other property.
-    pub fn new() -> Self {
-        MemFlags {
-            bits: 0,
-            trap: Self::HEAP_OOB,
-            region: None,
-        }
-    }
-    /// `notrap aligned`.
-    pub fn trusted() -> Self {
-        MemFlags {
-            bits: Self::ALIGNED,
-            trap: 0,
-            region: None,
-        }
-    }
-    pub fn readonly(self) -> bool {
-        self.bits & Self::READONLY != 0
-    }
-    pub fn notrap(self) -> bool {
-        self.trap == 0
-    }
-}
-
-impl Default for MemFlags {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// Trap code names, as Cranelift prints them (`user7` for user codes).
-pub fn trap_code_name(code: u8) -> String {
-    match code {
-        251 => "stk_ovf".into(),
-        252 => "int_ovf".into(),
-        253 => "heap_oob".into(),
-        254 => "int_divz".into(),
-        255 => "bad_toint".into(),
-        n => format!("user{n}"),
-    }
-}
-
-/// Parse a trap code name (`heap_oob`, `user3`).
-pub fn parse_trap_code(s: &str) -> Option<u8> {
-    Some(match s {
-        "stk_ovf" => 251,
-        "int_ovf" => 252,
-        "heap_oob" => 253,
-        "int_divz" => 254,
-        "bad_toint" => 255,
-        _ => {
-            let n: u8 = s.strip_prefix("user")?.parse().ok()?;
-            if n == 0 || n >= 251 {
-                return None;
-            }
-            n
-        }
-    })
-}
-
-/// A global value (Cranelift's `gvN`): a chain of loads and offsets rooted at vmctx or a symbol.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GlobalData {
-    VmCtx,
-    Load {
-        base: GlobalRef,
-        offset: i32,
-        ty: Type,
-        flags: MemFlagsRef,
-    },
-    IAddImm {
-        base: GlobalRef,
-        offset: i64,
-        ty: Type,
-    },
-    Symbol {
-        sym: Symbol,
-        offset: i64,
-        colocated: bool,
-        tls: bool,
-    },
-}
-
-/// What an opaque instruction is: a Cranelift opcode LIR does not model, with its immediates
-/// and effects. Compared exactly when merging; value-numbered only when pure.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct OpaqueData {
-    /// The Cranelift opcode name, e.g. `iadd_pairwise` (a `Name`: held inline, so an
-    /// opaque instruction costs no allocation for it).
-    pub name: super::Name,
-    /// Immediates in a format-specific encoding chosen by the lifter.
-    pub imms: SmallVec<[u64; 2]>,
-    /// `effects::{LOAD, STORE, TRAP, SIDE}` bits.
-    pub effects: u8,
-}
-
-/// One entry of a `try_call` exception table; the entries pair up, in order, with the
-/// handler block operands (tags and default) and context register operands (context).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ExnItem {
-    Tag(u32),
-    Default,
-    Context,
-}
-
-/// A basic block: where its instructions, in order, sit in `Function::inst_order` (`len`
-/// used, `cap` reserved). Every block's list lives in that one array, so a walk over a
-/// function's blocks reads one contiguous allocation rather than one per block; a list that
-/// outgrows its room moves to the end of the array.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BlockData {
-    start: u32,
-    len: u32,
-    cap: u32,
-}
-
-/// Scratch memory in which functions' operand pools are built, one function after another
-/// (`Function::build_operands_in`).
-#[derive(Default)]
-pub struct OperandRoom(Vec<PackedOperand>);
-
-/// Memory flags tables up to this size are searched rather than indexed.
-pub const MEMFLAGS_SCAN: usize = 8;
-
-/// The largest stack object alignment, in bytes (Cranelift takes any power of two below 2^32
-/// but lays frames out in 32 bits; nothing honest asks for more than a page or so).
-pub const MAX_STACK_ALIGN: u64 = 1 << 16;
-
 /// Per-register data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegData {
+    /// The register's type.
     pub ty: Type,
 }
 
@@ -420,7 +64,9 @@ pub struct RegData {
 pub struct Function {
     /// The name (a `Name` keeps names of up to 24 bytes inline, without an allocation).
     pub name: Name,
+    /// The signature.
     pub sig: Signature,
+    /// Who may see and replace the function.
     pub linkage: Linkage,
     /// The function's address is observed (taken with `func_addr`, or declared so): merging it
     /// must keep a distinct address (a thunk), never an alias.
@@ -433,13 +79,16 @@ pub struct Function {
     /// callees of its direct calls (see `MergeRecord::callers_redirected`), so a backend may
     /// compile its original Cranelift IR instead of lowering it.
     pub modified: bool,
-    /// `merge-similar` rewrote some direct calls (`Module::call_rewrites`), and nothing else
+    /// `merge-similar` rewrote some direct calls (`PassState::call_rewrites`), and nothing else
     /// changed since it was lifted (else `modified`): it lowers to what it was lifted from, up
     /// to those calls (and the callees of `MergeRecord::callers_redirected`). Its walk
     /// tokens are stale, as with `modified`.
     pub calls_rewritten: bool,
+    /// The virtual registers, with their types.
     pub regs: PrimaryMap<Reg, RegData>,
+    /// Every instruction made, placed in a block or not (the block lists hold the placed ones).
     pub insts: PrimaryMap<Inst, InstData>,
+    /// The blocks: where each block's instruction list lies in `inst_order`.
     pub blocks: PrimaryMap<Block, BlockData>,
     /// The instruction lists of all blocks (see `BlockData`; read them with `block_insts`).
     /// Not stored while it is the identity, as a lift leaves it (see `EntityOrder`).
@@ -452,22 +101,28 @@ pub struct Function {
     pub(crate) operand_pool: Vec<PackedOperand>,
     /// The operands too wide to pack, by the index their packed word holds.
     pub(crate) wide_operands: ThinVec<Operand>,
+    /// The results of instructions with more than one (`InstData::results` is a range of it;
+    /// read them with `results`).
     pub result_pool: ThinVec<Reg>,
+    /// The stack objects (`Operand::Stack` refers to them).
     pub stack_objs: ThinMap<StackObj, StackObjData>,
-    /// (one in place: most functions call through one signature or none; 736 of
-    /// gcc-loops' 1,103)
-    pub sigs: InlineMap<SigRef, [Signature; 1]>,
+    /// The signatures of indirect and direct calls (`SigRef`s).
+    pub sigs: ThinMap<SigRef, Signature>,
+    /// The alias regions memory flags refer to.
     pub regions: ThinMap<Region, RegionData>,
-    /// (two in place: generated code often uses one or two kinds of memory access; the
-    /// functions wasmtime translates, whose alias regions make more kinds, mostly spill)
-    pub memflags: InlineMap<MemFlagsRef, [MemFlags; 2]>,
+    /// The memory flags of loads and stores, each kind once (`intern_memflags`).
+    pub memflags: ThinMap<MemFlagsRef, MemFlags>,
     /// The index of `memflags`, built by `intern_memflags` when it adds past
     /// `MEMFLAGS_SCAN` entries (empty until then; a lifted function's table can be larger
     /// without one: the lifter deduplicates through its own table, and `intern_memflags`
     /// searches until it adds an entry).
     memflags_index: Option<Box<HashMap<MemFlags, MemFlagsRef>>>,
+    /// The global values of `global_value` and `tls_value` instructions, of one another and
+    /// of `stack_limit`.
     pub globals: ThinMap<GlobalRef, GlobalData>,
+    /// What each opaque instruction is (its `aux`).
     pub opaques: ThinMap<OpaqueRef, OpaqueData>,
+    /// The exception tables of `try_call`s (their `aux2`).
     pub exn_tables: ThinMap<ExnTable, Vec<ExnItem>>,
     /// Global value holding the stack limit, checked in the prologue (Cranelift's
     /// `stack_limit = gvN`).
@@ -494,6 +149,7 @@ impl Function {
         }
     }
 
+    /// A function without a body: no blocks, instructions or registers, and no flag set.
     pub fn new(name: impl Into<Name>, sig: Signature, linkage: Linkage) -> Self {
         Function {
             name: name.into(),
@@ -512,9 +168,9 @@ impl Function {
             wide_operands: ThinVec::new(),
             result_pool: ThinVec::new(),
             stack_objs: ThinMap::new(),
-            sigs: InlineMap::new(),
+            sigs: ThinMap::new(),
             regions: ThinMap::new(),
-            memflags: InlineMap::new(),
+            memflags: ThinMap::new(),
             memflags_index: None,
             globals: ThinMap::new(),
             opaques: ThinMap::new(),
@@ -528,31 +184,16 @@ impl Function {
         self.layout.first().copied()
     }
 
+    /// A new register of type `ty`.
     #[inline]
     pub fn new_reg(&mut self, ty: Type) -> Reg {
         self.regs.push(RegData { ty })
     }
+
+    /// The type of register `r`.
     #[inline]
     pub fn reg_type(&self, r: Reg) -> Type {
         self.regs[r].ty
-    }
-
-    /// Create a block and append it to the layout.
-    pub fn new_block(&mut self) -> Block {
-        let b = self.blocks.push(BlockData {
-            start: self.inst_order.len() as u32,
-            len: 0,
-            cap: 0,
-        });
-        self.layout.push(b);
-        b
-    }
-
-    /// The instructions of a block, in order.
-    #[inline]
-    pub fn block_insts(&self, b: Block) -> &[Inst] {
-        let d = self.blocks[b];
-        &self.inst_order[d.start as usize..(d.start + d.len) as usize]
     }
 
     /// Give back the room reserved for growth: every block's instruction list packed without
@@ -720,204 +361,6 @@ impl Function {
         self.sigs.reserve_exact(sigs);
     }
 
-    /// Make room for `n` more instructions in block `b` for an edit (see `reserve_edit`): a
-    /// list that must move to the end of the array of lists grows by `n` or by half,
-    /// whichever is more (a list that moves leaves its old room unused: growing by half
-    /// bounds that waste to twice the list), and the array, when it must grow, by what the
-    /// move needs or an eighth, whichever is more.
-    pub fn reserve_block_edit(&mut self, b: Block, n: usize) {
-        let d = self.blocks[b];
-        if d.cap - d.len >= n as u32 {
-            return;
-        }
-        let want = d.len as usize + n.max(d.len as usize / 2);
-        let at_end = d.start as usize + d.cap as usize == self.inst_order.len();
-        let grow = if at_end { want - d.cap as usize } else { want };
-        let order = self.inst_order.stored_mut();
-        let (len, cap) = (order.len(), order.capacity());
-        if cap - len < grow {
-            order.reserve_exact(grow.max(len / 8));
-        }
-        self.move_block_to_end(b, want);
-    }
-
-    /// Make room for `n` more instructions in block `b` (so appending them moves nothing).
-    pub fn reserve_block(&mut self, b: Block, n: usize) {
-        let d = self.blocks[b];
-        let want = d.len as usize + n;
-        if want > d.cap as usize {
-            self.move_block_to_end(b, want);
-        }
-    }
-
-    /// Move block `b`'s list to the end of `inst_order` with room for `cap` instructions
-    /// (in place when it is already last).
-    fn move_block_to_end(&mut self, b: Block, cap: usize) {
-        let d = &mut self.blocks[b];
-        let (start, len) = (d.start as usize, d.len as usize);
-        let order = self.inst_order.stored_mut();
-        if start + d.cap as usize != order.len() {
-            let new_start = order.len();
-            order.extend_from_within(start..start + len);
-            d.start = new_start as u32;
-        }
-        order.resize(d.start as usize + cap, Inst::reserved_value());
-        d.cap = cap as u32;
-    }
-
-    /// Append an instruction to block `b`.
-    #[inline]
-    pub fn append_inst(&mut self, b: Block, i: Inst) {
-        let d = self.blocks[b];
-        if d.len == d.cap {
-            let cap = (2 * d.len as usize).max(4);
-            self.move_block_to_end(b, cap);
-        }
-        let d = &mut self.blocks[b];
-        self.inst_order[(d.start + d.len) as usize] = i;
-        d.len += 1;
-    }
-
-    /// Append the consecutive instructions `first..first + n` to block `b` (as `n` calls of
-    /// `append_inst`, with room made once).
-    pub fn append_inst_range(&mut self, b: Block, first: Inst, n: usize) {
-        self.reserve_block(b, n);
-        let d = &mut self.blocks[b];
-        let at = (d.start + d.len) as usize;
-        d.len += n as u32;
-        let first = first.as_u32();
-        for (k, slot) in self.inst_order[at..at + n].iter_mut().enumerate() {
-            *slot = Inst::from_u32(first + k as u32);
-        }
-    }
-
-    /// `place_inst_range(b, first, n, n)`: fill block `b` with the consecutive instructions
-    /// `first..first + n` and no room to spare, at the end of the function's array (a
-    /// builder's step for each block it fills once; see `place_inst_range`).
-    #[inline]
-    pub fn place_inst_range_exact(&mut self, b: Block, first: Inst, n: usize) {
-        let d = self.blocks[b];
-        if d.len != 0 || d.cap != 0 {
-            return self.place_inst_range(b, first, n, n);
-        }
-        let start = self.inst_order.len();
-        self.inst_order.extend_range(first, n);
-        self.blocks[b] = BlockData {
-            start: start as u32,
-            len: n as u32,
-            cap: n as u32,
-        };
-    }
-
-    /// Fill block `b`, which has no instructions yet, with the consecutive instructions
-    /// `first..first + n`, with room for `cap` (at least `n`): what `reserve_block(b, cap)` then
-    /// `append_inst_range(b, first, n)` leave, in one pass at the end of the function's array.
-    pub fn place_inst_range(&mut self, b: Block, first: Inst, n: usize, cap: usize) {
-        debug_assert!(n <= cap);
-        let d = self.blocks[b];
-        if d.len != 0 || d.cap as usize >= cap {
-            self.reserve_block(b, cap);
-            self.append_inst_range(b, first, n);
-            return;
-        }
-        // An empty block's list moves to the end of the array, with room for `cap`.
-        let start = if d.start as usize + d.cap as usize == self.inst_order.len() {
-            d.start as usize
-        } else {
-            self.inst_order.len()
-        };
-        let order = self.inst_order.stored_mut();
-        order.truncate(start);
-        let first = first.as_u32();
-        let n = n as u32;
-        order.reserve(cap);
-        order.extend((first..first + n).map(Inst::from_u32));
-        order.resize(start + cap, Inst::reserved_value());
-        let d = &mut self.blocks[b];
-        d.start = start as u32;
-        d.len = n;
-        d.cap = cap as u32;
-    }
-
-    /// Insert an instruction into block `b` before position `pos`.
-    pub fn insert_inst(&mut self, b: Block, pos: usize, i: Inst) {
-        self.append_inst(b, i);
-        let d = self.blocks[b];
-        self.inst_order[d.start as usize + pos..(d.start + d.len) as usize].rotate_right(1);
-    }
-
-    /// Insert instructions into block `b`, each just before the instruction it is paired
-    /// with (`(before, new)` pairs; several before one instruction go in the order given):
-    /// what `insert_inst` at each `before`'s place would do, with the block's list rebuilt
-    /// once instead of shifted per instruction. `pending` is emptied; `scratch` is a buffer.
-    ///
-    /// Panics if a `before` is not in the block (its instruction would be lost).
-    pub fn insert_before_each(
-        &mut self,
-        b: Block,
-        pending: &mut Vec<(Inst, Inst)>,
-        scratch: &mut Vec<Inst>,
-    ) {
-        if pending.is_empty() {
-            return;
-        }
-        pending.sort_by_key(|&(before, _)| before);
-        self.reserve_block_edit(b, pending.len());
-        let d = self.blocks[b];
-        let (start, len) = (d.start as usize, d.len as usize);
-        scratch.clear();
-        scratch.reserve(len + pending.len());
-        for &x in &self.inst_order[start..start + len] {
-            let a = pending.partition_point(|&(p, _)| p < x);
-            for &(p, n) in &pending[a..] {
-                if p != x {
-                    break;
-                }
-                scratch.push(n);
-            }
-            scratch.push(x);
-        }
-        assert_eq!(
-            scratch.len(),
-            len + pending.len(),
-            "insert_before_each: an instruction to insert before is not in {b}"
-        );
-        self.inst_order[start..start + scratch.len()].copy_from_slice(scratch);
-        self.blocks[b].len = scratch.len() as u32;
-        pending.clear();
-    }
-
-    /// Keep only the instructions of block `b` for which `keep` is true, in order.
-    pub fn retain_insts(&mut self, b: Block, mut keep: impl FnMut(Inst) -> bool) {
-        let d = &mut self.blocks[b];
-        let range = d.start as usize..(d.start + d.len) as usize;
-        // (read first: a list that keeps everything is not written, so an array that is
-        // still the identity is not stored)
-        let Some(first) = self.inst_order[range.clone()]
-            .iter()
-            .position(|&i| !keep(i))
-        else {
-            return;
-        };
-        let list = &mut self.inst_order[range];
-        let mut n = first;
-        for k in first + 1..list.len() {
-            if keep(list[k]) {
-                list[n] = list[k];
-                n += 1;
-            }
-        }
-        d.len = n as u32;
-    }
-
-    /// Keep only the instructions, in every block of the layout, for which `keep` is true.
-    pub fn retain_all_insts(&mut self, mut keep: impl FnMut(Inst) -> bool) {
-        for k in 0..self.layout.len() {
-            let b = self.layout[k];
-            self.retain_insts(b, &mut keep);
-        }
-    }
-
     /// Intern memory flags. A function has a few: up to `MEMFLAGS_SCAN` are found by a
     /// search of the table, without building (and allocating) the hash index.
     pub fn intern_memflags(&mut self, f: MemFlags) -> MemFlagsRef {
@@ -946,295 +389,6 @@ impl Function {
         let r = self.memflags.push(f);
         index.insert(f, r);
         r
-    }
-
-    /// Create instruction data (not yet placed in a block).
-    #[inline]
-    pub fn make_inst(
-        &mut self,
-        opcode: Opcode,
-        ty: Type,
-        results: &[Reg],
-        operands: &[Operand],
-    ) -> Inst {
-        self.extend_operands(operands);
-        self.make_inst_pooled(opcode, ty, results, operands.len())
-    }
-
-    /// Pack `op` (into the wide table if it does not fit in a word).
-    #[inline(always)]
-    pub fn pack(&mut self, op: Operand) -> PackedOperand {
-        match PackedOperand::inline(op) {
-            Some(p) => p,
-            None => self.pack_wide(op),
-        }
-    }
-
-    #[inline(never)]
-    fn pack_wide(&mut self, op: Operand) -> PackedOperand {
-        let k = self.wide_operands.len();
-        assert!(k < 1 << 32, "more than 2^32 wide operands in {}", self.name);
-        self.wide_operands.push(op);
-        PackedOperand::wide(k as u32)
-    }
-
-    /// Push an operand onto the end of the operand pool (for `make_inst_pooled`).
-    #[inline(always)]
-    pub fn push_operand(&mut self, op: Operand) {
-        let p = self.pack(op);
-        self.operand_pool.push(p);
-    }
-
-    /// Push operands onto the end of the operand pool (for `make_inst_pooled`).
-    #[inline]
-    pub fn extend_operands(&mut self, ops: &[Operand]) {
-        self.operand_pool.reserve(ops.len());
-        for &op in ops {
-            self.push_operand(op);
-        }
-    }
-
-    /// Make room for `n` more operands in the pool.
-    #[inline]
-    pub fn reserve_operands(&mut self, n: usize) {
-        self.operand_pool.reserve(n);
-    }
-
-    /// Build this function's operand pool in `room` until `cut_operands_from(room)`: the
-    /// pool grows in memory that is warm and already large enough (kept from one function
-    /// to the next), and then moves to an array of exactly its size. A builder that cannot
-    /// count a function's operands in advance would otherwise reserve more than it uses in
-    /// fresh memory, which costs its page faults whether it is used or not. The pool must
-    /// be empty.
-    pub fn build_operands_in(&mut self, room: &mut OperandRoom) {
-        debug_assert!(self.operand_pool.is_empty());
-        core::mem::swap(&mut self.operand_pool, &mut room.0);
-        self.operand_pool.clear();
-    }
-
-    /// End `build_operands_in`: the pool is copied to an array of exactly its length, and
-    /// `room` gets its memory back.
-    pub fn cut_operands_from(&mut self, room: &mut OperandRoom) {
-        let exact = self.operand_pool.to_vec();
-        room.0 = core::mem::replace(&mut self.operand_pool, exact);
-    }
-
-    /// `make_inst` for operands the caller has pushed onto the end of the operand pool
-    /// (`push_operand`): the last `n` entries become the instruction's operands, where they
-    /// are.
-    #[inline]
-    pub fn make_inst_pooled(
-        &mut self,
-        opcode: Opcode,
-        ty: Type,
-        results: &[Reg],
-        n: usize,
-    ) -> Inst {
-        self.make_inst_pooled_aux(opcode, ty, results, n, 0)
-    }
-
-    /// `make_inst_pooled` with `aux` set, inlined into the caller (the lifter's hot path).
-    #[inline(always)]
-    pub fn make_inst_pooled_aux(
-        &mut self,
-        opcode: Opcode,
-        ty: Type,
-        results: &[Reg],
-        n: usize,
-        aux: u32,
-    ) -> Inst {
-        let results = match *results {
-            // The only result lives in the instruction itself (see `results`).
-            [r] => PoolRange {
-                start: r.as_u32(),
-                len: 1,
-            },
-            _ => push_range(&mut self.result_pool, results),
-        };
-        if opcode.has_aux2() {
-            // The second auxiliary word sits just before the operands (`aux2`).
-            let at = self.operand_pool.len() - n;
-            self.operand_pool
-                .insert(at, PackedOperand::inline(Operand::Int(0)).unwrap());
-        }
-        let operands = PoolRange {
-            start: (self.operand_pool.len() - n) as u32,
-            len: n as u32,
-        };
-        self.insts
-            .push(InstData::new(opcode, ty, aux, results, operands))
-    }
-
-    /// The result registers of an instruction. One result (the common case) is held in the
-    /// instruction's `results.start`; several are a range of `result_pool`.
-    #[inline]
-    pub fn results(&self, inst: Inst) -> &[Reg] {
-        let d = &self.insts[inst];
-        let r = d.results();
-        if r.len == 1 {
-            // SAFETY: `Reg` is a `repr(transparent)` wrapper of `u32`, and for one result
-            // the start of the range holds that register's index.
-            core::slice::from_ref(unsafe { &*(d.results_start_ref() as *const u32 as *const Reg) })
-        } else {
-            &self.result_pool[r.range()]
-        }
-    }
-    /// The operands of an instruction (unpacked as they are read).
-    #[inline(always)]
-    pub fn operands(&self, inst: Inst) -> Operands<'_> {
-        Operands::new(self.packed_operands(inst), &self.wide_operands)
-    }
-    /// Operand `k` of an instruction.
-    #[inline(always)]
-    pub fn operand(&self, inst: Inst, k: usize) -> Operand {
-        self.operands(inst).at(k)
-    }
-    /// Unpack a word of this function's operand pool.
-    #[inline(always)]
-    pub fn unpack(&self, p: PackedOperand) -> Operand {
-        p.unpack(&self.wide_operands)
-    }
-    /// The packed operand words of an instruction.
-    #[inline(always)]
-    pub fn packed_operands(&self, inst: Inst) -> &[PackedOperand] {
-        &self.operand_pool[self.insts[inst].operands().range()]
-    }
-    /// Set operand `k` of an instruction.
-    pub fn set_operand(&mut self, inst: Inst, k: usize, op: Operand) {
-        let r = self.insts[inst].operands();
-        assert!(k < r.len as usize, "{inst} has no operand {k}");
-        self.put_operand(r.start as usize + k, op);
-    }
-    /// Store `op` at `at` in the pool. A wide operand takes a new slot of the wide table (an
-    /// old slot is left unused, never overwritten: the table is append-only, so a packed
-    /// word, wherever it was copied, always means the same operand).
-    fn put_operand(&mut self, at: usize, op: Operand) {
-        let p = self.pack(op);
-        self.operand_pool[at] = p;
-    }
-    /// Apply `f` to every register every operand in the pool reads (registers, and the base
-    /// and index of memory references), instructions placed or not.
-    /// A word is written only when its operand changes (untouched cache lines stay clean).
-    pub fn map_operand_regs(&mut self, mut f: impl FnMut(Reg) -> Reg) {
-        for at in 0..self.operand_pool.len() {
-            let p = self.operand_pool[at];
-            if let Some(r) = p.as_reg() {
-                let c = f(r);
-                if c != r {
-                    self.operand_pool[at] = PackedOperand::reg(c);
-                }
-            } else if p.may_hold_mem() {
-                let old = p.unpack(&self.wide_operands);
-                let mut op = old;
-                op.map_regs(&mut f);
-                if op != old {
-                    self.put_operand(at, op);
-                }
-            }
-        }
-    }
-
-    /// Make the last `n` operands pushed onto the pool (`push_operand`) the operand list of
-    /// `inst`, an instruction made with none and without a second auxiliary word (a phi
-    /// whose sources are known only once every edge is: `set_operands` without the list in
-    /// between).
-    #[inline]
-    pub fn set_pushed_operands(&mut self, inst: Inst, n: usize) {
-        let d = &mut self.insts[inst];
-        debug_assert!(d.operands().len == 0 && !d.opcode.has_aux2());
-        d.set_operands(PoolRange {
-            start: (self.operand_pool.len() - n) as u32,
-            len: n as u32,
-        });
-    }
-
-    /// Replace the operand list of `inst` (appends to the pool when it grows).
-    pub fn set_operands(&mut self, inst: Inst, ops: &[Operand]) {
-        let cur = self.insts[inst].operands();
-        if ops.len() <= cur.len as usize {
-            let start = cur.start as usize;
-            for (k, &op) in ops.iter().enumerate() {
-                self.put_operand(start + k, op);
-            }
-            self.insts[inst].set_operands(PoolRange {
-                start: cur.start,
-                len: ops.len() as u32,
-            });
-        } else {
-            if self.insts[inst].opcode.has_aux2() {
-                let a = self.aux2(inst);
-                self.push_operand(Operand::Int(a as i64));
-            }
-            let start = self.operand_pool.len() as u32;
-            self.extend_operands(ops);
-            self.insts[inst].set_operands(PoolRange {
-                start,
-                len: ops.len() as u32,
-            });
-        }
-    }
-
-    /// The second auxiliary word of an instruction (`Opcode::has_aux2`; 0 for the others): a
-    /// `try_call`'s exception table, an opaque instruction's memory flags plus one (0 for
-    /// none). It is kept in the operand pool just before the operands, so the instruction
-    /// record of every other instruction is a word smaller.
-    #[inline]
-    pub fn aux2(&self, inst: Inst) -> u32 {
-        let d = &self.insts[inst];
-        if !d.opcode.has_aux2() {
-            return 0;
-        }
-        match self.unpack(self.operand_pool[d.operands().start as usize - 1]) {
-            Operand::Int(v) => v as u32,
-            _ => unreachable!("the aux2 word of {inst} is not a constant"),
-        }
-    }
-
-    /// Set the second auxiliary word of a `try_call` or opaque instruction (see `aux2`).
-    pub fn set_aux2(&mut self, inst: Inst, v: u32) {
-        let d = self.insts[inst];
-        assert!(d.opcode.has_aux2(), "{} has no aux2 word", d.opcode.name());
-        self.put_operand(d.operands().start as usize - 1, Operand::Int(v as i64));
-    }
-
-    /// The type a constant operand stands for: what lowering materialises for operand `k` of
-    /// `inst` (the instruction's type; a shift amount or a select condition, a call argument
-    /// or a returned value by its own type; integers of other types as `i64`).
-    pub fn constant_type(&self, inst: Inst, k: usize) -> Type {
-        let d = self.insts[inst];
-        match self.operand(inst, k) {
-            Operand::F32(_) => return Type::F32,
-            Operand::F64(_) => return Type::F64,
-            _ => {}
-        }
-        let t = match d.opcode.format() {
-            Format::Unary | Format::Binary | Format::Ternary => match d.opcode {
-                Opcode::Shl | Opcode::Ushr | Opcode::Sshr | Opcode::Rotl | Opcode::Rotr
-                    if k == 1 =>
-                {
-                    Type::I64
-                }
-                Opcode::Select | Opcode::SelectSpectreGuard if k == 0 => Type::I8,
-                _ => d.ty,
-            },
-            Format::Return => self.sig.returns.get(k).map_or(Type::I64, |p| p.ty),
-            Format::Call => self.sigs[SigRef::from_u32(d.aux)]
-                .params
-                .get(k.wrapping_sub(1))
-                .map_or(Type::I64, |p| p.ty),
-            _ => d.ty,
-        };
-        if t.is_scalar_int() {
-            t
-        } else {
-            Type::I64
-        }
-    }
-
-    /// The terminator of a block, if its last instruction is one.
-    pub fn terminator(&self, block: Block) -> Option<Inst> {
-        let last = *self.block_insts(block).last()?;
-        self.insts[last].opcode.is_terminator().then_some(last)
     }
 
     /// Effect bits of an instruction (opaque ones carry their own).
@@ -1289,19 +443,9 @@ impl Function {
     }
 }
 
-#[inline]
-fn push_range<T: Copy>(pool: &mut ThinVec<T>, items: &[T]) -> PoolRange {
-    let start = pool.len() as u32;
-    pool.extend_from_slice(items);
-    PoolRange {
-        start,
-        len: items.len() as u32,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::lir::*;
 
     fn inst(n: u32) -> Inst {
         Inst::from_u32(n)

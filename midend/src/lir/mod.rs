@@ -2,15 +2,19 @@
 //! integer and a float class, eight operand kinds, SSA by convention (phis), dense arenas.
 
 pub mod builder;
+pub mod dfg;
 pub mod entities;
 pub mod function;
 pub mod inst;
+pub mod layout;
 pub mod module;
 pub mod operand;
 pub mod order;
 pub mod parse;
 pub(crate) mod prefetch;
 pub mod print;
+pub mod signature;
+pub mod tables;
 pub mod thin;
 pub mod types;
 
@@ -18,13 +22,17 @@ pub use builder::Builder;
 /// A function or symbol name: a string that keeps up to 24 bytes inline (most names fit, so
 /// naming a function costs no allocation, and comparing two names reads no other memory).
 pub use compact_str::CompactString as Name;
+pub use dfg::OperandRoom;
 pub use entities::*;
 pub use function::*;
 pub use inst::{effects, Format, InstData, Opcode, PoolRange, MAX_RESULTS};
+pub use layout::BlockData;
 pub use module::{CallGraph, Module, SymbolData, SymbolKind, SymbolsMut};
 pub use operand::{Cond, Imm, MemRef, Operand, OperandIter, Operands, PackedOperand};
 pub use order::{EntityOrder, Ordered};
 pub use parse::{parse_module, ParseError};
 pub use print::{module_to_string, write_function, write_inst};
-pub use thin::{EntityList, InlineMap, ListStore, ThinMap};
+pub use signature::*;
+pub use tables::*;
+pub use thin::ThinMap;
 pub use types::{RegClass, Type};

@@ -8,12 +8,14 @@
 //! stays far below.
 
 use super::entities::*;
-use super::function::MAX_STACK_ALIGN;
 use super::function::*;
 use super::inst::{effects, Format, Opcode};
+use super::layout::BlockData;
 use super::module::{Module, SymbolKind};
 use super::operand::{Cond, MemRef, Operand};
 use super::print::natural_result_type;
+use super::signature::*;
+use super::tables::*;
 use super::types::Type;
 use crate::hash::HashMap;
 use cranelift_entity::EntityRef;
@@ -62,8 +64,11 @@ impl SourceMap {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{line}:{col}: {msg}")]
 pub struct ParseError {
+    /// The line, from 1.
     pub line: u32,
+    /// The column, from 1.
     pub col: u32,
+    /// What is wrong.
     pub msg: String,
 }
 
@@ -432,7 +437,7 @@ impl<'a> Parser<'a> {
     fn parse_signature(&mut self) -> PResult<Signature> {
         self.expect_punct('(')?;
         // (built in a buffer: a signature's lists are made once, then shared)
-        let mut params = SmallVec::<[super::function::AbiParam; 8]>::new();
+        let mut params = SmallVec::<[AbiParam; 8]>::new();
         if !self.eat_punct(')')? {
             loop {
                 params.push(self.parse_abi_param()?);
@@ -442,7 +447,7 @@ impl<'a> Parser<'a> {
                 self.expect_punct(',')?;
             }
         }
-        let mut returns = SmallVec::<[super::function::AbiParam; 4]>::new();
+        let mut returns = SmallVec::<[AbiParam; 4]>::new();
         if self.tok == Tok::Arrow {
             self.advance()?;
             loop {

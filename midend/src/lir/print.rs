@@ -5,6 +5,8 @@ use super::function::*;
 use super::inst::{effects, Format, Opcode};
 use super::module::{Module, SymbolKind};
 use super::operand::{Imm, MemRef, Operand};
+use super::signature::*;
+use super::tables::*;
 use super::types::Type;
 use core::fmt::{self, Write};
 
@@ -47,7 +49,7 @@ fn write_quoted(w: &mut dyn Write, s: &str) -> fmt::Result {
     w.write_char('"')
 }
 
-pub fn write_abi_param(w: &mut dyn Write, p: &AbiParam) -> fmt::Result {
+pub(crate) fn write_abi_param(w: &mut dyn Write, p: &AbiParam) -> fmt::Result {
     write!(w, "{}", p.ty)?;
     match p.ext {
         Ext::None => {}
@@ -63,7 +65,7 @@ pub fn write_abi_param(w: &mut dyn Write, p: &AbiParam) -> fmt::Result {
     Ok(())
 }
 
-pub fn write_signature(w: &mut dyn Write, sig: &Signature) -> fmt::Result {
+pub(crate) fn write_signature(w: &mut dyn Write, sig: &Signature) -> fmt::Result {
     w.write_char('(')?;
     for (i, p) in sig.params.iter().enumerate() {
         if i > 0 {
@@ -84,7 +86,7 @@ pub fn write_signature(w: &mut dyn Write, sig: &Signature) -> fmt::Result {
     write!(w, " {}", sig.call_conv.name())
 }
 
-pub fn write_memflags(w: &mut dyn Write, f: &MemFlags) -> fmt::Result {
+pub(crate) fn write_memflags(w: &mut dyn Write, f: &MemFlags) -> fmt::Result {
     if f.trap == 0 {
         w.write_str(" notrap")?;
     } else if f.trap != MemFlags::HEAP_OOB {
@@ -107,7 +109,7 @@ pub fn write_memflags(w: &mut dyn Write, f: &MemFlags) -> fmt::Result {
     Ok(())
 }
 
-pub fn write_imm(w: &mut dyn Write, imm: Imm) -> fmt::Result {
+pub(crate) fn write_imm(w: &mut dyn Write, imm: Imm) -> fmt::Result {
     match imm {
         Imm::Int(v) => write!(w, "{v}"),
         Imm::F32(b) => write!(w, "f32:{b:#x}"),

@@ -1,121 +1,36 @@
-//! `ThinMap`: an entity map for a function's rarely used tables (stack objects, alias regions,
-//! global values, opaque records, exception tables). It keeps `PrimaryMap`'s interface but is
+//! `ThinMap`: the entity map of a function's side tables (call signatures, memory flags, stack
+//! objects, alias regions, global values, opaque records, exception tables). It keeps `PrimaryMap`'s interface but is
 //! one pointer wide and allocates nothing while empty (its length and capacity live in the
 //! heap block, as with `thin_vec::ThinVec`): most functions have none of these tables, and a
 //! module of 300k small functions would otherwise pay 16 bytes per table per function for
 //! the empty headers.
-//!
-//! `InlineMap`: the same interface for the tables most functions have a few entries in (the
-//! signatures of their callees, their memory flags), kept in the function up to a fixed
-//! count. A heap block for one or two entries cost a lift an allocation per function (about
-//! 3% of a warm lift of gen 10k's small functions) and its block header in memory.
 
 use core::marker::PhantomData;
-use core::ops::{DerefMut, Index, IndexMut};
+use core::ops::{Index, IndexMut};
 use cranelift_entity::EntityRef;
-use smallvec::{Array, SmallVec};
 use thin_vec::ThinVec;
 
 /// A dense map from entity `K` to `V`, one pointer wide (see the module comment).
-pub type ThinMap<K, V> = EntityList<K, ThinVec<V>>;
-
-/// A dense map from entity `K` to `A::Item`, holding `A`'s length of entries in place (see the
-/// module comment).
-pub type InlineMap<K, A> = EntityList<K, SmallVec<A>>;
-
-/// The storage of an `EntityList`: a growable list that reads as a slice.
-pub trait ListStore: Default + DerefMut<Target = [<Self as ListStore>::Item]> {
-    type Item;
-    fn push(&mut self, v: Self::Item);
-    fn clear(&mut self);
-    fn reserve(&mut self, additional: usize);
-    fn reserve_exact(&mut self, additional: usize);
-    fn shrink_to_fit(&mut self);
-    /// The start of the heap block, if the list holds one.
-    fn heap_start(&self) -> Option<*const u8>;
-    /// The bytes of the heap block (0 without one).
-    fn heap_bytes(&self) -> usize;
-}
-
-impl<V> ListStore for ThinVec<V> {
-    type Item = V;
-    #[inline]
-    fn push(&mut self, v: V) {
-        ThinVec::push(self, v)
-    }
-    fn clear(&mut self) {
-        ThinVec::clear(self)
-    }
-    fn reserve(&mut self, additional: usize) {
-        ThinVec::reserve(self, additional)
-    }
-    fn reserve_exact(&mut self, additional: usize) {
-        ThinVec::reserve_exact(self, additional)
-    }
-    fn shrink_to_fit(&mut self) {
-        ThinVec::shrink_to_fit(self)
-    }
-    #[inline]
-    fn heap_start(&self) -> Option<*const u8> {
-        thin_vec_heap_start(self)
-    }
-    fn heap_bytes(&self) -> usize {
-        thin_vec_heap_bytes(self)
-    }
-}
-
-impl<A: Array> ListStore for SmallVec<A> {
-    type Item = A::Item;
-    #[inline]
-    fn push(&mut self, v: A::Item) {
-        SmallVec::push(self, v)
-    }
-    fn clear(&mut self) {
-        SmallVec::clear(self)
-    }
-    fn reserve(&mut self, additional: usize) {
-        SmallVec::reserve(self, additional)
-    }
-    fn reserve_exact(&mut self, additional: usize) {
-        SmallVec::reserve_exact(self, additional)
-    }
-    fn shrink_to_fit(&mut self) {
-        SmallVec::shrink_to_fit(self)
-    }
-    /// (the entries themselves, once they have spilled out of place)
-    #[inline]
-    fn heap_start(&self) -> Option<*const u8> {
-        self.spilled().then(|| self.as_ptr() as *const u8)
-    }
-    fn heap_bytes(&self) -> usize {
-        if self.spilled() {
-            self.capacity() * size_of::<A::Item>()
-        } else {
-            0
-        }
-    }
-}
-
-/// A dense map from entity `K` to the items of list `S`, with `PrimaryMap`'s interface:
-/// `ThinMap` and `InlineMap` (see the module comment).
-pub struct EntityList<K: EntityRef, S: ListStore> {
-    elems: S,
+pub struct ThinMap<K: EntityRef, V> {
+    elems: ThinVec<V>,
     unused: PhantomData<K>,
 }
 
-impl<K: EntityRef, S: ListStore> EntityList<K, S> {
-    pub fn new() -> Self {
-        EntityList {
-            elems: S::default(),
+impl<K: EntityRef, V> ThinMap<K, V> {
+    pub(crate) fn new() -> Self {
+        ThinMap {
+            elems: ThinVec::new(),
             unused: PhantomData,
         }
     }
 
+    /// The number of entries.
     #[inline]
     pub fn len(&self) -> usize {
         self.elems.len()
     }
 
+    /// No entries?
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.elems.is_empty()
@@ -123,72 +38,79 @@ impl<K: EntityRef, S: ListStore> EntityList<K, S> {
 
     /// Add `v`; its key is the map's length before.
     #[inline]
-    pub fn push(&mut self, v: S::Item) -> K {
+    pub fn push(&mut self, v: V) -> K {
         let k = K::new(self.elems.len());
         self.elems.push(v);
         k
     }
 
+    /// The entry of `k`, if it exists.
     #[inline]
-    pub fn get(&self, k: K) -> Option<&S::Item> {
+    pub fn get(&self, k: K) -> Option<&V> {
         self.elems.get(k.index())
     }
 
+    /// The entry of `k`, mutably, if it exists.
     #[inline]
-    pub fn get_mut(&mut self, k: K) -> Option<&mut S::Item> {
+    pub fn get_mut(&mut self, k: K) -> Option<&mut V> {
         self.elems.get_mut(k.index())
     }
 
-    pub fn keys(&self) -> impl ExactSizeIterator<Item = K> + DoubleEndedIterator + use<K, S> {
+    /// The keys, in order.
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = K> + DoubleEndedIterator + use<K, V> {
         (0..self.elems.len()).map(K::new)
     }
 
+    /// The entries, in key order.
     #[inline]
-    pub fn values(&self) -> core::slice::Iter<'_, S::Item> {
+    pub fn values(&self) -> core::slice::Iter<'_, V> {
         self.elems.iter()
     }
 
+    /// The entries, mutably, in key order.
     #[inline]
-    pub fn values_mut(&mut self) -> core::slice::IterMut<'_, S::Item> {
+    pub fn values_mut(&mut self) -> core::slice::IterMut<'_, V> {
         self.elems.iter_mut()
     }
 
     #[inline]
-    pub fn as_values_slice(&self) -> &[S::Item] {
+    pub(crate) fn as_values_slice(&self) -> &[V] {
         &self.elems
     }
 
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (K, &S::Item)> + DoubleEndedIterator {
+    /// The keys and entries, in key order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (K, &V)> + DoubleEndedIterator {
         self.elems.iter().enumerate().map(|(i, v)| (K::new(i), v))
     }
 
+    /// Remove every entry.
     pub fn clear(&mut self) {
         self.elems.clear();
     }
 
+    /// Make room for at least `additional` more entries.
     pub fn reserve(&mut self, additional: usize) {
         self.elems.reserve(additional);
     }
 
+    /// Make room for exactly `additional` more entries.
     pub fn reserve_exact(&mut self, additional: usize) {
         self.elems.reserve_exact(additional);
     }
 
-    pub fn shrink_to_fit(&mut self) {
+    pub(crate) fn shrink_to_fit(&mut self) {
         self.elems.shrink_to_fit();
     }
 
-    /// The start of the heap block (a `ThinMap`'s header, before the elements; an
-    /// `InlineMap`'s spilled entries), if it has one.
+    /// The start of the heap block (its header, before the elements), if it has one.
     #[inline]
     pub fn heap_start(&self) -> Option<*const u8> {
-        self.elems.heap_start()
+        thin_vec_heap_start(&self.elems)
     }
 
-    /// The bytes of the heap block (0 without one): a `ThinMap`'s header and its elements'
-    /// room; an `InlineMap`'s spilled room.
+    /// The bytes of the heap block (0 without one): the header and the elements' room.
     pub fn heap_bytes(&self) -> usize {
-        self.elems.heap_bytes()
+        thin_vec_heap_bytes(&self.elems)
     }
 }
 
@@ -210,61 +132,55 @@ pub(crate) fn thin_vec_heap_bytes<T>(v: &ThinVec<T>) -> usize {
     }
 }
 
-impl<K: EntityRef, S: ListStore> Default for EntityList<K, S> {
+impl<K: EntityRef, V> Default for ThinMap<K, V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: EntityRef, S: ListStore + Clone> Clone for EntityList<K, S> {
+impl<K: EntityRef, V: Clone> Clone for ThinMap<K, V> {
     fn clone(&self) -> Self {
-        EntityList {
+        ThinMap {
             elems: self.elems.clone(),
             unused: PhantomData,
         }
     }
 }
 
-impl<K: EntityRef, S: ListStore> PartialEq for EntityList<K, S>
-where
-    S::Item: PartialEq,
-{
+impl<K: EntityRef, V: PartialEq> PartialEq for ThinMap<K, V> {
     fn eq(&self, other: &Self) -> bool {
         self.as_values_slice() == other.as_values_slice()
     }
 }
 
-impl<K: EntityRef, S: ListStore> Eq for EntityList<K, S> where S::Item: Eq {}
+impl<K: EntityRef, V: Eq> Eq for ThinMap<K, V> {}
 
-impl<K: EntityRef + core::fmt::Debug, S: ListStore> core::fmt::Debug for EntityList<K, S>
-where
-    S::Item: core::fmt::Debug,
-{
+impl<K: EntityRef + core::fmt::Debug, V: core::fmt::Debug> core::fmt::Debug for ThinMap<K, V> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
 }
 
-impl<K: EntityRef, S: ListStore> Index<K> for EntityList<K, S> {
-    type Output = S::Item;
+impl<K: EntityRef, V> Index<K> for ThinMap<K, V> {
+    type Output = V;
     #[inline]
-    fn index(&self, k: K) -> &S::Item {
+    fn index(&self, k: K) -> &V {
         &self.elems[k.index()]
     }
 }
 
-impl<K: EntityRef, S: ListStore> IndexMut<K> for EntityList<K, S> {
+impl<K: EntityRef, V> IndexMut<K> for ThinMap<K, V> {
     #[inline]
-    fn index_mut(&mut self, k: K) -> &mut S::Item {
+    fn index_mut(&mut self, k: K) -> &mut V {
         &mut self.elems[k.index()]
     }
 }
 
-impl<'a, K: EntityRef, S: ListStore> IntoIterator for &'a EntityList<K, S> {
-    type Item = (K, &'a S::Item);
+impl<'a, K: EntityRef, V> IntoIterator for &'a ThinMap<K, V> {
+    type Item = (K, &'a V);
     type IntoIter = core::iter::Map<
-        core::iter::Enumerate<core::slice::Iter<'a, S::Item>>,
-        fn((usize, &'a S::Item)) -> (K, &'a S::Item),
+        core::iter::Enumerate<core::slice::Iter<'a, V>>,
+        fn((usize, &'a V)) -> (K, &'a V),
     >;
     fn into_iter(self) -> Self::IntoIter {
         self.elems.iter().enumerate().map(|(i, v)| (K::new(i), v))
@@ -304,25 +220,5 @@ mod tests {
         assert_eq!(c, m);
         m.clear();
         assert!(m.is_empty() && c.len() == 2);
-    }
-
-    #[test]
-    fn an_inline_map_allocates_only_past_its_room() {
-        let mut m: InlineMap<GlobalRef, [u64; 2]> = InlineMap::new();
-        let a = m.push(1);
-        let b = m.push(2);
-        assert_eq!((a.index(), b.index(), m.heap_bytes()), (0, 1, 0));
-        assert!(m.heap_start().is_none());
-        m[b] = 5;
-        assert_eq!(m.values().copied().collect::<Vec<_>>(), [1, 5]);
-        let c = m.push(3);
-        assert_eq!(m.get(c), Some(&3));
-        assert!(m.heap_bytes() >= 3 * 8 && m.heap_start().is_some());
-        let pairs: Vec<_> = (&m).into_iter().map(|(k, v)| (k.index(), *v)).collect();
-        assert_eq!(pairs, [(0, 1), (1, 5), (2, 3)]);
-        let d = m.clone();
-        assert_eq!(d, m);
-        m.clear();
-        assert!(m.is_empty() && d.len() == 3);
     }
 }
