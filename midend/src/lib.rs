@@ -2,6 +2,8 @@
 //! (MergeFunctions, local and global value numbering, dead-code removal). It does not depend
 //! on Cranelift's code generator: `jit-driver` is the bridge.
 
+#![deny(missing_docs)]
+
 pub mod analysis;
 mod error;
 pub mod hash;

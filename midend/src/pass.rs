@@ -53,12 +53,14 @@ impl std::fmt::Debug for Counters {
 /// Named counters and per-phase wall times.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
+    /// Named counters (what the passes and the driver did).
     pub counters: Counters,
     /// Phases in the order they ran (a phase that runs twice accumulates).
     pub times: Vec<(String, Duration)>,
 }
 
 impl Stats {
+    /// Add `n` to counter `name` (created at 0 if it does not exist).
     pub fn add(&mut self, name: &str, n: u64) {
         // No allocation for a counter that exists (a lazy JIT adds a dozen per function).
         match self.counters.0.get_mut(name) {
@@ -68,9 +70,11 @@ impl Stats {
             }
         }
     }
+    /// The value of counter `name` (0 if it was never added to).
     pub fn get(&self, name: &str) -> u64 {
         self.counters.get(name).unwrap_or(0)
     }
+    /// Add `d` to the wall time of `phase` (appended to `times` when new).
     pub fn add_time(&mut self, phase: &str, d: Duration) {
         if let Some(e) = self.times.iter_mut().find(|(n, _)| n == phase) {
             e.1 += d;
@@ -85,12 +89,14 @@ impl Stats {
         self.add_time(phase, t.elapsed());
         r
     }
+    /// The wall time recorded for `phase`, in milliseconds (0 if it never ran).
     pub fn time_ms(&self, phase: &str) -> f64 {
         self.times
             .iter()
             .find(|(n, _)| n == phase)
             .map_or(0.0, |(_, d)| d.as_secs_f64() * 1e3)
     }
+    /// Add `other`'s counters and phase times to these.
     pub fn merge_from(&mut self, other: &Stats) {
         for (k, v) in &other.counters {
             self.add(k, *v);
@@ -129,17 +135,18 @@ impl Default for PassManager {
 }
 
 impl PassManager {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         PassManager {
             passes: Vec::new(),
             verify: cfg!(debug_assertions),
         }
     }
 
-    pub fn add(&mut self, p: Box<dyn Pass>) {
+    pub(crate) fn add(&mut self, p: Box<dyn Pass>) {
         self.passes.push(p);
     }
 
+    /// The names of the passes, in the order they run.
     pub fn names(&self) -> Vec<&'static str> {
         self.passes.iter().map(|p| p.name()).collect()
     }

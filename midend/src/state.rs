@@ -30,8 +30,11 @@ pub enum MergeKind {
 /// function and of its survivor (`Module::symbol_name`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MergeRecord {
+    /// The function merged away.
     pub merged: Symbol,
+    /// The function whose code it now uses.
     pub survivor: Symbol,
+    /// How it was folded into the survivor.
     pub kind: MergeKind,
     /// Direct calls to `merged` now call `survivor` (false only for a preemptible merged
     /// function, whose definition may be replaced at link time).
@@ -44,8 +47,11 @@ pub struct MergeRecord {
 /// was lifted from (see `Function::calls_rewritten`) makes the same rewrite there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRewrite {
+    /// The shared body the calls now call.
     pub shared: Symbol,
+    /// The shared body's signature.
     pub sig: Signature,
+    /// The arguments passed after the call's own, in order.
     pub extras: Vec<ExtraArg>,
 }
 

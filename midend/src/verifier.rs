@@ -31,6 +31,7 @@ use crate::lir::module::{Module, SymbolKind};
 use crate::lir::operand::{Cond, Operand};
 use crate::lir::parse::{parse_module_with_lines, SourceMap};
 use crate::lir::print::write_inst;
+use crate::lir::tables::*;
 use crate::lir::types::{RegClass, Type};
 use core::fmt;
 use cranelift_entity::{EntityRef, SecondaryMap};
@@ -38,13 +39,16 @@ use cranelift_entity::{EntityRef, SecondaryMap};
 /// One verifier finding: the function, block and instruction it concerns, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifierError {
+    /// The name of the function.
     pub function: String,
+    /// The block, when the error concerns one.
     pub block: Option<Block>,
     /// The instruction as text, when the error concerns one.
     pub inst: Option<String>,
     /// The instruction itself (an index into the function's instructions; with the source
     /// map of `parse_module_with_lines`, it gives the instruction's line).
     pub inst_id: Option<Inst>,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -287,6 +291,8 @@ fn check_globals(c: &mut Ctx) {
     }
 }
 
+/// Check function `f` of `m` against the invariants listed in the module documentation (the
+/// SSA ones only when `ssa` is set).
 pub fn verify_function(m: &Module, f: &Function, ssa: bool) -> Result<(), VerifierErrors> {
     let mut c = Ctx {
         m,
@@ -963,27 +969,49 @@ pub fn check_opaque(f: &Function, i: Inst) -> Result<&'static OpaqueOpcode, Stri
 /// `Store`) also need memory flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpaqueFormat {
+    /// No operands, no immediate.
     NullAry,
+    /// One operand.
     Unary,
+    /// Two operands.
     Binary,
+    /// Three operands.
     Ternary,
+    /// An integer immediate, no operand.
     UnaryImm,
+    /// A 16-bit float immediate, no operand.
     UnaryIeee16,
+    /// A 32-bit float immediate, no operand.
     UnaryIeee32,
+    /// A 64-bit float immediate, no operand.
     UnaryIeee64,
+    /// A constant of bytes (a vector constant), no operand.
     UnaryConst,
+    /// Two operands and a byte mask.
     Shuffle,
+    /// One operand and a lane index.
     BinaryImm8,
+    /// Two operands and a lane index.
     TernaryImm8,
+    /// Atomic read-modify-write: an address, a value and the operation.
     AtomicRmw,
+    /// Atomic compare-and-swap: an address, the expected and the new value.
     AtomicCas,
+    /// A load from an address, without offset.
     LoadNoOffset,
+    /// A store of a value to an address, without offset.
     StoreNoOffset,
+    /// A load from an address plus an offset.
     Load,
+    /// A store of a value to an address plus an offset.
     Store,
+    /// Integer addition that traps on overflow, with its trap code.
     IntAddTrap,
+    /// A conditional trap on one operand, with its trap code.
     CondTrap,
+    /// Integer comparison under a predicate.
     IntCompare,
+    /// Float comparison under a predicate.
     FloatCompare,
 }
 
@@ -1005,12 +1033,13 @@ pub const ATOMIC_RMW_OPS: u64 = 11;
 /// lanes, bit `k` of `ints` or `floats` admits lanes of that kind 2^k bits wide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TypeSet {
-    pub lanes: u16,
-    pub ints: u8,
-    pub floats: u8,
+    pub(crate) lanes: u16,
+    pub(crate) ints: u8,
+    pub(crate) floats: u8,
 }
 
 impl TypeSet {
+    /// Is `t` in the set? (`VOID` never is.)
     pub fn contains(self, t: Type) -> bool {
         if t.is_void() {
             return false;
@@ -1143,6 +1172,7 @@ impl TypeRule {
 pub struct OpaqueOpcode {
     /// Cranelift's name (`iadd_pairwise`).
     pub name: &'static str,
+    /// Cranelift's instruction format: the operands and immediates.
     pub format: OpaqueFormat,
     /// The `effects` bits the opcode has; an opaque must declare at least these.
     pub effects: u8,

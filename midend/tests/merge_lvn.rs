@@ -290,7 +290,7 @@ fn exported_duplicate_is_aliased() {
     assert_eq!(m.aliases.get(&gs), Some(&fs));
 }
 
-/// With `Module::free_removed`, a merged function's body is freed as the pass removes it; its
+/// With `PassState::free_removed`, a merged function's body is freed as the pass removes it; its
 /// slot keeps the name and signature, so `thunk_merged` can give it a thunk again.
 #[test]
 fn free_removed_drops_merged_bodies() {

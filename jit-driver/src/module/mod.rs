@@ -31,6 +31,8 @@ mod jit;
 mod object;
 mod parallel;
 mod skip;
+#[cfg(all(test, feature = "jit"))]
+mod stages;
 mod thunk;
 
 pub use config::{AddressPolicy, MergeConfig, Threads};
@@ -1621,7 +1623,7 @@ impl Core {
     /// (a merged function may have no code at all). Addresses (`func_addr`) stay: a function
     /// whose address is taken keeps code of its own. Calls (`call`, `return_call`) of a
     /// function merged by `merge-similar` call its shared body with its extra arguments, as
-    /// the pass rewrote them in LIR (`lir::Module::call_rewrites`; a member behaves as its
+    /// the pass rewrote them in LIR (`PassState::call_rewrites`; a member behaves as its
     /// shared body called with its extras, so the rewrite is exact wherever it is made).
     ///
     /// Returns whether some call was rewritten for `merge-similar`.

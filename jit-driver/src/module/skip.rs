@@ -21,7 +21,7 @@
 //! others: addresses it takes (`func_addr`, a symbol global value) and functions it calls
 //! with `try_call` (whose calls `merge-similar` cannot rewrite), both marked on the lifted
 //! functions as address-significant, as a lifted caller would have them marked; and how
-//! often it calls each (`lir::Module::external_calls`, for `merge-similar`'s cost model).
+//! often it calls each (`PassState::external_calls`, for `merge-similar`'s cost model).
 
 use cranelift_codegen::ir::{self, InstructionData};
 use cranelift_entity::EntityRef;

@@ -9,7 +9,9 @@ use smallvec::SmallVec;
 /// reverse post-order of the blocks reachable from the entry.
 #[derive(Clone, Debug, Default)]
 pub struct Cfg {
+    /// Predecessors of each block, each once, in layout order.
     pub preds: SecondaryMap<Block, SmallVec<[Block; 4]>>,
+    /// Successors of each block, each once, in the order its terminator first names them.
     pub succs: SecondaryMap<Block, SmallVec<[Block; 2]>>,
     /// Reachable blocks in reverse post-order; the entry first.
     pub rpo: Vec<Block>,
@@ -18,6 +20,7 @@ pub struct Cfg {
 }
 
 impl Cfg {
+    /// Computes the predecessors, successors and reverse post-order of `f`.
     pub fn compute(f: &Function) -> Cfg {
         let mut cfg = Cfg {
             preds: SecondaryMap::with_capacity(f.blocks.len()),
@@ -117,6 +120,7 @@ impl Cfg {
         post
     }
 
+    /// Is `b` reachable from the entry?
     pub fn is_reachable(&self, b: Block) -> bool {
         self.rpo_index[b] != u32::MAX
     }

@@ -6,6 +6,8 @@ use crate::lir::Block;
 use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::SecondaryMap;
 
+/// The dominator tree of the blocks reachable from the entry, with each block's pre- and
+/// post-order number in the tree for O(1) dominance queries.
 #[derive(Clone, Debug, Default)]
 pub struct DomTree {
     /// Immediate dominator (none for the entry and unreachable blocks).
@@ -17,6 +19,7 @@ pub struct DomTree {
 }
 
 impl DomTree {
+    /// Computes the dominator tree of the blocks in `cfg.rpo`.
     pub fn compute(cfg: &Cfg) -> DomTree {
         let mut dt = DomTree::default();
         let Some(&entry) = cfg.rpo.first() else {

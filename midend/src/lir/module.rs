@@ -13,7 +13,9 @@ use cranelift_entity::{EntityRef, PrimaryMap, SecondaryMap};
 /// What a symbol names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SymbolKind {
+    /// A function.
     Function,
+    /// Global data.
     Data,
 }
 
@@ -22,6 +24,7 @@ pub enum SymbolKind {
 pub struct SymbolData {
     /// The name as the producer spelled it (`fib`, `u0:12`); up to 24 bytes inline.
     pub name: Name,
+    /// Whether the symbol names a function or data.
     pub kind: SymbolKind,
     /// The function defining this symbol in this module, if any.
     pub def: PackedOption<FuncId>,
@@ -32,9 +35,11 @@ pub struct SymbolData {
 /// A module of LIR functions.
 #[derive(Clone, Debug, Default)]
 pub struct Module {
+    /// The functions, by id (removed ones keep their slot).
     pub functions: PrimaryMap<FuncId, Function>,
     /// Functions removed by a pass (slots stay so ids remain stable).
     pub removed: SecondaryMap<FuncId, bool>,
+    /// The symbols, by id.
     pub symbols: PrimaryMap<Symbol, SymbolData>,
     /// The symbols by name: the names are `symbols`' own (hashed with `name_hash`), so a
     /// name is stored once.
@@ -106,6 +111,7 @@ fn name_hash(name: &str) -> u64 {
 }
 
 impl Module {
+    /// An empty module.
     pub fn new() -> Self {
         Self::default()
     }
@@ -178,6 +184,7 @@ impl Module {
         self.functions = v.into();
     }
 
+    /// The symbol named `name`, if there is one.
     pub fn lookup_symbol(&self, name: &str) -> Option<Symbol> {
         self.symbol_index
             .find(name_hash(name), |&s| self.symbols[s].name == name)
@@ -253,7 +260,7 @@ pub struct CallGraph {
 }
 
 impl CallGraph {
-    pub fn build(m: &Module) -> Self {
+    pub(crate) fn build(m: &Module) -> Self {
         let mut g = CallGraph::default();
         // Functions come in increasing id order, so a symbol's list holds `id` already exactly
         // when `id` is its last entry: no search of the lists (a symbol called or taken by

@@ -9,8 +9,11 @@ use smallvec::SmallVec;
 /// exact (NaN payloads and -0.0 stay distinct).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Imm {
+    /// An integer constant.
     Int(i64),
+    /// A 32-bit float constant, by its bit pattern.
     F32(u32),
+    /// A 64-bit float constant, by its bit pattern.
     F64(u64),
 }
 
@@ -18,13 +21,18 @@ pub enum Imm {
 /// integer registers, scale is 1, 2, 4 or 8.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MemRef {
+    /// The base register, if any.
     pub base: PackedOption<Reg>,
+    /// The index register, if any.
     pub index: PackedOption<Reg>,
+    /// The factor of the index: 1, 2, 4 or 8.
     pub scale: u8,
+    /// The byte displacement.
     pub disp: i32,
 }
 
 impl MemRef {
+    /// `[base + disp]`: no index, scale 1.
     pub fn base(base: Reg, disp: i32) -> Self {
         MemRef {
             base: base.into(),
@@ -39,29 +47,53 @@ impl MemRef {
 /// prefix in LIR text so the two families never collide (`eq` vs `feq`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Cond {
+    /// Equal.
     Eq,
+    /// Not equal.
     Ne,
+    /// Signed less than.
     Slt,
+    /// Signed greater than or equal.
     Sge,
+    /// Signed greater than.
     Sgt,
+    /// Signed less than or equal.
     Sle,
+    /// Unsigned less than.
     Ult,
+    /// Unsigned greater than or equal.
     Uge,
+    /// Unsigned greater than.
     Ugt,
+    /// Unsigned less than or equal.
     Ule,
+    /// Ordered: neither operand is NaN.
     FOrd,
+    /// Unordered: either operand is NaN.
     FUno,
+    /// Ordered and equal.
     FEq,
+    /// Unordered or not equal.
     FNe,
+    /// Ordered and not equal.
     FOne,
+    /// Unordered or equal.
     FUeq,
+    /// Ordered and less than.
     FLt,
+    /// Ordered and less than or equal.
     FLe,
+    /// Ordered and greater than.
     FGt,
+    /// Ordered and greater than or equal.
     FGe,
+    /// Unordered or less than.
     FUlt,
+    /// Unordered or less than or equal.
     FUle,
+    /// Unordered or greater than.
     FUgt,
+    /// Unordered or greater than or equal.
     FUge,
 }
 
@@ -97,18 +129,20 @@ const ALL_CONDS: [Cond; 24] = [
 ];
 
 impl Cond {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         COND_NAMES[self as usize]
     }
-    pub fn parse(s: &str) -> Option<Cond> {
+    pub(crate) fn parse(s: &str) -> Option<Cond> {
         COND_NAMES
             .iter()
             .position(|n| *n == s)
             .map(|i| ALL_CONDS[i])
     }
+    /// Every predicate: the ten integer ones, then the fourteen float ones.
     pub fn all() -> &'static [Cond] {
         &ALL_CONDS
     }
+    /// Is this a float predicate (`f` prefix)?
     pub fn is_float(self) -> bool {
         self as usize >= Cond::FOrd as usize
     }
@@ -165,9 +199,13 @@ pub enum Operand {
     Block(Block),
     /// A generic memory reference `[base + index*scale + disp]` (loads and stores only).
     Mem {
+        /// The base register, if any.
         base: PackedOption<Reg>,
+        /// The index register, if any.
         index: PackedOption<Reg>,
+        /// The factor of the index: 1, 2, 4 or 8.
         scale: u8,
+        /// The byte displacement.
         disp: i32,
     },
     /// An external symbol plus a byte offset: a memory operand `[@g + 8]` in loads and stores,
@@ -206,13 +244,13 @@ impl From<MemRef> for Operand {
 }
 
 impl Operand {
-    pub fn as_reg(self) -> Option<Reg> {
+    pub(crate) fn as_reg(self) -> Option<Reg> {
         match self {
             Operand::Reg(r) => Some(r),
             _ => None,
         }
     }
-    pub fn as_block(self) -> Option<Block> {
+    pub(crate) fn as_block(self) -> Option<Block> {
         match self {
             Operand::Block(b) => Some(b),
             _ => None,
@@ -302,7 +340,7 @@ const _: () = assert!(core::mem::size_of::<PackedOperand>() == 8);
 /// The kind field of a `PackedOperand` (`PackedOperand::kind`); the payload
 /// (`PackedOperand::payload`) of a register, a block, a 32-bit float, a predicate or an
 /// argument is its number or bits, of an integer its low 60 bits.
-pub mod kind {
+pub(crate) mod kind {
     pub const REG: u64 = 0;
     pub const INT: u64 = 1;
     pub const F32: u64 = 2;
@@ -481,7 +519,7 @@ pub struct Operands<'a> {
 
 impl<'a> Operands<'a> {
     #[inline(always)]
-    pub fn new(packed: &'a [PackedOperand], wide: &'a [Operand]) -> Self {
+    pub(crate) fn new(packed: &'a [PackedOperand], wide: &'a [Operand]) -> Self {
         Operands { packed, wide }
     }
     /// No operands.
@@ -491,10 +529,12 @@ impl<'a> Operands<'a> {
             wide: &[],
         }
     }
+    /// The number of operands.
     #[inline(always)]
     pub fn len(&self) -> usize {
         self.packed.len()
     }
+    /// No operands?
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.packed.is_empty()
@@ -504,14 +544,17 @@ impl<'a> Operands<'a> {
     pub fn at(&self, k: usize) -> Operand {
         self.packed[k].unpack(self.wide)
     }
+    /// Operand `k`, if there is one.
     #[inline(always)]
     pub fn get(&self, k: usize) -> Option<Operand> {
         self.packed.get(k).map(|p| p.unpack(self.wide))
     }
+    /// The first operand, if any.
     #[inline(always)]
     pub fn first(&self) -> Option<Operand> {
         self.get(0)
     }
+    /// The last operand, if any.
     #[inline(always)]
     pub fn last(&self) -> Option<Operand> {
         self.packed.last().map(|p| p.unpack(self.wide))
@@ -524,6 +567,7 @@ impl<'a> Operands<'a> {
             wide: self.wide,
         }
     }
+    /// The operands in order, unpacked one by one.
     #[inline(always)]
     pub fn iter(&self) -> OperandIter<'a> {
         OperandIter {
@@ -531,6 +575,7 @@ impl<'a> Operands<'a> {
             wide: self.wide,
         }
     }
+    /// The operands unpacked into a vector.
     pub fn to_vec(&self) -> Vec<Operand> {
         self.iter().collect()
     }

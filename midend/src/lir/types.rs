@@ -26,15 +26,25 @@ const LANE_NAMES: [&str; 10] = [
 const LANE_BITS: [u32; 10] = [0, 8, 16, 32, 64, 128, 16, 32, 64, 128];
 
 impl Type {
+    /// No value: the type of instructions that produce nothing.
     pub const VOID: Type = Type(0);
+    /// 8-bit integer.
     pub const I8: Type = Type(1);
+    /// 16-bit integer.
     pub const I16: Type = Type(2);
+    /// 32-bit integer.
     pub const I32: Type = Type(3);
+    /// 64-bit integer.
     pub const I64: Type = Type(4);
+    /// 128-bit integer.
     pub const I128: Type = Type(5);
+    /// 16-bit (half-precision) float.
     pub const F16: Type = Type(6);
+    /// 32-bit (single-precision) float.
     pub const F32: Type = Type(7);
+    /// 64-bit (double-precision) float.
     pub const F64: Type = Type(8);
+    /// 128-bit (quad-precision) float.
     pub const F128: Type = Type(9);
 
     /// The scalar lane type.
@@ -60,16 +70,20 @@ impl Type {
         }
         Some(Type(self.0 | (log2 << 4)))
     }
+    /// Is this `VOID`?
     pub const fn is_void(self) -> bool {
         self.0 == 0
     }
+    /// More than one lane?
     pub const fn is_vector(self) -> bool {
         self.log2_lanes() > 0
     }
+    /// An integer type, scalar or vector?
     pub const fn is_int(self) -> bool {
         let l = self.0 & 0xf;
         l >= 1 && l <= 5
     }
+    /// A float type, scalar or vector?
     pub const fn is_float(self) -> bool {
         let l = self.0 & 0xf;
         l >= 6 && l <= 9

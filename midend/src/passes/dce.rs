@@ -7,7 +7,7 @@ use crate::pass::{Pass, Stats};
 use crate::state::PassState;
 use cranelift_entity::SecondaryMap;
 
-pub struct Dce;
+pub(crate) struct Dce;
 
 impl Pass for Dce {
     fn name(&self) -> &'static str {

@@ -26,7 +26,7 @@ use smallvec::SmallVec;
 /// reuse grew the wasm `hashset` module by 37%).
 pub const MAX_REUSE_DEPTH: usize = 3;
 
-pub struct Gvn;
+pub(crate) struct Gvn;
 
 impl Pass for Gvn {
     fn name(&self) -> &'static str {

@@ -12,7 +12,7 @@ use cranelift_entity::{EntityRef, SecondaryMap};
 
 /// The total order of functions: `compare(f, g)` walks both bodies in CFG order.
 pub struct FunctionComparator<'m> {
-    pub module: &'m Module,
+    pub(crate) module: &'m Module,
     /// Equivalence class of each function that may be merged (callees compare by class;
     /// other functions by identity).
     pub class: &'m dyn Classes,
@@ -81,6 +81,7 @@ impl<'m> FunctionComparator<'m> {
         }
     }
 
+    /// A comparator of functions of `module`, with callees compared by `class`.
     pub fn new(module: &'m Module, class: &'m dyn Classes) -> Self {
         FunctionComparator {
             module,

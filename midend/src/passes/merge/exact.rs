@@ -539,10 +539,10 @@ pub(super) fn merge_two(
 }
 
 /// Replace G's body with a call to `target`: a tail call where the calling convention is
-/// `tail` and the target allows tail calls (`Module::allow_tail_calls`), else call and return.
+/// `tail` and the target allows tail calls (`PassState::allow_tail_calls`), else call and return.
 pub(super) fn make_thunk(m: &mut Module, ps: &PassState, g: FuncId, target: Symbol) {
     let sig = m.functions[g].sig.clone();
-    make_thunk_with(m, ps, g, target, sig, 0, true, |_, _, _| {});
+    make_thunk_with(m, ps, g, (target, sig), 0, true, |_, _, _| {});
 }
 
 /// `make_thunk` calling `target` with signature `call_sig`: G's arguments, then the
@@ -554,8 +554,7 @@ pub(super) fn make_thunk_with(
     m: &mut Module,
     ps: &PassState,
     g: FuncId,
-    target: Symbol,
-    call_sig: Signature,
+    (target, call_sig): (Symbol, Signature),
     n_extra: usize,
     keep_old: bool,
     extra: impl FnOnce(&mut Function, Block, &mut Vec<Operand>),
@@ -659,27 +658,39 @@ pub fn thunk_for_address(m: &mut Module, ps: &PassState, g: FuncId) -> bool {
     let to = m.resolve_alias(gs);
     if let Some(rw) = ps.call_rewrite(to).cloned() {
         let n_extra = rw.extras.len();
-        make_thunk_with(m, ps, g, rw.shared, rw.sig, n_extra, false, |t, b, ops| {
-            for e in &rw.extras {
-                let (r, i) = match e {
-                    ExtraArg::Const(ty, c) => {
-                        let r = t.new_reg(*ty);
-                        (r, t.make_inst(Opcode::Copy, *ty, &[r], &[*c]))
-                    }
-                    ExtraArg::FuncAddr(s, sig) => {
-                        let r = t.new_reg(Type::I64);
-                        let sr = t.sigs.push(sig.clone());
-                        let i =
-                            t.make_inst(Opcode::FuncAddr, Type::I64, &[r], &[Operand::Sym(*s, 0)]);
-                        t.insts[i].aux = sr.as_u32();
-                        (r, i)
-                    }
-                };
-                let n = t.block_insts(b).len();
-                t.insert_inst(b, n, i);
-                ops.push(Operand::Reg(r));
-            }
-        });
+        make_thunk_with(
+            m,
+            ps,
+            g,
+            (rw.shared, rw.sig),
+            n_extra,
+            false,
+            |t, b, ops| {
+                for e in &rw.extras {
+                    let (r, i) = match e {
+                        ExtraArg::Const(ty, c) => {
+                            let r = t.new_reg(*ty);
+                            (r, t.make_inst(Opcode::Copy, *ty, &[r], &[*c]))
+                        }
+                        ExtraArg::FuncAddr(s, sig) => {
+                            let r = t.new_reg(Type::I64);
+                            let sr = t.sigs.push(sig.clone());
+                            let i = t.make_inst(
+                                Opcode::FuncAddr,
+                                Type::I64,
+                                &[r],
+                                &[Operand::Sym(*s, 0)],
+                            );
+                            t.insts[i].aux = sr.as_u32();
+                            (r, i)
+                        }
+                    };
+                    let n = t.block_insts(b).len();
+                    t.insert_inst(b, n, i);
+                    ops.push(Operand::Reg(r));
+                }
+            },
+        );
     } else {
         if to == gs {
             return false;

@@ -29,7 +29,7 @@
 //!    its direct callers (unless G is preemptible) call F. A class whose best survivor is
 //!    preemptible is left alone (LLVM would need a private copy; we stay conservative).
 //! 6. **Incremental**: a run looks only at the *open* functions (those added since the module
-//!    was last frozen: `Module::first_open` on), with tables over them alone (`scope`), so a
+//!    was last frozen: `PassState::first_open` on), with tables over them alone (`scope`), so a
 //!    batch of one costs as much as one function. Functions compiled by earlier batches are
 //!    frozen (`index::freeze`): they never change and always survive, and a new survivor equal
 //!    to one of them is found by its fingerprint (`index`) and merged into it.
@@ -65,7 +65,7 @@ use std::time::{Duration, Instant};
 /// The `merge` pass.
 #[derive(Default)]
 pub struct Merge {
-    pub opts: MergeOptions,
+    pub(crate) opts: MergeOptions,
     /// Buffers kept from one run to the next (a lazy JIT runs the pass once per function).
     pub scratch: MergeScratch,
 }
@@ -112,14 +112,18 @@ impl Default for MergeOptions {
 /// What one run of the pass did.
 #[derive(Default, Debug, Clone)]
 pub struct MergeReport {
+    /// Functions merged into another (each way below).
     pub merged: usize,
+    /// Merged local functions whose uses now name the survivor (deleted).
     pub replaced: usize,
+    /// Merged functions that became aliases of the survivor.
     pub aliased: usize,
+    /// Merged functions that became thunks calling the survivor.
     pub thunked: usize,
     /// Merged into a frozen function (found by fingerprint).
     pub into_frozen: usize,
-    pub comparisons: u64,
-    pub rounds: usize,
+    pub(crate) comparisons: u64,
+    pub(crate) rounds: usize,
     /// (merged, survivor) pairs, for validation.
     pub pairs: Vec<(FuncId, FuncId)>,
     /// Wall time of each phase: the walk (hashes and shapes), refinement, FnTree and

@@ -1,6 +1,6 @@
 //! Per-function tables for the functions one run of the pass looks at.
 //!
-//! A run looks at the *open* functions of a module: those from `Module::first_open` on (the
+//! A run looks at the *open* functions of a module: those from `PassState::first_open` on (the
 //! functions added since the last freeze, and any a pass made). Their ids are one contiguous
 //! range, so a table over them is a vector from that base: a run costs in proportion to the
 //! functions it looks at, not to the module (an incremental module of 100k frozen functions
@@ -63,6 +63,7 @@ impl<T> core::ops::IndexMut<FuncId> for ScopeMap<T> {
 /// The equivalence class of each function the comparator may meet as a callee: `None` for a
 /// function outside the classes (compared by identity).
 pub trait Classes {
+    /// The class of `f`, or `None` when `f` is outside the classes.
     fn class(&self, f: FuncId) -> Option<u32>;
 }
 

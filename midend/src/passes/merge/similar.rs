@@ -60,6 +60,7 @@ impl Default for CostModel {
 pub struct SimilarOptions {
     /// Rounds at most (a round folds groups whose differing callees are final).
     pub max_rounds: usize,
+    /// The byte costs the pass weighs a group's saving against.
     pub cost: CostModel,
     /// Local functions can be reached by name (`PassOptions::locals_named`): a folded local
     /// member keeps a thunk, as an exported one does.
@@ -91,8 +92,8 @@ pub struct SimilarReport {
     pub callers_rewritten: usize,
     /// Groups not folded: too many parameters, not profitable, waiting on other groups.
     pub too_many_params: usize,
-    pub unprofitable: usize,
-    pub rounds: usize,
+    pub(crate) unprofitable: usize,
+    pub(crate) rounds: usize,
     /// Wall time of each phase: the scan, walks, plans, folds and caller rewrites.
     pub times: Vec<(&'static str, std::time::Duration)>,
 }
@@ -110,7 +111,7 @@ impl SimilarReport {
 /// The `merge-similar` pass.
 #[derive(Default)]
 pub struct MergeSimilar {
-    pub opts: SimilarOptions,
+    pub(crate) opts: SimilarOptions,
 }
 
 impl crate::pass::Pass for MergeSimilar {
@@ -1042,7 +1043,15 @@ fn fold(
     // body up and gets a new one; one that goes gives it up too (it is removed, and a
     // removed function's body is never read: see `Function::drop_body`).
     let mut s = if p.thunk[0] {
-        thunk_member(m, ps, rep.f, shared, shared_ref, extras_of(0), folds, true)
+        thunk_member(
+            m,
+            ps,
+            rep.f,
+            (shared, shared_ref),
+            extras_of(0),
+            folds,
+            true,
+        )
     } else {
         m.functions[rep.f].take_body()
     };
@@ -1129,7 +1138,7 @@ fn fold(
         let kind = if thunk {
             if j > 0 {
                 // Its old body is dropped; the thunk is built in its tables.
-                thunk_member(m, ps, mb.f, shared, shared_ref, (a, b), folds, false);
+                thunk_member(m, ps, mb.f, (shared, shared_ref), (a, b), folds, false);
             }
             // The thunk's call of the shared body.
             let t = &m.functions[mb.f];
@@ -1171,8 +1180,7 @@ fn thunk_member(
     m: &mut Module,
     ps: &PassState,
     f: FuncId,
-    shared: Symbol,
-    sig: u32,
+    (shared, sig): (Symbol, u32),
     (a, b): (u32, u32),
     folds: &Folds,
     keep_old: bool,
@@ -1183,8 +1191,7 @@ fn thunk_member(
         m,
         ps,
         f,
-        shared,
-        call_sig,
+        (shared, call_sig),
         extras.len(),
         keep_old,
         |t, b, ops| make_extras(t, extras, sigs, ops, |t, i| t.append_inst(b, i)),
@@ -1236,7 +1243,7 @@ fn make_extras(
 
 /// Make call `i` of `f` call `shared` with signature `sig`: its arguments, then the extra
 /// arguments `extras` (registers set up before it), then any other operands. Not `modified`:
-/// a backend can make this rewrite in the caller's own IR (`Module::call_rewrites`).
+/// a backend can make this rewrite in the caller's own IR (`PassState::call_rewrites`).
 fn call_shared(
     f: &mut Function,
     i: Inst,
