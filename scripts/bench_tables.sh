@@ -3,6 +3,9 @@
 #
 #   scripts/bench_tables.sh bytes [CORPUS_DIR]   # code bytes per wasm corpus module
 #   scripts/bench_tables.sh shapes [N...]        # merging by call-graph shape (default 10000 100000)
+#   scripts/bench_tables.sh ratios [FILE...]     # pipeline/plain instructions at opt levels none
+#                                                # and speed (scripts/iratios.sh; needs valgrind;
+#                                                # default rust-json and gcc-loops)
 #
 # Build first: `cargo build --release -p mergelift-cli`. Each row is one cold process.
 set -euo pipefail
@@ -24,6 +27,17 @@ case ${1:-} in
       echo "| $(basename "$f" .clif) | $plain | $m | $ms | $saved | $lf | $ln |"
     done
     ;;
+  ratios)
+    shift
+    files=${*:-../shared/corpus/wasm/rust-json.clif ../shared/corpus/wasm/gcc-loops.clif}
+    echo "| module | opt level | ratio | own | compile |"
+    echo "|---|---|---:|---:|---:|"
+    for o in none speed; do
+      # shellcheck disable=SC2086
+      MERGELIFT=$BIN "$(dirname "$0")/iratios.sh" --opt-level "$o" $files | tail -n +2 |
+        awk -v o="$o" '{ sub(/\.clif$/, "", $1); printf "| %s | %s | %s | %s | %s |\n", $1, o, $4, $6, $7 }'
+    done
+    ;;
   shapes)
     shift
     sizes=${*:-10000 100000}
@@ -38,5 +52,5 @@ case ${1:-} in
       done
     done
     ;;
-  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...]" >&2; exit 2;;
+  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...]" >&2; exit 2;;
 esac

@@ -1,0 +1,146 @@
+//! The stages of `Core::flush`, one test each: lift, passes, merge records, compile, freeze.
+//! Each test runs the stages before its own by hand, as `flush` does, and checks what its
+//! stage leaves behind.
+
+use super::*;
+use cranelift_jit::JITModule;
+use cranelift_reader::parse_functions;
+
+/// `f0` and `f1` are equal (`x + 7`), `f2` differs (`x * 3`).
+const BATCH: &str =
+    "function %f0(i64) -> i64 {\nblock0(v0: i64):\n v1 = iconst.i64 7\n v2 = iadd v0, v1\n return v2\n}\n\
+    function %f1(i64) -> i64 {\nblock0(v0: i64):\n v1 = iconst.i64 7\n v2 = iadd v0, v1\n return v2\n}\n\
+    function %f2(i64) -> i64 {\nblock0(v0: i64):\n v1 = iconst.i64 3\n v2 = imul v0, v1\n return v2\n}\n";
+
+/// A `MergeModule` over a JIT with `BATCH` defined (exported), not yet flushed, and the ids.
+fn defined() -> (MergeModule<JITModule>, Vec<FuncId>) {
+    let isa = crate::isa::host_isa(crate::isa::OptLevel::None).expect("host ISA");
+    let jit = JITModule::new(crate::jit::jit_builder(isa, &[]));
+    let mut m = MergeModule::new(jit);
+    let mut ids = Vec::new();
+    for (k, f) in parse_functions(BATCH).unwrap().into_iter().enumerate() {
+        let id = m
+            .declare_function(&format!("f{k}"), Linkage::Export, &f.signature)
+            .unwrap();
+        let mut ctx = m.make_context();
+        ctx.func = f;
+        m.define_function(id, &mut ctx).unwrap();
+        ids.push(id);
+    }
+    (m, ids)
+}
+
+/// The stages of a flush `m` has gone through so far.
+struct Through {
+    pending: Vec<(FuncId, ir::Function)>,
+    lifted: Lifted,
+    /// The functions `record_merges` made (after stage `Record`).
+    made: Vec<(FuncId, lir::FuncId)>,
+}
+
+#[derive(PartialEq, PartialOrd)]
+enum Stage {
+    Lift,
+    Passes,
+    Record,
+}
+
+/// Run the stages of a flush of `m`'s batch up to `last`, as `Core::flush` does.
+fn through(m: &mut MergeModule<JITModule>, last: Stage) -> Through {
+    let mut pending = std::mem::take(&mut m.core.pending);
+    let config = m.config.clone();
+    let lifted = m.core.lift_batch(&m.inner, &config, false, &mut pending);
+    let mut made = Vec::new();
+    if last >= Stage::Passes {
+        m.core
+            .run_passes(&config, false, true, &lifted.batch)
+            .unwrap();
+    }
+    if last >= Stage::Record {
+        made = m.core.record_merges(&mut m.inner, &lifted, 0).unwrap();
+    }
+    Through {
+        pending,
+        lifted,
+        made,
+    }
+}
+
+#[test]
+fn lift_batch_lifts_each_function_in_batch_order() {
+    let (mut m, ids) = defined();
+    let Through { lifted, .. } = through(&mut m, Stage::Lift);
+    let batch_ids: Vec<FuncId> = lifted.batch.iter().map(|&(id, _)| id).collect();
+    assert_eq!(batch_ids, ids);
+    for (pos, &(id, lid)) in lifted.batch.iter().enumerate() {
+        assert_eq!(lifted.lid_at[pos].expand(), Some(lid));
+        assert_eq!(m.core.lifted[id].expand(), Some(lid));
+        assert!(m.core.lir.functions[lid].inst_count() > 0);
+    }
+    assert!(lifted.late.is_empty());
+    assert_eq!(m.core.stats.get("functions_in"), 3);
+}
+
+#[test]
+fn run_passes_merges_the_equal_pair_only() {
+    let (mut m, _) = defined();
+    let Through { lifted, .. } = through(&mut m, Stage::Passes);
+    let merges = &m.core.pass_state.merges;
+    assert_eq!(merges.len(), 1, "{merges:?}");
+    let name = |s| m.core.lir.symbol_name(s).to_string();
+    // Functions are named by their module ids (`u0:N`) in LIR.
+    let (f0, f1) = (lifted.batch[0].0, lifted.batch[1].0);
+    assert_eq!(name(merges[0].merged), func_symbol_name(f1));
+    assert_eq!(name(merges[0].survivor), func_symbol_name(f0));
+    assert_eq!(m.core.stats.get("merged"), 1);
+}
+
+#[test]
+fn record_merges_maps_merged_symbols_to_module_functions() {
+    let (mut m, ids) = defined();
+    let Through { made, .. } = through(&mut m, Stage::Record);
+    // Exact merging makes no new function (merge-similar's shared bodies would be here).
+    assert!(made.is_empty());
+    let merged = m.core.merged[ids[1]].as_ref().expect("f1 is merged");
+    assert_eq!(merged.into, ids[0]);
+    assert!(m.core.merged[ids[0]].is_none() && m.core.merged[ids[2]].is_none());
+    assert!(m.core.any_merged);
+}
+
+#[test]
+fn compile_batch_compiles_what_is_left_and_nothing_fails() {
+    let (mut m, ids) = defined();
+    let Through {
+        mut pending,
+        lifted,
+        made,
+    } = through(&mut m, Stage::Record);
+    let config = m.config.clone();
+    let failed = m
+        .core
+        .compile_batch(&mut m.inner, &config, &mut pending, &lifted, made);
+    assert!(failed.is_none(), "{failed:?}");
+    // Two bodies compiled; the merged function has no code of its own.
+    assert_eq!(m.core.stats.get("compiled"), 2);
+    assert!(m.core.code_bytes[ids[0]] > 0 && m.core.code_bytes[ids[2]] > 0);
+    assert_eq!(m.core.code_bytes[ids[1]], 0);
+    // What was compiled runs, the merged function through its survivor's code.
+    m.finalize_definitions().unwrap();
+    for (id, want) in [(ids[0], 12), (ids[1], 12), (ids[2], 15)] {
+        let code = m.get_finalized_function(id);
+        // SAFETY: the function was compiled from `BATCH` with signature (i64) -> i64.
+        let f: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(code) };
+        assert_eq!(f(5), want);
+    }
+}
+
+#[test]
+fn a_flush_freezes_what_it_compiled() {
+    let (mut m, _) = defined();
+    m.flush().unwrap();
+    let lir = &m.core.lir;
+    assert_eq!(m.core.pass_state.first_open as usize, lir.functions.len());
+    assert_eq!(m.core.pass_state.open_function_ids(lir), Vec::new());
+    // The survivors are indexed for later batches (the merged one is not a survivor).
+    assert_eq!(m.core.pass_state.frozen.len(), 2);
+}
