@@ -135,14 +135,16 @@ impl Default for PassManager {
 }
 
 impl PassManager {
-    pub(crate) fn new() -> Self {
+    /// An empty pass manager (verifying after each pass in debug builds).
+    pub fn new() -> Self {
         PassManager {
             passes: Vec::new(),
             verify: cfg!(debug_assertions),
         }
     }
 
-    pub(crate) fn add(&mut self, p: Box<dyn Pass>) {
+    /// Run `p` after the passes added before it (a pass of the caller's own, say).
+    pub fn add(&mut self, p: Box<dyn Pass>) {
         self.passes.push(p);
     }
 

@@ -298,7 +298,8 @@ impl Opcode {
     pub fn has_aux2(self) -> bool {
         matches!(self, Opcode::TryCall | Opcode::Opaque)
     }
-    pub(crate) fn name(self) -> &'static str {
+    /// The name, as the `.lir` text spells it (`add`, `tail_call`).
+    pub fn name(self) -> &'static str {
         NAMES[self as usize]
     }
     /// The operand shape of the opcode.
@@ -311,12 +312,14 @@ impl Opcode {
     pub fn effects(self) -> u8 {
         EFFECTS[self as usize]
     }
+    /// Ends a block (branches, returns, traps).
     #[inline]
-    pub(crate) fn is_terminator(self) -> bool {
+    pub fn is_terminator(self) -> bool {
         self.effects() & TERM != 0
     }
+    /// Its two operands can be swapped without changing the result.
     #[inline]
-    pub(crate) fn is_commutative(self) -> bool {
+    pub fn is_commutative(self) -> bool {
         self.effects() & COMM != 0
     }
     /// A call (`call`, `tail_call`, `try_call`).
@@ -324,8 +327,9 @@ impl Opcode {
     pub fn is_call(self) -> bool {
         self.effects() & CALL != 0
     }
+    /// A load (`Format::Load`).
     #[inline]
-    pub(crate) fn is_load(self) -> bool {
+    pub fn is_load(self) -> bool {
         self.format() == Format::Load
     }
     /// A store (`Format::Store`).
@@ -348,7 +352,8 @@ impl Opcode {
             _ => ty.bytes(),
         }
     }
-    pub(crate) fn parse(s: &str) -> Option<Opcode> {
+    /// The opcode named `s` (see `name`).
+    pub fn parse(s: &str) -> Option<Opcode> {
         NAMES.iter().position(|n| *n == s).map(|i| ALL_OPCODES[i])
     }
     /// Every opcode, in declaration order.

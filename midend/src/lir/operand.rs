@@ -129,10 +129,12 @@ const ALL_CONDS: [Cond; 24] = [
 ];
 
 impl Cond {
-    pub(crate) fn name(self) -> &'static str {
+    /// The name, as the `.lir` text spells it (`eq`, `ult`).
+    pub fn name(self) -> &'static str {
         COND_NAMES[self as usize]
     }
-    pub(crate) fn parse(s: &str) -> Option<Cond> {
+    /// The predicate named `s`.
+    pub fn parse(s: &str) -> Option<Cond> {
         COND_NAMES
             .iter()
             .position(|n| *n == s)
@@ -244,13 +246,15 @@ impl From<MemRef> for Operand {
 }
 
 impl Operand {
-    pub(crate) fn as_reg(self) -> Option<Reg> {
+    /// The register, for a register operand.
+    pub fn as_reg(self) -> Option<Reg> {
         match self {
             Operand::Reg(r) => Some(r),
             _ => None,
         }
     }
-    pub(crate) fn as_block(self) -> Option<Block> {
+    /// The block, for a block operand.
+    pub fn as_block(self) -> Option<Block> {
         match self {
             Operand::Block(b) => Some(b),
             _ => None,
