@@ -6,6 +6,8 @@
 #   scripts/bench_tables.sh ratios [FILE...]     # pipeline/plain instructions at opt levels none
 #                                                # and speed (scripts/iratios.sh; needs valgrind;
 #                                                # default rust-json and gcc-loops)
+#   scripts/bench_tables.sh merged-calls         # run-time cost of merged calls, from the last
+#                                                # `cargo bench --bench merged_calls`
 #
 # Build first: `cargo build --release -p mergelift-cli`. Each row is one cold process.
 set -euo pipefail
@@ -38,6 +40,16 @@ case ${1:-} in
         awk -v o="$o" '{ sub(/\.clif$/, "", $1); printf "| %s | %s | %s | %s | %s |\n", $1, o, $4, $6, $7 }'
     done
     ;;
+  merged-calls)
+    dir=target/criterion/merged_calls
+    [[ -d $dir ]] || { echo "$dir: run \`cargo bench --bench merged_calls\` first" >&2; exit 2; }
+    ns() { json "f'{d[\"median\"][\"point_estimate\"]:.1f} ns'" < "$dir/${1}_$2/new/estimates.json"; }
+    echo "| case | without the pass | \`merge,merge-similar\` |"
+    echo "|---|---:|---:|"
+    for c in thunk rewritten indirect; do
+      echo "| $c | $(ns "$c" none) | $(ns "$c" similar) |"
+    done
+    ;;
   shapes)
     shift
     sizes=${*:-10000 100000}
@@ -52,5 +64,5 @@ case ${1:-} in
       done
     done
     ;;
-  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...]" >&2; exit 2;;
+  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls" >&2; exit 2;;
 esac
