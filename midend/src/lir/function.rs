@@ -5,7 +5,6 @@
 
 use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode};
-use super::layout::BlockData;
 use super::operand::{Operand, PackedOperand};
 use super::order::EntityOrder;
 use super::signature::Signature;
@@ -50,6 +49,17 @@ impl Linkage {
             _ => return None,
         })
     }
+}
+
+/// A basic block: where its instructions, in order, sit in `Function::inst_order` (`len`
+/// used, `cap` reserved). Every block's list lives in that one array, so a walk over a
+/// function's blocks reads one contiguous allocation rather than one per block; a list that
+/// outgrows its room moves to the end of the array.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BlockData {
+    pub(super) start: u32,
+    pub(super) len: u32,
+    pub(super) cap: u32,
 }
 
 /// Per-register data.

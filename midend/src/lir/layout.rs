@@ -1,21 +1,10 @@
 //! The layout: the order of a function's blocks, and the instructions of each block, in order
 //! (Cranelift's `ir::layout`). Every block's instruction list lives in one array,
-//! `Function::inst_order`; a `BlockData` says where.
+//! `Function::inst_order`; a block's `BlockData` says where.
 
 use super::entities::*;
-use super::function::Function;
+use super::function::{BlockData, Function};
 use cranelift_entity::packed_option::ReservedValue;
-
-/// A basic block: where its instructions, in order, sit in `Function::inst_order` (`len`
-/// used, `cap` reserved). Every block's list lives in that one array, so a walk over a
-/// function's blocks reads one contiguous allocation rather than one per block; a list that
-/// outgrows its room moves to the end of the array.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BlockData {
-    pub(super) start: u32,
-    pub(super) len: u32,
-    pub(super) cap: u32,
-}
 
 impl Function {
     /// Create a block and append it to the layout.

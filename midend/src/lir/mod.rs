@@ -26,7 +26,6 @@ pub use dfg::OperandRoom;
 pub use entities::*;
 pub use function::*;
 pub use inst::{effects, Format, InstData, Opcode, PoolRange, MAX_RESULTS};
-pub use layout::BlockData;
 pub use module::{CallGraph, Module, SymbolData, SymbolKind, SymbolsMut};
 pub use operand::{Cond, Imm, MemRef, Operand, OperandIter, Operands, PackedOperand};
 pub use order::{EntityOrder, Ordered};

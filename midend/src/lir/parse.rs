@@ -10,7 +10,6 @@
 use super::entities::*;
 use super::function::*;
 use super::inst::{effects, Format, Opcode};
-use super::layout::BlockData;
 use super::module::{Module, SymbolKind};
 use super::operand::{Cond, MemRef, Operand};
 use super::print::natural_result_type;
