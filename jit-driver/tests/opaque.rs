@@ -205,7 +205,7 @@ fn carried(op: Opcode) -> bool {
         && resolves(op)
 }
 
-/// The table of `midend::lir::verify`, as Rust source.
+/// The table of `midend::verifier`, as Rust source.
 fn table_source() -> String {
     let mut rows = Vec::new();
     for &op in Opcode::all() {
@@ -266,7 +266,7 @@ fn print_opaque_table() {
     print!("{}", table_source());
 }
 
-/// The table in `midend::lir::verify` says what Cranelift says: the same opcodes, formats,
+/// The table in `midend::verifier` says what Cranelift says: the same opcodes, formats,
 /// effects, controlling types, and operand and result types for every controlling type.
 #[test]
 fn opaque_table_matches_cranelift() {

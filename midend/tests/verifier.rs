@@ -1,4 +1,4 @@
-//! Verifier tests: one malformed function per invariant of `midend/src/lir/verify.rs`, each
+//! Verifier tests: one malformed function per invariant of `midend/src/verifier.rs`, each
 //! checked for the function, block and instruction the error names and its message; and
 //! well-formed functions that verify.
 

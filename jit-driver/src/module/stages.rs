@@ -49,6 +49,9 @@ enum Stage {
 fn through(m: &mut MergeModule<JITModule>, last: Stage) -> Through {
     let mut pending = std::mem::take(&mut m.core.pending);
     let config = m.config.clone();
+    // The options `flush` sets for a batch that is not the last.
+    m.core.pass_state.allow_tail_calls = tail_calls_allowed(m.inner.isa());
+    m.core.pass_state.incremental = true;
     let lifted = m.core.lift_batch(&m.inner, &config, false, &mut pending);
     let mut made = Vec::new();
     if last >= Stage::Passes {

@@ -96,13 +96,15 @@ impl<'m> Builder<'m> {
         let ty = self.type_of(a);
         self.unary_typed(op, ty, a)
     }
-    pub(crate) fn unary_typed(&mut self, op: Opcode, ty: Type, a: Operand) -> Operand {
+    /// A one-result instruction on `a` whose result has type `ty` (conversions: `uextend`,
+    /// `ireduce`, `fcvt_*`).
+    pub fn unary_typed(&mut self, op: Opcode, ty: Type, a: Operand) -> Operand {
         let r = self.func.new_reg(ty);
         self.ins(op, ty, &[r], &[a]);
         Operand::Reg(r)
     }
     /// A one-result instruction on `a, b`, of the type of the first register among them
-    /// (`a`'s type if neither is a register).
+    /// (`b`'s type if neither is a register).
     pub fn binary(&mut self, op: Opcode, a: Operand, b: Operand) -> Operand {
         let ty = if matches!(a, Operand::Reg(_)) {
             self.type_of(a)

@@ -443,7 +443,7 @@ impl PackedOperand {
 
     /// The kind field (`kind::REG`, ...; `kind::WIDE` for a wide operand).
     #[inline(always)]
-    pub fn kind(self) -> u64 {
+    pub(crate) fn kind(self) -> u64 {
         self.0 & 0xF
     }
 

@@ -65,7 +65,8 @@ use std::time::{Duration, Instant};
 /// The `merge` pass.
 #[derive(Default)]
 pub struct Merge {
-    pub(crate) opts: MergeOptions,
+    /// The pass's options.
+    pub opts: MergeOptions,
     /// Buffers kept from one run to the next (a lazy JIT runs the pass once per function).
     pub scratch: MergeScratch,
 }

@@ -90,10 +90,12 @@ pub struct SimilarReport {
     pub thunks: usize,
     /// Call sites rewritten to call a shared body.
     pub callers_rewritten: usize,
-    /// Groups not folded: too many parameters, not profitable, waiting on other groups.
+    /// Groups not folded because they would need too many extra parameters.
     pub too_many_params: usize,
-    pub(crate) unprofitable: usize,
-    pub(crate) rounds: usize,
+    /// Groups not folded because the cost model says they save no bytes.
+    pub unprofitable: usize,
+    /// Rounds run.
+    pub rounds: usize,
     /// Wall time of each phase: the scan, walks, plans, folds and caller rewrites.
     pub times: Vec<(&'static str, std::time::Duration)>,
 }
@@ -111,7 +113,8 @@ impl SimilarReport {
 /// The `merge-similar` pass.
 #[derive(Default)]
 pub struct MergeSimilar {
-    pub(crate) opts: SimilarOptions,
+    /// The pass's options.
+    pub opts: SimilarOptions,
 }
 
 impl crate::pass::Pass for MergeSimilar {

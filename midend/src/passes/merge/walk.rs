@@ -1018,10 +1018,10 @@ impl WalkPart {
 }
 
 /// While `ids[k]` is walked, start loading what the walk reads of the functions ahead: the
-/// tables of `ids[k + 4]` (`Function::prefetch`), the call signatures of `ids[k + 1]`, and
+/// tables of `ids[k + 4]` (`prefetch::function`), the call signatures of `ids[k + 1]`, and
 /// the header of `ids[k + 8]` (the `Function` itself, where the addresses of its tables are,
-/// so that its `prefetch` does not wait for them). Each function's tables are asked for once
-/// (`Module::prefetch_ahead` asks again a step before).
+/// so that the hint for its tables does not wait for them). Each function's tables are asked for once
+/// (`prefetch::ahead` asks again a step before).
 #[inline]
 fn prefetch_walk(m: &Module, ids: &[FuncId], k: usize) {
     if let Some(&n) = ids.get(k + 8) {
