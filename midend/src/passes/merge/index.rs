@@ -117,7 +117,7 @@ pub(super) fn fingerprint_of(
 pub fn freeze(m: &mut Module, ps: &mut PassState, ids: &[FuncId], index_them: bool) {
     let mut scratch = HashScratch::default();
     let mut walk = WalkOut::default();
-    let mut index = core::mem::take(&mut ps.frozen);
+    let index = &mut ps.frozen;
     let mut fp = core::mem::take(&mut index.fp);
     // Stable: of two records of one function, the later stays last.
     index.pending.sort_by_key(|p| p.0);
@@ -155,6 +155,5 @@ pub fn freeze(m: &mut Module, ps: &mut PassState, ids: &[FuncId], index_them: bo
     index.pending_words.clear();
     index.pending_callees.clear();
     index.fp = fp;
-    ps.frozen = index;
     ps.first_open = m.functions.len() as u32;
 }
