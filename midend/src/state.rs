@@ -132,7 +132,9 @@ impl PassState {
     /// set). Returns whether any body was freed.
     pub fn free_pending(&mut self, m: &mut Module) -> bool {
         let pending = core::mem::take(&mut self.pending_free);
-        crate::lir::prefetch::drop_bodies(m, &pending);
+        for &f in &pending {
+            m.functions[f].drop_body();
+        }
         !pending.is_empty()
     }
 

@@ -11,7 +11,6 @@ pub mod module;
 pub mod operand;
 pub mod order;
 pub mod parse;
-pub(crate) mod prefetch;
 pub mod print;
 pub mod signature;
 pub mod tables;

@@ -102,12 +102,6 @@ impl<K: EntityRef, V> ThinMap<K, V> {
         self.elems.shrink_to_fit();
     }
 
-    /// The start of the heap block (its header, before the elements), if it has one.
-    #[inline]
-    pub fn heap_start(&self) -> Option<*const u8> {
-        thin_vec_heap_start(&self.elems)
-    }
-
     /// The bytes of the heap block (0 without one): the header and the elements' room.
     pub fn heap_bytes(&self) -> usize {
         thin_vec_heap_bytes(&self.elems)
@@ -116,12 +110,6 @@ impl<K: EntityRef, V> ThinMap<K, V> {
 
 /// The size of a `ThinVec`'s header (length and capacity), at the start of its heap block.
 const THIN_HEADER: usize = 2 * size_of::<usize>();
-
-/// The start of a `ThinVec`'s heap block (its header), if it has one.
-#[inline]
-pub(crate) fn thin_vec_heap_start<T>(v: &ThinVec<T>) -> Option<*const u8> {
-    (v.capacity() > 0).then(|| (v.as_ptr() as *const u8).wrapping_sub(THIN_HEADER))
-}
 
 /// The bytes of a `ThinVec`'s heap block (0 while empty): its header and its elements' room.
 pub(crate) fn thin_vec_heap_bytes<T>(v: &ThinVec<T>) -> usize {

@@ -45,7 +45,6 @@
 use crate::error::Error;
 use crate::hash::HashMap;
 use crate::lir::operand::kind;
-use crate::lir::prefetch;
 use crate::lir::{
     effects, Block, Format, Function, GlobalData, GlobalRef, Inst, MemFlags, MemFlagsRef, Module,
     OpaqueData, OpaqueRef, Opcode, Operand, PackedOperand, Reg, Region, StackObj, Symbol, Type,
@@ -578,12 +577,10 @@ impl LocalValueNumbering {
         }
     }
 
-    /// Number every live function of a module, loading the next functions' arrays while
-    /// the current one is numbered (a large module does not fit in any cache).
+    /// Number every live function of a module.
     pub fn run_module(&mut self, m: &mut Module, state: &PassState, st: &mut LvnStats) {
         let ids = state.open_function_ids(m);
-        for (k, &id) in ids.iter().enumerate() {
-            prefetch::bodies_ahead(m, &ids, k);
+        for &id in &ids {
             self.run(&mut m.functions[id], st);
         }
     }

@@ -13,7 +13,6 @@ use super::walk::{
 };
 use super::{MergeOptions, MergeReport};
 use crate::hash::HashMap;
-use crate::lir::prefetch;
 use crate::lir::*;
 use crate::state::*;
 use core::cmp::Ordering;
@@ -278,10 +277,7 @@ pub fn merge_functions_reusing(
                 }
             }
         }
-        for (k, &(c, inst, s, t)) in edits.iter().enumerate() {
-            if let Some(&(n, ..)) = edits.get(k + 4) {
-                prefetch::function(&m.functions[n]);
-            }
+        for &(c, inst, s, t) in &edits {
             let f = &mut m.functions[c];
             if f.operand(inst, 0) == Operand::Sym(s, 0) {
                 f.set_operand(inst, 0, Operand::Sym(t, 0));

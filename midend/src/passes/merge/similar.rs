@@ -25,7 +25,6 @@ use super::exact::make_thunk_with;
 use super::scope::{SymIndex, SymTable};
 use super::walk::{function_hashes, light_walk, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
-use crate::lir::prefetch;
 use crate::lir::*;
 use crate::state::*;
 
@@ -671,11 +670,7 @@ fn round(
     for &id in rewalk {
         st.unwalk(id);
     }
-    for (k, &id) in rewalk.iter().enumerate() {
-        if let Some(&n) = rewalk.get(k + 8) {
-            prefetch::header(&m.functions[n]);
-        }
-        prefetch::ahead(m, rewalk, k);
+    for &id in rewalk {
         st.walk(m, id, first);
     }
     if first {
@@ -740,16 +735,7 @@ fn round(
     let t = std::time::Instant::now();
     let mut next_walk: Vec<FuncId> = Vec::new();
     let mut folds = Folds::default();
-    for (k, p) in plans.iter().enumerate() {
-        // The members of the groups next in line on their way into the cache.
-        if let Some(q) = plans.get(k + 2) {
-            for mb in &q.members {
-                prefetch::header(&m.functions[mb.f]);
-            }
-        }
-        if let Some(q) = plans.get(k + 1) {
-            prefetch::function(&m.functions[q.members[0].f]);
-        }
+    for p in &plans {
         // Members become thunks or go: no member is walked again (a thunk shares nothing).
         let (shared, members) = fold(m, ps, p, st, &mut folds, report);
         next_walk.push(shared);
@@ -1424,12 +1410,6 @@ fn rewrite_callers(
     let mut pending: Vec<(Inst, Inst)> = Vec::new();
     let (mut regs, mut ops) = (Vec::new(), Vec::new());
     for (k, &(member, (id, i))) in edits.iter().enumerate() {
-        if let Some(&(_, (next, _))) = edits.get(k + 8) {
-            prefetch::header(&m.functions[next]);
-        }
-        if let Some(&(_, (next, _))) = edits.get(k + 4) {
-            prefetch::function(&m.functions[next]);
-        }
         if m.removed[id] {
             continue;
         }

@@ -6,7 +6,6 @@
 use super::scope::ScopeMap;
 use super::MergeReport;
 use crate::hash::{finish, HashSet};
-use crate::lir::prefetch;
 use crate::lir::*;
 use crate::state::*;
 use core::hash::{Hash, Hasher};
@@ -854,8 +853,8 @@ impl ShapeTable {
         let cap = n.next_power_of_two().max(16);
         ShapeTable {
             tokens: Vec::new(),
-            shapes: crate::mem::huge_vec(n),
-            slots: crate::mem::huge_vec_of(cap, (0, 0)),
+            shapes: Vec::with_capacity(n),
+            slots: vec![(0, 0); cap],
             comparisons: 0,
         }
     }
@@ -965,10 +964,10 @@ impl WalkPart {
     fn with_capacity(n: usize) -> Self {
         WalkPart {
             shapes: ShapeTable::with_capacity(n),
-            facts: crate::mem::huge_vec(n),
+            facts: Vec::with_capacity(n),
             // About one call site per function or fewer in most modules; more grow.
-            sites: crate::mem::huge_vec(n),
-            targets: crate::mem::huge_vec(n),
+            sites: Vec::with_capacity(n),
+            targets: Vec::with_capacity(n),
             taken: Vec::new(),
         }
     }
@@ -979,7 +978,6 @@ impl WalkPart {
             // Room for a stream per function or so (address space only: pages are mapped as
             // they are written), at most 256 MiB: one allocation, seldom regrown.
             self.shapes.tokens.reserve((tokens.len() * n).min(1 << 26));
-            crate::mem::advise_huge_pages(&self.shapes.tokens);
         }
         self.shapes.intern(finish(mix(weak, local)), tokens)
     }
@@ -1017,32 +1015,13 @@ impl WalkPart {
     }
 }
 
-/// While `ids[k]` is walked, start loading what the walk reads of the functions ahead: the
-/// tables of `ids[k + 4]` (`prefetch::function`), the call signatures of `ids[k + 1]`, and
-/// the header of `ids[k + 8]` (the `Function` itself, where the addresses of its tables are,
-/// so that the hint for its tables does not wait for them). Each function's tables are asked for once
-/// (`prefetch::ahead` asks again a step before).
-#[inline]
-fn prefetch_walk(m: &Module, ids: &[FuncId], k: usize) {
-    if let Some(&n) = ids.get(k + 8) {
-        prefetch::header(&m.functions[n]);
-    }
-    if let Some(&n) = ids.get(k + 4) {
-        prefetch::function(&m.functions[n]);
-    }
-    if let Some(&n) = ids.get(k + 1) {
-        prefetch::signatures(&m.functions[n]);
-    }
-}
-
 /// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
 /// addresses. Callees are resolved against the scope (functions from `scope` on).
 fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     let mut part = WalkPart::with_capacity(ids.len());
     let mut scratch = HashScratch::default();
     let mut out = WalkOut::default();
-    for (k, &id) in ids.iter().enumerate() {
-        prefetch_walk(m, ids, k);
+    for &id in ids {
         let f = &m.functions[id];
         out.callees.clear();
         let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
@@ -1159,7 +1138,7 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     let mut by_weak = WeakTable::new();
     const SHARED: u32 = u32::MAX;
     // Streams found: (index in `ids`, local hash, shape in the table).
-    let mut streams: Vec<(u32, u64, u32)> = crate::mem::huge_vec(ids.len());
+    let mut streams: Vec<(u32, u64, u32)> = Vec::with_capacity(ids.len());
     // Walk `ids[k]` in full (with `o` and `s`) and class its stream into a shape.
     let walk_full = |k: usize, o: &mut WalkOut, s: &mut HashScratch, part: &mut WalkPart| {
         o.callees.clear();
@@ -1177,7 +1156,6 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
     // walked in full at once.
     let (mut seen, mut walked_full, mut all_full) = (0usize, 0usize, false);
     for (k, &id) in ids.iter().enumerate() {
-        prefetch_walk(m, ids, k);
         let f = &m.functions[id];
         out.callees.clear();
         seen += f.insts.len();
@@ -1185,9 +1163,6 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
         let weak = if all_full {
             let (weak, local, len) = walk_stream(f, &mut scratch, &mut out);
             // Resolved below (`push_facts`), after the lookups that follow.
-            for &(sym, _) in &out.callees {
-                prefetch::symbol(m, sym);
-            }
             // A function walked lightly (before every walk was in full) has a stream only
             // once another shares its weak hash. (No function is added any more.)
             let first = by_weak.get_mut(weak).map(|v| core::mem::replace(v, SHARED));
@@ -1204,9 +1179,6 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
             weak
         } else {
             let (weak, _) = light_walk(f, &mut scratch, &mut out);
-            for &(sym, _) in &out.callees {
-                prefetch::symbol(m, sym);
-            }
             let v = by_weak.slot(weak);
             match *v {
                 WeakTable::EMPTY => *v = k as u32,
