@@ -105,6 +105,10 @@ pub struct MergeConfig {
     /// never needs the thunks (a local symbol cannot be fetched): it folds without them
     /// and gives the member an alias symbol at the shared body.
     pub fetch_locals: bool,
+    /// Functions the host marks hot (default: none). `merge-aligned` never merges them: a
+    /// merged body branches and selects on which function it runs as, which a hot loop
+    /// should not pay. The other passes ignore this.
+    pub hot: Option<midend::passes::merge::HotFunctions>,
 }
 
 impl Default for MergeConfig {
@@ -120,6 +124,7 @@ impl Default for MergeConfig {
             native_thunks: true,
             keep_lir: false,
             fetch_locals: true,
+            hot: None,
         }
     }
 }

@@ -1099,6 +1099,7 @@ impl Core {
                 &PassOptions {
                     threads: config.threads.get(),
                     locals_named: fetch_locals,
+                    hot: config.hot.clone(),
                 },
             );
             pm.verify = config.verify_lir;

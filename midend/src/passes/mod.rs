@@ -11,13 +11,16 @@ use crate::error::Error;
 use crate::pass::{Pass, PassManager};
 
 /// What passes may use besides the module.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PassOptions {
     /// Threads a pass may start (0 and 1: none).
     pub threads: usize,
     /// Local functions can be reached by name from outside the module (a JIT host may fetch
     /// any function it defined): `merge-similar` gives a folded local function a thunk.
     pub locals_named: bool,
+    /// Functions the host marks hot (by name): `merge-aligned` never merges them, so that
+    /// they run without branches on a function identifier.
+    pub hot: Option<merge::HotFunctions>,
 }
 
 /// A pass, as a value: what `--passes` names and what library users configure.
@@ -27,6 +30,9 @@ pub enum PassKind {
     Merge,
     /// Functions equal up to constants and direct callees share one parameterised body.
     MergeSimilar,
+    /// Pairs of functions whose instructions align share one body that branches and
+    /// selects on a function identifier.
+    MergeAligned,
     /// Local value numbering (seed 002), with store-to-load forwarding.
     Lvn,
     /// Value numbering scoped along the dominator tree.
@@ -40,6 +46,7 @@ impl PassKind {
     pub const ALL: &'static [PassKind] = &[
         PassKind::Merge,
         PassKind::MergeSimilar,
+        PassKind::MergeAligned,
         PassKind::Lvn,
         PassKind::Gvn,
         PassKind::Dce,
@@ -50,6 +57,7 @@ impl PassKind {
         match self {
             PassKind::Merge => "merge",
             PassKind::MergeSimilar => "merge-similar",
+            PassKind::MergeAligned => "merge-aligned",
             PassKind::Lvn => "lvn",
             PassKind::Gvn => "gvn",
             PassKind::Dce => "dce",
@@ -78,6 +86,12 @@ impl PassKind {
             PassKind::MergeSimilar => Box::new(merge::MergeSimilar {
                 opts: merge::SimilarOptions {
                     locals_named: opts.locals_named,
+                    ..Default::default()
+                },
+            }),
+            PassKind::MergeAligned => Box::new(merge::MergeAligned {
+                opts: merge::AlignedOptions {
+                    hot: opts.hot.clone(),
                     ..Default::default()
                 },
             }),

@@ -39,6 +39,7 @@
 //! Deferred, folding, redirecting calls), `index` (frozen functions), `scope` (per-function
 //! tables).
 
+mod aligned;
 mod comparator;
 mod exact;
 mod index;
@@ -47,6 +48,7 @@ mod scope;
 mod similar;
 mod walk;
 
+pub use aligned::{merge_aligned, AlignedOptions, AlignedReport, HotFunctions, MergeAligned};
 pub use comparator::{validate_merge, ComparatorState, FunctionComparator};
 pub use exact::{
     merge_functions_reusing, merge_functions_with, thunk_for_address, thunk_merged, MergeScratch,

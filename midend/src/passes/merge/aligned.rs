@@ -1,0 +1,1203 @@
+//! `merge-aligned`: one body for two functions whose instructions differ, not only their
+//! constants and callees. It runs after `merge` and `merge-similar`, on what they left.
+//!
+//! What it takes from the research on merging by sequence alignment, and what it leaves:
+//! - **Candidates (F3M, CGO 2022).** A fingerprint per function: MinHash over shingles of
+//!   three (opcode, type) pairs in layout order, four hash functions. Functions meet in LSH
+//!   buckets keyed by the CFG skeleton (below) and one MinHash value each, so only functions
+//!   that share a skeleton and a band are ever compared. Each function looks at no more than
+//!   `AlignedOptions::neighbours` earlier, unpaired functions per bucket and aligns with at
+//!   most `AlignedOptions::tries` of them, those with most MinHash values in common.
+//! - **Alignment by block pairs (HyFM, LCTES 2021).** Two functions are aligned only if their
+//!   CFGs are the same in layout order (the *skeleton*: signature, per block the number and
+//!   types of phis, the terminator's opcode and successors by position). Block `i` is aligned
+//!   with block `i`: Needleman–Wunsch over the instructions between the phis and the
+//!   terminator (two instructions match when they could be one instruction with `select`s on
+//!   its value operands), or, for blocks whose table would exceed `AlignedOptions::max_cells`,
+//!   a walk down the diagonal when both have the same length. Unlike HyFM there is no extra
+//!   block on one side only; unlike SalSSA, no alignment across blocks.
+//! - **Code generation (SalSSA, PLDI 2020, simplified).** The merged body takes the members'
+//!   parameters and a last `i32` parameter, the function identifier (0 for the first member,
+//!   1 for the second). Matched instructions are emitted once; an operand that differs
+//!   (register or constant) becomes a `select` on the identifier. A maximal run of unmatched
+//!   instructions becomes a diamond: a branch on the identifier to a block of the first
+//!   member's run and a block of the second's, then a join block where each value the run
+//!   defines and that is used after it passes through a phi (with a zero from the other
+//!   side, where it is never read). Phi sources that differ become `select`s at the end of
+//!   the predecessor. Memory operations keep their order on each side: an alignment never
+//!   reorders, and each side's run keeps its own order.
+//! - **Callers.** Each member becomes a thunk with its own name and signature that calls the
+//!   merged body with its identifier; a recursive call of a member to itself calls the merged
+//!   body directly, passing the identifier on. Preemptible, frozen and hot functions
+//!   (`AlignedOptions::hot`) are never merged; functions with global values, opaque
+//!   instructions, exception tables or a stack limit are left alone.
+//! - **Profitability.** The byte cost model of `merge-similar` (`CostModel`): the merged
+//!   body's instructions (selects, branches and phis counted) and two thunks with one extra
+//!   argument each, against the two bodies; a diamond in a block of a loop costs
+//!   `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
+//!
+//! **Bounds.** The search looks at `4 × neighbours` functions and aligns at most `tries`
+//! pairs per function; an alignment costs at most `max_cells` per block pair, and only
+//! functions of at most `max_insts` instructions take part. The pass is one pass over the
+//! functions: no iteration until nothing changes.
+
+use super::exact::make_thunk_with;
+use super::similar::CostModel;
+use crate::hash::{finish, HashMap};
+use crate::lir::*;
+use crate::state::*;
+use cranelift_entity::EntityRef;
+use std::sync::Arc;
+
+/// The functions a host marks hot, by name: `merge-aligned` never merges them, so that they
+/// run without branches or selects on a function identifier.
+#[derive(Clone)]
+pub struct HotFunctions(Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl HotFunctions {
+    /// The functions for which `is_hot` holds.
+    pub fn new(is_hot: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        HotFunctions(Arc::new(is_hot))
+    }
+    /// The functions named in `names`.
+    pub fn named<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Self {
+        let set: std::collections::HashSet<String> = names.into_iter().map(Into::into).collect();
+        HotFunctions::new(move |n| set.contains(n))
+    }
+    /// Whether the function named `name` is hot.
+    pub fn contains(&self, name: &str) -> bool {
+        (self.0)(name)
+    }
+}
+
+impl core::fmt::Debug for HotFunctions {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("HotFunctions(..)")
+    }
+}
+
+/// Options of the pass.
+#[derive(Clone, Debug)]
+pub struct AlignedOptions {
+    /// The byte costs the pass weighs a merge's saving against.
+    pub cost: CostModel,
+    /// Bytes charged for each branch on the identifier inside a loop.
+    pub loop_branch: f64,
+    /// Functions larger than this (in instructions) are left alone.
+    pub max_insts: usize,
+    /// The largest alignment table for one block pair (cells): longer blocks are aligned
+    /// position by position when their lengths are equal, else the pair is not merged.
+    pub max_cells: usize,
+    /// Earlier unpaired functions looked at per bucket.
+    pub neighbours: usize,
+    /// Alignments tried per function.
+    pub tries: usize,
+    /// Functions the host marks hot: never merged by this pass.
+    pub hot: Option<HotFunctions>,
+}
+
+impl Default for AlignedOptions {
+    fn default() -> Self {
+        AlignedOptions {
+            cost: CostModel::default(),
+            loop_branch: 8.0,
+            max_insts: 2000,
+            max_cells: 128 * 128,
+            neighbours: 4,
+            tries: 4,
+            hot: None,
+        }
+    }
+}
+
+/// What the pass did.
+#[derive(Clone, Debug, Default)]
+pub struct AlignedReport {
+    /// Functions merged (each now a thunk of a merged body).
+    pub merged: usize,
+    /// Merged bodies made.
+    pub groups: usize,
+    /// Of those, bodies with at least one unmatched run of instructions (a diamond).
+    pub with_unmatched_runs: usize,
+    /// Bytes saved, as the cost model estimates them.
+    pub bytes_saved: u64,
+    /// Functions that took part in the search.
+    pub candidates: usize,
+    /// Pairs aligned.
+    pub aligned: usize,
+    /// Pairs rejected by the cost model.
+    pub unprofitable: usize,
+    /// Pairs whose alignment could not be turned into one body (a block too long to align,
+    /// a value of a type with no zero to pass around a diamond).
+    pub not_alignable: usize,
+    /// Functions left alone because the host marks them hot.
+    pub hot: usize,
+    /// Functions left alone for what they hold (opaque instructions, exception tables, a
+    /// register defined twice or read before its definition in layout order), or for their
+    /// size.
+    pub ineligible: usize,
+}
+
+/// The `merge-aligned` pass.
+#[derive(Default)]
+pub struct MergeAligned {
+    /// The pass's options.
+    pub opts: AlignedOptions,
+}
+
+impl crate::pass::Pass for MergeAligned {
+    fn name(&self) -> &'static str {
+        "merge-aligned"
+    }
+    fn run(
+        &mut self,
+        m: &mut Module,
+        ps: &mut PassState,
+        stats: &mut crate::pass::Stats,
+    ) -> Result<(), crate::error::Error> {
+        let r = merge_aligned(m, ps, &self.opts);
+        stats.add("merged_aligned", r.merged as u64);
+        stats.add("aligned.groups", r.groups as u64);
+        stats.add("aligned.with_unmatched_runs", r.with_unmatched_runs as u64);
+        stats.add("aligned.bytes_saved", r.bytes_saved);
+        stats.add("aligned.candidates", r.candidates as u64);
+        stats.add("aligned.aligned", r.aligned as u64);
+        stats.add("aligned.unprofitable", r.unprofitable as u64);
+        stats.add("aligned.not_alignable", r.not_alignable as u64);
+        stats.add("aligned.hot", r.hot as u64);
+        stats.add("aligned.ineligible", r.ineligible as u64);
+        Ok(())
+    }
+}
+
+/// Number of MinHash functions (and LSH bands of one value each).
+const BANDS: usize = 4;
+
+/// One function taking part: its skeleton hash and MinHash values.
+struct Candidate {
+    f: FuncId,
+    skeleton: u64,
+    minhash: [u64; BANDS],
+}
+
+/// Run `merge-aligned` over the open functions of `m`.
+pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) -> AlignedReport {
+    let mut report = AlignedReport::default();
+    let mut cands: Vec<Candidate> = Vec::new();
+    for id in ps.open_function_ids(m) {
+        let f = &m.functions[id];
+        if !eligible(f, opts) {
+            report.ineligible += (f.inst_count() >= 6) as usize;
+            continue;
+        }
+        if opts.hot.as_ref().is_some_and(|hot| hot.contains(&f.name)) {
+            report.hot += 1;
+            continue;
+        }
+        let Some(skeleton) = skeleton_hash(f) else {
+            continue;
+        };
+        cands.push(Candidate {
+            f: id,
+            skeleton,
+            minhash: minhash(f),
+        });
+    }
+    report.candidates = cands.len();
+    let mut buckets: HashMap<(u64, usize, u64), Vec<u32>> = HashMap::default();
+    let mut paired = vec![false; cands.len()];
+    let mut near: Vec<(u32, usize)> = Vec::new();
+    for c in 0..cands.len() {
+        near.clear();
+        for band in 0..BANDS {
+            let key = (cands[c].skeleton, band, cands[c].minhash[band]);
+            let Some(list) = buckets.get(&key) else {
+                continue;
+            };
+            for &o in list
+                .iter()
+                .rev()
+                .filter(|&&o| !paired[o as usize])
+                .take(opts.neighbours)
+            {
+                if near.iter().any(|&(x, _)| x == o) {
+                    continue;
+                }
+                let common = (0..BANDS)
+                    .filter(|&k| cands[o as usize].minhash[k] == cands[c].minhash[k])
+                    .count();
+                near.push((o, common));
+            }
+        }
+        near.sort_by_key(|&(o, common)| (core::cmp::Reverse(common), o));
+        let mut best: Option<(u32, Merged, f64)> = None;
+        for &(o, _) in near.iter().take(opts.tries) {
+            let (a, b) = (cands[o as usize].f, cands[c].f);
+            if !same_skeleton(&m.functions[a], &m.functions[b]) {
+                continue;
+            }
+            report.aligned += 1;
+            match merge_pair(m, a, b, opts) {
+                Ok((merged, saving)) => {
+                    if best.as_ref().is_none_or(|(_, _, s)| saving > *s) {
+                        best = Some((o, merged, saving));
+                    }
+                }
+                Err(Rejected::Unprofitable) => report.unprofitable += 1,
+                Err(Rejected::NotAlignable) => report.not_alignable += 1,
+            }
+        }
+        match best {
+            Some((o, merged, saving)) => {
+                paired[o as usize] = true;
+                paired[c] = true;
+                let diamonds = merged.diamonds > 0;
+                if !install(m, ps, [cands[o as usize].f, cands[c].f], merged) {
+                    report.not_alignable += 1;
+                    continue;
+                }
+                report.groups += 1;
+                report.merged += 2;
+                report.with_unmatched_runs += diamonds as usize;
+                report.bytes_saved += saving as u64;
+            }
+            None => {
+                for band in 0..BANDS {
+                    let key = (cands[c].skeleton, band, cands[c].minhash[band]);
+                    buckets.entry(key).or_default().push(c as u32);
+                }
+            }
+        }
+    }
+    report
+}
+
+/// A function this pass may merge.
+fn eligible(f: &Function, opts: &AlignedOptions) -> bool {
+    let n = f.inst_count();
+    !f.frozen
+        && f.linkage != Linkage::Preemptible
+        && f.entry().is_some()
+        && (6..=opts.max_insts).contains(&n)
+        && f.opaques.is_empty()
+        && f.exn_tables.is_empty()
+        && is_ssa(f)
+        && !f.layout.first().is_some_and(|&b| {
+            f.block_insts(b)
+                .iter()
+                .any(|&i| f.insts[i].opcode == Opcode::Phi)
+        })
+}
+
+/// Every register is defined by at most one instruction, and every read but a phi's comes
+/// after the definition in layout order (so that a merged body built in layout order has
+/// every value it reads).
+fn is_ssa(f: &Function) -> bool {
+    let mut defined = vec![false; f.regs.len()];
+    for &b in f.layout.iter() {
+        for &i in f.block_insts(b) {
+            if f.insts[i].opcode != Opcode::Phi {
+                let mut ok = true;
+                for_each_use(f, i, |r| ok &= defined[r.index()]);
+                if !ok {
+                    return false;
+                }
+            }
+            for &r in f.results(i) {
+                if core::mem::replace(&mut defined[r.index()], true) {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// The layout position of each block (u32::MAX for blocks not in the layout).
+fn block_positions(f: &Function) -> Vec<u32> {
+    let mut pos = vec![u32::MAX; f.blocks.len()];
+    for (k, &b) in f.layout.iter().enumerate() {
+        pos[b.index()] = k as u32;
+    }
+    pos
+}
+
+/// The phis at the head of a block, and the rest.
+fn split_phis(f: &Function, b: Block) -> (&[Inst], &[Inst]) {
+    let insts = f.block_insts(b);
+    let k = insts
+        .iter()
+        .position(|&i| f.insts[i].opcode != Opcode::Phi)
+        .unwrap_or(insts.len());
+    insts.split_at(k)
+}
+
+/// Visit the skeleton of `f`: the signature, then per block its phis' types and sources'
+/// positions, and its terminator's opcode and successors' positions. `None` if a block has
+/// no terminator.
+fn skeleton(f: &Function, mut each: impl FnMut(u64)) -> Option<()> {
+    let pos = block_positions(f);
+    each(f.sig.call_conv as u64);
+    for p in f.sig.params.iter().chain(f.sig.returns.iter()) {
+        each(p.ty.raw() as u64);
+    }
+    each(u64::MAX);
+    for &b in f.layout.iter() {
+        let (phis, rest) = split_phis(f, b);
+        each(phis.len() as u64);
+        for &i in phis {
+            each(f.insts[i].ty.raw() as u64);
+            for op in f.operands(i) {
+                if let Operand::Block(s) = op {
+                    each(pos[s.index()] as u64);
+                }
+            }
+        }
+        let &t = rest.last()?;
+        let d = f.insts[t];
+        if !d.opcode.is_terminator() {
+            return None;
+        }
+        each(d.opcode as u64 | 1 << 32);
+        for op in f.operands(t) {
+            if let Operand::Block(s) = op {
+                each(pos[s.index()] as u64);
+            }
+        }
+    }
+    Some(())
+}
+
+fn skeleton_hash(f: &Function) -> Option<u64> {
+    let mut h = 0u64;
+    skeleton(f, |w| h = mix(h, w))?;
+    Some(finish(h))
+}
+
+/// The skeletons of `a` and `b` are equal (confirms what their hashes suggest).
+fn same_skeleton(a: &Function, b: &Function) -> bool {
+    let mut wa = Vec::new();
+    let mut wb = Vec::new();
+    a.sig == b.sig
+        && skeleton(a, |w| wa.push(w)).is_some()
+        && skeleton(b, |w| wb.push(w)).is_some()
+        && wa == wb
+}
+
+fn mix(h: u64, w: u64) -> u64 {
+    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// MinHash of the function's shingles of three (opcode, type) pairs, in layout order.
+fn minhash(f: &Function) -> [u64; BANDS] {
+    const SEEDS: [u64; BANDS] = [
+        0x9e37_79b9_7f4a_7c15,
+        0xc2b2_ae3d_27d4_eb4f,
+        0x1656_67b1_9e37_79f9,
+        0x27d4_eb2f_1656_67c5,
+    ];
+    let mut mh = [u64::MAX; BANDS];
+    let mut window = [0u64; 3];
+    let mut n = 0usize;
+    for &b in f.layout.iter() {
+        for &i in f.block_insts(b) {
+            let d = f.insts[i];
+            window = [
+                window[1],
+                window[2],
+                (d.opcode as u64) << 16 | d.ty.raw() as u64,
+            ];
+            n += 1;
+            if n >= 3 {
+                let s = mix(mix(window[0], window[1]), window[2]);
+                for k in 0..BANDS {
+                    mh[k] = mh[k].min(finish(mix(s, SEEDS[k])));
+                }
+            }
+        }
+    }
+    mh
+}
+
+/// Why a pair was not merged.
+enum Rejected {
+    Unprofitable,
+    NotAlignable,
+}
+
+/// One step of a block pair's alignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Both(Inst, Inst),
+    A(Inst),
+    B(Inst),
+}
+
+/// What the two members share, for matching: their symbols (a call of a member to itself
+/// matches the other's call to itself) and how the second's stack objects map to the first's.
+struct PairCtx<'a> {
+    a: &'a Function,
+    b: &'a Function,
+    sym: [Option<Symbol>; 2],
+    /// B's stack object `k` is the merged body's object `stack_b[k]`.
+    stack_b: Vec<StackObj>,
+}
+
+impl PairCtx<'_> {
+    /// `ia` of A and `ib` of B can be one instruction, with selects on differing values.
+    fn matches(&self, ia: Inst, ib: Inst) -> bool {
+        let (a, b) = (self.a, self.b);
+        let (da, db) = (a.insts[ia], b.insts[ib]);
+        if da.opcode != db.opcode
+            || da.ty != db.ty
+            || da.results().len != db.results().len
+            || da.operands().len != db.operands().len
+        {
+            return false;
+        }
+        let ok_aux = match da.opcode.format() {
+            Format::Load | Format::Store => {
+                a.memflags[MemFlagsRef::from_u32(da.aux)]
+                    == b.memflags[MemFlagsRef::from_u32(db.aux)]
+            }
+            Format::Call => a.sigs[SigRef::from_u32(da.aux)] == b.sigs[SigRef::from_u32(db.aux)],
+            _ => da.aux == db.aux,
+        };
+        if !ok_aux {
+            return false;
+        }
+        if a.results(ia)
+            .iter()
+            .zip(b.results(ib))
+            .any(|(&x, &y)| a.reg_type(x) != b.reg_type(y))
+        {
+            return false;
+        }
+        let call = da.opcode.is_call();
+        a.operands(ia)
+            .into_iter()
+            .zip(b.operands(ib))
+            .enumerate()
+            .all(|(k, (x, y))| self.operands_match(x, y, call && k == 0))
+    }
+
+    /// Operand `x` of A and `y` of B can be one operand (a select where they differ).
+    /// `callee`: they are the callees of direct calls, where a member's call to itself
+    /// matches the other's call to itself (the merged body calls itself).
+    fn operands_match(&self, x: Operand, y: Operand, callee: bool) -> bool {
+        use Operand::*;
+        let (a, b) = (self.a, self.b);
+        match (x, y) {
+            (Reg(r), Reg(s)) => a.reg_type(r) == b.reg_type(s),
+            (Reg(_) | Int(_) | F32(_) | F64(_), Reg(_) | Int(_) | F32(_) | F64(_)) => {
+                // A constant against a register or another constant: a select, if the kinds
+                // agree (an integer constant is as wide as its place).
+                let kind = |o: Operand| match o {
+                    Reg(r) => match a.reg_type(r) {
+                        Type::F32 => 1,
+                        Type::F64 => 2,
+                        _ => 0,
+                    },
+                    F32(_) => 1,
+                    F64(_) => 2,
+                    _ => 0,
+                };
+                let kind_b = |o: Operand| match o {
+                    Reg(r) => match b.reg_type(r) {
+                        Type::F32 => 1,
+                        Type::F64 => 2,
+                        _ => 0,
+                    },
+                    other => kind(other),
+                };
+                kind(x) == kind_b(y)
+            }
+            (
+                Mem {
+                    base: b1,
+                    index: i1,
+                    scale: s1,
+                    disp: d1,
+                },
+                Mem {
+                    base: b2,
+                    index: i2,
+                    scale: s2,
+                    disp: d2,
+                },
+            ) => {
+                b1.is_some() == b2.is_some() && i1.is_some() == i2.is_some() && s1 == s2 && d1 == d2
+            }
+            (Sym(s, o), Sym(t, p)) => {
+                o == p
+                    && (s == t
+                        || (callee && o == 0 && Some(s) == self.sym[0] && Some(t) == self.sym[1]))
+            }
+            (Stack(s, o), Stack(t, p)) => o == p && self.stack_b[t.index()] == s,
+            (Block(_), Block(_)) => true, // terminators only; the skeletons agree
+            _ => x == y,
+        }
+    }
+}
+
+/// Align the body instructions of one block pair (Needleman–Wunsch, a match scoring one and a
+/// gap nothing; ties prefer matches). `None` if the table would be too large and the lengths
+/// differ.
+fn align_block(cx: &PairCtx, xa: &[Inst], xb: &[Inst], max_cells: usize) -> Option<Vec<Step>> {
+    let (n, k) = (xa.len(), xb.len());
+    let mut steps = Vec::with_capacity(n.max(k));
+    if (n + 1) * (k + 1) > max_cells {
+        if n != k {
+            return None;
+        }
+        for (&x, &y) in xa.iter().zip(xb) {
+            if cx.matches(x, y) {
+                steps.push(Step::Both(x, y));
+            } else {
+                steps.push(Step::A(x));
+                steps.push(Step::B(y));
+            }
+        }
+        return Some(steps);
+    }
+    let w = k + 1;
+    let mut t = vec![0u16; (n + 1) * w];
+    let mut hit = vec![false; n * k];
+    for i in (0..n).rev() {
+        for j in (0..k).rev() {
+            let m = cx.matches(xa[i], xb[j]);
+            hit[i * k + j] = m;
+            let diag = if m { t[(i + 1) * w + j + 1] + 1 } else { 0 };
+            t[i * w + j] = diag.max(t[(i + 1) * w + j]).max(t[i * w + j + 1]);
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < k {
+        if i < n && j < k && hit[i * k + j] && t[i * w + j] == t[(i + 1) * w + j + 1] + 1 {
+            steps.push(Step::Both(xa[i], xb[j]));
+            i += 1;
+            j += 1;
+        } else if i < n && (j == k || t[i * w + j] == t[(i + 1) * w + j]) {
+            steps.push(Step::A(xa[i]));
+            i += 1;
+        } else {
+            steps.push(Step::B(xb[j]));
+            j += 1;
+        }
+    }
+    Some(steps)
+}
+
+/// The blocks that are in a loop, approximately: those between a block and a later block
+/// that branches back to it, in layout order.
+fn loop_blocks(f: &Function, pos: &[u32]) -> Vec<bool> {
+    let n = f.layout.len();
+    let mut in_loop = vec![false; n];
+    for (k, &b) in f.layout.iter().enumerate() {
+        for s in f.branch_targets(f.block_insts(b)[f.block_insts(b).len() - 1]) {
+            let p = pos[s.index()] as usize;
+            if p <= k {
+                in_loop[p..=k].iter_mut().for_each(|x| *x = true);
+            }
+        }
+    }
+    in_loop
+}
+
+/// The merged body of `a` and `b` (functions of `m`) and the bytes it saves, if aligned and
+/// profitable.
+fn merge_pair(
+    m: &Module,
+    fa: FuncId,
+    fb: FuncId,
+    opts: &AlignedOptions,
+) -> Result<(Merged, f64), Rejected> {
+    let (a, b) = (&m.functions[fa], &m.functions[fb]);
+    // Tables whose entries refer to one another by index are shared only when equal.
+    if a.regions != b.regions || a.globals != b.globals || a.stack_limit != b.stack_limit {
+        return Err(Rejected::NotAlignable);
+    }
+    // B's stack objects: the same object as A's at the same index when they are alike,
+    // else objects of their own after A's.
+    let mut stack_b = Vec::with_capacity(b.stack_objs.len());
+    let mut extra = a.stack_objs.len();
+    for (k, d) in b.stack_objs.iter() {
+        if a.stack_objs.get(k) == Some(d) {
+            stack_b.push(k);
+        } else {
+            stack_b.push(StackObj::new(extra));
+            extra += 1;
+        }
+    }
+    let cx = PairCtx {
+        a,
+        b,
+        sym: [m.lookup_symbol(&a.name), m.lookup_symbol(&b.name)],
+        stack_b,
+    };
+    let mut aligned = Vec::with_capacity(a.layout.len());
+    for (&ba, &bb) in a.layout.iter().zip(b.layout.iter()) {
+        let (_, ra) = split_phis(a, ba);
+        let (_, rb) = split_phis(b, bb);
+        let (xa, xb) = (&ra[..ra.len() - 1], &rb[..rb.len() - 1]);
+        let steps = align_block(&cx, xa, xb, opts.max_cells).ok_or(Rejected::NotAlignable)?;
+        aligned.push(steps);
+    }
+    // A cheap estimate first: matched instructions once, the rest as they are.
+    let c = &opts.cost;
+    let members = (a.inst_count() + b.inst_count()) as f64;
+    let merged_est = a.inst_count()
+        + aligned
+            .iter()
+            .flatten()
+            .filter(|s| matches!(s, Step::B(_)))
+            .count();
+    let overhead = 2.0 * (c.thunk + c.per_extra_arg) + c.frame;
+    if c.bytes_per_inst * (members - merged_est as f64) + 2.0 * c.frame - overhead <= 0.0 {
+        return Err(Rejected::Unprofitable);
+    }
+    let merged = Codegen::new(&cx)
+        .run(&aligned)
+        .ok_or(Rejected::NotAlignable)?;
+    let saving = c.bytes_per_inst * (members - merged.body.inst_count() as f64) + 2.0 * c.frame
+        - overhead
+        - opts.loop_branch * merged.diamonds_in_loops as f64;
+    if saving <= 0.0 {
+        return Err(Rejected::Unprofitable);
+    }
+    Ok((merged, saving))
+}
+
+/// A merged body, before it has a name.
+struct Merged {
+    body: Function,
+    /// Calls of the body to itself (their callee is set when the body gets its name).
+    self_calls: Vec<Inst>,
+    /// Diamonds in blocks of loops.
+    diamonds_in_loops: usize,
+    /// Diamonds in all.
+    diamonds: usize,
+}
+
+/// Which member an instruction or value comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    A = 0,
+    B = 1,
+}
+
+/// Builds the merged body of an aligned pair.
+struct Codegen<'a, 'c> {
+    cx: &'c PairCtx<'a>,
+    f: Function,
+    /// The identifier: 0 in A, 1 in B.
+    id: Reg,
+    /// Each member's registers, as the merged body holds them.
+    map: [HashMap<Reg, Operand>; 2],
+    /// Calls of a member to itself (their callee is set when the body gets its name).
+    self_calls: Vec<Inst>,
+    /// The merged body's own signature, for those calls.
+    self_sig: SigRef,
+    /// Uses of each register, per member.
+    uses: [Vec<u32>; 2],
+    /// A register holding zero, per type, at the top of the entry block.
+    zeros: HashMap<Type, Reg>,
+    /// The entry block.
+    entry: Option<Block>,
+}
+
+impl<'a, 'c> Codegen<'a, 'c> {
+    fn new(cx: &'c PairCtx<'a>) -> Self {
+        let a = cx.a;
+        let mut sig = a.sig.clone();
+        sig.params.push(AbiParam::new(Type::I32));
+        let mut f = Function::new(a.name.clone(), sig.clone(), Linkage::Local);
+        f.stack_objs = a.stack_objs.clone();
+        f.sigs = a.sigs.clone();
+        f.regions = a.regions.clone();
+        f.globals = a.globals.clone();
+        f.stack_limit = a.stack_limit;
+        f.memflags = a.memflags.clone();
+        let self_sig = f.sigs.push(sig);
+        let id = f.new_reg(Type::I32);
+        let uses = [use_counts(a), use_counts(cx.b)];
+        Codegen {
+            cx,
+            f,
+            id,
+            map: [HashMap::default(), HashMap::default()],
+            self_calls: Vec::new(),
+            self_sig,
+            uses,
+            zeros: HashMap::default(),
+            entry: None,
+        }
+    }
+
+    fn member(&self, s: Side) -> &'a Function {
+        match s {
+            Side::A => self.cx.a,
+            Side::B => self.cx.b,
+        }
+    }
+
+    /// The merged body, and how many diamonds lie in loops. `None` if some value cannot be
+    /// carried around a diamond or an alignment step does not match after all.
+    fn run(mut self, aligned: &[Vec<Step>]) -> Option<Merged> {
+        let (a, b) = (self.cx.a, self.cx.b);
+        // B's stack objects of their own.
+        let mut own: Vec<(usize, StackObjData)> = Vec::new();
+        for (k, d) in b.stack_objs.iter() {
+            if self.cx.stack_b[k.index()].index() >= a.stack_objs.len() {
+                own.push((self.cx.stack_b[k.index()].index(), *d));
+            }
+        }
+        own.sort_by_key(|x| x.0);
+        for (_, d) in own {
+            self.f.stack_objs.push(d);
+        }
+        let n = a.layout.len();
+        let firsts: Vec<Block> = (0..n).map(|_| self.f.new_block()).collect();
+        self.entry = Some(firsts[0]);
+        let pos_a = block_positions(a);
+        let in_loop = loop_blocks(a, &pos_a);
+        let np = a.sig.params.len() as u32;
+        let i = self
+            .f
+            .make_inst(Opcode::Copy, Type::I32, &[self.id], &[Operand::Arg(np)]);
+        self.f.append_inst(firsts[0], i);
+        let mut lasts = Vec::with_capacity(n);
+        let mut phis: Vec<(Inst, Inst, Inst)> = Vec::new();
+        let (mut diamonds_in_loops, mut diamonds) = (0, 0);
+        for (k, steps) in aligned.iter().enumerate() {
+            let (ba, bb) = (a.layout[k], b.layout[k]);
+            let mut cur = firsts[k];
+            let (pa, _) = split_phis(a, ba);
+            let (pb, _) = split_phis(b, bb);
+            for (&x, &y) in pa.iter().zip(pb) {
+                let ty = a.insts[x].ty;
+                let r = self.f.new_reg(ty);
+                let i = self.f.make_inst(Opcode::Phi, ty, &[r], &[]);
+                self.f.append_inst(cur, i);
+                self.map[0].insert(a.results(x)[0], Operand::Reg(r));
+                self.map[1].insert(b.results(y)[0], Operand::Reg(r));
+                phis.push((i, x, y));
+            }
+            let mut s = 0;
+            while s < steps.len() {
+                if let Step::Both(x, y) = steps[s] {
+                    self.emit_both(cur, x, y)?;
+                    s += 1;
+                    continue;
+                }
+                let e = steps[s..]
+                    .iter()
+                    .position(|st| matches!(st, Step::Both(..)))
+                    .map_or(steps.len(), |p| s + p);
+                cur = self.diamond(cur, &steps[s..e])?;
+                diamonds_in_loops += in_loop[k] as usize;
+                diamonds += 1;
+                s = e;
+            }
+            lasts.push(cur);
+        }
+        // Phi sources, a select at the end of the predecessor where the members differ.
+        for (i, x, y) in phis {
+            let ty = a.insts[x].ty;
+            let (oa, ob): (Vec<Operand>, Vec<Operand>) = (
+                a.operands(x).into_iter().collect(),
+                b.operands(y).into_iter().collect(),
+            );
+            let mut ops = Vec::with_capacity(oa.len());
+            for (pair_a, pair_b) in oa.chunks(2).zip(ob.chunks(2)) {
+                let Operand::Block(p) = pair_a[1] else {
+                    return None;
+                };
+                let last = lasts[pos_a[p.index()] as usize];
+                let v = self.value(last, ty, pair_a[0], pair_b[0]);
+                ops.extend([v, Operand::Block(last)]);
+            }
+            self.f.set_operands(i, &ops);
+        }
+        // Terminators, their targets the blocks' first merged blocks.
+        for (k, &last) in lasts.iter().enumerate() {
+            let ta = *a.block_insts(a.layout[k]).last()?;
+            let tb = *b.block_insts(b.layout[k]).last()?;
+            if !self.cx.matches(ta, tb) {
+                return None;
+            }
+            let targets = |o: Operand| match o {
+                Operand::Block(t) => Operand::Block(firsts[pos_a[t.index()] as usize]),
+                o => o,
+            };
+            self.emit_both_with(last, ta, tb, targets)?;
+        }
+        Some(Merged {
+            body: self.f,
+            self_calls: self.self_calls,
+            diamonds_in_loops,
+            diamonds,
+        })
+    }
+
+    /// `x` of A and `y` of B as one instruction at the end of `cur`.
+    fn emit_both(&mut self, cur: Block, x: Inst, y: Inst) -> Option<()> {
+        self.emit_both_with(cur, x, y, |o| o)
+    }
+
+    fn emit_both_with(
+        &mut self,
+        cur: Block,
+        x: Inst,
+        y: Inst,
+        blocks: impl Fn(Operand) -> Operand,
+    ) -> Option<()> {
+        let (a, b) = (self.cx.a, self.cx.b);
+        if !self.cx.matches(x, y) {
+            return None;
+        }
+        let d = a.insts[x];
+        let mut ops: Vec<Operand> = Vec::with_capacity(d.operands().len as usize + 1);
+        let mut self_call = false;
+        for (k, (oa, ob)) in a.operands(x).into_iter().zip(b.operands(y)).enumerate() {
+            use Operand::*;
+            let o = match (oa, ob) {
+                (Reg(_) | Int(_) | F32(_) | F64(_), _) => {
+                    let ty = match oa {
+                        Reg(r) => a.reg_type(r),
+                        _ => match ob {
+                            Reg(s) => b.reg_type(s),
+                            _ => a.constant_type(x, k),
+                        },
+                    };
+                    self.value(cur, ty, oa, ob)
+                }
+                (
+                    Mem {
+                        base,
+                        index,
+                        scale,
+                        disp,
+                    },
+                    Mem {
+                        base: b2,
+                        index: i2,
+                        ..
+                    },
+                ) => {
+                    let pick = |me: &mut Self,
+                                r: Option<crate::lir::Reg>,
+                                s: Option<crate::lir::Reg>|
+                     -> Option<crate::lir::Reg> {
+                        let (r, s) = (r?, s?);
+                        let ty = a.reg_type(r);
+                        match me.value(cur, ty, Reg(r), Reg(s)) {
+                            Reg(v) => Some(v),
+                            _ => None,
+                        }
+                    };
+                    let base = pick(self, base.expand(), b2.expand());
+                    let index = pick(self, index.expand(), i2.expand());
+                    Mem {
+                        base: base.into(),
+                        index: index.into(),
+                        scale,
+                        disp,
+                    }
+                }
+                (Sym(s, 0), Sym(t, 0))
+                    if d.opcode.is_call()
+                        && k == 0
+                        && Some(s) == self.cx.sym[0]
+                        && Some(t) == self.cx.sym[1] =>
+                {
+                    self_call = true;
+                    Sym(s, 0)
+                }
+                (o, _) => blocks(o),
+            };
+            ops.push(o);
+        }
+        self.finish_inst(cur, Side::A, x, ops, self_call, Some(y));
+        Some(())
+    }
+
+    /// The merged value of A's operand `oa` and B's `ob` (of type `ty`): the same one, or a
+    /// select on the identifier added at the end of `cur`.
+    fn value(&mut self, cur: Block, ty: Type, oa: Operand, ob: Operand) -> Operand {
+        let va = self.translate(Side::A, oa);
+        let vb = self.translate(Side::B, ob);
+        if va == vb {
+            return va;
+        }
+        let r = self.f.new_reg(ty);
+        let i = self
+            .f
+            .make_inst(Opcode::Select, ty, &[r], &[Operand::Reg(self.id), vb, va]);
+        self.f.append_inst(cur, i);
+        Operand::Reg(r)
+    }
+
+    /// A member's operand in the merged body (registers mapped; stack objects of B mapped).
+    fn translate(&self, s: Side, o: Operand) -> Operand {
+        match o {
+            Operand::Reg(r) => self.map[s as usize].get(&r).copied().unwrap_or(o),
+            Operand::Mem {
+                base,
+                index,
+                scale,
+                disp,
+            } => {
+                let m = |r: Option<Reg>| {
+                    r.map(|r| match self.map[s as usize].get(&r) {
+                        Some(Operand::Reg(v)) => *v,
+                        _ => r,
+                    })
+                };
+                Operand::Mem {
+                    base: m(base.expand()).into(),
+                    index: m(index.expand()).into(),
+                    scale,
+                    disp,
+                }
+            }
+            Operand::Stack(k, d) if s == Side::B => Operand::Stack(self.cx.stack_b[k.index()], d),
+            o => o,
+        }
+    }
+
+    /// Add the instruction `x` of `side` with operands `ops` (translated) at the end of `cur`:
+    /// fresh results (`y` of B maps to them too), its aux translated, a self-call made one.
+    fn finish_inst(
+        &mut self,
+        cur: Block,
+        side: Side,
+        x: Inst,
+        mut ops: Vec<Operand>,
+        self_call: bool,
+        y: Option<Inst>,
+    ) {
+        let src = self.member(side);
+        let d = src.insts[x];
+        let results: Vec<Reg> = src
+            .results(x)
+            .iter()
+            .map(|&r| self.f.new_reg(src.reg_type(r)))
+            .collect();
+        if self_call {
+            ops.push(Operand::Reg(self.id));
+        }
+        let i = self.f.make_inst(d.opcode, d.ty, &results, &ops);
+        self.f.insts[i].aux = match (d.opcode.format(), side) {
+            _ if self_call => self.self_sig.as_u32(),
+            (Format::Load | Format::Store, Side::B) => {
+                let flags = src.memflags[MemFlagsRef::from_u32(d.aux)];
+                self.f.intern_memflags(flags).as_u32()
+            }
+            (Format::Call, Side::B) => {
+                let sig = src.sigs[SigRef::from_u32(d.aux)].clone();
+                self.f.sigs.push(sig).as_u32()
+            }
+            _ => d.aux,
+        };
+        if self_call {
+            self.self_calls.push(i);
+        }
+        self.f.append_inst(cur, i);
+        for (k, &r) in src.results(x).iter().enumerate() {
+            self.map[side as usize].insert(r, Operand::Reg(results[k]));
+        }
+        if let Some(y) = y {
+            for (k, &r) in self.cx.b.results(y).iter().enumerate() {
+                self.map[1].insert(r, Operand::Reg(results[k]));
+            }
+        }
+    }
+
+    /// A run of unmatched steps after `cur`: a branch on the identifier to each member's
+    /// part, then a join block where the values used later pass through phis. Returns the
+    /// join block.
+    fn diamond(&mut self, cur: Block, run: &[Step]) -> Option<Block> {
+        let mut sides: [Vec<Inst>; 2] = [Vec::new(), Vec::new()];
+        for st in run {
+            match *st {
+                Step::A(x) => sides[0].push(x),
+                Step::B(y) => sides[1].push(y),
+                Step::Both(..) => unreachable!("a run holds unmatched steps only"),
+            }
+        }
+        let join = self.f.new_block();
+        // Each side's part, or the branch straight to the join for an empty one.
+        let mut from = [cur; 2];
+        let mut targets = [join; 2];
+        for s in [Side::A, Side::B] {
+            if !sides[s as usize].is_empty() {
+                let blk = self.f.new_block();
+                targets[s as usize] = blk;
+                from[s as usize] = blk;
+            }
+        }
+        let br = self.f.make_inst(
+            Opcode::Brif,
+            Type::I32,
+            &[],
+            &[
+                Operand::Pred(Cond::Ne),
+                Operand::Reg(self.id),
+                Operand::Block(targets[1]),
+                Operand::Block(targets[0]),
+            ],
+        );
+        self.f.append_inst(cur, br);
+        let mut crossing: Vec<(Side, Reg)> = Vec::new();
+        for s in [Side::A, Side::B] {
+            if sides[s as usize].is_empty() {
+                continue;
+            }
+            let src = self.member(s);
+            let blk = targets[s as usize];
+            // Uses inside the run, to find the values used after it.
+            let mut inside: HashMap<Reg, u32> = HashMap::default();
+            for &x in &sides[s as usize] {
+                for_each_use(src, x, |r| *inside.entry(r).or_default() += 1);
+            }
+            for &x in &sides[s as usize] {
+                let ops: Vec<Operand> = src
+                    .operands(x)
+                    .into_iter()
+                    .map(|o| self.translate(s, o))
+                    .collect();
+                let self_call = src.insts[x].opcode.is_call()
+                    && matches!(ops.first(), Some(Operand::Sym(c, 0)) if Some(*c) == self.cx.sym[s as usize]);
+                self.finish_inst(blk, s, x, ops, self_call, None);
+                for &r in src.results(x) {
+                    let all = self.uses[s as usize][r.index()];
+                    if all > inside.get(&r).copied().unwrap_or(0) {
+                        crossing.push((s, r));
+                    }
+                }
+            }
+            let j = self
+                .f
+                .make_inst(Opcode::Jump, Type::VOID, &[], &[Operand::Block(join)]);
+            self.f.append_inst(blk, j);
+        }
+        for (s, r) in crossing {
+            let ty = self.member(s).reg_type(r);
+            let zero = self.zero(ty)?;
+            let v = self.translate(s, Operand::Reg(r));
+            let (mine, other) = (from[s as usize], from[1 - s as usize]);
+            let p = self.f.new_reg(ty);
+            let i = self.f.make_inst(
+                Opcode::Phi,
+                ty,
+                &[p],
+                &[v, Operand::Block(mine), zero, Operand::Block(other)],
+            );
+            self.f.append_inst(join, i);
+            self.map[s as usize].insert(r, Operand::Reg(p));
+        }
+        Some(join)
+    }
+}
+
+impl Codegen<'_, '_> {
+    /// A register holding zero of type `ty`, defined at the top of the entry block (it
+    /// dominates every block), for the side of a diamond's phi that never reads it. `None`
+    /// for a type with no zero constant in LIR (vectors).
+    fn zero(&mut self, ty: Type) -> Option<Operand> {
+        if let Some(&r) = self.zeros.get(&ty) {
+            return Some(Operand::Reg(r));
+        }
+        let c = match ty {
+            Type::F32 => Operand::F32(0),
+            Type::F64 => Operand::F64(0),
+            t if t.class() == RegClass::Int && t.bytes() <= 8 => Operand::Int(0),
+            _ => return None,
+        };
+        let r = self.f.new_reg(ty);
+        let i = self.f.make_inst(Opcode::Copy, ty, &[r], &[c]);
+        // After the copy of the identifier.
+        self.f.insert_inst(self.entry?, 1, i);
+        self.zeros.insert(ty, r);
+        Some(Operand::Reg(r))
+    }
+}
+
+/// Call `each` with every register instruction `i` of `f` reads.
+fn for_each_use(f: &Function, i: Inst, mut each: impl FnMut(Reg)) {
+    for o in f.operands(i) {
+        match o {
+            Operand::Reg(r) => each(r),
+            Operand::Mem { base, index, .. } => base
+                .expand()
+                .into_iter()
+                .chain(index.expand())
+                .for_each(&mut each),
+            _ => {}
+        }
+    }
+}
+
+/// The number of reads of each register of `f`.
+fn use_counts(f: &Function) -> Vec<u32> {
+    let mut n = vec![0u32; f.regs.len()];
+    for &b in f.layout.iter() {
+        for &i in f.block_insts(b) {
+            for_each_use(f, i, |r| n[r.index()] += 1);
+        }
+    }
+    n
+}
+
+/// A fresh name for a merged body.
+fn merged_name(m: &Module, base: &str) -> String {
+    let mut k = m.functions.len();
+    loop {
+        let name = format!("__mergelift_aligned.{base}.{k}");
+        if m.lookup_symbol(&name).is_none() {
+            return name;
+        }
+        k += 1;
+    }
+}
+
+/// Add the merged body of `members` to `m` and make each member a thunk that calls it with
+/// its identifier.
+fn install(m: &mut Module, ps: &mut PassState, members: [FuncId; 2], merged: Merged) -> bool {
+    let name = merged_name(m, &m.functions[members[0]].name);
+    let sym = m.symbol(&name, SymbolKind::Function);
+    let mut body = merged.body;
+    body.name = name.into();
+    body.modified = true;
+    for &i in &merged.self_calls {
+        body.set_operand(i, 0, Operand::Sym(sym, 0));
+    }
+    let sig = body.sig.clone();
+    let id = m.add_function(body).expect("a fresh name");
+    // A merged body is checked before any member gives its body up: one the verifier
+    // rejects is a bug of this pass, and the members stay as they were.
+    if let Err(e) = crate::verifier::verify_function(m, &m.functions[id], true) {
+        debug_assert!(false, "merge-aligned made an invalid body:\n{e}");
+        ps.remove_function(m, id);
+        return false;
+    }
+    for (k, &f) in members.iter().enumerate() {
+        make_thunk_with(m, ps, f, (sym, sig.clone()), 1, false, |t, b, ops| {
+            let r = t.new_reg(Type::I32);
+            let i = t.make_inst(Opcode::Copy, Type::I32, &[r], &[Operand::Int(k as i64)]);
+            t.append_inst(b, i);
+            ops.push(Operand::Reg(r));
+        });
+        let member = m
+            .lookup_symbol(&m.functions[f].name)
+            .expect("a defined function has a symbol");
+        ps.merges.push(MergeRecord {
+            merged: member,
+            survivor: sym,
+            kind: MergeKind::Thunked,
+            callers_redirected: false,
+        });
+    }
+    true
+}
