@@ -12,6 +12,7 @@ pub fn generated_functions(functions: usize, dup_ratio: f64) -> Vec<ir::Function
         functions,
         dup_ratio,
         near_ratio: 0.1_f64.min(1.0 - dup_ratio),
+        edit_ratio: 0.0,
         seed: 1,
     });
     cranelift_reader::parse_functions(&out.text).expect("generated CLIF parses")

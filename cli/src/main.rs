@@ -170,6 +170,11 @@ enum Cmd {
         /// Fraction of near-duplicates (one constant apart), from 0 to 1.
         #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
         near_ratio: f64,
+        /// Fraction of structural near-duplicates, from 0 to 1: copies of another function
+        /// with another constant and with operations inserted, removed or replaced (what
+        /// `merge-aligned` merges and `merge-similar` does not).
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        edit_ratio: f64,
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Instead of a template-heavy module, small functions calling each other in one
@@ -179,7 +184,7 @@ enum Cmd {
         /// tree), `fan-in` (all call one), `fan-out` (dispatchers of 64 leaves each). For
         /// measuring how merging scales with the call graph.
         #[arg(long, value_parser = ["chain", "chain-const", "ring", "star", "tree", "fan-in", "fan-out"],
-              conflicts_with_all = ["dup_ratio", "near_ratio", "seed"])]
+              conflicts_with_all = ["dup_ratio", "near_ratio", "edit_ratio", "seed"])]
         shape: Option<String>,
     },
     /// Differential fuzzing: random CLIF modules run by cranelift-interpreter (the oracle) and
@@ -313,11 +318,12 @@ fn run(cli: Cli) -> ExitCode {
             functions,
             dup_ratio,
             near_ratio,
+            edit_ratio,
             seed,
             shape,
         } => match shape {
             Some(shape) => cmd_gen_shape(&shape, functions),
-            None => cmd_gen(functions, dup_ratio, near_ratio, seed),
+            None => cmd_gen(functions, [dup_ratio, near_ratio, edit_ratio], seed),
         },
         Cmd::Fuzz {
             iterations,
@@ -1156,12 +1162,12 @@ fn cmd_size(
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_gen(functions: u64, dup_ratio: f64, near_ratio: f64, seed: u64) -> Result<ExitCode> {
-    if !(0.0..=1.0).contains(&dup_ratio)
-        || !(0.0..=1.0).contains(&near_ratio)
-        || dup_ratio + near_ratio > 1.0
-    {
-        bail!("--dup-ratio and --near-ratio must be in [0, 1] and add up to at most 1");
+fn cmd_gen(functions: u64, ratios: [f64; 3], seed: u64) -> Result<ExitCode> {
+    let [dup_ratio, near_ratio, edit_ratio] = ratios;
+    if ratios.iter().any(|r| !(0.0..=1.0).contains(r)) || ratios.iter().sum::<f64>() > 1.0 {
+        bail!(
+            "--dup-ratio, --near-ratio and --edit-ratio must be in [0, 1] and add up to at most 1"
+        );
     }
     let mut out = Out::new();
     let r = mergelift_tools::gen::generate_to(
@@ -1169,6 +1175,7 @@ fn cmd_gen(functions: u64, dup_ratio: f64, near_ratio: f64, seed: u64) -> Result
             functions: functions as usize,
             dup_ratio,
             near_ratio,
+            edit_ratio,
             seed,
         },
         &mut out.0,
@@ -1177,8 +1184,8 @@ fn cmd_gen(functions: u64, dup_ratio: f64, near_ratio: f64, seed: u64) -> Result
     out.finish()?;
     let _ = writeln!(
         std::io::stderr(),
-        "generated {} functions ({} CLIF instructions, {} blocks, {} calls): {} identical duplicates (counting transitive ones), {} near-duplicates",
-        r.functions, r.clif_insts, r.blocks, r.calls, r.duplicates, r.near_duplicates
+        "generated {} functions ({} CLIF instructions, {} blocks, {} calls): {} identical duplicates (counting transitive ones), {} near-duplicates, {} edited duplicates",
+        r.functions, r.clif_insts, r.blocks, r.calls, r.duplicates, r.near_duplicates, r.edited_duplicates
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -1222,7 +1229,7 @@ fn cmd_fuzz(
     let _ = writeln!(
         std::io::stderr(),
         "{} modules ({} with edge cases), {} calls compared ({} trapped on both sides, {} undecided \
-         by the interpreter); merged {}, merged_similar {}",
+         by the interpreter); merged {}, merged_similar {}, merged_aligned {}",
         r.passed + r.failed,
         r.edge_modules,
         r.calls,
@@ -1230,6 +1237,7 @@ fn cmd_fuzz(
         r.skipped_calls,
         r.stats.get("merged"),
         r.stats.get("merged_similar"),
+        r.stats.get("merged_aligned"),
     );
     if batch != mergelift_tools::fuzz::BatchMode::One {
         let _ = writeln!(

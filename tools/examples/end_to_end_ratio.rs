@@ -24,6 +24,7 @@ fn main() {
         functions: n,
         dup_ratio: dup,
         near_ratio: 0.1_f64.min(1.0 - dup),
+        edit_ratio: 0.0,
         seed: 1,
     });
     let funcs = cranelift_reader::parse_functions(&out.text).unwrap();

@@ -23,6 +23,7 @@ fn main() {
                 functions: n,
                 dup_ratio: 0.5,
                 near_ratio: 0.1,
+                edit_ratio: 0.0,
                 seed: 1,
             })
             .text

@@ -707,6 +707,12 @@ impl Gen<'_, '_, '_> {
                 self.b.ins().bxor(x, c)
             }
         };
+        if op <= 12 {
+            // An operation a structural near-duplicate may edit (`edit_structure`).
+            if let Some(i) = self.b.func.dfg.value_def(r).inst() {
+                self.tweakable.push(i);
+            }
+        }
         self.def_of(t, r)
     }
 
@@ -2024,6 +2030,10 @@ fn near_dup_module(
             }
             if mutated {
                 plan.apply(u, &mut f, &specs)?;
+                // Half of them differ in their instructions too (for `merge-aligned`).
+                if u.ratio(1, 2)? {
+                    edit_structure(u, &mut f, &tweakables[*src])?;
+                }
             }
             funcs.push(f);
         }
@@ -2052,6 +2062,70 @@ fn near_dup_module(
         entries,
         locals,
     })
+}
+
+/// Edit one to three integer operations of `f` (of those in `editable`), as instances of a
+/// template over different types differ: replace one by another operation, insert one
+/// before it (its first operand xor a constant), or remove it (its result becomes its first
+/// operand). Only the generator's data operations are edited, never loop counters or
+/// addresses, so the function still terminates and stays in bounds.
+fn edit_structure(u: &mut Unstructured, f: &mut Function, editable: &[ir::Inst]) -> GResult<()> {
+    let mut ops: Vec<ir::Inst> = editable
+        .iter()
+        .copied()
+        .filter(|&i| {
+            f.layout.inst_block(i).is_some()
+                && matches!(
+                    f.dfg.insts[i].opcode(),
+                    Opcode::Iadd
+                        | Opcode::Isub
+                        | Opcode::Imul
+                        | Opcode::Band
+                        | Opcode::Bor
+                        | Opcode::Bxor
+                        | Opcode::Ishl
+                        | Opcode::Ushr
+                        | Opcode::Sshr
+                        | Opcode::Rotl
+                        | Opcode::Rotr
+                        | Opcode::Smin
+                        | Opcode::Umax
+                )
+        })
+        .collect();
+    for _ in 0..u.int_in_range(1..=3)? {
+        if ops.is_empty() {
+            break;
+        }
+        let inst = ops.swap_remove(u.choose_index(ops.len())?);
+        let [x, y] = [f.dfg.inst_args(inst)[0], f.dfg.inst_args(inst)[1]];
+        let r = f.dfg.first_result(inst);
+        let t = f.dfg.value_type(r);
+        match u.int_in_range(0..=2)? {
+            0 => {
+                let _ = match f.dfg.insts[inst].opcode() {
+                    Opcode::Iadd => f.replace(inst).isub(x, y),
+                    Opcode::Isub | Opcode::Imul => f.replace(inst).iadd(x, y),
+                    Opcode::Bxor => f.replace(inst).bor(x, y),
+                    Opcode::Bor | Opcode::Band => f.replace(inst).bxor(x, y),
+                    _ => f.replace(inst).band(x, y),
+                };
+            }
+            1 => {
+                let k: u8 = u.arbitrary()?;
+                let mut pos = FuncCursor::new(f).at_inst(inst);
+                let c = pos.ins().iconst(t, k as i64);
+                let x2 = pos.ins().bxor(x, c);
+                f.dfg.inst_args_mut(inst)[0] = x2;
+            }
+            _ => {
+                f.dfg.clear_results(inst);
+                f.dfg.change_to_alias(r, x);
+                f.layout.remove_inst(inst);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The holes of a group of near-duplicates: constants of the source function whose values the

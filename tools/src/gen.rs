@@ -19,7 +19,9 @@
 //! Every specialisation carries a unique *key* constant (>= 100; all other constants are < 100),
 //! so functions of different groups always differ. A near-duplicate is a copy of an earlier
 //! instantiation (same callees, same shape) with only its key replaced: it differs in exactly one
-//! constant and must not merge.
+//! constant and must not merge. A *structural* near-duplicate (`edit_ratio`) is such a copy whose
+//! arithmetic chains are also edited: an operation inserted, removed or replaced by another
+//! (`iadd` by `isub`, `bxor` by `bor`, ...), as template instances over different types differ.
 //!
 //! Execution: every pointer argument must point to 64 writable, 8-aligned bytes (all accesses are
 //! at offsets 0..64 from a pointer argument). Loops run at most 64 iterations, recursion is on
@@ -37,6 +39,9 @@ pub struct GenOptions {
     pub dup_ratio: f64,
     /// Fraction of functions that are near-duplicates (one constant differs).
     pub near_ratio: f64,
+    /// Fraction of functions that are structural near-duplicates (instructions inserted,
+    /// removed or replaced, besides the key).
+    pub edit_ratio: f64,
     pub seed: u64,
 }
 
@@ -46,6 +51,7 @@ impl Default for GenOptions {
             functions: 1000,
             dup_ratio: 0.3,
             near_ratio: 0.1,
+            edit_ratio: 0.0,
             seed: 0,
         }
     }
@@ -61,6 +67,8 @@ pub struct GenOutput {
     pub duplicates: usize,
     /// Functions that differ from another function in exactly one constant.
     pub near_duplicates: usize,
+    /// Functions copied from another with edited instructions (and another key).
+    pub edited_duplicates: usize,
     pub functions: usize,
     pub clif_insts: usize,
     pub blocks: usize,
@@ -244,6 +252,8 @@ struct Spec {
     /// Seeds the shape choices (chain lengths, constants, operators).
     seed: u64,
     callees: Vec<Callee>,
+    /// Seeds the edits of a structural near-duplicate (none: no edits).
+    edits: Option<u64>,
 }
 
 /// Which source types a record is instantiated over.
@@ -302,6 +312,9 @@ struct F {
     /// (name, shape) of fn0, fn1, ...
     callees: Vec<(String, Shape)>,
     rng: Rng,
+    /// The edits of a structural near-duplicate, apart from `rng` so that the shape stays
+    /// the base's.
+    edits: Option<Rng>,
 }
 
 impl F {
@@ -378,9 +391,37 @@ impl F {
                 let k = self.rng.small();
                 self.c(k)
             };
-            acc = self.op(&format!("{op} {acc}, {rhs}"));
+            acc = match self.edits.as_mut().map(|e| e.below(8)) {
+                // Remove the operation (its constant stays, unused).
+                Some(0) => acc,
+                // Replace it by another.
+                Some(1) => {
+                    let other = match op {
+                        "iadd" => "isub",
+                        "isub" => "iadd",
+                        "imul" => "iadd",
+                        "bxor" => "bor",
+                        "bor" => "band",
+                        "ishl" => "ushr",
+                        _ => "ishl",
+                    };
+                    self.op(&format!("{other} {acc}, {rhs}"))
+                }
+                // Insert one after it.
+                Some(2) => {
+                    let v = self.op(&format!("{op} {acc}, {rhs}"));
+                    let k = self.rng_edit_small();
+                    let c = self.c(k);
+                    self.op(&format!("bxor {v}, {c}"))
+                }
+                _ => self.op(&format!("{op} {acc}, {rhs}")),
+            };
         }
         acc
+    }
+    /// A small constant drawn from the edits' generator.
+    fn rng_edit_small(&mut self) -> i64 {
+        self.edits.as_mut().map_or(1, |e| e.range(1, 99))
     }
     /// Call every callee (never in a loop) and add the results to `r`.
     fn calls(&mut self, r: &str, p: &str, x: &str, y: &str) -> String {
@@ -434,6 +475,7 @@ fn render(records: &[Record], rec: usize, t: usize) -> (String, usize, usize, us
             callees
         },
         rng: Rng::new(spec.seed),
+        edits: spec.edits.map(Rng::new),
     };
     let ty = f.t;
     let k = spec.key;
@@ -760,12 +802,15 @@ pub fn generate_to(opts: &GenOptions, w: &mut dyn std::io::Write) -> std::io::Re
     let n = opts.functions;
     let mut rng = Rng::new(opts.seed ^ 0x6D65_7267_656C_6966);
     let near_target = ((opts.near_ratio.clamp(0.0, 1.0) * n as f64).round() as usize).min(n);
-    let dup_target =
-        ((opts.dup_ratio.clamp(0.0, 1.0) * n as f64).round() as usize).min(n - near_target);
+    let edit_target =
+        ((opts.edit_ratio.clamp(0.0, 1.0) * n as f64).round() as usize).min(n - near_target);
+    let dup_target = ((opts.dup_ratio.clamp(0.0, 1.0) * n as f64).round() as usize)
+        .min(n - near_target - edit_target);
     let mut out = GenOutput {
         text: String::new(),
         duplicates: 0,
         near_duplicates: 0,
+        edited_duplicates: 0,
         functions: 0,
         clif_insts: 0,
         blocks: 0,
@@ -779,16 +824,21 @@ pub fn generate_to(opts: &GenOptions, w: &mut dyn std::io::Write) -> std::io::Re
     while out.functions < n {
         let rem = n - out.functions;
         let rem_near = near_target.saturating_sub(out.near_duplicates);
+        let rem_edit = edit_target.saturating_sub(out.edited_duplicates);
         let rem_dup = dup_target.saturating_sub(out.duplicates);
         let id = records.len();
 
-        // A near-duplicate: an earlier instantiation with only its key changed.
-        if rem_near > 0 && !records.is_empty() && rng.f64() * rem as f64 <= rem_near as f64 {
+        // A near-duplicate: an earlier instantiation with only its key changed, and with
+        // edited instructions for a structural one.
+        let near = rem_near > 0 && rng.f64() * rem as f64 <= rem_near as f64;
+        let edit = !near && rem_edit > 0 && rng.f64() * rem as f64 <= rem_edit as f64;
+        if (near || edit) && !records.is_empty() {
             let base = rng.below(records.len());
             let b = &records[base];
             let t = b.set.first();
             let mut spec = b.spec.clone();
             spec.key = key_of(id);
+            spec.edits = edit.then(|| rng.next());
             spec.callees = spec
                 .callees
                 .iter()
@@ -809,12 +859,16 @@ pub fn generate_to(opts: &GenOptions, w: &mut dyn std::io::Write) -> std::io::Re
             out.blocks += blocks;
             out.calls += calls;
             out.functions += 1;
-            out.near_duplicates += 1;
+            if edit {
+                out.edited_duplicates += 1;
+            } else {
+                out.near_duplicates += 1;
+            }
             continue;
         }
 
         // Group size: k instances give k - 1 duplicates.
-        let avail = rem.saturating_sub(rem_near).max(1);
+        let avail = rem.saturating_sub(rem_near + rem_edit).max(1);
         let mut size = 1usize;
         if rem_dup > 0 {
             let q = (rem_dup as f64 / avail as f64).min(0.99);
@@ -862,6 +916,7 @@ pub fn generate_to(opts: &GenOptions, w: &mut dyn std::io::Write) -> std::io::Re
             key: key_of(id),
             seed: rng.next(),
             callees,
+            edits: None,
         };
         records.push(Record { spec, set, depth });
         if depth <= MAX_CALLEE_DEPTH {

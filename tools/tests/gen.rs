@@ -11,6 +11,7 @@ fn opts(functions: usize, dup_ratio: f64, near_ratio: f64, seed: u64) -> GenOpti
         functions,
         dup_ratio,
         near_ratio,
+        edit_ratio: 0.0,
         seed,
     }
 }

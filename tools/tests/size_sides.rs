@@ -36,6 +36,7 @@ fn either_order_measures_the_same_code() {
         functions: 300,
         dup_ratio: 0.3,
         near_ratio: 0.2,
+        edit_ratio: 0.0,
         seed: 77,
     })
     .text;

@@ -127,6 +127,7 @@ fn unlifted_functions_compile_to_the_same_object() {
             functions: 240,
             dup_ratio,
             near_ratio,
+            edit_ratio: 0.0,
             seed,
         })
         .text;

@@ -117,8 +117,11 @@ pub struct AlignedReport {
     pub merged: usize,
     /// Merged bodies made.
     pub groups: usize,
-    /// Of those, bodies with at least one unmatched run of instructions (a diamond).
+    /// Of those, bodies with at least one unmatched instruction.
     pub with_unmatched_runs: usize,
+    /// Diamonds made: unmatched runs with a memory access, a call or a possible trap, in
+    /// blocks of their own that branch on the identifier.
+    pub diamonds: usize,
     /// Bytes saved, as the cost model estimates them.
     pub bytes_saved: u64,
     /// Functions that took part in the search.
@@ -159,6 +162,7 @@ impl crate::pass::Pass for MergeAligned {
         stats.add("merged_aligned", r.merged as u64);
         stats.add("aligned.groups", r.groups as u64);
         stats.add("aligned.with_unmatched_runs", r.with_unmatched_runs as u64);
+        stats.add("aligned.diamonds", r.diamonds as u64);
         stats.add("aligned.bytes_saved", r.bytes_saved);
         stats.add("aligned.candidates", r.candidates as u64);
         stats.add("aligned.aligned", r.aligned as u64);
@@ -251,7 +255,8 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             Some((o, merged, saving)) => {
                 paired[o as usize] = true;
                 paired[c] = true;
-                let diamonds = merged.diamonds > 0;
+                let diamonds = merged.unmatched > 0;
+                report.diamonds += merged.diamonds;
                 if !install(m, ps, [cands[o as usize].f, cands[c].f], merged) {
                     report.not_alignable += 1;
                     continue;
@@ -481,6 +486,15 @@ impl PairCtx<'_> {
             .all(|(k, (x, y))| self.operands_match(x, y, call && k == 0))
     }
 
+    /// The constant operands of `ia` and `ib` (matching instructions) are equal.
+    fn same_constants(&self, ia: Inst, ib: Inst) -> bool {
+        self.a
+            .operands(ia)
+            .into_iter()
+            .zip(self.b.operands(ib))
+            .all(|(x, y)| matches!(x, Operand::Reg(_)) || matches!(y, Operand::Reg(_)) || x == y)
+    }
+
     /// Operand `x` of A and `y` of B can be one operand (a select where they differ).
     /// `callee`: they are the callees of direct calls, where a member's call to itself
     /// matches the other's call to itself (the merged body calls itself).
@@ -562,18 +576,27 @@ fn align_block(cx: &PairCtx, xa: &[Inst], xb: &[Inst], max_cells: usize) -> Opti
     }
     let w = k + 1;
     let mut t = vec![0u16; (n + 1) * w];
-    let mut hit = vec![false; n * k];
+    // The score of a match: 3 when the constants agree too (no select), else 2.
+    let mut hit = vec![0u16; n * k];
     for i in (0..n).rev() {
         for j in (0..k).rev() {
-            let m = cx.matches(xa[i], xb[j]);
+            let m = if cx.matches(xa[i], xb[j]) {
+                2 + cx.same_constants(xa[i], xb[j]) as u16
+            } else {
+                0
+            };
             hit[i * k + j] = m;
-            let diag = if m { t[(i + 1) * w + j + 1] + 1 } else { 0 };
+            let diag = if m > 0 { t[(i + 1) * w + j + 1] + m } else { 0 };
             t[i * w + j] = diag.max(t[(i + 1) * w + j]).max(t[i * w + j + 1]);
         }
     }
     let (mut i, mut j) = (0, 0);
     while i < n || j < k {
-        if i < n && j < k && hit[i * k + j] && t[i * w + j] == t[(i + 1) * w + j + 1] + 1 {
+        if i < n
+            && j < k
+            && hit[i * k + j] > 0
+            && t[i * w + j] == t[(i + 1) * w + j + 1] + hit[i * k + j]
+        {
             steps.push(Step::Both(xa[i], xb[j]));
             i += 1;
             j += 1;
@@ -661,7 +684,8 @@ fn merge_pair(
         .ok_or(Rejected::NotAlignable)?;
     let saving = c.bytes_per_inst * (members - merged.body.inst_count() as f64) + 2.0 * c.frame
         - overhead
-        - opts.loop_branch * merged.diamonds_in_loops as f64;
+        - opts.loop_branch * merged.diamonds_in_loops as f64
+        - merged.speculated_in_loops as f64;
     if saving <= 0.0 {
         return Err(Rejected::Unprofitable);
     }
@@ -677,6 +701,10 @@ struct Merged {
     diamonds_in_loops: usize,
     /// Diamonds in all.
     diamonds: usize,
+    /// Unmatched instructions run by both members, in blocks of loops.
+    speculated_in_loops: usize,
+    /// Unmatched instructions (in diamonds or run by both).
+    unmatched: usize,
 }
 
 /// Which member an instruction or value comes from.
@@ -768,7 +796,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
         self.f.append_inst(firsts[0], i);
         let mut lasts = Vec::with_capacity(n);
         let mut phis: Vec<(Inst, Inst, Inst)> = Vec::new();
-        let (mut diamonds_in_loops, mut diamonds) = (0, 0);
+        let (mut diamonds_in_loops, mut diamonds, mut speculated_in_loops) = (0, 0, 0);
         for (k, steps) in aligned.iter().enumerate() {
             let (ba, bb) = (a.layout[k], b.layout[k]);
             let mut cur = firsts[k];
@@ -794,9 +822,23 @@ impl<'a, 'c> Codegen<'a, 'c> {
                     .iter()
                     .position(|st| matches!(st, Step::Both(..)))
                     .map_or(steps.len(), |p| s + p);
-                cur = self.diamond(cur, &steps[s..e])?;
-                diamonds_in_loops += in_loop[k] as usize;
-                diamonds += 1;
+                let run = &steps[s..e];
+                if run.iter().all(|st| self.speculable(*st)) {
+                    // Pure operations that cannot trap: both members' run in line, each
+                    // member reading only its own results.
+                    for &st in run {
+                        match st {
+                            Step::A(x) => self.emit_one(cur, Side::A, x),
+                            Step::B(y) => self.emit_one(cur, Side::B, y),
+                            Step::Both(..) => unreachable!("a run holds unmatched steps only"),
+                        }
+                    }
+                    speculated_in_loops += in_loop[k] as usize * run.len();
+                } else {
+                    cur = self.diamond(cur, run)?;
+                    diamonds_in_loops += in_loop[k] as usize;
+                    diamonds += 1;
+                }
                 s = e;
             }
             lasts.push(cur);
@@ -837,6 +879,12 @@ impl<'a, 'c> Codegen<'a, 'c> {
             self_calls: self.self_calls,
             diamonds_in_loops,
             diamonds,
+            speculated_in_loops,
+            unmatched: aligned
+                .iter()
+                .flatten()
+                .filter(|s| !matches!(s, Step::Both(..)))
+                .count(),
         })
     }
 
@@ -1102,6 +1150,30 @@ impl<'a, 'c> Codegen<'a, 'c> {
 }
 
 impl Codegen<'_, '_> {
+    /// An unmatched step that may run in both members: an ALU operation, copy or compare
+    /// that cannot trap, or an address computation.
+    fn speculable(&self, st: Step) -> bool {
+        let (f, i) = match st {
+            Step::A(x) => (self.cx.a, x),
+            Step::B(y) => (self.cx.b, y),
+            Step::Both(..) => return false,
+        };
+        let op = f.insts[i].opcode;
+        (op.is_pure_value() || op.format() == Format::Addr)
+            && f.inst_effects(i) & (effects::TRAP | effects::SIDE) == 0
+    }
+
+    /// The unmatched instruction `x` of `side` at the end of `cur`.
+    fn emit_one(&mut self, cur: Block, side: Side, x: Inst) {
+        let src = self.member(side);
+        let ops: Vec<Operand> = src
+            .operands(x)
+            .into_iter()
+            .map(|o| self.translate(side, o))
+            .collect();
+        self.finish_inst(cur, side, x, ops, false, None);
+    }
+
     /// A register holding zero of type `ty`, defined at the top of the entry block (it
     /// dominates every block), for the side of a diamond's phi that never reads it. `None`
     /// for a type with no zero constant in LIR (vectors).

@@ -1,0 +1,403 @@
+//! `merge-aligned` (issue 45): pairs of functions that differ in their instructions, run through
+//! lift → passes → lower → JIT with and without the pass (each run line in a forked child).
+//! Every case asserts both what runs and that the pass merged the pair, so that a case the
+//! pass stops merging fails instead of passing vacuously. Expected values come from an
+//! evaluator of the same operations in Rust. Independent of `../shared/corpus`.
+
+use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
+use std::fmt::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+const HEADER: &str = "test run\ntarget x86_64\n";
+const ALIGNED: &str = "merge,merge-similar,merge-aligned";
+const ALIGNED_VN: &str = "merge,merge-similar,merge-aligned,lvn,gvn,dce";
+
+fn run_with(name: &str, text: &str, passes: &str) -> RunReport {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mergelift-aligned-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p: PathBuf = dir.join(format!("{name}-{n}.clif"));
+    std::fs::write(&p, text).unwrap();
+    let mut r = RunReport::default();
+    run_file(
+        &p,
+        &RunOptions {
+            passes: midend::parse_pass_list(passes).unwrap(),
+            opt_level: None,
+            lower_all: true,
+            ..Default::default()
+        },
+        &mut r,
+        true,
+    );
+    let _ = std::fs::remove_file(&p);
+    r
+}
+
+/// Run `body` without passes and with `merge-aligned` (alone and before value numbering):
+/// every run line passes each time, and the pass merges `merged` functions, `with_runs` of
+/// the groups with unmatched instructions, making `diamonds` diamonds (unmatched runs in
+/// blocks that branch on the identifier).
+fn check(name: &str, body: &str, merged: u64, with_runs: u64, diamonds: u64) {
+    let text = format!("{HEADER}{body}");
+    if let Some(d) = std::env::var_os("MERGELIFT_ALIGNED_DUMP") {
+        std::fs::write(std::path::Path::new(&d).join(format!("{name}.clif")), &text).unwrap();
+    }
+    let lines = text.lines().filter(|l| l.starts_with("; run:")).count();
+    assert!(lines > 0);
+    for passes in ["none", ALIGNED, ALIGNED_VN] {
+        let r = run_with(name, &text, passes);
+        eprintln!("{name} [{passes}]: {}", r.summary());
+        assert!(r.errors.is_empty(), "{name}: {:?}", r.errors);
+        assert_eq!(r.failed, 0, "{name} [{passes}]:\n{}", r.failures.join("\n"));
+        assert_eq!(r.passed, lines, "{name} [{passes}]: skips {:?}", r.skips);
+        if passes != "none" {
+            assert_eq!(r.stats.get("merged_aligned"), merged, "{name} [{passes}]");
+            assert_eq!(
+                r.stats.get("aligned.with_unmatched_runs"),
+                with_runs,
+                "{name} [{passes}]"
+            );
+            assert_eq!(
+                r.stats.get("aligned.diamonds"),
+                diamonds,
+                "{name} [{passes}]"
+            );
+        }
+    }
+}
+
+/// One operation of a chain: `acc = op acc, k` (`Arg`: the second parameter instead of `k`).
+#[derive(Clone, Copy)]
+enum Op {
+    Add(i64),
+    Sub(i64),
+    Mul(i64),
+    Xor(i64),
+    /// Unsigned division by a constant that is not zero (an instruction that may trap, so
+    /// unmatched it goes into a diamond).
+    Udiv(i64),
+    AddArg,
+}
+
+impl Op {
+    fn eval(self, acc: i64, arg: i64) -> i64 {
+        match self {
+            Op::Add(k) => acc.wrapping_add(k),
+            Op::Sub(k) => acc.wrapping_sub(k),
+            Op::Mul(k) => acc.wrapping_mul(k),
+            Op::Xor(k) => acc ^ k,
+            Op::Udiv(k) => ((acc as u64) / (k as u64)) as i64,
+            Op::AddArg => acc.wrapping_add(arg),
+        }
+    }
+}
+
+/// The template the pairs are instances of: fourteen operations.
+fn base() -> Vec<Op> {
+    use Op::*;
+    vec![
+        Add(3),
+        Mul(5),
+        Xor(0x77),
+        AddArg,
+        Sub(9),
+        Mul(3),
+        Add(11),
+        Xor(0x1234),
+        Mul(7),
+        AddArg,
+        Sub(2),
+        Xor(0x55),
+        Add(13),
+        Mul(9),
+    ]
+}
+
+/// CLIF for `acc = op acc, ..` over `ops`, from value `acc` (values numbered from `*next`).
+fn chain(out: &mut String, ops: &[Op], acc: &str, arg: &str, next: &mut u32) -> String {
+    let mut acc = acc.to_string();
+    for op in ops {
+        let (name, rhs) = match *op {
+            Op::Add(k) => ("iadd", Some(k)),
+            Op::Sub(k) => ("isub", Some(k)),
+            Op::Mul(k) => ("imul", Some(k)),
+            Op::Xor(k) => ("bxor", Some(k)),
+            Op::Udiv(k) => ("udiv", Some(k)),
+            Op::AddArg => ("iadd", None),
+        };
+        let rhs = match rhs {
+            Some(k) => {
+                let c = format!("v{next}");
+                *next += 1;
+                let _ = writeln!(out, "    {c} = iconst.i64 {k}");
+                c
+            }
+            None => arg.to_string(),
+        };
+        let v = format!("v{next}");
+        *next += 1;
+        let _ = writeln!(out, "    {v} = {name} {acc}, {rhs}");
+        acc = v;
+    }
+    acc
+}
+
+fn eval(ops: &[Op], acc: i64, arg: i64) -> i64 {
+    ops.iter().fold(acc, |a, op| op.eval(a, arg))
+}
+
+/// A straight-line function `name(x, y) = ops applied to x`, with run lines.
+fn straight(name: &str, ops: &[Op]) -> String {
+    let mut s = format!("function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n");
+    let mut next = 2;
+    let r = chain(&mut s, ops, "v0", "v1", &mut next);
+    let _ = writeln!(s, "    return {r}\n}}");
+    for (x, y) in [(0, 0), (1, 2), (-7, 1000), (i64::MAX, -1)] {
+        let _ = writeln!(s, "; run: %{name}({x}, {y}) == {}", eval(ops, x, y));
+    }
+    s.push('\n');
+    s
+}
+
+/// The base with an operation replaced, one inserted and one removed.
+fn edited() -> Vec<Op> {
+    let mut ops = base();
+    ops[3] = Op::Sub(4); // replaced (an `iadd` of the argument becomes an `isub` of a constant)
+    ops.insert(7, Op::Mul(31)); // inserted
+    ops.remove(11); // removed
+    ops
+}
+
+#[test]
+fn straight_line_with_inserted_removed_and_replaced_instructions() {
+    let body = straight("a", &base()) + &straight("b", &edited());
+    check("straight", &body, 2, 1, 0);
+}
+
+#[test]
+fn equal_functions_are_left_to_merge() {
+    // Equal bodies merge exactly (`merge`), not by alignment.
+    let body = straight("a", &base()) + &straight("b", &base());
+    let text = format!("{HEADER}{body}");
+    let r = run_with("equal", &text, ALIGNED);
+    assert_eq!(r.failed, 0, "{}", r.failures.join("\n"));
+    assert_eq!(r.stats.get("merged"), 1);
+    assert_eq!(r.stats.get("merged_aligned"), 0);
+}
+
+/// `name(x, y)`: ten rounds of `acc = ops(acc)` with the loop counter added, in a loop whose
+/// header carries the counter and the accumulator as block parameters (phis).
+fn looped(name: &str, ops: &[Op]) -> String {
+    let mut s = format!(
+        "function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n    v2 = iconst.i64 0\n    \
+         jump block1(v2, v0)\nblock1(v3: i64, v4: i64):\n    v5 = iconst.i64 10\n    \
+         v6 = icmp ult v3, v5\n    brif v6, block2, block3\nblock2:\n    v7 = iadd v4, v3\n"
+    );
+    let mut next = 8;
+    let r = chain(&mut s, ops, "v7", "v1", &mut next);
+    let one = next;
+    let _ = writeln!(
+        s,
+        "    v{one} = iconst.i64 1\n    v{} = iadd v3, v{one}\n    jump block1(v{}, {r})\nblock3:\n    return v4\n}}",
+        one + 1,
+        one + 1
+    );
+    for (x, y) in [(0, 0), (5, -3), (123456, 789)] {
+        let mut acc: i64 = x;
+        for i in 0..10 {
+            acc = eval(ops, acc.wrapping_add(i), y);
+        }
+        let _ = writeln!(s, "; run: %{name}({x}, {y}) == {acc}");
+    }
+    s.push('\n');
+    s
+}
+
+#[test]
+fn loops_with_values_crossing_an_unmatched_run_into_phis() {
+    // In `b` the loop body's last operations differ: values made in the unmatched run reach
+    // the back edge (a phi source) and the operations after it.
+    // The last is a division: it may trap, so it runs in a diamond whose join passes its
+    // result on through a phi.
+    let mut b = base();
+    b.push(Op::Xor(0x0f0f));
+    b[12] = Op::Mul(17);
+    b.push(Op::Udiv(3));
+    let body = looped("la", &base()) + &looped("lb", &b);
+    check("loops", &body, 2, 1, 1);
+}
+
+#[test]
+fn memory_operations_keep_their_order_and_flags() {
+    // `b` stores once more between the stores and the loads (its load then sees `x`), and
+    // reads the first word with other flags (no `notrap`): neither may move across another
+    // access, and the flags stay as each member had them.
+    let mut body = String::new();
+    for (name, extra_store, flags) in [("ma", false, "notrap aligned"), ("mb", true, "aligned")] {
+        let _ = write!(
+            body,
+            "function %{name}(i64, i64) -> i64 {{\n    ss0 = explicit_slot 16\nblock0(v0: i64, v1: i64):\n    \
+             v2 = stack_addr.i64 ss0\n    store notrap aligned v0, v2\n    store notrap aligned v1, v2+8\n"
+        );
+        if extra_store {
+            body.push_str("    store notrap aligned v0, v2+8\n");
+        }
+        let _ = write!(
+            body,
+            "    v3 = load.i64 {flags} v2\n    v4 = load.i64 notrap aligned v2+8\n    v5 = imul v3, v4\n"
+        );
+        let mut next = 6;
+        let r = chain(&mut body, &base(), "v5", "v1", &mut next);
+        let _ = writeln!(body, "    return {r}\n}}");
+        for (x, y) in [(2i64, 3i64), (-1, 40), (7, 0)] {
+            let second = if extra_store { x } else { y };
+            let want = eval(&base(), x.wrapping_mul(second), y);
+            let _ = writeln!(body, "; run: %{name}({x}, {y}) == {want}");
+        }
+        body.push('\n');
+    }
+    check("memory", &body, 2, 1, 1);
+}
+
+#[test]
+fn differing_stack_slots_stay_apart() {
+    // `sb`'s slot is larger and its address differs: it gets a slot of its own in the body.
+    let mut body = String::new();
+    for (name, size, off, extra) in [("sa", 16, 8, false), ("sb", 32, 24, true)] {
+        let _ = write!(
+            body,
+            "function %{name}(i64, i64) -> i64 {{\n    ss0 = explicit_slot {size}\nblock0(v0: i64, v1: i64):\n    \
+             v2 = stack_addr.i64 ss0\n    store notrap aligned v0, v2+{off}\n    v3 = load.i64 notrap aligned v2+{off}\n"
+        );
+        let mut next = 4;
+        let ops = if extra { edited() } else { base() };
+        let r = chain(&mut body, &ops, "v3", "v1", &mut next);
+        let _ = writeln!(body, "    return {r}\n}}");
+        for (x, y) in [(2, 3), (-9, 1)] {
+            let _ = writeln!(body, "; run: %{name}({x}, {y}) == {}", eval(&ops, x, y));
+        }
+        body.push('\n');
+    }
+    check("stack", &body, 2, 1, 1);
+}
+
+#[test]
+fn calls_to_other_callees_and_to_themselves() {
+    // `ca` calls `%g` where `cb` calls `%h` (an unmatched call), and each calls itself (the
+    // merged body calls itself with the identifier it got).
+    let mut body = String::from(
+        "function %g(i64) -> i64 {\nblock0(v0: i64):\n    v1 = iconst.i64 100\n    v2 = iadd v0, v1\n    return v2\n}\n\n\
+         function %h(i64) -> i64 {\nblock0(v0: i64):\n    v1 = iconst.i64 3\n    v2 = imul v0, v1\n    return v2\n}\n\n",
+    );
+    let g = |x: i64| x.wrapping_add(100);
+    let h = |x: i64| x.wrapping_mul(3);
+    for (name, callee, ops) in [("ca", "g", base()), ("cb", "h", edited())] {
+        // name(n, y) = n <= 0 ? y : ops(callee(name(n - 1, y)))
+        let _ = write!(
+            body,
+            "function %{name}(i64, i64) -> i64 {{\n    fn0 = %{name}(i64, i64) -> i64\n    fn1 = %{callee}(i64) -> i64\n\
+             block0(v0: i64, v1: i64):\n    v2 = iconst.i64 0\n    v3 = icmp sle v0, v2\n    brif v3, block2(v1), block1\n\
+             block1:\n    v4 = iconst.i64 1\n    v5 = isub v0, v4\n    v6 = call fn0(v5, v1)\n    v7 = call fn1(v6)\n"
+        );
+        let mut next = 8;
+        let r = chain(&mut body, &ops, "v7", "v1", &mut next);
+        let _ = writeln!(
+            body,
+            "    jump block2({r})\nblock2(v{next}: i64):\n    return v{next}\n}}"
+        );
+        for (n, y) in [(0, 5), (1, 5), (4, -2)] {
+            let mut acc: i64 = y;
+            for _ in 0..n {
+                let c = if callee == "g" { g(acc) } else { h(acc) };
+                acc = eval(&ops, c, y);
+            }
+            let _ = writeln!(body, "; run: %{name}({n}, {y}) == {acc}");
+        }
+        body.push('\n');
+    }
+    check("calls", &body, 2, 1, 1);
+}
+
+#[test]
+fn traps_in_unmatched_runs() {
+    // `tb` checks its second argument once more (`trapz`): taken only in `tb`. `taken` has
+    // a run line more for each, with the second argument zero (a run line belongs to the
+    // function before it).
+    let (mut body, mut taken) = (String::new(), String::new());
+    for (name, ops, guard) in [("ta", base(), false), ("tb", edited(), true)] {
+        let mut f = format!("function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n");
+        if guard {
+            f.push_str("    trapz v1, user1\n");
+        }
+        let mut next = 2;
+        let r = chain(&mut f, &ops, "v0", "v1", &mut next);
+        let _ = writeln!(f, "    return {r}\n}}");
+        for (x, y) in [(1, 2), (-5, 9)] {
+            let _ = writeln!(f, "; run: %{name}({x}, {y}) == {}", eval(&ops, x, y));
+        }
+        body.push_str(&f);
+        body.push('\n');
+        taken.push_str(&f);
+        let _ = writeln!(taken, "; run: %{name}(1, 0) == {}\n", eval(&ops, 1, 0));
+    }
+    check("traps", &body, 2, 1, 1);
+    // With the second argument zero the merged `tb` still traps, and `ta` does not.
+    let r = run_with("traps_taken", &format!("{HEADER}{taken}"), ALIGNED);
+    assert_eq!(r.stats.get("merged_aligned"), 2);
+    assert_eq!(r.failed, 1, "{:?}", r.failures);
+    assert!(
+        r.failures[0].contains("%tb(1, 0)") && r.failures[0].contains("trap"),
+        "{:?}",
+        r.failures
+    );
+}
+
+#[test]
+fn functions_with_try_call_are_left_alone() {
+    // Two copies of a function with `try_call`, one edited: exception tables are not
+    // merged by this pass; both keep working.
+    let mut body = String::from(
+        "function %thrower(i64, i32, i64, i64) tail {\n    sig0 = (i64, i64, i64, i32, i64, i64)\n    \
+         fn0 = %__cranelift_throw(i64, i64, i64, i32, i64, i64)\nblock0(v0: i64, v1: i32, v2: i64, v3: i64):\n    \
+         brif v1, block1, block2\nblock1:\n    v4 = get_frame_pointer.i64\n    v5 = get_return_address.i64\n    \
+         v6 = load.i64 v5\n    v7 = func_addr.i64 fn0\n    call_indirect sig0, v7(v0, v4, v6, v1, v2, v3)\n    return\nblock2:\n    return\n}\n\n",
+    );
+    for (name, ops) in [("xa", base()), ("xb", edited())] {
+        let _ = write!(
+            body,
+            "function %{name}(i64, i32) -> i64 tail {{\n    sig0 = (i64, i32, i64, i64) tail\n    \
+             fn0 = %thrower(i64, i32, i64, i64) tail\nblock0(v0: i64, v1: i32):\n    v2 = iconst.i64 42\n    \
+             v3 = iconst.i64 100\n    try_call fn0(v0, v1, v2, v3), sig0, block1(), [ tag1: block2(exn0, exn1) ]\n\
+             block1:\n    v4 = iconst.i64 1\n"
+        );
+        let mut next = 5;
+        let r = chain(&mut body, &ops, "v4", "v4", &mut next);
+        let _ = writeln!(
+            body,
+            "    return {r}\nblock2(v{next}: i64, v{}: i64):\n    v{} = isub v{}, v{next}\n    return v{}\n}}\n",
+            next + 1,
+            next + 2,
+            next + 1,
+            next + 2
+        );
+        let _ = writeln!(
+            body,
+            "function %e{name}(i32) -> i64 tail {{\n    fn0 = %{name}(i64, i32) -> i64 tail\nblock0(v0: i32):\n    \
+             v1 = get_frame_pointer.i64\n    v2 = call fn0(v1, v0)\n    return v2\n}}\n; run: %e{name}(0) == {}\n; run: %e{name}(1) == 58\n",
+            eval(&ops, 1, 1)
+        );
+    }
+    let text = format!("test run\nset preserve_frame_pointers=true\ntarget x86_64\n{body}");
+    for passes in ["none", ALIGNED] {
+        let r = run_with("try_call", &text, passes);
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert_eq!(r.failed, 0, "[{passes}] {}", r.failures.join("\n"));
+        assert_eq!(r.passed, 4, "[{passes}] skips {:?}", r.skips);
+        assert_eq!(r.stats.get("merged_aligned"), 0);
+    }
+}
