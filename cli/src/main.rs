@@ -39,8 +39,10 @@ const GEN_MAX_FUNCTIONS: u64 = 1_000_000;
     about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
     long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
 (LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
-JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, merge-similar, lvn, gvn, \
-dce; `none` means lift and lower only. Default: merge,merge-similar (the library's default).\n\nExit status: 0 success; 1 test \
+JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, merge-similar, merge-aligned, \
+lvn, gvn, dce; `none` means lift and lower only. Default: merge,merge-similar (the library's \
+default). `merge-aligned` also merges functions whose instructions differ, into one body that \
+branches and selects on a function identifier; `--hot NAMES` keeps named functions out of it.\n\nExit status: 0 success; 1 test \
 failures (`run`: a run line failed or its file did not compile; `fuzz`: a mismatch); 2 bad input \
 or usage (a file that cannot be read, parsed or verified, an unknown pass, a bad option) and \
 any other error, reported as one `error:` line on stderr. A closed stdout (`| head`) ends a \
@@ -55,9 +57,15 @@ struct Cli {
 enum Cmd {
     /// Transform `.lir` or `.clif` files and print the result on stdout.
     Opt {
-        /// Comma list of passes (merge, merge-similar, lvn, gvn, dce; `none` = round trip only).
+        /// Comma list of passes (merge, merge-similar, merge-aligned, lvn, gvn, dce; `none` =
+        /// round trip only).
         #[arg(long, default_value = DEFAULT_PASSES)]
         passes: String,
+        /// Functions `merge-aligned` must not merge (hot code that should not branch on a
+        /// function identifier): names separated by commas, as the input spells them
+        /// without `%`.
+        #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+        hot: Vec<String>,
         /// What to print: the LIR, the lowered Cranelift IR, or nothing.
         #[arg(long, default_value = "lir", value_parser = ["clif", "lir", "none"])]
         emit: String,
@@ -153,6 +161,9 @@ enum Cmd {
         /// shared body needs no code of its own (`MergeConfig::fetch_locals` off).
         #[arg(long)]
         no_fetch_locals: bool,
+        /// Functions `merge-aligned` must not merge (names separated by commas, without `%`).
+        #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+        hot: Vec<String>,
         /// `.clif` files or directories.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -264,12 +275,21 @@ fn run(cli: Cli) -> ExitCode {
     let r = match cli.cmd {
         Cmd::Opt {
             passes,
+            hot,
             emit,
             stats,
             no_verify,
             low_memory,
             files,
-        } => cmd_opt(&passes, &emit, stats, !no_verify, low_memory, &files),
+        } => cmd_opt(
+            &passes,
+            hot_functions(hot),
+            &emit,
+            stats,
+            !no_verify,
+            low_memory,
+            &files,
+        ),
         Cmd::Run {
             passes,
             opt_level,
@@ -299,6 +319,7 @@ fn run(cli: Cli) -> ExitCode {
             first,
             local,
             no_fetch_locals,
+            hot,
             files,
         } => cmd_size(
             &passes,
@@ -310,6 +331,7 @@ fn run(cli: Cli) -> ExitCode {
                 lift_all,
                 local,
                 fetch_locals: !no_fetch_locals,
+                hot: hot_functions(hot),
             },
             (threads as usize, first == "pipeline"),
             &files,
@@ -844,15 +866,33 @@ fn mismatch(
     )
 }
 
+/// The functions `--hot` names, for `merge-aligned`.
+fn hot_functions(names: Vec<String>) -> Option<midend::passes::merge::HotFunctions> {
+    (!names.is_empty()).then(|| {
+        midend::passes::merge::HotFunctions::named(
+            names
+                .into_iter()
+                .map(|n| n.trim().trim_start_matches('%').to_string()),
+        )
+    })
+}
+
 fn cmd_opt(
     passes: &str,
+    hot: Option<midend::passes::merge::HotFunctions>,
     emit: &str,
     want_stats: bool,
     verify: bool,
     low_memory: bool,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
-    let mut pm = PassManager::from_names(passes)?;
+    let mut pm = PassManager::from_kinds_with(
+        &midend::parse_pass_list(passes)?,
+        &midend::passes::PassOptions {
+            hot,
+            ..Default::default()
+        },
+    );
     pm.verify = verify;
     let mut stats = Stats::default();
     let (mut module, passed) = load_module(files, emit == "clif", &mut stats)?;
@@ -1043,6 +1083,7 @@ struct SizeFlags {
     lift_all: bool,
     local: bool,
     fetch_locals: bool,
+    hot: Option<midend::passes::merge::HotFunctions>,
 }
 
 fn cmd_size(
@@ -1059,6 +1100,7 @@ fn cmd_size(
         lift_all,
         local,
         fetch_locals,
+        hot,
     } = flags;
     let passes = midend::parse_pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
@@ -1090,6 +1132,7 @@ fn cmd_size(
             lift_all,
             threads: jit_driver::Threads::Count(threads),
             fetch_locals,
+            hot,
             ..Default::default()
         },
         local,

@@ -15,7 +15,7 @@ pub enum Error {
         errors: crate::verifier::VerifierErrors,
     },
     /// A pass name that names no pass.
-    #[error("unknown pass '{0}' (known: merge, merge-similar, lvn, gvn, dce; or `none` alone)")]
+    #[error("unknown pass '{0}' (known: merge, merge-similar, merge-aligned, lvn, gvn, dce; or `none` alone)")]
     UnknownPass(String),
     /// A malformed pass list: empty, with an empty name, or with `none` beside other names.
     #[error("{0}")]

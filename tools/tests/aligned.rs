@@ -401,3 +401,35 @@ fn functions_with_try_call_are_left_alone() {
         assert_eq!(r.stats.get("merged_aligned"), 0);
     }
 }
+
+/// Run `passes` over the functions of `body` (lifted), with `hot` as the hot functions.
+fn pass_stats(body: &str, hot: Option<midend::passes::merge::HotFunctions>) -> midend::Stats {
+    let funcs = cranelift_reader::parse_functions(body).unwrap();
+    let mut stats = midend::Stats::default();
+    let mut m = jit_driver::lift_functions(funcs.iter(), &mut stats).unwrap();
+    let mut pm = midend::PassManager::from_kinds_with(
+        &midend::parse_pass_list(ALIGNED).unwrap(),
+        &midend::passes::PassOptions {
+            hot,
+            ..Default::default()
+        },
+    );
+    pm.verify = true;
+    pm.run(&mut m, &mut midend::PassState::default(), &mut stats)
+        .unwrap();
+    stats
+}
+
+#[test]
+fn hot_functions_are_never_merged_by_alignment() {
+    let body = straight("a", &base()) + &straight("b", &edited());
+    assert_eq!(pass_stats(&body, None).get("merged_aligned"), 2);
+    for hot in ["a", "b"] {
+        let stats = pass_stats(
+            &body,
+            Some(midend::passes::merge::HotFunctions::named([hot])),
+        );
+        assert_eq!(stats.get("merged_aligned"), 0, "{hot} is hot");
+        assert_eq!(stats.get("aligned.hot"), 1);
+    }
+}

@@ -91,6 +91,36 @@ fn bounded_fuzz_run_finds_no_mismatch() {
     assert_eq!(report.failed, 0, "{}", report.failures.join("\n"));
 }
 
+/// `merge-aligned` on modules with structural near-duplicates (issue 45): about half of
+/// the mutated clones differ in their operations, and the pass merges some of them in most
+/// runs, diamonds included. No call may differ from the interpreter.
+#[test]
+fn aligned_fuzz_run_finds_no_mismatch() {
+    let iterations = 400;
+    let opts = FuzzOptions {
+        iterations,
+        seed: 0x616c_6967_6e65_64,
+        passes: "merge,merge-similar,merge-aligned".into(),
+        out_dir: out_dir(),
+        ..Default::default()
+    };
+    let report = fuzz(&opts);
+    eprintln!(
+        "aligned fuzz: {}; merged_aligned {}, aligned.groups {}, aligned.with_unmatched_runs {}, \
+         aligned.diamonds {}",
+        report.summary(),
+        report.stats.get("merged_aligned"),
+        report.stats.get("aligned.groups"),
+        report.stats.get("aligned.with_unmatched_runs"),
+        report.stats.get("aligned.diamonds"),
+    );
+    assert_eq!(report.failed, 0, "{}", report.failures.join("\n"));
+    assert_eq!(report.passed, iterations);
+    assert!(report.stats.get("aligned.groups") * 4 >= iterations as u64);
+    assert!(report.stats.get("aligned.with_unmatched_runs") > 0);
+    assert!(report.stats.get("aligned.diamonds") > 0);
+}
+
 #[test]
 fn generated_modules_verify_and_run_in_the_interpreter() {
     let mut rng = SplitMix64::new(7);

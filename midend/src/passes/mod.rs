@@ -1,6 +1,7 @@
 //! The passes: `merge` (MergeFunctions), `merge-similar` (one body for functions equal up to
-//! constants and callees), `lvn` (local value numbering), `gvn` (dominator-scoped value
-//! numbering), `dce` (dead-code removal).
+//! constants and callees), `merge-aligned` (one body for pairs of functions whose blocks
+//! align), `lvn` (local value numbering), `gvn` (dominator-scoped value numbering), `dce`
+//! (dead-code removal).
 
 pub mod dce;
 pub mod gvn;
@@ -209,7 +210,7 @@ mod tests {
     #[test]
     fn empty_pass_lists_and_names_are_errors() {
         let empty = "empty pass list (give pass names separated by commas, from merge, \
-                     merge-similar, lvn, gvn, dce; or `none`)";
+                     merge-similar, merge-aligned, lvn, gvn, dce; or `none`)";
         assert_eq!(list_error(""), empty);
         assert_eq!(list_error("  "), empty);
         assert_eq!(list_error(","), "empty pass name at position 1 of `,`");
