@@ -99,7 +99,7 @@ fn aligned_fuzz_run_finds_no_mismatch() {
     let iterations = 400;
     let opts = FuzzOptions {
         iterations,
-        seed: 0x616c_6967_6e65_64,
+        seed: 0x0061_6c69_676e_6564,
         passes: "merge,merge-similar,merge-aligned".into(),
         out_dir: out_dir(),
         ..Default::default()
