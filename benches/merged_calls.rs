@@ -8,6 +8,11 @@
 //!   constant as an extra argument (no thunk).
 //! - `merged_calls/indirect/{none,similar}`: as `rewritten`, but the members differ in the
 //!   function they call; with the pass the shared body calls through a pointer parameter.
+//! - `merged_calls/aligned/{none,similar,aligned}`: the host calls an exported member of a
+//!   pair that differs in its operations (one has an operation more in two rounds and
+//!   another operation in one), which only `merge-aligned` merges: a thunk passing the
+//!   function identifier, and a body with selects on it. `*/aligned` is every case built
+//!   with `merge,merge-similar,merge-aligned` (the cost of the pass beside `*/similar`).
 //!
 //! `cargo bench --bench merged_calls`. Times are per call from the host (one call of `main`
 //! makes four member calls).
@@ -18,6 +23,17 @@ use mergelift::{JitModule, MergeConfig, Pipeline, PipelineOptions};
 
 /// A member: about 40 instructions around the constant `k`, calling `callee` once when given.
 fn member(name: &str, k: i64, callee: Option<&str>) -> String {
+    member_edited(name, k, callee, (&[], None))
+}
+
+/// `member`, with an operation more in the rounds `extra` and another operation in the round
+/// `other`.
+fn member_edited(
+    name: &str,
+    k: i64,
+    callee: Option<&str>,
+    (extra, other): (&[usize], Option<usize>),
+) -> String {
     let mut s = format!("function %{name}(i64) -> i64 {{\n");
     if let Some(c) = callee {
         s += &format!("    fn0 = %{c}(i64) -> i64\n");
@@ -26,10 +42,15 @@ fn member(name: &str, k: i64, callee: Option<&str>) -> String {
     let mut prev = "v0".to_string();
     for j in 0..12 {
         let (a, b, c) = (10 + 3 * j, 11 + 3 * j, 12 + 3 * j);
+        let op = if other == Some(j) { "isub" } else { "iadd" };
         s += &format!(
-            "    v{a} = imul {prev}, v1\n    v{b} = iadd v{a}, v0\n    v{c} = bxor v{b}, v1\n"
+            "    v{a} = imul {prev}, v1\n    v{b} = {op} v{a}, v0\n    v{c} = bxor v{b}, v1\n"
         );
         prev = format!("v{c}");
+        if extra.contains(&j) {
+            s += &format!("    v{} = rotl {prev}, v1\n", 200 + j);
+            prev = format!("v{}", 200 + j);
+        }
     }
     if callee.is_some() {
         s += &format!("    v90 = call fn0({prev})\n");
@@ -85,6 +106,9 @@ fn module_text() -> String {
         s += &member(name, 9, Some(&l));
     }
     s += &caller("mainp", &["pa", "pb", "pc", "pd"]);
+    // Exported members that differ in their operations.
+    s += &member_edited("ya", 3, None, (&[5], None));
+    s += &member_edited("yb", 3, None, (&[3, 9], Some(6)));
     s
 }
 
@@ -114,6 +138,7 @@ fn entry(m: &JitModule, name: &str) -> extern "C" fn(i64) -> i64 {
 fn merged_calls(c: &mut Criterion) {
     let plain = compile("none");
     let similar = compile("merge,merge-similar");
+    let aligned = compile("merge,merge-similar,merge-aligned");
     let s = similar.stats();
     println!(
         "merge-similar: {} groups, {} members merged, {} thunks, {} call sites rewritten",
@@ -122,14 +147,19 @@ fn merged_calls(c: &mut Criterion) {
         s.get("similar.thunks"),
         s.get("similar.callers_rewritten")
     );
-    // Both builds compute the same.
-    for name in ["xa", "xd", "main", "mainp"] {
+    println!(
+        "merge-aligned: {} groups, {} members merged",
+        aligned.stats().get("aligned.groups"),
+        aligned.stats().get("merged_aligned"),
+    );
+    // `ya` and `yb`, and the shared bodies of `la`.. and `pa`.. (alike but for the call).
+    assert_eq!(aligned.stats().get("merged_aligned"), 4);
+    // Every build computes the same.
+    for name in ["xa", "xd", "main", "mainp", "ya", "yb"] {
         for x in [-3, 0, 7, 1 << 20] {
-            assert_eq!(
-                entry(&plain, name)(x),
-                entry(&similar, name)(x),
-                "{name}({x})"
-            );
+            let want = entry(&plain, name)(x);
+            assert_eq!(want, entry(&similar, name)(x), "{name}({x})");
+            assert_eq!(want, entry(&aligned, name)(x), "{name}({x})");
         }
     }
     let mut g = c.benchmark_group("merged_calls");
@@ -137,8 +167,13 @@ fn merged_calls(c: &mut Criterion) {
         ("thunk", "xb"),
         ("rewritten", "main"),
         ("indirect", "mainp"),
+        ("aligned", "yb"),
     ] {
-        for (label, m) in [("none", &plain), ("similar", &similar)] {
+        for (label, m) in [
+            ("none", &plain),
+            ("similar", &similar),
+            ("aligned", &aligned),
+        ] {
             let f = entry(m, name);
             g.bench_function(format!("{case}/{label}"), |b| {
                 let mut x = 1i64;

@@ -8,6 +8,11 @@
 #                                                # default rust-json and gcc-loops)
 #   scripts/bench_tables.sh merged-calls         # run-time cost of merged calls, from the last
 #                                                # `cargo bench --bench merged_calls`
+#   scripts/bench_tables.sh aligned [CORPUS_DIR] # merge-aligned: code bytes at both opt levels
+#                                                # and the kinds of its merges, per module
+#   scripts/bench_tables.sh aligned-cost [N...]  # merge-aligned's time per function on generated
+#                                                # modules with --edit-ratio 0.2 (default 10000
+#                                                # 100000)
 #
 # Build first: `cargo build --release -p mergelift-cli`. Each row is one cold process.
 set -euo pipefail
@@ -44,10 +49,10 @@ case ${1:-} in
     dir=target/criterion/merged_calls
     [[ -d $dir ]] || { echo "$dir: run \`cargo bench --bench merged_calls\` first" >&2; exit 2; }
     ns() { json "f'{d[\"median\"][\"point_estimate\"]:.1f} ns'" < "$dir/${1}_$2/new/estimates.json"; }
-    echo "| case | without the pass | \`merge,merge-similar\` |"
-    echo "|---|---:|---:|"
-    for c in thunk rewritten indirect; do
-      echo "| $c | $(ns "$c" none) | $(ns "$c" similar) |"
+    echo "| case | without the pass | \`merge,merge-similar\` | \`merge,merge-similar,merge-aligned\` |"
+    echo "|---|---:|---:|---:|"
+    for c in thunk rewritten indirect aligned; do
+      echo "| $c | $(ns "$c" none) | $(ns "$c" similar) | $(ns "$c" aligned) |"
     done
     ;;
   shapes)
@@ -64,5 +69,41 @@ case ${1:-} in
       done
     done
     ;;
-  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls" >&2; exit 2;;
+  aligned)
+    dir=${2:-../shared/corpus/wasm}
+    echo "| module | opt level | plain | \`merge,merge-similar\` | + \`merge-aligned\` | saved before | saved after | gain |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|"
+    for o in none speed; do
+      for f in "$dir"/*.clif; do
+        a=$("$BIN" size --json --opt-level "$o" --passes merge,merge-similar "$f" | json 'd["code_bytes_before"], d["code_bytes_after"]')
+        b=$("$BIN" size --json --opt-level "$o" --passes merge,merge-similar,merge-aligned "$f" | json 'd["code_bytes_after"]')
+        python3 -c "
+p, x = $(echo "$a" | tr ' ' ','); y = $b
+sa, sb = 100 * (p - x) / p, 100 * (p - y) / p
+g = f'{sb / sa:.2f}x' if sa else '-'
+print(f'| $(basename "$f" .clif) | $o | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% | {g} |')"
+      done
+    done
+    echo
+    echo "| module | functions | candidates | pairs merged | with unmatched instructions | diamonds | groups of 3+ | unprofitable | not alignable | \`merge-aligned\` ms |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for f in "$dir"/*.clif; do
+      "$BIN" opt --passes merge,merge-similar,merge-aligned --emit none --stats "$f" 2>&1 >/dev/null | tail -1 |
+        json "(lambda g: f'| $(basename "$f" .clif) | {g(\"functions_in\")} | {g(\"aligned.candidates\")} | {g(\"aligned.groups\")} | {g(\"aligned.with_unmatched_runs\")} | {g(\"aligned.diamonds\")} | 0 | {g(\"aligned.unprofitable\")} | {g(\"aligned.not_alignable\")} | {d[\"time_ms\"][\"merge-aligned\"]:.1f} |')(lambda k: d.get(k, 0))"
+    done
+    ;;
+  aligned-cost)
+    shift
+    sizes=${*:-10000 100000}
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    echo "| functions | edited duplicates | pairs merged | \`merge-aligned\` ms | µs per function | bytes saved (estimate) |"
+    echo "|---:|---:|---:|---:|---:|---:|"
+    for n in $sizes; do
+      "$BIN" gen --functions "$n" --seed 1 --edit-ratio 0.2 > "$tmp/m.clif" 2> "$tmp/gen.txt"
+      e=$(sed -E 's/.* ([0-9]+) edited duplicates.*/\1/' "$tmp/gen.txt")
+      "$BIN" opt --passes merge,merge-similar,merge-aligned --emit none --stats "$tmp/m.clif" 2>&1 >/dev/null | tail -1 |
+        json "f'| $n | $e | {d[\"aligned.groups\"]} | {d[\"time_ms\"][\"merge-aligned\"]:.0f} | {1e3*d[\"time_ms\"][\"merge-aligned\"]/$n:.1f} | {d[\"aligned.bytes_saved\"]} |'"
+    done
+    ;;
+  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...]" >&2; exit 2;;
 esac

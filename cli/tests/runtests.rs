@@ -116,6 +116,18 @@ fn runtests_merge_similar_lvn_speed() {
     check_at("merge,merge-similar,lvn", false, true);
 }
 
+/// Functions whose instructions differ share a body (issue 45), alone and before value
+/// numbering, every function lowered.
+#[test]
+fn runtests_merge_aligned() {
+    check("merge,merge-similar,merge-aligned", false);
+}
+
+#[test]
+fn runtests_merge_aligned_lvn_gvn_dce_lowered() {
+    check("merge,merge-similar,merge-aligned,lvn,gvn,dce", true);
+}
+
 /// The passes in reverse order, unchanged functions compiled from their input: the skip rule
 /// holds whatever ran before `merge`.
 #[test]

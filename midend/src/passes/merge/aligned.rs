@@ -92,6 +92,9 @@ pub struct AlignedOptions {
     pub neighbours: usize,
     /// Alignments tried per function.
     pub tries: usize,
+    /// MinHash values (of four) two functions must share to be aligned: an estimate of the
+    /// share of their instruction shingles they have in common.
+    pub min_common: usize,
     /// Functions the host marks hot: never merged by this pass.
     pub hot: Option<HotFunctions>,
 }
@@ -104,7 +107,8 @@ impl Default for AlignedOptions {
             max_insts: 2000,
             max_cells: 128 * 128,
             neighbours: 4,
-            tries: 4,
+            tries: 2,
+            min_common: 2,
             hot: None,
         }
     }
@@ -230,7 +234,9 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
                 let common = (0..BANDS)
                     .filter(|&k| cands[o as usize].minhash[k] == cands[c].minhash[k])
                     .count();
-                near.push((o, common));
+                if common >= opts.min_common {
+                    near.push((o, common));
+                }
             }
         }
         near.sort_by_key(|&(o, common)| (core::cmp::Reverse(common), o));
@@ -486,6 +492,19 @@ impl PairCtx<'_> {
             .all(|(k, (x, y))| self.operands_match(x, y, call && k == 0))
     }
 
+    /// An unmatched step that may run in both members: an ALU operation, copy or compare
+    /// that cannot trap, or an address computation.
+    fn speculable(&self, st: Step) -> bool {
+        let (f, i) = match st {
+            Step::A(x) => (self.a, x),
+            Step::B(y) => (self.b, y),
+            Step::Both(..) => return false,
+        };
+        let op = f.insts[i].opcode;
+        (op.is_pure_value() || op.format() == Format::Addr)
+            && f.inst_effects(i) & (effects::TRAP | effects::SIDE) == 0
+    }
+
     /// The constant operands of `ia` and `ib` (matching instructions) are equal.
     fn same_constants(&self, ia: Inst, ib: Inst) -> bool {
         self.a
@@ -666,15 +685,31 @@ fn merge_pair(
         let steps = align_block(&cx, xa, xb, opts.max_cells).ok_or(Rejected::NotAlignable)?;
         aligned.push(steps);
     }
-    // A cheap estimate first: matched instructions once, the rest as they are.
+    // A cheap estimate first, a lower bound of what code generation makes: matched
+    // instructions once (and a select where their constants differ), the rest as they are,
+    // and a branch and a jump for each diamond.
     let c = &opts.cost;
     let members = (a.inst_count() + b.inst_count()) as f64;
-    let merged_est = a.inst_count()
-        + aligned
-            .iter()
-            .flatten()
-            .filter(|s| matches!(s, Step::B(_)))
-            .count();
+    let mut merged_est = a.inst_count();
+    for steps in &aligned {
+        let mut in_run = false;
+        let mut diamond = false;
+        for &st in steps {
+            match st {
+                Step::Both(x, y) => {
+                    merged_est += !cx.same_constants(x, y) as usize;
+                    merged_est += 2 * (in_run && diamond) as usize;
+                    (in_run, diamond) = (false, false);
+                }
+                Step::A(_) | Step::B(_) => {
+                    merged_est += matches!(st, Step::B(_)) as usize;
+                    in_run = true;
+                    diamond |= !cx.speculable(st);
+                }
+            }
+        }
+        merged_est += 2 * (in_run && diamond) as usize;
+    }
     let overhead = 2.0 * (c.thunk + c.per_extra_arg) + c.frame;
     if c.bytes_per_inst * (members - merged_est as f64) + 2.0 * c.frame - overhead <= 0.0 {
         return Err(Rejected::Unprofitable);
@@ -823,7 +858,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
                     .position(|st| matches!(st, Step::Both(..)))
                     .map_or(steps.len(), |p| s + p);
                 let run = &steps[s..e];
-                if run.iter().all(|st| self.speculable(*st)) {
+                if run.iter().all(|st| self.cx.speculable(*st)) {
                     // Pure operations that cannot trap: both members' run in line, each
                     // member reading only its own results.
                     for &st in run {
@@ -1150,19 +1185,6 @@ impl<'a, 'c> Codegen<'a, 'c> {
 }
 
 impl Codegen<'_, '_> {
-    /// An unmatched step that may run in both members: an ALU operation, copy or compare
-    /// that cannot trap, or an address computation.
-    fn speculable(&self, st: Step) -> bool {
-        let (f, i) = match st {
-            Step::A(x) => (self.cx.a, x),
-            Step::B(y) => (self.cx.b, y),
-            Step::Both(..) => return false,
-        };
-        let op = f.insts[i].opcode;
-        (op.is_pure_value() || op.format() == Format::Addr)
-            && f.inst_effects(i) & (effects::TRAP | effects::SIDE) == 0
-    }
-
     /// The unmatched instruction `x` of `side` at the end of `cur`.
     fn emit_one(&mut self, cur: Block, side: Side, x: Inst) {
         let src = self.member(side);
