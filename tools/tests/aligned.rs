@@ -404,6 +404,14 @@ fn functions_with_try_call_are_left_alone() {
 
 /// Run `passes` over the functions of `body` (lifted), with `hot` as the hot functions.
 fn pass_stats(body: &str, hot: Option<midend::passes::merge::HotFunctions>) -> midend::Stats {
+    run_passes(body, hot).1
+}
+
+/// `pass_stats`, and the module after the passes.
+fn run_passes(
+    body: &str,
+    hot: Option<midend::passes::merge::HotFunctions>,
+) -> (midend::lir::Module, midend::Stats) {
     let funcs = cranelift_reader::parse_functions(body).unwrap();
     let mut stats = midend::Stats::default();
     let mut m = jit_driver::lift_functions(funcs.iter(), &mut stats).unwrap();
@@ -417,7 +425,7 @@ fn pass_stats(body: &str, hot: Option<midend::passes::merge::HotFunctions>) -> m
     pm.verify = true;
     pm.run(&mut m, &mut midend::PassState::default(), &mut stats)
         .unwrap();
-    stats
+    (m, stats)
 }
 
 #[test]
@@ -432,4 +440,43 @@ fn hot_functions_are_never_merged_by_alignment() {
         assert_eq!(stats.get("merged_aligned"), 0, "{hot} is hot");
         assert_eq!(stats.get("aligned.hot"), 1);
     }
+}
+
+#[test]
+fn function_addresses_keep_their_signatures() {
+    // `fb` takes `%g`'s address and calls through it, where `fa` does not: the merged body
+    // must give that `func_addr` `fb`'s signature of `%g`, not what `fa`'s table has at
+    // that index.
+    let mut body = String::from(
+        "function %g(i64) -> i64 {\nblock0(v0: i64):\n    v1 = iconst.i64 100\n    v2 = iadd v0, v1\n    return v2\n}\n\n",
+    );
+    body += &straight("fa", &base());
+    let ops = edited();
+    body += "function %fb(i64, i64) -> i64 {\n    sig0 = (i64) -> i64\n    fn0 = %g sig0\n\
+             block0(v0: i64, v1: i64):\n    v2 = func_addr.i64 fn0\n    v3 = call_indirect sig0, v2(v0)\n";
+    let mut next = 4;
+    let r = chain(&mut body, &ops, "v3", "v1", &mut next);
+    let _ = writeln!(body, "    return {r}\n}}");
+    for (x, y) in [(1, 2), (-5, 9)] {
+        let _ = writeln!(body, "; run: %fb({x}, {y}) == {}", eval(&ops, x + 100, y));
+    }
+    check("func_addr", &body, 2, 1, 1);
+    // In the merged body, the `func_addr` names `%g`'s signature.
+    let (m, _) = run_passes(&body, None);
+    let merged = m
+        .functions
+        .values()
+        .find(|f| f.name.starts_with("__mergelift_aligned"))
+        .expect("a merged body");
+    let addr = merged
+        .insts
+        .values()
+        .find(|d| d.opcode == midend::lir::Opcode::FuncAddr)
+        .expect("the func_addr of fb");
+    let sig = &merged.sigs[midend::lir::SigRef::from_u32(addr.aux)];
+    assert_eq!(
+        (sig.params.len(), sig.returns.len()),
+        (1, 1),
+        "func_addr with signature {sig:?}"
+    );
 }

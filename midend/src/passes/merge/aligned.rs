@@ -29,8 +29,10 @@
 //! - **Callers.** Each member becomes a thunk with its own name and signature that calls the
 //!   merged body with its identifier; a recursive call of a member to itself calls the merged
 //!   body directly, passing the identifier on. Preemptible, frozen and hot functions
-//!   (`AlignedOptions::hot`) are never merged; functions with global values, opaque
-//!   instructions, exception tables or a stack limit are left alone.
+//!   (`AlignedOptions::hot`) are never merged; functions with opaque instructions or
+//!   exception handling (`try_call`, `exn_handler_addr`) are left alone, and two functions
+//!   merge only if their global values, alias regions and stack limits are the same (the
+//!   body keeps the first one's tables).
 //! - **Profitability.** The byte cost model of `merge-similar` (`CostModel`): the merged
 //!   body's instructions (selects, branches and phis counted) and two thunks with one extra
 //!   argument each, against the two bodies; a diamond in a block of a loop costs
@@ -261,15 +263,15 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             Some((o, merged, saving)) => {
                 paired[o as usize] = true;
                 paired[c] = true;
-                let diamonds = merged.unmatched > 0;
-                report.diamonds += merged.diamonds;
+                let (unmatched, diamonds) = (merged.unmatched > 0, merged.diamonds);
                 if !install(m, ps, [cands[o as usize].f, cands[c].f], merged) {
                     report.not_alignable += 1;
                     continue;
                 }
+                report.diamonds += diamonds;
                 report.groups += 1;
                 report.merged += 2;
-                report.with_unmatched_runs += diamonds as usize;
+                report.with_unmatched_runs += unmatched as usize;
                 report.bytes_saved += saving as u64;
             }
             None => {
@@ -293,6 +295,12 @@ fn eligible(f: &Function, opts: &AlignedOptions) -> bool {
         && f.opaques.is_empty()
         && f.exn_tables.is_empty()
         && is_ssa(f)
+        && !f.layout.iter().any(|&b| {
+            f.block_insts(b).iter().any(|&i| {
+                let op = f.insts[i].opcode;
+                op.has_aux2() || op == Opcode::ExnHandlerAddr
+            })
+        })
         && !f.layout.first().is_some_and(|&b| {
             f.block_insts(b)
                 .iter()
@@ -472,6 +480,9 @@ impl PairCtx<'_> {
                     == b.memflags[MemFlagsRef::from_u32(db.aux)]
             }
             Format::Call => a.sigs[SigRef::from_u32(da.aux)] == b.sigs[SigRef::from_u32(db.aux)],
+            _ if da.opcode == Opcode::FuncAddr => {
+                a.sigs[SigRef::from_u32(da.aux)] == b.sigs[SigRef::from_u32(db.aux)]
+            }
             _ => da.aux == db.aux,
         };
         if !ok_aux {
@@ -559,7 +570,15 @@ impl PairCtx<'_> {
                     disp: d2,
                 },
             ) => {
-                b1.is_some() == b2.is_some() && i1.is_some() == i2.is_some() && s1 == s2 && d1 == d2
+                let same = |x: Option<crate::lir::Reg>, y: Option<crate::lir::Reg>| match (x, y) {
+                    (Some(x), Some(y)) => a.reg_type(x) == b.reg_type(y),
+                    (None, None) => true,
+                    _ => false,
+                };
+                same(b1.expand(), b2.expand())
+                    && same(i1.expand(), i2.expand())
+                    && s1 == s2
+                    && d1 == d2
             }
             (Sym(s, o), Sym(t, p)) => {
                 o == p
@@ -656,7 +675,7 @@ fn merge_pair(
 ) -> Result<(Merged, f64), Rejected> {
     let (a, b) = (&m.functions[fa], &m.functions[fb]);
     // Tables whose entries refer to one another by index are shared only when equal.
-    if a.regions != b.regions || a.globals != b.globals || a.stack_limit != b.stack_limit {
+    if a.regions != b.regions || !same_globals(a, b) || a.stack_limit != b.stack_limit {
         return Err(Rejected::NotAlignable);
     }
     // B's stack objects: the same object as A's at the same index when they are alike,
@@ -742,6 +761,37 @@ struct Merged {
     unmatched: usize,
 }
 
+/// The global values of `a` and `b` are the same, entry by entry (their memory flags by
+/// content: each function has its own table of them). The merged body keeps `a`'s.
+fn same_globals(a: &Function, b: &Function) -> bool {
+    a.globals.len() == b.globals.len()
+        && a.globals
+            .values()
+            .zip(b.globals.values())
+            .all(|(x, y)| match (x, y) {
+                (
+                    GlobalData::Load {
+                        base,
+                        offset,
+                        ty,
+                        flags,
+                    },
+                    GlobalData::Load {
+                        base: base2,
+                        offset: offset2,
+                        ty: ty2,
+                        flags: flags2,
+                    },
+                ) => {
+                    base == base2
+                        && offset == offset2
+                        && ty == ty2
+                        && a.memflags[*flags] == b.memflags[*flags2]
+                }
+                _ => x == y,
+            })
+}
+
 /// Which member an instruction or value comes from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -765,6 +815,8 @@ struct Codegen<'a, 'c> {
     uses: [Vec<u32>; 2],
     /// A register holding zero, per type, at the top of the entry block.
     zeros: HashMap<Type, Reg>,
+    /// A member's register was read before the body had it (the pair is not merged).
+    missing: core::cell::Cell<bool>,
     /// The entry block.
     entry: Option<Block>,
 }
@@ -794,6 +846,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
             uses,
             zeros: HashMap::default(),
             entry: None,
+            missing: core::cell::Cell::new(false),
         }
     }
 
@@ -909,6 +962,9 @@ impl<'a, 'c> Codegen<'a, 'c> {
             };
             self.emit_both_with(last, ta, tb, targets)?;
         }
+        if self.missing.get() {
+            return None;
+        }
         Some(Merged {
             body: self.f,
             self_calls: self.self_calls,
@@ -1021,22 +1077,29 @@ impl<'a, 'c> Codegen<'a, 'c> {
         Operand::Reg(r)
     }
 
+    /// The merged body's register for `r` of member `s` (`None`, and the pair is given up,
+    /// if the body does not have it yet: `is_ssa` rules that out).
+    fn reg(&self, s: Side, r: Reg) -> Option<Reg> {
+        match self.map[s as usize].get(&r) {
+            Some(Operand::Reg(v)) => Some(*v),
+            _ => {
+                self.missing.set(true);
+                None
+            }
+        }
+    }
+
     /// A member's operand in the merged body (registers mapped; stack objects of B mapped).
     fn translate(&self, s: Side, o: Operand) -> Operand {
         match o {
-            Operand::Reg(r) => self.map[s as usize].get(&r).copied().unwrap_or(o),
+            Operand::Reg(r) => self.reg(s, r).map_or(o, Operand::Reg),
             Operand::Mem {
                 base,
                 index,
                 scale,
                 disp,
             } => {
-                let m = |r: Option<Reg>| {
-                    r.map(|r| match self.map[s as usize].get(&r) {
-                        Some(Operand::Reg(v)) => *v,
-                        _ => r,
-                    })
-                };
+                let m = |r: Option<Reg>| r.map(|r| self.reg(s, r).unwrap_or(r));
                 Operand::Mem {
                     base: m(base.expand()).into(),
                     index: m(index.expand()).into(),
@@ -1078,6 +1141,10 @@ impl<'a, 'c> Codegen<'a, 'c> {
                 self.f.intern_memflags(flags).as_u32()
             }
             (Format::Call, Side::B) => {
+                let sig = src.sigs[SigRef::from_u32(d.aux)].clone();
+                self.f.sigs.push(sig).as_u32()
+            }
+            _ if side == Side::B && d.opcode == Opcode::FuncAddr => {
                 let sig = src.sigs[SigRef::from_u32(d.aux)].clone();
                 self.f.sigs.push(sig).as_u32()
             }
