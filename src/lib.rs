@@ -96,8 +96,9 @@
 //!   ([`MergeConfig::fetch_locals`] turns that off for a runtime that never fetches its local
 //!   functions).
 //! - **Configuration** ([`MergeConfig`]): the passes as values ([`PassKind`]; default
-//!   `merge`, `merge-similar`), threads (default: none), the address policy, whether local
-//!   functions stay fetchable.
+//!   `merge`, `merge-similar`; `merge-aligned` is opt-in), threads (default: none), the
+//!   address policy, whether local functions stay fetchable, and the hot functions
+//!   `merge-aligned` must leave alone ([`MergeConfig::hot`]).
 //! - **Reports**: [`MergeModule::merged_into`], [`MergeModule::merges`],
 //!   [`MergeModule::stats`], [`MergeModule::code_bytes`], [`MergeModule::passed_through`].
 //! - **Memory**: besides the inner module's, a compiled function costs about 1.2 KB (its
