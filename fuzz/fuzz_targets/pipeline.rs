@@ -1,5 +1,5 @@
-//! Parse arbitrary text as CLIF, lift, run every pass (`merge,merge-similar,merge-aligned,lvn,gvn,dce`) and
-//! lower every function back: passes
+//! Parse arbitrary text as CLIF, lift, run every pass
+//! (`merge,merge-similar,merge-aligned,lvn,gvn,dce`) and lower every function back: passes
 //! must keep the module valid and every surviving function must lower to valid CLIF.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -16,7 +16,8 @@ fuzz_target!(|text: &str| {
         return;
     };
     midend::verifier::verify_module(&m, true).expect("lifted module verifies");
-    let mut pm = midend::PassManager::from_names("merge,merge-similar,merge-aligned,lvn,gvn,dce").unwrap();
+    let mut pm =
+        midend::PassManager::from_names("merge,merge-similar,merge-aligned,lvn,gvn,dce").unwrap();
     pm.verify = true;
     if let Err(e) = pm.run(&mut m, &mut midend::PassState::default(), &mut stats) {
         panic!("passes failed on a verified module: {e}\n{m}");
