@@ -6,7 +6,6 @@ use super::function::Function;
 use super::inst::{Format, InstData, Opcode, PoolRange};
 use super::operand::{Operand, Operands, PackedOperand};
 use super::types::Type;
-use thin_vec::ThinVec;
 
 /// Scratch memory in which functions' operand pools are built, one function after another
 /// (`Function::build_operands_in`).
@@ -306,7 +305,7 @@ impl Function {
 }
 
 #[inline]
-fn push_range<T: Copy>(pool: &mut ThinVec<T>, items: &[T]) -> PoolRange {
+fn push_range<T: Copy>(pool: &mut Vec<T>, items: &[T]) -> PoolRange {
     let start = pool.len() as u32;
     pool.extend_from_slice(items);
     PoolRange {

@@ -9,12 +9,11 @@ use super::operand::{Operand, PackedOperand};
 use super::order::EntityOrder;
 use super::signature::Signature;
 use super::tables::*;
-use super::thin::{thin_vec_heap_bytes, ThinMap};
+use super::thin::ThinMap;
 use super::types::Type;
 use super::Name;
 use crate::hash::HashMap;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
-use thin_vec::ThinVec;
 
 /// Who may see and replace a function (LLVM's linkage classes, as MergeFunctions needs them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -110,10 +109,10 @@ pub struct Function {
     /// them with `operands`).
     pub(crate) operand_pool: Vec<PackedOperand>,
     /// The operands too wide to pack, by the index their packed word holds.
-    pub(crate) wide_operands: ThinVec<Operand>,
+    pub(crate) wide_operands: Vec<Operand>,
     /// The results of instructions with more than one (`InstData::results` is a range of it;
     /// read them with `results`).
-    pub result_pool: ThinVec<Reg>,
+    pub result_pool: Vec<Reg>,
     /// The stack objects (`Operand::Stack` refers to them).
     pub stack_objs: ThinMap<StackObj, StackObjData>,
     /// The signatures of indirect and direct calls (`SigRef`s).
@@ -175,8 +174,8 @@ impl Function {
             inst_order: EntityOrder::new(),
             layout: EntityOrder::new(),
             operand_pool: Vec::new(),
-            wide_operands: ThinVec::new(),
-            result_pool: ThinVec::new(),
+            wide_operands: Vec::new(),
+            result_pool: Vec::new(),
             stack_objs: ThinMap::new(),
             sigs: ThinMap::new(),
             regions: ThinMap::new(),
@@ -281,9 +280,9 @@ impl Function {
         v::<Inst>(&mut each, "inst_order", self.inst_order.capacity());
         v::<Block>(&mut each, "layout", self.layout.capacity());
         v::<PackedOperand>(&mut each, "operand_pool", self.operand_pool.capacity());
+        v::<Operand>(&mut each, "wide_operands", self.wide_operands.capacity());
+        v::<Reg>(&mut each, "result_pool", self.result_pool.capacity());
         for (name, bytes) in [
-            ("wide_operands", thin_vec_heap_bytes(&self.wide_operands)),
-            ("result_pool", thin_vec_heap_bytes(&self.result_pool)),
             ("stack_objs", self.stack_objs.heap_bytes()),
             ("sigs", self.sigs.heap_bytes()),
         ] {
