@@ -44,7 +44,7 @@
 //! functions: no iteration until nothing changes.
 
 use super::exact::make_thunk_with;
-use super::similar::CostModel;
+use super::similar::{fresh_name, CostModel};
 use crate::hash::{finish, HashMap};
 use crate::lir::*;
 use crate::state::*;
@@ -1092,23 +1092,11 @@ impl<'a, 'c> Codegen<'a, 'c> {
     /// A member's operand in the merged body (registers mapped; stack objects of B mapped).
     fn translate(&self, s: Side, o: Operand) -> Operand {
         match o {
-            Operand::Reg(r) => self.reg(s, r).map_or(o, Operand::Reg),
-            Operand::Mem {
-                base,
-                index,
-                scale,
-                disp,
-            } => {
-                let m = |r: Option<Reg>| r.map(|r| self.reg(s, r).unwrap_or(r));
-                Operand::Mem {
-                    base: m(base.expand()).into(),
-                    index: m(index.expand()).into(),
-                    scale,
-                    disp,
-                }
-            }
             Operand::Stack(k, d) if s == Side::B => Operand::Stack(self.cx.stack_b[k.index()], d),
-            o => o,
+            mut o => {
+                o.map_regs(|r| self.reg(s, r).unwrap_or(r));
+                o
+            }
         }
     }
 
@@ -1288,15 +1276,7 @@ impl Codegen<'_, '_> {
 /// Call `each` with every register instruction `i` of `f` reads.
 fn for_each_use(f: &Function, i: Inst, mut each: impl FnMut(Reg)) {
     for o in f.operands(i) {
-        match o {
-            Operand::Reg(r) => each(r),
-            Operand::Mem { base, index, .. } => base
-                .expand()
-                .into_iter()
-                .chain(index.expand())
-                .for_each(&mut each),
-            _ => {}
-        }
+        o.regs().for_each(&mut each);
     }
 }
 
@@ -1311,22 +1291,10 @@ fn use_counts(f: &Function) -> Vec<u32> {
     n
 }
 
-/// A fresh name for a merged body.
-fn merged_name(m: &Module, base: &str) -> String {
-    let mut k = m.functions.len();
-    loop {
-        let name = format!("__mergelift_aligned.{base}.{k}");
-        if m.lookup_symbol(&name).is_none() {
-            return name;
-        }
-        k += 1;
-    }
-}
-
 /// Add the merged body of `members` to `m` and make each member a thunk that calls it with
 /// its identifier.
 fn install(m: &mut Module, ps: &mut PassState, members: [FuncId; 2], merged: Merged) -> bool {
-    let name = merged_name(m, &m.functions[members[0]].name);
+    let name = fresh_name(m, "aligned", &m.functions[members[0]].name);
     let sym = m.symbol(&name, SymbolKind::Function);
     let mut body = merged.body;
     body.name = name.into();

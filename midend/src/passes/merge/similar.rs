@@ -958,11 +958,12 @@ fn plan(
     })
 }
 
-/// A fresh name for a shared body.
-fn shared_name(m: &Module, base: &str) -> String {
+/// A fresh name for a body a merging pass makes (`pass`: `similar`, `aligned`) from the
+/// function named `base`.
+pub(super) fn fresh_name(m: &Module, pass: &str, base: &str) -> String {
     let mut k = m.functions.len();
     loop {
-        let name = format!("__mergelift_similar.{base}.{k}");
+        let name = format!("__mergelift_{pass}.{base}.{k}");
         if m.lookup_symbol(&name).is_none() {
             return name;
         }
@@ -995,7 +996,7 @@ fn fold(
 ) -> (FuncId, Vec<FuncId>) {
     let rep = p.members[0];
     let n = p.members.len();
-    let name = shared_name(m, &m.functions[rep.f].name);
+    let name = fresh_name(m, "similar", &m.functions[rep.f].name);
     let shared = m.symbol(&name, SymbolKind::Function);
     let tys: Vec<Type> = p.params.iter().map(Param::ty).collect();
     let mut shared_sig = m.functions[rep.f].sig.clone();
