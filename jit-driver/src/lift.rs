@@ -97,8 +97,6 @@ pub struct LiftContext {
     /// (and one for each callee signature of each function). Kept from one function to the
     /// next.
     sigs: rustc_hash::FxHashMap<ir::Signature, lir::Signature>,
-    /// The function's LIR memory flags so far, each once, once it has `lir::MEMFLAGS_SCAN`.
-    memflags_seen: rustc_hash::FxHashMap<lir::MemFlags, lir::MemFlagsRef>,
     /// Branch edges, to fill phis, and their arguments (one array for all).
     edges: Vec<Edge>,
     edge_args: Vec<lir::Reg>,
@@ -140,9 +138,6 @@ impl LiftContext {
         self.func_syms.clear();
         self.func_syms.resize(func.dfg.ext_funcs.len());
         self.memflags.clear();
-        if !self.memflags_seen.is_empty() {
-            self.memflags_seen.clear();
-        }
         self.edges.clear();
         self.edge_args.clear();
         self.first_edge.clear();
@@ -321,23 +316,10 @@ impl<'a> Lifter<'a> {
         if let Some(r) = self.ctx.memflags[mf].expand() {
             return r.as_u32();
         }
-        // Two Cranelift entries can map to one LIR entry: kept once. Like
-        // `Function::intern_memflags`, a search of the first `MEMFLAGS_SCAN` (inline here:
-        // its call costs more than the search); then the context's table (reused: the
-        // function's own index would be a box and a table for every function with more).
-        let data = lir_memflags(self.src.dfg.mem_flags[mf]);
-        let (table, seen) = (&mut self.f.memflags, &mut self.ctx.memflags_seen);
-        let r = if table.len() < lir::MEMFLAGS_SCAN {
-            match table.values().position(|m| *m == data) {
-                Some(k) => lir::MemFlagsRef::from_u32(k as u32),
-                None => table.push(data),
-            }
-        } else {
-            if seen.is_empty() {
-                seen.extend(table.iter().map(|(r, m)| (*m, r)));
-            }
-            *seen.entry(data).or_insert_with(|| table.push(data))
-        };
+        // Two Cranelift entries can map to one LIR entry: kept once.
+        let r = self
+            .f
+            .intern_memflags(lir_memflags(self.src.dfg.mem_flags[mf]));
         self.ctx.memflags[mf] = r.into();
         r.as_u32()
     }
@@ -1174,15 +1156,13 @@ impl<'a> Lifter<'a> {
         let n = src.dfg.num_insts();
         let nb = src.dfg.num_blocks();
         // Instructions: the CLIF ones, and a phi or copy per parameter. Exactly: an edge split
-        // (rare) grows the table, and the CLI's `shrink_to_fit` has nothing to give back (no
+        // (rare) grows the tables, and the CLI's `shrink_to_fit` has nothing to give back (no
         // `realloc` per function; `Vec::reserve` would also round a small table up to four).
-        self.f.insts.reserve_exact(n + nparams);
+        self.f.reserve_insts_exact(n + nparams);
         // Operands: about two per instruction, a branch's targets, a phi's sources (a
         // register and a block each); beyond this (1% of functions) the pool grows. (The
         // pool is built in `LiftContext::operands`, so this is mostly room it has already.)
         self.f.reserve_operands(2 * n + 2 * nb + 2 * nparams);
-        // (The block lists need no room: placed one block after the other, they stay the
-        // identity and are not stored; see `lir::EntityOrder`.)
         // One block after the other, so each block's list grows at the end of the function's
         // one instruction array (in place): entry parameters become argument copies, others
         // phis, then the instructions.
@@ -1402,6 +1382,7 @@ fn lift_into(l: &mut Lifter) -> LResult<()> {
     let nb = func.dfg.num_blocks();
     // Blocks: exactly the CLIF ones (an edge split grows the table).
     l.f.blocks.reserve_exact(nb);
+    l.f.layout.reserve_exact(nb);
     // Exact room where the count is known: what a lift reserves and leaves unused costs
     // fresh memory all the same.
     l.f.stack_objs.reserve_exact(func.sized_stack_slots.len());

@@ -14,24 +14,10 @@ entity_impl!(Reg, "%vr");
 pub struct Block(u32);
 entity_impl!(Block, "bb");
 
-impl Block {
-    /// `from_u32`, in a constant (`order`'s static table).
-    pub(crate) const fn from_index_const(k: u32) -> Self {
-        Block(k)
-    }
-}
-
 /// An instruction (data lives in `Function::insts`, order in the block's list).
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Inst(u32);
 entity_impl!(Inst, "inst");
-
-impl Inst {
-    /// `from_u32`, in a constant (`order`'s static table).
-    pub(crate) const fn from_index_const(k: u32) -> Self {
-        Inst(k)
-    }
-}
 
 /// A stack object of a function (`stack_obj.1`).
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -6,13 +6,11 @@
 use super::entities::*;
 use super::inst::{effects, Format, InstData, Opcode};
 use super::operand::{Operand, PackedOperand};
-use super::order::EntityOrder;
 use super::signature::Signature;
 use super::tables::*;
 use super::thin::ThinMap;
 use super::types::Type;
 use super::Name;
-use crate::hash::HashMap;
 use cranelift_entity::{PrimaryMap, SecondaryMap};
 
 /// Who may see and replace a function (LLVM's linkage classes, as MergeFunctions needs them).
@@ -100,11 +98,9 @@ pub struct Function {
     /// The blocks: where each block's instruction list lies in `inst_order`.
     pub blocks: PrimaryMap<Block, BlockData>,
     /// The instruction lists of all blocks (see `BlockData`; read them with `block_insts`).
-    /// Not stored while it is the identity, as a lift leaves it (see `EntityOrder`).
-    pub(crate) inst_order: EntityOrder<Inst>,
-    /// Block order; the first is the entry. It reads as a slice; like `inst_order`, it is
-    /// not stored while it is the identity (a lift creates the blocks in layout order).
-    pub layout: EntityOrder<Block>,
+    pub(crate) inst_order: Vec<Inst>,
+    /// Block order; the first is the entry.
+    pub layout: Vec<Block>,
     /// Every instruction's operands, packed (`InstData::operands` is a range of it; read
     /// them with `operands`).
     pub(crate) operand_pool: Vec<PackedOperand>,
@@ -121,11 +117,6 @@ pub struct Function {
     pub regions: ThinMap<Region, RegionData>,
     /// The memory flags of loads and stores, each kind once (`intern_memflags`).
     pub memflags: ThinMap<MemFlagsRef, MemFlags>,
-    /// The index of `memflags`, built by `intern_memflags` when it adds past
-    /// `MEMFLAGS_SCAN` entries (empty until then; a lifted function's table can be larger
-    /// without one: the lifter deduplicates through its own table, and `intern_memflags`
-    /// searches until it adds an entry).
-    memflags_index: Option<Box<HashMap<MemFlags, MemFlagsRef>>>,
     /// The global values of `global_value` and `tls_value` instructions, of one another and
     /// of `stack_limit`.
     pub globals: ThinMap<GlobalRef, GlobalData>,
@@ -171,8 +162,8 @@ impl Function {
             regs: PrimaryMap::new(),
             insts: PrimaryMap::new(),
             blocks: PrimaryMap::new(),
-            inst_order: EntityOrder::new(),
-            layout: EntityOrder::new(),
+            inst_order: Vec::new(),
+            layout: Vec::new(),
             operand_pool: Vec::new(),
             wide_operands: Vec::new(),
             result_pool: Vec::new(),
@@ -180,7 +171,6 @@ impl Function {
             sigs: ThinMap::new(),
             regions: ThinMap::new(),
             memflags: ThinMap::new(),
-            memflags_index: None,
             globals: ThinMap::new(),
             opaques: ThinMap::new(),
             exn_tables: ThinMap::new(),
@@ -230,7 +220,7 @@ impl Function {
                 d.cap = d.len;
                 order.extend_from_slice(&self.inst_order[start..start + len]);
             }
-            self.inst_order = EntityOrder::from(order);
+            self.inst_order = order;
         } else {
             self.inst_order.shrink_to_fit();
         }
@@ -245,9 +235,6 @@ impl Function {
         self.sigs.shrink_to_fit();
         self.regions.shrink_to_fit();
         self.memflags.shrink_to_fit();
-        if let Some(ix) = &mut self.memflags_index {
-            ix.shrink_to_fit();
-        }
         self.globals.shrink_to_fit();
         self.opaques.shrink_to_fit();
         self.exn_tables.shrink_to_fit();
@@ -296,13 +283,6 @@ impl Function {
         // (region names are shared between functions: not counted here)
         if self.memflags.heap_bytes() > 0 {
             each("memflags", self.memflags.heap_bytes());
-        }
-        if let Some(ix) = &self.memflags_index {
-            each("memflags_index", core::mem::size_of_val(&**ix));
-            each(
-                "memflags_index",
-                ix.capacity() * (core::mem::size_of::<(MemFlags, MemFlagsRef)>() + 1),
-            );
         }
         if self.globals.heap_bytes() > 0 {
             each("globals", self.globals.heap_bytes());
@@ -370,34 +350,11 @@ impl Function {
         self.sigs.reserve_exact(sigs);
     }
 
-    /// Intern memory flags. A function has a few: up to `MEMFLAGS_SCAN` are found by a
-    /// search of the table, without building (and allocating) the hash index.
+    /// Intern memory flags: the entry equal to `f`, added if there is none. A function has
+    /// a few kinds of memory flags, so this is a search of the table.
     pub fn intern_memflags(&mut self, f: MemFlags) -> MemFlagsRef {
-        let Some(index) = &mut self.memflags_index else {
-            if let Some(k) = self.memflags.values().position(|m| *m == f) {
-                return MemFlagsRef::from_u32(k as u32);
-            }
-            if self.memflags.heap_bytes() == 0 {
-                // Room for the table's scanned size at once (it would grow 4 -> 8), unless
-                // room was made already (a lifter knows how many flags there can be).
-                self.memflags.reserve_exact(MEMFLAGS_SCAN);
-            }
-            let r = self.memflags.push(f);
-            if self.memflags.len() > MEMFLAGS_SCAN {
-                let mut index = Box::<HashMap<MemFlags, MemFlagsRef>>::default();
-                for (r, m) in self.memflags.iter() {
-                    index.entry(*m).or_insert(r);
-                }
-                self.memflags_index = Some(index);
-            }
-            return r;
-        };
-        if let Some(&r) = index.get(&f) {
-            return r;
-        }
-        let r = self.memflags.push(f);
-        index.insert(f, r);
-        r
+        let found = self.memflags.iter().find(|(_, m)| **m == f).map(|(r, _)| r);
+        found.unwrap_or_else(|| self.memflags.push(f))
     }
 
     /// Effect bits of an instruction (opaque ones carry their own).
@@ -469,7 +426,7 @@ mod tests {
         for moved in [false, true] {
             let mut f = Function::new("f", Signature::new(CallConv::SystemV), Linkage::Export);
             let blocks: Vec<Block> = (0..4).map(|_| f.new_block()).collect();
-            f.layout = vec![blocks[0], blocks[2], blocks[1], blocks[3]].into();
+            f.layout = vec![blocks[0], blocks[2], blocks[1], blocks[3]];
             for (k, &b) in blocks.iter().enumerate() {
                 // Block 2 stays empty, with room for 4.
                 let n = [3i64, 5, 0, 1][k];

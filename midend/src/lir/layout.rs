@@ -38,12 +38,20 @@ impl Function {
         let want = d.len as usize + n.max(d.len as usize / 2);
         let at_end = d.start as usize + d.cap as usize == self.inst_order.len();
         let grow = if at_end { want - d.cap as usize } else { want };
-        let order = self.inst_order.stored_mut();
+        let order = &mut self.inst_order;
         let (len, cap) = (order.len(), order.capacity());
         if cap - len < grow {
             order.reserve_exact(grow.max(len / 8));
         }
         self.move_block_to_end(b, want);
+    }
+
+    /// Make room, exactly, for `n` more instructions in the instruction table and in the
+    /// block lists: for a builder that knows how many instructions it places (as the lifter
+    /// does), so that the function keeps no spare room.
+    pub fn reserve_insts_exact(&mut self, n: usize) {
+        self.insts.reserve_exact(n);
+        self.inst_order.reserve_exact(n);
     }
 
     /// Make room for `n` more instructions in block `b` (so appending them moves nothing).
@@ -60,7 +68,7 @@ impl Function {
     fn move_block_to_end(&mut self, b: Block, cap: usize) {
         let d = &mut self.blocks[b];
         let (start, len) = (d.start as usize, d.len as usize);
-        let order = self.inst_order.stored_mut();
+        let order = &mut self.inst_order;
         if start + d.cap as usize != order.len() {
             let new_start = order.len();
             order.extend_from_within(start..start + len);
@@ -106,7 +114,9 @@ impl Function {
             return self.place_inst_range(b, first, n, n);
         }
         let start = self.inst_order.len();
-        self.inst_order.extend_range(first, n);
+        let first = first.as_u32();
+        self.inst_order
+            .extend((first..first + n as u32).map(Inst::from_u32));
         self.blocks[b] = BlockData {
             start: start as u32,
             len: n as u32,
@@ -131,7 +141,7 @@ impl Function {
         } else {
             self.inst_order.len()
         };
-        let order = self.inst_order.stored_mut();
+        let order = &mut self.inst_order;
         order.truncate(start);
         let first = first.as_u32();
         let n = n as u32;

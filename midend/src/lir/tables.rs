@@ -178,9 +178,6 @@ pub enum ExnItem {
     Context,
 }
 
-/// Memory flags tables up to this size are searched rather than indexed.
-pub const MEMFLAGS_SCAN: usize = 8;
-
 /// The largest stack object alignment, in bytes (Cranelift takes any power of two below 2^32
 /// but lays frames out in 32 bits; nothing honest asks for more than a page or so).
 pub const MAX_STACK_ALIGN: u64 = 1 << 16;
