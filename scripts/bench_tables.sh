@@ -13,6 +13,11 @@
 #   scripts/bench_tables.sh aligned-cost [N...]  # merge-aligned's time per function on generated
 #                                                # modules with --edit-ratio 0.2 (default 10000
 #                                                # 100000)
+#   scripts/bench_tables.sh llvm [N...]          # merge against LLVM's MergeFunctions
+#                                                # (`opt -passes=mergefunc`, LLVM's `opt` on
+#                                                # PATH or in $LLVM_OPT) on one generated
+#                                                # module per N, written as CLIF and as LLVM
+#                                                # IR (`gen --emit ll`; default 10000 100000)
 #
 # Build first: `cargo build --release -p mergelift-cli`. Each row is one cold process.
 set -euo pipefail
@@ -105,5 +110,34 @@ print(f'| $(basename "$f" .clif) | $o | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% 
         json "f'| $n | $e | {d[\"aligned.groups\"]} | {d[\"time_ms\"][\"merge-aligned\"]:.0f} | {1e3*d[\"time_ms\"][\"merge-aligned\"]/$n:.1f} | {d[\"aligned.bytes_saved\"]} |'"
     done
     ;;
-  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...]" >&2; exit 2;;
+  llvm)
+    shift
+    OPT=${LLVM_OPT:-opt}
+    command -v "$OPT" >/dev/null || { echo "no LLVM opt (set LLVM_OPT)" >&2; exit 2; }
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    wall() { /usr/bin/time -f '%e %M' "$@" 2>&1 >/dev/null | tail -1; }
+    echo "| functions | tool | merged | merge pass | whole process | peak RSS |"
+    echo "|---:|---|---:|---:|---:|---:|"
+    for n in ${*:-10000 100000}; do
+      "$BIN" gen --functions "$n" > "$tmp/g.clif" 2>/dev/null
+      "$BIN" gen --functions "$n" --emit ll > "$tmp/g.ll" 2>/dev/null
+      # LLVM: the pass's own time from -time-passes; merged = functions left as a thunk
+      # (a tail call and a return), counted in the output.
+      pass=$("$OPT" -passes=mergefunc -time-passes -disable-output "$tmp/g.ll" 2>&1 \
+        | awk '/MergeFunctionsPass/ && !n++' | grep -oE '[0-9.]+ +\( *[0-9.]+%\)' | tail -1 | cut -d' ' -f1)
+      merged=$("$OPT" -passes=mergefunc -S "$tmp/g.ll" -o - | python3 -c '
+import re, sys
+bodies = re.findall(r"^define [^\n]*\{\n(.*?)^\}", sys.stdin.read(), re.S | re.M)
+thunk = re.compile(r"\s*(%\d+ = )?tail call [^\n]*\n\s*ret [^\n]*\n")
+print(sum(1 for b in bodies if thunk.fullmatch(b)))')
+      read -r w m < <(wall "$OPT" -passes=mergefunc -disable-output "$tmp/g.ll")
+      echo "| $n | LLVM $("$OPT" --version | awk '/LLVM version/ {print $NF}') MergeFunctions | $merged | $(python3 -c "print(f'{1000*$pass:.0f} ms')") | $w s | $((m / 1024)) MiB |"
+      stats=$("$BIN" opt --passes merge --emit none --stats "$tmp/g.clif" 2>&1 >/dev/null)
+      merged=$(echo "$stats" | json 'd["merged"]')
+      pass=$(echo "$stats" | json "'%.0f ms' % d['time_ms']['merge']")
+      read -r w m < <(wall "$BIN" opt --passes merge --emit none "$tmp/g.clif")
+      echo "| $n | Mergelift \`merge\` | $merged | $pass | $w s | $((m / 1024)) MiB |"
+    done
+    ;;
+  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...] | llvm [N...]" >&2; exit 2;;
 esac

@@ -197,6 +197,12 @@ enum Cmd {
         #[arg(long, value_parser = ["chain", "chain-const", "ring", "star", "tree", "fan-in", "fan-out"],
               conflicts_with_all = ["dup_ratio", "near_ratio", "edit_ratio", "seed"])]
         shape: Option<String>,
+        /// What to write: `clif` (Cranelift IR), or `ll`, the same module as textual LLVM IR
+        /// (each Cranelift instruction as one LLVM instruction or a short fixed sequence,
+        /// block parameters as phis) for timing LLVM's MergeFunctions on it
+        /// (`opt -passes=mergefunc`; see `scripts/llvm_mergefunc.sh`).
+        #[arg(long, default_value = "clif", value_parser = ["clif", "ll"])]
+        emit: String,
     },
     /// Differential fuzzing: random CLIF modules run by cranelift-interpreter (the oracle) and
     /// through the pipeline + JIT; mismatches write minimized reproducers.
@@ -343,9 +349,15 @@ fn run(cli: Cli) -> ExitCode {
             edit_ratio,
             seed,
             shape,
+            emit,
         } => match shape {
-            Some(shape) => cmd_gen_shape(&shape, functions),
-            None => cmd_gen(functions, [dup_ratio, near_ratio, edit_ratio], seed),
+            Some(shape) => cmd_gen_shape(&shape, functions, emit == "ll"),
+            None => cmd_gen(
+                functions,
+                [dup_ratio, near_ratio, edit_ratio],
+                seed,
+                emit == "ll",
+            ),
         },
         Cmd::Fuzz {
             iterations,
@@ -1205,26 +1217,44 @@ fn cmd_size(
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_gen(functions: u64, ratios: [f64; 3], seed: u64) -> Result<ExitCode> {
+/// Write a generated CLIF module to stdout, as it is or (`ll`) as LLVM IR.
+fn write_generated(
+    ll: bool,
+    make: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let mut out = Out::new();
+    if ll {
+        let mut clif = Vec::new();
+        make(&mut clif)?;
+        let funcs = cranelift_reader::parse_functions(std::str::from_utf8(&clif)?)
+            .map_err(|e| anyhow!("the generated module does not parse: {e}"))?;
+        out.put(&mergelift_tools::llvm::module_to_llvm(&funcs)?)?;
+    } else {
+        make(&mut out.0).map_err(stdout_error)?;
+    }
+    out.finish()
+}
+
+fn cmd_gen(functions: u64, ratios: [f64; 3], seed: u64, ll: bool) -> Result<ExitCode> {
     let [dup_ratio, near_ratio, edit_ratio] = ratios;
     if ratios.iter().any(|r| !(0.0..=1.0).contains(r)) || ratios.iter().sum::<f64>() > 1.0 {
         bail!(
             "--dup-ratio, --near-ratio and --edit-ratio must be in [0, 1] and add up to at most 1"
         );
     }
-    let mut out = Out::new();
-    let r = mergelift_tools::gen::generate_to(
-        &mergelift_tools::gen::GenOptions {
+    let mut r = None;
+    write_generated(ll, |w| {
+        let opts = mergelift_tools::gen::GenOptions {
             functions: functions as usize,
             dup_ratio,
             near_ratio,
             edit_ratio,
             seed,
-        },
-        &mut out.0,
-    )
-    .map_err(stdout_error)?;
-    out.finish()?;
+        };
+        r = Some(mergelift_tools::gen::generate_to(&opts, w)?);
+        Ok(())
+    })?;
+    let r = r.expect("generated");
     let _ = writeln!(
         std::io::stderr(),
         "generated {} functions ({} CLIF instructions, {} blocks, {} calls): {} identical duplicates (counting transitive ones), {} near-duplicates, {} edited duplicates",
@@ -1233,13 +1263,14 @@ fn cmd_gen(functions: u64, ratios: [f64; 3], seed: u64) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_gen_shape(shape: &str, functions: u64) -> Result<ExitCode> {
+fn cmd_gen_shape(shape: &str, functions: u64, ll: bool) -> Result<ExitCode> {
     let shape = mergelift_tools::gen::CallShape::parse(shape)
         .ok_or_else(|| anyhow!("unknown shape {shape}"))?;
-    let mut out = Out::new();
-    let calls = mergelift_tools::gen::generate_shape(shape, functions as usize, &mut out.0)
-        .map_err(stdout_error)?;
-    out.finish()?;
+    let mut calls = 0;
+    write_generated(ll, |w| {
+        calls = mergelift_tools::gen::generate_shape(shape, functions as usize, w)?;
+        Ok(())
+    })?;
     let _ = writeln!(
         std::io::stderr(),
         "generated {functions} functions ({calls} calls)"

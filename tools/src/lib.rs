@@ -12,5 +12,6 @@ pub mod fuzz;
 pub mod gen;
 pub mod harness;
 pub mod input;
+pub mod llvm;
 pub mod runtest;
 pub mod size;
