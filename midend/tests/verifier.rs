@@ -196,7 +196,7 @@ fn block_twice_in_layout_and_target_outside_layout() {
     );
 
     let f = &mut m.functions[FuncId::from_u32(0)];
-    f.layout = vec![Block::from_u32(0)].into();
+    f.layout = vec![Block::from_u32(0)];
     let e = verify_module(&m, true).unwrap_err();
     assert_eq!(
         e.to_string(),
