@@ -26,6 +26,28 @@ pub enum MergeKind {
     Folded,
 }
 
+/// Which pass merged a function: what a report calls how it joined its family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MergedBy {
+    /// `merge`: equal to its survivor.
+    Exact,
+    /// `merge-similar`: equal up to constants and callees.
+    Similar,
+    /// `merge-aligned`: its instructions aligned with another function's.
+    Aligned,
+}
+
+impl MergedBy {
+    /// `exact`, `similar` or `aligned`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MergedBy::Exact => "exact",
+            MergedBy::Similar => "similar",
+            MergedBy::Aligned => "aligned",
+        }
+    }
+}
+
 /// A record of one merge, kept for the JIT and for reports: the symbols (names) of the merged
 /// function and of its survivor (`Module::symbol_name`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +58,8 @@ pub struct MergeRecord {
     pub survivor: Symbol,
     /// How it was folded into the survivor.
     pub kind: MergeKind,
+    /// The pass that merged it.
+    pub by: MergedBy,
     /// Direct calls to `merged` now call `survivor` (false only for a preemptible merged
     /// function, whose definition may be replaced at link time).
     pub callers_redirected: bool,

@@ -53,7 +53,7 @@ use cranelift_module::{
     ModuleRelocTarget, ModuleResult,
 };
 use midend::lir;
-use midend::state::{ExtraArg, MergeKind};
+use midend::state::{ExtraArg, MergeKind, MergedBy};
 use midend::{PassKind, PassManager, PassOptions, PassState, Stats};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::time::{Duration, Instant};
@@ -81,6 +81,7 @@ enum State {
 struct Merged {
     into: FuncId,
     kind: MergeKind,
+    by: MergedBy,
     redirect: bool,
 }
 
@@ -321,6 +322,11 @@ impl<M: Module> MergeModule<M> {
     /// How a merged function was folded into its survivor.
     pub fn merge_kind(&self, id: FuncId) -> Option<MergeKind> {
         self.core.merged.get(id).copied().flatten().map(|m| m.kind)
+    }
+
+    /// Which pass merged a function away.
+    pub fn merged_by(&self, id: FuncId) -> Option<MergedBy> {
+        self.core.merged.get(id).copied().flatten().map(|m| m.by)
     }
 
     /// Every merged function with its survivor and kind, in id order.
@@ -1149,6 +1155,7 @@ impl Core {
             self.merged[g] = Some(Merged {
                 into: f,
                 kind: r.kind,
+                by: r.by,
                 redirect: r.callers_redirected,
             });
             self.any_merged = true;

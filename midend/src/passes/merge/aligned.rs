@@ -1325,6 +1325,7 @@ fn install(m: &mut Module, ps: &mut PassState, members: [FuncId; 2], merged: Mer
             merged: member,
             survivor: sym,
             kind: MergeKind::Thunked,
+            by: MergedBy::Aligned,
             callers_redirected: false,
         });
     }

@@ -530,6 +530,7 @@ pub(super) fn merge_two(
         merged: gs,
         survivor: fs,
         kind,
+        by: MergedBy::Exact,
         callers_redirected: !preemptible,
     });
 }

@@ -1153,6 +1153,7 @@ fn fold(
             merged: mb.sym,
             survivor: shared,
             kind,
+            by: MergedBy::Similar,
             callers_redirected: false,
         });
         if rewrite {
