@@ -168,6 +168,52 @@ enum Cmd {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Where the code bytes go: families of functions that merging folds into one body,
+    /// largest saving first, each with its members (demangled names, code bytes, how each
+    /// joined: exact, similar or aligned); then the largest functions and totals per kind.
+    ///
+    /// FILES are one module: `.clif` (wasmtime's `;; Intermediate Representation of function
+    /// <NAME>` comments name its functions) or a `.wasm` core module (with the `wasm` feature).
+    /// Code bytes are measured as `size` measures them, for x86-64 at `--opt-level`: a
+    /// family's saving is its members' plain bytes less the body they share, and what no
+    /// family accounts for (thunks, extra arguments set up in callers, lowering) is reported
+    /// apart, so the two add up to the saving `size` reports.
+    Report {
+        /// Comma list of passes, as for `size`.
+        #[arg(long, default_value = DEFAULT_PASSES)]
+        passes: String,
+        #[arg(long, default_value = "none", value_parser = ["none", "speed"])]
+        opt_level: String,
+        /// How many families and largest functions to show (default 10 in the table; all
+        /// families in --json and --csv).
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// JSON: {"total_bytes", "saved_bytes", "other_saved_bytes", "functions" (their
+        /// number), "families": [{"saved_bytes", "members": [{"name", "bytes", "how"}]}],
+        /// "largest", "kinds"}.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// CSV, one row per family member: family,family_saved_bytes,how,bytes,name.
+        #[arg(long)]
+        csv: bool,
+        /// Also write a bar chart of the top families by saving to FILE (SVG).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+        /// Compare two builds of one program, OLD and NEW (each a file): functions and
+        /// families that appeared, grew, shrank or went away, matched by demangled name
+        /// without Rust's legacy hash suffix.
+        #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["files", "csv", "svg"])]
+        diff: Option<Vec<PathBuf>>,
+        /// Threads that compile.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+        threads: u64,
+        /// Cut names to this many characters in the table (their middle goes).
+        #[arg(long, default_value_t = 100, value_name = "CHARS")]
+        width: usize,
+        /// `.clif` or `.wasm` files, or directories of `.clif` files: one module.
+        #[arg(required_unless_present = "diff")]
+        files: Vec<PathBuf>,
+    },
     /// Generate a deterministic template-heavy CLIF module on stdout; counts on stderr.
     Gen {
         /// Number of functions (1 to 1,000,000; written as they are made).
@@ -340,6 +386,31 @@ fn run(cli: Cli) -> ExitCode {
                 hot: hot_functions(hot),
             },
             (threads as usize, first == "pipeline"),
+            &files,
+        ),
+        Cmd::Report {
+            passes,
+            opt_level,
+            top,
+            json,
+            csv,
+            svg,
+            diff,
+            threads,
+            width,
+            files,
+        } => cmd_report(
+            &passes,
+            &opt_level,
+            ReportOutput {
+                top,
+                json,
+                csv,
+                svg,
+                width,
+            },
+            threads as usize,
+            diff,
             &files,
         ),
         Cmd::Gen {
@@ -1116,26 +1187,7 @@ fn cmd_size(
     } = flags;
     let passes = midend::parse_pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
-    let paths = collect_files(files).map_err(|e| anyhow!(e))?;
-    let t = Instant::now();
-    let mut inputs = Vec::new();
-    for p in &paths {
-        let text = read_text(p).map_err(|e| anyhow!(e))?;
-        inputs.push(mergelift_tools::input::parse_clif(p, &text).map_err(|e| anyhow!(e))?);
-    }
-    let parse_ms = t.elapsed().as_secs_f64() * 1e3;
-    // A progress bar on stderr once the run takes more than a second; never when stderr is
-    // not a terminal.
-    let bar =
-        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{msg:>15} [{bar:40}] {pos}/{len}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let started = Instant::now();
-    let mut shown = false;
+    let (inputs, _, parse_ms) = read_inputs(files)?;
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
@@ -1156,19 +1208,7 @@ fn cmd_size(
             mergelift_tools::size::Sides::PlainFirst
         },
     };
-    let r = mergelift_tools::size::measure(&inputs, &opts, parse_ms, |phase, k, n| {
-        if tty && !shown && started.elapsed().as_secs_f64() > 1.0 {
-            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            shown = true;
-        }
-        if k == 0 {
-            bar.set_length(n as u64);
-        }
-        bar.set_message(phase.to_string());
-        bar.set_position(k as u64 + 1);
-    })
-    .map_err(|e| anyhow!(e))?;
-    bar.finish_and_clear();
+    let r = measure(&inputs, &opts, parse_ms)?;
     if let (Some(path), Some(obj)) = (emit_object, &r.object) {
         std::fs::write(path, obj).map_err(|e| anyhow!("{}: cannot write: {e}", path.display()))?;
     }
@@ -1214,6 +1254,124 @@ fn cmd_size(
     out.finish()?;
     // The process ends here (see `cmd_opt`): no need to free the parsed input.
     std::mem::forget(inputs);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Read and parse the inputs of `size` and `report` (`.clif`, `.wasm`, directories of
+/// `.clif`): the files, the names of their functions, and the time it took in ms.
+fn read_inputs(
+    files: &[PathBuf],
+) -> Result<(
+    Vec<mergelift_tools::input::ClifFile>,
+    mergelift_tools::names::FunctionNames,
+    f64,
+)> {
+    let paths = collect_files(files).map_err(|e| anyhow!(e))?;
+    let t = Instant::now();
+    let mut inputs = Vec::new();
+    let mut names = mergelift_tools::names::FunctionNames::default();
+    for p in &paths {
+        let text = read_text(p).map_err(|e| anyhow!(e))?;
+        names.extend(mergelift_tools::names::FunctionNames::from_clif(&text));
+        inputs.push(mergelift_tools::input::parse_clif(p, &text).map_err(|e| anyhow!(e))?);
+    }
+    Ok((inputs, names, t.elapsed().as_secs_f64() * 1e3))
+}
+
+/// `size`'s measurement, with a progress bar on stderr once it takes more than a second
+/// (never when stderr is not a terminal).
+fn measure(
+    inputs: &[mergelift_tools::input::ClifFile],
+    opts: &mergelift_tools::size::SizeOptions,
+    parse_ms: f64,
+) -> Result<mergelift_tools::size::SizeReport> {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>15} [{bar:40}] {pos}/{len}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = Instant::now();
+    let mut shown = false;
+    let r = mergelift_tools::size::measure(inputs, opts, parse_ms, |phase, k, n| {
+        if tty && !shown && started.elapsed().as_secs_f64() > 1.0 {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            shown = true;
+        }
+        if k == 0 {
+            bar.set_length(n as u64);
+        }
+        bar.set_message(phase.to_string());
+        bar.set_position(k as u64 + 1);
+    })
+    .map_err(|e| anyhow!(e));
+    bar.finish_and_clear();
+    r
+}
+
+/// How `report` writes its result.
+struct ReportOutput {
+    top: Option<usize>,
+    json: bool,
+    csv: bool,
+    svg: Option<PathBuf>,
+    width: usize,
+}
+
+fn cmd_report(
+    passes: &str,
+    opt_level: &str,
+    out_opts: ReportOutput,
+    threads: usize,
+    diff: Option<Vec<PathBuf>>,
+    files: &[PathBuf],
+) -> Result<ExitCode> {
+    let passes = midend::parse_pass_list(passes)?;
+    let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
+    let opts = mergelift_tools::size::SizeOptions {
+        config: jit_driver::MergeConfig {
+            passes,
+            verify_lir: false,
+            threads: jit_driver::Threads::Count(threads),
+            ..Default::default()
+        },
+        opt_level: Some(opt),
+        ..Default::default()
+    };
+    let report_of = |files: &[PathBuf]| -> Result<mergelift_tools::report::Report> {
+        let (inputs, names, parse_ms) = read_inputs(files)?;
+        let size = measure(&inputs, &opts, parse_ms)?;
+        Ok(mergelift_tools::report::Report::new(&size, &names))
+    };
+    let top = out_opts.top.unwrap_or(10);
+    let mut out = Out::new();
+    if let Some(pair) = diff {
+        let old = report_of(&pair[..1])?;
+        let new = report_of(&pair[1..])?;
+        let d = mergelift_tools::report::Diff::new(&old, &new);
+        if out_opts.json {
+            out.line(&d.to_json(out_opts.top).to_string())?;
+        } else {
+            out.put(&d.to_text(top, out_opts.width))?;
+        }
+        out.finish()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let r = report_of(files)?;
+    if let Some(path) = &out_opts.svg {
+        std::fs::write(path, r.to_svg(top))
+            .map_err(|e| anyhow!("{}: cannot write: {e}", path.display()))?;
+    }
+    if out_opts.json {
+        out.line(&r.to_json(out_opts.top).to_string())?;
+    } else if out_opts.csv {
+        out.put(&r.to_csv(out_opts.top))?;
+    } else {
+        out.put(&r.to_text(top, out_opts.width))?;
+    }
+    out.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -43,10 +43,34 @@ fn has_header(text: &str) -> bool {
 /// The largest input file read (bytes): larger ones are refused before reading.
 pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 
+#[cfg(feature = "wasm")]
+fn wasm_text(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    crate::wasm::wasm_to_clif(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(not(feature = "wasm"))]
+fn wasm_text(path: &Path) -> Result<String, String> {
+    Err(format!(
+        "{}: this mergelift was built without WebAssembly input (build it with `--features \
+         wasm`)",
+        path.display()
+    ))
+}
+
+/// Is `path` a `.wasm` file (by its name)?
+pub fn is_wasm(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "wasm")
+}
+
 /// Read `path` as UTF-8 text. Only regular files are read (a FIFO, socket or device would
-/// block or never end), and at most [`MAX_INPUT_BYTES`].
+/// block or never end), and at most [`MAX_INPUT_BYTES`]. A `.wasm` file is read as the
+/// Cranelift IR wasmtime translates it to (with the `wasm` feature; an error without).
 pub fn read_text(path: &Path) -> Result<String, String> {
     check_input_file(path)?;
+    if is_wasm(path) {
+        return wasm_text(path);
+    }
     std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
 }
 
@@ -231,7 +255,7 @@ fn starts_function(line: &str) -> bool {
 pub struct ClifStream {
     /// The file's header: `functions` stays empty.
     pub file: ClifFile,
-    reader: std::io::BufReader<std::fs::File>,
+    reader: Box<dyn std::io::BufRead>,
     /// The next function's first line, read ahead, and its line number.
     next: Option<(String, usize)>,
     /// The number of the last line read.
@@ -243,11 +267,16 @@ pub struct ClifStream {
 
 /// Open a `.clif` file for [`ClifStream`]: checks it as [`read_text`] does (a regular file of
 /// at most [`MAX_INPUT_BYTES`], UTF-8) and parses its header.
+/// A `.wasm` file is translated first ([`read_text`]).
 pub fn open_clif(path: &Path) -> Result<ClifStream, String> {
-    check_input_file(path)?;
-    let f =
-        std::fs::File::open(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, f);
+    let mut reader: Box<dyn std::io::BufRead> = if is_wasm(path) {
+        Box::new(std::io::Cursor::new(read_text(path)?))
+    } else {
+        check_input_file(path)?;
+        let f = std::fs::File::open(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        Box::new(std::io::BufReader::with_capacity(1 << 16, f))
+    };
     let mut header = String::new();
     let mut line = 0;
     let next = read_until_function(&mut reader, &mut line, &mut header)

@@ -13,5 +13,9 @@ pub mod gen;
 pub mod harness;
 pub mod input;
 pub mod llvm;
+pub mod names;
+pub mod report;
 pub mod runtest;
 pub mod size;
+#[cfg(feature = "wasm")]
+pub mod wasm;

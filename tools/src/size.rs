@@ -6,10 +6,10 @@
 use crate::input::{file_isa, isa_signature, ClifFile};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::Context;
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use jit_driver::{declare_by_name, MergeConfig, MergeModule, OptLevel};
-use midend::state::MergeKind;
+use midend::state::{MergeKind, MergedBy};
 use std::time::Instant;
 
 /// What `mergelift size` measures with.
@@ -60,6 +60,36 @@ pub struct SizeReport {
     pub time_ms: Vec<(String, f64)>,
     /// The object file of the "after" module, when asked for.
     pub object: Option<Vec<u8>>,
+    /// Every function of the inputs, in input order: its code bytes on both sides and how it
+    /// was merged (what `mergelift report` builds families from).
+    pub functions: Vec<FunctionSize>,
+    /// The functions the passes made (the shared bodies of `merge-similar` and
+    /// `merge-aligned`; `bytes_before` 0), which a later pass may merge in turn. With
+    /// `functions`' `bytes_after` they add up to `code_bytes_after`.
+    pub made: Vec<FunctionSize>,
+}
+
+/// One input function's code on both sides of the measurement.
+#[derive(Clone, Debug, Default)]
+pub struct FunctionSize {
+    /// Its name in the Cranelift IR (`u0:12`; `%name` without the `%`).
+    pub name: String,
+    /// Code bytes compiled plain.
+    pub bytes_before: usize,
+    /// Code bytes of its own after the pipeline: 0 when merged away with no code (replaced,
+    /// aliased, folded), a thunk's bytes when it is a thunk to its survivor.
+    pub bytes_after: usize,
+    /// Its survivor, when a pass merged it.
+    pub merged: Option<MergedInto>,
+}
+
+/// Where a merged function's code now is.
+#[derive(Clone, Debug)]
+pub struct MergedInto {
+    /// The survivor's name: an input function, or one the passes made (see `made`).
+    pub survivor: String,
+    pub by: MergedBy,
+    pub kind: MergeKind,
 }
 
 impl SizeReport {
@@ -223,6 +253,12 @@ pub fn measure(
         sides: opts.sides,
         functions_in: funcs.len(),
         clif_insts: funcs.iter().map(|(_, f)| f.dfg.num_insts()).sum(),
+        functions: (funcs.iter())
+            .map(|(_, f)| FunctionSize {
+                name: jit_driver::opmap::func_name(&f.name),
+                ..Default::default()
+            })
+            .collect(),
         ..Default::default()
     };
     r.time_ms.push(("parse".into(), parse_ms));
@@ -268,6 +304,10 @@ fn compile_plain(
     let bytes = jit_driver::module::define_plain(&mut plain, jobs, threads)
         .map_err(|(id, msg)| in_file(names.get(&id).map_or("", |s| s.as_str()), msg, file_of))?;
     r.code_bytes_before = bytes.iter().sum();
+    // (`declare_by_name` keeps the order of the inputs, and `define_plain` of its jobs.)
+    for (f, b) in r.functions.iter_mut().zip(&bytes) {
+        f.bytes_before = *b;
+    }
     r.time_ms
         .push(("compile_before".into(), t.elapsed().as_secs_f64() * 1e3));
     Ok(())
@@ -284,6 +324,7 @@ fn compile_pipeline(
     let inner = object_module(common_isa(files, opts.opt_level)?)?;
     let mut m = MergeModule::with_config(inner, opts.config.clone());
     let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
+    let ids: Vec<FuncId> = declared.iter().map(|(_, id, _)| *id).collect();
     let mut ctx = Context::new();
     for (_, id, f) in declared {
         ctx.clear();
@@ -309,6 +350,43 @@ fn compile_pipeline(
     r.lowered = stats.get("lowered") as usize;
     r.native_thunks = stats.get("native_thunks") as usize;
     r.not_lifted = stats.get("not_lifted") as usize;
+    let name = |id: FuncId| {
+        m.declarations()
+            .get_function_decl(id)
+            .linkage_name(id)
+            .into_owned()
+    };
+    let survivors: midend::hash::HashMap<FuncId, FuncId> =
+        m.merges().map(|(g, s, _)| (g, s)).collect();
+    let merged_into = |id: FuncId| match (survivors.get(&id), m.merge_kind(id), m.merged_by(id)) {
+        (Some(&s), Some(kind), Some(by)) => Some(MergedInto {
+            survivor: name(s),
+            by,
+            kind,
+        }),
+        _ => None,
+    };
+    let mut input = cranelift_entity::EntitySet::<FuncId>::new();
+    for (f, &id) in r.functions.iter_mut().zip(&ids) {
+        input.insert(id);
+        f.bytes_after = m.code_bytes(id).unwrap_or(0);
+        f.merged = merged_into(id);
+    }
+    for (id, _) in m.declarations().get_functions() {
+        if input.contains(id) {
+            continue;
+        }
+        let merged = merged_into(id);
+        if let (None, None) = (m.code_bytes(id), &merged) {
+            continue; // an import
+        }
+        r.made.push(FunctionSize {
+            name: name(id),
+            bytes_before: 0,
+            bytes_after: m.code_bytes(id).unwrap_or(0),
+            merged,
+        });
+    }
     for (_, _, kind) in m.merges() {
         r.merged += 1;
         match kind {

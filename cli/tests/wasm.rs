@@ -1,0 +1,151 @@
+//! `.wasm` input (the `wasm` feature): `opt`, `size` and `report` read a core WebAssembly
+//! module through wasmtime's own translation; names come from the name section, in full,
+//! demangled; malformed modules get one `error:` line and exit 2, never a panic. The modules
+//! are built here from `.wat` text.
+#![cfg(feature = "wasm")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn mergelift(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
+        .args(args)
+        .output()
+        .expect("run mergelift");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write(name: &str, bytes: &[u8]) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mergelift-wasm-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// A Rust legacy symbol longer than the 96 characters wasmtime keeps of a name.
+const LONG: &str = "_ZN24mycrate_with_a_long_name28some_module_with_a_long_name15AnotherTypeName32a_method_with_a_rather_long_name17h0123456789abcdefE";
+const LONG_DEMANGLED: &str = "mycrate_with_a_long_name::some_module_with_a_long_name::AnotherTypeName::a_method_with_a_rather_long_name::h0123456789abcdef";
+
+/// Two equal functions (one with a long Rust name, one with a C++ name), one that differs
+/// only in a constant (a Rust v0 name), one with a `/` in its name, an import and exports.
+fn module() -> Vec<u8> {
+    let body = |k: i32| {
+        format!(
+            "(param i32 i32) (result i32)
+               local.get 0 local.get 1 i32.mul i32.const {k} i32.add
+               local.get 1 i32.xor local.get 0 i32.const 3 i32.shl i32.or
+               call $imported"
+        )
+    };
+    let wat = format!(
+        r#"(module
+             (import "env" "f" (func $imported (param i32) (result i32)))
+             (memory 1)
+             (func ${LONG} (export "a") {b7})
+             (func $_ZN3foo3barIiEEvT_ (export "b") {b7})
+             (func $_RNvCs1234_7mycrate3foo (export "c") {b9})
+             (func $a/b (export "d") (result i32) i32.const 1))"#,
+        b7 = body(7),
+        b9 = body(9),
+    );
+    wat::parse_str(wat).expect("valid wat")
+}
+
+#[test]
+fn report_names_families_in_full_and_adds_up() {
+    let p = write("m.wasm", &module());
+    let f = p.to_str().unwrap();
+    let (code, out, err) = mergelift(&["report", "--json", "--top", "100", f]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (code, out, err) = mergelift(&["size", "--json", f]);
+    assert_eq!(code, 0, "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let saved = s["code_bytes_before"].as_i64().unwrap() - s["code_bytes_after"].as_i64().unwrap();
+    assert_eq!(r["saved_bytes"].as_i64().unwrap(), saved);
+    let families = r["families"].as_array().unwrap();
+    let sum: i64 = families
+        .iter()
+        .map(|f| f["saved_bytes"].as_i64().unwrap())
+        .sum();
+    assert_eq!(sum + r["other_saved_bytes"].as_i64().unwrap(), saved);
+    // The equal functions are one family, under their demangled names: the long one in full.
+    let names: Vec<Vec<&str>> = families
+        .iter()
+        .map(|f| {
+            (f["members"].as_array().unwrap().iter())
+                .map(|m| m["name"].as_str().unwrap())
+                .collect()
+        })
+        .collect();
+    let fam = names
+        .iter()
+        .find(|n| n.contains(&LONG_DEMANGLED))
+        .unwrap_or_else(|| panic!("no family with {LONG_DEMANGLED}: {names:?}"));
+    assert!(fam.contains(&"void foo::bar<int>(int)"), "{fam:?}");
+    // Every function the module defines, and what wasmtime adds, is reported by kind.
+    let all: Vec<&str> = (r["largest"].as_array().unwrap().iter())
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        all.contains(&"a/b") && all.contains(&"mycrate::foo"),
+        "{all:?}"
+    );
+    let kinds: Vec<&str> = (r["kinds"].as_array().unwrap().iter())
+        .map(|k| k["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"function") && kinds.contains(&"trampoline"),
+        "{kinds:?}"
+    );
+    let functions = &r["kinds"].as_array().unwrap()[0];
+    assert_eq!(functions["functions"], 4);
+}
+
+#[test]
+fn opt_and_size_read_wasm() {
+    let p = write("m2.wasm", &module());
+    let f = p.to_str().unwrap();
+    let (code, out, err) = mergelift(&["opt", "--emit", "clif", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("function u0:0("), "{out}");
+    let (code, out, err) = mergelift(&["size", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("code bytes"), "{out}");
+}
+
+#[test]
+fn malformed_modules_get_one_error_line() {
+    let good = module();
+    let component = wat::parse_str("(component)").unwrap();
+    let shared = wat::parse_str("(module (memory 1 1 shared))").unwrap();
+    let mut bad_section = good.clone();
+    bad_section.extend_from_slice(&[0x42, 0x01, 0x00]);
+    let cases: [(&str, &[u8]); 6] = [
+        ("empty.wasm", b""),
+        ("truncated.wasm", &good[..good.len() / 2]),
+        ("header.wasm", b"\0asm\x01\0"),
+        ("section.wasm", &bad_section),
+        ("component.wasm", &component),
+        ("shared.wasm", &shared),
+    ];
+    for (name, bytes) in cases {
+        let p = write(name, bytes);
+        for cmd in ["report", "size", "opt"] {
+            let (code, out, err) = mergelift(&[cmd, p.to_str().unwrap()]);
+            assert_eq!(code, 2, "{name} {cmd}: {out}{err}");
+            assert!(!err.contains("panicked"), "{name} {cmd}: {err}");
+            assert_eq!(err.lines().count(), 1, "{name} {cmd}: {err}");
+            assert!(
+                err.starts_with("error: ") && err.contains(name),
+                "{name} {cmd}: {err}"
+            );
+        }
+    }
+}
