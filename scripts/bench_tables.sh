@@ -18,6 +18,9 @@
 #                                                # PATH or in $LLVM_OPT) on one generated
 #                                                # module per N, written as CLIF and as LLVM
 #                                                # IR (`gen --emit ll`; default 10000 100000)
+#   scripts/bench_tables.sh wasmtime FILE.wasm...# Mergelift's plain compile of .wasm modules
+#                                                # beside wasmtime's own (needs the CLI built
+#                                                # with --features wasm)
 #
 # Build first: `cargo build --release -p mergelift-cli`. Each row is one cold process.
 set -euo pipefail
@@ -139,5 +142,17 @@ print(sum(1 for b in bodies if thunk.fullmatch(b)))')
       echo "| $n | Mergelift \`merge\` | $merged | $pass | $w s | $((m / 1024)) MiB |"
     done
     ;;
-  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...] | llvm [N...]" >&2; exit 2;;
+  wasmtime)
+    shift
+    cargo build -q --release -p mergelift-tools --features wasm --example wasmtime_text
+    echo "| module | opt level | Mergelift plain | wasmtime function symbols | wasmtime .text | after merging |"
+    echo "|---|---|---:|---:|---:|---:|"
+    target/release/examples/wasmtime_text "$@" | tail -n +3 | while IFS='|' read -r _ f level text syms _; do
+      f=$(echo $f); level=$(echo $level)
+      read -r before after < <("$BIN" size --json --opt-level "$level" "$f" \
+        | json "d['code_bytes_before'], d['code_bytes_after']" | tr -d '(),')
+      echo "| $(basename "$f" .wasm) | $level | $before |$syms|$text| $after |"
+    done
+    ;;
+  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...] | llvm [N...] | wasmtime FILE.wasm..." >&2; exit 2;;
 esac

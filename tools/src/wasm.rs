@@ -140,3 +140,31 @@ fn strip_names(bytes: &[u8]) -> Result<(Vec<u8>, HashMap<u32, String>), String> 
     }
     Ok((out, names))
 }
+
+/// The size of the `.text` section of wasmtime's own compile of a module (`Engine::
+/// precompile_module`, for the host, at opt level `speed` or not): what `mergelift size`
+/// compares against: the section (every function wasmtime compiles for the module, each
+/// aligned, the section padded to a page), and the sum of its function symbols' sizes.
+pub fn wasmtime_text_bytes(bytes: &[u8], speed: bool) -> Result<(u64, u64), String> {
+    use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+    let mut config = wasmtime::Config::new();
+    config.cranelift_opt_level(if speed {
+        wasmtime::OptLevel::Speed
+    } else {
+        wasmtime::OptLevel::None
+    });
+    let engine = wasmtime::Engine::new(&config).map_err(|e| format!("wasmtime: {e:#}"))?;
+    let elf = engine
+        .precompile_module(bytes)
+        .map_err(|e| format!("not a valid WebAssembly module: {e:#}"))?;
+    let file = object::File::parse(&*elf).map_err(|e| format!("wasmtime's output: {e}"))?;
+    let text: u64 = (file.sections())
+        .filter(|s| s.name() == Ok(".text"))
+        .map(|s| s.size())
+        .sum();
+    let functions: u64 = (file.symbols())
+        .filter(|s| s.kind() == SymbolKind::Text)
+        .map(|s| s.size())
+        .sum();
+    Ok((text, functions))
+}
