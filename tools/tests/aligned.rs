@@ -480,3 +480,39 @@ fn function_addresses_keep_their_signatures() {
         "func_addr with signature {sig:?}"
     );
 }
+
+/// Through `MergeModule` (as `mergelift size --hot` runs it): the host names hot functions as
+/// it declared them, not by the names they have in the IR (`u0:N` after `declare_function`).
+#[test]
+fn merge_module_takes_hot_functions_by_their_declared_names() {
+    let body = straight("a", &base()) + &straight("b", &edited());
+    let file = mergelift_tools::input::parse_clif(std::path::Path::new("hot.clif"), &body).unwrap();
+    let aligned = |hot: Option<&str>| {
+        let opts = mergelift_tools::size::SizeOptions {
+            config: jit_driver::MergeConfig {
+                passes: midend::parse_pass_list(ALIGNED).unwrap(),
+                hot: hot.map(|h| midend::passes::merge::HotFunctions::named([h])),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r =
+            mergelift_tools::size::measure(std::slice::from_ref(&file), &opts, 0.0, |_, _, _| {})
+                .unwrap();
+        (r.functions.iter())
+            .filter(|f| {
+                f.merged
+                    .as_ref()
+                    .is_some_and(|m| m.by == midend::state::MergedBy::Aligned)
+            })
+            .count()
+    };
+    assert_eq!(aligned(None), 2);
+    assert_eq!(aligned(Some("a")), 0);
+    assert_eq!(aligned(Some("b")), 0);
+    assert_eq!(
+        aligned(Some("u0:0")),
+        2,
+        "IR names are not what the host declared"
+    );
+}

@@ -108,9 +108,7 @@ pub struct MergeConfig {
     /// Functions the host marks hot (default: none). `merge-aligned` never merges them: a
     /// merged body branches and selects on which function it runs as, which a hot loop
     /// should not pay. The other passes ignore this. The predicate sees each function's
-    /// IR name as LIR spells it (`ir::Function::name`: `u0:7` for the function a
-    /// cranelift-module `FuncId` 7 defines, or a test case's name), not its declared
-    /// linkage name.
+    /// name as it was declared (`Module::declare_function`).
     pub hot: Option<midend::passes::merge::HotFunctions>,
 }
 

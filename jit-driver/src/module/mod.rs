@@ -53,6 +53,7 @@ use cranelift_module::{
     ModuleRelocTarget, ModuleResult,
 };
 use midend::lir;
+use midend::passes::merge::HotFunctions;
 use midend::state::{ExtraArg, MergeKind, MergedBy};
 use midend::{PassKind, PassManager, PassOptions, PassState, Stats};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -849,8 +850,10 @@ impl Core {
         self.pass_state.incremental = !last;
         let lifted = self.lift_batch(inner, config, last, &mut pending);
         let merges_before = self.pass_state.merges.len();
+        let hot =
+            (config.hot.as_ref()).map(|h| Self::hot_in_lir(h, inner, &self.lir, &lifted.batch));
         let made = self
-            .run_passes(config, last, fetch_locals, &lifted.batch)
+            .run_passes(config, (last, fetch_locals), hot, &lifted.batch)
             .and_then(|()| self.record_merges(inner, &lifted, merges_before));
         let made = match made {
             Ok(made) => made,
@@ -1073,12 +1076,28 @@ impl Core {
         observed
     }
 
-    /// Stage 2: the passes, over the new functions (frozen ones only survive).
+    /// The host's hot functions (`MergeConfig::hot`, which names them as they were declared)
+    /// among the batch's, as the passes ask for them: by their names in LIR.
+    fn hot_in_lir(
+        hot: &HotFunctions,
+        inner: &dyn Module,
+        lir: &lir::Module,
+        batch: &[(FuncId, lir::FuncId)],
+    ) -> HotFunctions {
+        let names: Vec<String> = (batch.iter())
+            .filter(|(id, _)| hot.contains(&Self::name(inner, *id)))
+            .map(|(_, lid)| lir.functions[*lid].name.to_string())
+            .collect();
+        HotFunctions::named(names)
+    }
+
+    /// Stage 2: the passes, over the new functions (frozen ones only survive). `hot`: the
+    /// batch's hot functions, by LIR name.
     fn run_passes(
         &mut self,
         config: &MergeConfig,
-        last: bool,
-        fetch_locals: bool,
+        (last, fetch_locals): (bool, bool),
+        hot: Option<HotFunctions>,
         batch: &[(FuncId, lir::FuncId)],
     ) -> Result<(), ModuleError> {
         let insts = |lir: &lir::Module| -> u64 {
@@ -1093,19 +1112,21 @@ impl Core {
         // (unless this is the last batch: then the module's end frees it, and freeing it here
         // would only slow the passes).
         self.pass_state.free_removed = !config.keep_lir && !last;
-        // (Made again only when `fetch_locals` changes: an object module flushed before its
-        // `finish`. A pass keeps only scratch buffers from one run to the next.)
-        if self
-            .passes
-            .as_ref()
-            .is_none_or(|(named, _)| *named != fetch_locals)
+        // (Made again only when `fetch_locals` changes, an object module flushed before its
+        // `finish`, or for each batch's hot functions. A pass keeps only scratch buffers from
+        // one run to the next.)
+        if hot.is_some()
+            || self
+                .passes
+                .as_ref()
+                .is_none_or(|(named, _)| *named != fetch_locals)
         {
             let mut pm = PassManager::from_kinds_with(
                 &config.passes,
                 &PassOptions {
                     threads: config.threads.get(),
                     locals_named: fetch_locals,
-                    hot: config.hot.clone(),
+                    hot,
                 },
             );
             pm.verify = config.verify_lir;

@@ -56,7 +56,7 @@ fn through(m: &mut MergeModule<JITModule>, last: Stage) -> Through {
     let mut made = Vec::new();
     if last >= Stage::Passes {
         m.core
-            .run_passes(&config, false, true, &lifted.batch)
+            .run_passes(&config, (false, true), None, &lifted.batch)
             .unwrap();
     }
     if last >= Stage::Record {
