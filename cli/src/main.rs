@@ -189,7 +189,7 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         top: Option<usize>,
         /// JSON: {"total_bytes", "saved_bytes", "other_saved_bytes", "functions" (their
-        /// number), "families": [{"saved_bytes", "members": [{"name", "bytes", "how"}]}],
+        /// number), "families": [{"saved_bytes", "members": [{"name", "bytes", "how", "kind"}]}],
         /// "largest", "kinds"}.
         #[arg(long, conflicts_with = "csv")]
         json: bool,

@@ -36,6 +36,7 @@ pub struct Member {
     /// `survivor` (its code is the family's body), or how it joined: `exact`, `similar` or
     /// `aligned`.
     pub how: &'static str,
+    pub kind: FunctionKind,
 }
 
 /// Functions whose code ends up in one body.
@@ -118,21 +119,27 @@ impl Report {
         for (root, merged) in groups {
             let mut members: Vec<Member> = merged
                 .iter()
-                .map(|&k| Member {
-                    name: names.get(&size.functions[k].name).display,
-                    bytes: size.functions[k].bytes_before,
-                    how: size.functions[k].merged.as_ref().expect("merged").by.name(),
+                .map(|&k| {
+                    let name = names.get(&size.functions[k].name);
+                    Member {
+                        name: name.display,
+                        bytes: size.functions[k].bytes_before,
+                        how: size.functions[k].merged.as_ref().expect("merged").by.name(),
+                        kind: name.kind,
+                    }
                 })
                 .collect();
             members.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
             if root < n {
                 let f = &size.functions[root];
+                let name = names.get(&f.name);
                 members.insert(
                     0,
                     Member {
-                        name: names.get(&f.name).display,
+                        name: name.display,
                         bytes: f.bytes_before,
                         how: "survivor",
+                        kind: name.kind,
                     },
                 );
             }
@@ -187,7 +194,7 @@ impl Report {
     /// The JSON form: `{"total_bytes", "saved_bytes", "other_saved_bytes", "functions",
     /// "families": [{"saved_bytes", "members": [{"name", "bytes", "how"}]}], "largest",
     /// "kinds"}`; `functions` is their number, `largest` the `top` largest of them, and
-    /// `families` the `top` first (all when `top` is `None`).
+    /// `families` the `top` first (all when `top` is `None`); members also say their `kind`.
     pub fn to_json(&self, top: Option<usize>) -> serde_json::Value {
         let n = top.unwrap_or(usize::MAX);
         json!({
@@ -198,7 +205,7 @@ impl Report {
             "families": self.families.iter().take(n).map(|f| json!({
                 "saved_bytes": f.saved_bytes,
                 "members": f.members.iter().map(|m| json!({
-                    "name": m.name, "bytes": m.bytes, "how": m.how,
+                    "name": m.name, "bytes": m.bytes, "how": m.how, "kind": m.kind.name(),
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "largest": self.functions.iter().take(top.unwrap_or(10)).map(|f| json!({
@@ -264,12 +271,23 @@ impl Report {
             let _ = writeln!(out, "  (none: no function was merged)");
         }
         for (k, f) in self.families.iter().take(top).enumerate() {
+            // The kind of code, when all members are of one kind other than the program's.
+            let kind = match f.members[0].kind {
+                FunctionKind::Function => "",
+                k if f.members.iter().all(|m| m.kind == k) => k.name(),
+                _ => "",
+            };
             let _ = writeln!(
                 out,
-                "{:>4}. saves {:>8} bytes, {} functions",
+                "{:>4}. saves {:>8} bytes, {} functions{}",
                 k + 1,
                 f.saved_bytes,
-                f.members.len()
+                f.members.len(),
+                if kind.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({kind}s)")
+                }
             );
             for m in f.members.iter().take(MEMBERS_SHOWN) {
                 let _ = writeln!(
