@@ -164,13 +164,19 @@ enum Cmd {
         /// Functions `merge-aligned` must not merge (names separated by commas, without `%`).
         #[arg(long, value_name = "NAMES", value_delimiter = ',')]
         hot: Vec<String>,
-        /// `.clif` files or directories.
+        /// `.clif` files or directories of them, or one `.wasm` module (with the `wasm`
+        /// feature).
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
     /// Where the code bytes go: families of functions that merging folds into one body,
     /// largest saving first, each with its members (demangled names, code bytes, how each
-    /// joined: exact, similar or aligned); then the largest functions and totals per kind.
+    /// joined); then the largest functions and totals per kind.
+    ///
+    /// How a member joined: `survivor` (its code is the family's body), `exact` (merged by
+    /// `merge`: equal to its survivor), `similar` (by `merge-similar`: equal up to constants and
+    /// callees, folded into a shared body the pass made), `aligned` (by `merge-aligned`). A
+    /// family without a survivor shares a body a pass made.
     ///
     /// FILES are one module: `.clif` (wasmtime's `;; Intermediate Representation of function
     /// <NAME>` comments name its functions) or a `.wasm` core module (with the `wasm` feature).
@@ -190,10 +196,14 @@ enum Cmd {
         top: Option<usize>,
         /// JSON: {"total_bytes", "saved_bytes", "other_saved_bytes", "functions" (their
         /// number), "families": [{"saved_bytes", "members": [{"name", "bytes", "how", "kind"}]}],
-        /// "largest", "kinds"}.
+        /// "largest", "kinds"}. `other_saved_bytes` is what no family accounts for, usually
+        /// negative: the thunks merged functions keep, arguments set up in callers, code
+        /// that lowers differently, other passes. With --diff: {"old_total_bytes",
+        /// "new_total_bytes", "old_saved_bytes", "new_saved_bytes", "functions", "families":
+        /// [{"name", "change", "old_count", "new_count", ...}]}.
         #[arg(long, conflicts_with = "csv")]
         json: bool,
-        /// CSV, one row per family member: family,family_saved_bytes,how,bytes,name.
+        /// CSV, one row per family member: family,family_saved_bytes,how,kind,bytes,name.
         #[arg(long)]
         csv: bool,
         /// Also write a bar chart of the top families by saving to FILE (SVG).
@@ -210,6 +220,11 @@ enum Cmd {
         /// Cut names to this many characters in the table (their middle goes).
         #[arg(long, default_value_t = 100, value_name = "CHARS")]
         width: usize,
+        /// Show only families with a member of this kind of code, and only such functions
+        /// among the largest: `function` (the program's own), or what wasmtime adds to a
+        /// module: `trampoline`, `builtin`, `startup`. Totals stay the module's.
+        #[arg(long, value_parser = ["function", "trampoline", "builtin", "startup"])]
+        kind: Option<String>,
         /// `.clif` or `.wasm` files, or directories of `.clif` files: one module.
         #[arg(required_unless_present = "diff")]
         files: Vec<PathBuf>,
@@ -398,6 +413,7 @@ fn run(cli: Cli) -> ExitCode {
             diff,
             threads,
             width,
+            kind,
             files,
         } => cmd_report(
             &passes,
@@ -408,6 +424,7 @@ fn run(cli: Cli) -> ExitCode {
                 csv,
                 svg,
                 width,
+                kind,
             },
             threads as usize,
             diff,
@@ -1267,6 +1284,22 @@ fn read_inputs(
     f64,
 )> {
     let paths = collect_files(files).map_err(|e| anyhow!(e))?;
+    if paths.is_empty() {
+        bail!(
+            "no input files: directories are searched for .clif files (name a .wasm file itself)"
+        );
+    }
+    let wasm = paths
+        .iter()
+        .filter(|p| mergelift_tools::input::is_wasm(p))
+        .count();
+    if wasm > 0 && paths.len() > 1 {
+        bail!(
+            "a .wasm file is a module of its own: give one .wasm file, or .clif files that \
+             form one module (got {} files, {wasm} of them .wasm)",
+            paths.len()
+        );
+    }
     let t = Instant::now();
     let mut inputs = Vec::new();
     let mut names = mergelift_tools::names::FunctionNames::default();
@@ -1318,6 +1351,7 @@ struct ReportOutput {
     csv: bool,
     svg: Option<PathBuf>,
     width: usize,
+    kind: Option<String>,
 }
 
 fn cmd_report(
@@ -1343,7 +1377,11 @@ fn cmd_report(
     let report_of = |files: &[PathBuf]| -> Result<mergelift_tools::report::Report> {
         let (inputs, names, parse_ms) = read_inputs(files)?;
         let size = measure(&inputs, &opts, parse_ms)?;
-        Ok(mergelift_tools::report::Report::new(&size, &names))
+        let mut r = mergelift_tools::report::Report::new(&size, &names);
+        if let Some(k) = out_opts.kind.as_deref() {
+            r.retain_kind(mergelift_tools::names::FunctionKind::parse(k).expect("clap checks it"));
+        }
+        Ok(r)
     };
     let top = out_opts.top.unwrap_or(10);
     let mut out = Out::new();

@@ -125,7 +125,7 @@ fn families_add_up_to_what_size_saves() {
     let f = g.to_str().unwrap();
     let (code, csv, err) = mergelift(&["report", "--csv", "--top", "3", f]);
     assert_eq!(code, 0, "{err}");
-    assert!(csv.starts_with("family,family_saved_bytes,how,bytes,name\n"));
+    assert!(csv.starts_with("family,family_saved_bytes,how,kind,bytes,name\n"));
     assert!(csv
         .lines()
         .skip(1)

@@ -106,6 +106,46 @@ fn report_names_families_in_full_and_adds_up() {
     );
     let functions = &r["kinds"].as_array().unwrap()[0];
     assert_eq!(functions["functions"], 4);
+    // --kind function: only the program's functions and their families.
+    let (code, out, err) =
+        mergelift(&["report", "--json", "--kind", "function", "--top", "100", f]);
+    assert_eq!(code, 0, "{err}");
+    let k: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        (k["largest"].as_array().unwrap().iter()).all(|f| f["kind"] == "function"),
+        "{k}"
+    );
+    assert_eq!(k["largest"].as_array().unwrap().len(), 4);
+    assert!(
+        (k["families"].as_array().unwrap().iter()).all(|f| f["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["kind"] == "function"))
+    );
+}
+
+#[test]
+fn a_name_two_functions_share_keeps_their_indices() {
+    // (`wat` refuses two functions of one name: name them apart, then give both one name
+    // in the name section)
+    let wat = r#"(module
+        (func $dup1 (export "a") (param i32) (result i32) local.get 0 i32.const 1 i32.add)
+        (func $dup2 (export "b") (param i32) (result i32) local.get 0 i32.const 2 i32.mul))"#;
+    let mut bytes = wat::parse_str(wat).unwrap();
+    let (a, b) = (b"dup1", b"dup2");
+    let at = bytes.windows(4).position(|w| w == b).unwrap();
+    bytes[at..at + 4].copy_from_slice(a);
+    let p = write("dup.wasm", &bytes);
+    let (code, out, err) = mergelift(&["report", "--json", "--top", "100", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut names: Vec<&str> = (r["largest"].as_array().unwrap().iter())
+        .filter(|f| f["kind"] == "function")
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["dup1 [wasm function 0]", "dup1 [wasm function 1]"]);
 }
 
 #[test]
@@ -127,14 +167,31 @@ fn malformed_modules_get_one_error_line() {
     let shared = wat::parse_str("(module (memory 1 1 shared))").unwrap();
     let mut bad_section = good.clone();
     bad_section.extend_from_slice(&[0x42, 0x01, 0x00]);
-    let cases: [(&str, &[u8]); 6] = [
+    let cases: [(&str, &[u8]); 7] = [
         ("empty.wasm", b""),
         ("truncated.wasm", &good[..good.len() / 2]),
         ("header.wasm", b"\0asm\x01\0"),
+        ("text.wasm", b"this is not wasm\n"),
         ("section.wasm", &bad_section),
         ("component.wasm", &component),
         ("shared.wasm", &shared),
     ];
+    // Cut at every seventh length (a section whose stated size runs past the end included):
+    // a cut at a section's end is a valid module (exit 0), any other an error.
+    let cuts: Vec<(String, Vec<u8>)> = (1..good.len())
+        .step_by(7)
+        .map(|n| (format!("cut{n}.wasm"), good[..n].to_vec()))
+        .collect();
+    for (name, bytes) in &cuts {
+        let p = write(name, bytes);
+        let (code, out, err) = mergelift(&["report", p.to_str().unwrap()]);
+        assert!(code == 0 || code == 2, "{name}: {out}{err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("internal error"),
+            "{name}: {err}"
+        );
+        assert_eq!(err.lines().count(), (code == 2) as usize, "{name}: {err}");
+    }
     for (name, bytes) in cases {
         let p = write(name, bytes);
         for cmd in ["report", "size", "opt"] {

@@ -19,6 +19,18 @@ pub enum FunctionKind {
 }
 
 impl FunctionKind {
+    /// The kind `name` names (`function`, `trampoline`, `builtin`, `startup`).
+    pub fn parse(name: &str) -> Option<FunctionKind> {
+        [
+            FunctionKind::Function,
+            FunctionKind::Trampoline,
+            FunctionKind::Builtin,
+            FunctionKind::Startup,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+
     /// `function`, `trampoline`, `builtin` or `startup`.
     pub fn name(self) -> &'static str {
         match self {
@@ -98,6 +110,12 @@ fn from_symbol(symbol: &str) -> FunctionName {
         kind: FunctionKind::Function,
     };
     if let Some(rest) = symbol.strip_prefix("wasm[0]::function[") {
+        // A name given to several functions has the index at its end (see `crate::wasm`).
+        if let Some((head, index)) = rest.rsplit_once(" [wasm function ") {
+            if let Some((_, name)) = head.split_once("]::") {
+                return function(format!("{} [wasm function {index}", demangle(name)));
+            }
+        }
         return match rest.split_once("]::") {
             // wasmtime cuts names at 96 characters: a cut one keeps the function's index,
             // which tells apart names that were equal up to the cut.

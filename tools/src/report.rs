@@ -191,6 +191,14 @@ impl Report {
         }
     }
 
+    /// Keep only the families with a member of `kind`, and the functions of `kind` (the
+    /// totals stay the module's).
+    pub fn retain_kind(&mut self, kind: FunctionKind) {
+        self.families
+            .retain(|f| f.members.iter().any(|m| m.kind == kind));
+        self.functions.retain(|f| f.kind == kind);
+    }
+
     /// The JSON form: `{"total_bytes", "saved_bytes", "other_saved_bytes", "functions",
     /// "families": [{"saved_bytes", "members": [{"name", "bytes", "how"}]}], "largest",
     /// "kinds"}`; `functions` is their number, `largest` the `top` largest of them, and
@@ -219,9 +227,9 @@ impl Report {
         })
     }
 
-    /// One CSV row per member of a family: `family,family_saved_bytes,how,bytes,name`.
+    /// One CSV row per member of a family: `family,family_saved_bytes,how,kind,bytes,name`.
     pub fn to_csv(&self, top: Option<usize>) -> String {
-        let mut out = String::from("family,family_saved_bytes,how,bytes,name\n");
+        let mut out = String::from("family,family_saved_bytes,how,kind,bytes,name\n");
         for (k, f) in self
             .families
             .iter()
@@ -231,10 +239,11 @@ impl Report {
             for m in &f.members {
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{}",
+                    "{},{},{},{},{},{}",
                     k + 1,
                     f.saved_bytes,
                     m.how,
+                    m.kind.name(),
                     m.bytes,
                     csv_field(&m.name)
                 );
@@ -256,12 +265,18 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "{} functions, {} code bytes compiled plain; merging saves {} ({:.1}%): {} in {} \
-             families, {} elsewhere (thunks, call set-up, lowering)",
+            "{} functions, {} code bytes compiled plain, {} after the passes: {} saved ({:.1}%)",
             self.functions.len(),
             self.total_bytes,
+            self.total_bytes as i64 - self.saved_bytes,
             self.saved_bytes,
             pct(self.saved_bytes),
+        );
+        let _ = writeln!(
+            out,
+            "  = {} by {} families (their members' bytes less their shared body's)\n  {:+} \
+             other effects: the thunks merged functions keep, arguments set up in callers, \
+             code that lowers differently, other passes",
             self.saved_bytes - self.other_saved_bytes,
             self.families.len(),
             self.other_saved_bytes,
@@ -353,9 +368,8 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "<text x=\"4\" y=\"18\" font-weight=\"bold\">Families by bytes saved ({} of {} \
-             saved in families)</text>",
-            self.saved_bytes - self.other_saved_bytes,
+            "<text x=\"4\" y=\"18\" font-weight=\"bold\">Families by bytes saved (before \
+             thunks and call set-up; {} bytes saved in all)</text>",
             self.saved_bytes
         );
         for (k, f) in fams.iter().enumerate() {

@@ -15,7 +15,14 @@ use std::collections::HashMap;
 /// functions, trampolines, builtins it uses, start-up code), in one `.clif` text with the
 /// symbol of each in the comment before it (see [`crate::names::FunctionNames::from_clif`]).
 pub fn wasm_to_clif(bytes: &[u8]) -> Result<String, String> {
-    let bad = |e: &dyn std::fmt::Display| format!("not a valid WebAssembly module: {e}");
+    // (on one line: some of wasmparser's and wasmtime's messages span several)
+    let bad = |e: &dyn std::fmt::Display| {
+        let e = e.to_string();
+        format!(
+            "not a valid WebAssembly module: {}",
+            e.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
+    };
     let (stripped, names) = strip_names(bytes).map_err(|e| bad(&e))?;
     let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
     let mut config = wasmtime::Config::new();
@@ -31,6 +38,10 @@ pub fn wasm_to_clif(bytes: &[u8]) -> Result<String, String> {
         Ok(Err(e)) => return Err(bad(&format_args!("{e:#}"))),
         Err(_) => return Err("wasmtime panicked translating the module".into()),
     }
+    let mut shared: HashMap<&str, usize> = HashMap::new();
+    for name in names.values() {
+        *shared.entry(name.as_str()).or_default() += 1;
+    }
     let mut funcs = Vec::new();
     let entries = std::fs::read_dir(dir.path()).map_err(|e| format!("wasmtime's output: {e}"))?;
     for e in entries {
@@ -42,7 +53,7 @@ pub fn wasm_to_clif(bytes: &[u8]) -> Result<String, String> {
             .strip_prefix(";; Intermediate Representation of function <")
             .and_then(|s| s.strip_suffix(">:"))
             .ok_or_else(|| format!("wasmtime's output {}: no symbol comment", path.display()))?;
-        let symbol = full_symbol(symbol, &names);
+        let symbol = full_symbol(symbol, &names, &shared);
         funcs.push((sort_key(&symbol), symbol, body.to_string()));
     }
     funcs.sort();
@@ -60,15 +71,27 @@ pub fn wasm_to_clif(bytes: &[u8]) -> Result<String, String> {
 }
 
 /// `wasm[0]::function[F]` with the name section's name of F, if it has one, appended; other
-/// symbols as they are.
-fn full_symbol(symbol: &str, names: &HashMap<u32, String>) -> String {
+/// symbols as they are. A name the section gives to more than one function (`shared`: how
+/// many have each) keeps the function's index.
+fn full_symbol(
+    symbol: &str,
+    names: &HashMap<u32, String>,
+    shared: &HashMap<&str, usize>,
+) -> String {
     let index = symbol
         .strip_prefix("wasm[0]::function[")
         .and_then(|s| s.strip_suffix(']'))
         .and_then(|s| s.parse::<u32>().ok());
-    match index.and_then(|f| names.get(&f)) {
+    match index.and_then(|f| Some((f, names.get(&f)?))) {
         // (one line: a name's control characters would end the comment)
-        Some(name) => format!("{symbol}::{}", name.replace(|c: char| c.is_control(), "?")),
+        Some((f, name)) => {
+            let clean = name.replace(|c: char| c.is_control(), "?");
+            if shared.get(name.as_str()).is_some_and(|&n| n > 1) {
+                format!("{symbol}::{clean} [wasm function {f}]")
+            } else {
+                format!("{symbol}::{clean}")
+            }
+        }
         None => symbol.to_string(),
     }
 }
@@ -124,6 +147,17 @@ fn strip_names(bytes: &[u8]) -> Result<(Vec<u8>, HashMap<u32, String>), String> 
             _ => {}
         }
         if let Some((id, range)) = payload.as_section() {
+            // (The parser hands out a section's range before it reads the section: one that
+            // runs past the end of a cut file is the file's fault.)
+            if range.end > bytes.len() {
+                return Err(format!(
+                    "unexpected end of file: a section of {} bytes at offset {} runs past its \
+                     end ({} bytes)",
+                    range.len(),
+                    range.start,
+                    bytes.len()
+                ));
+            }
             out.push(id);
             let mut n = range.len();
             loop {
