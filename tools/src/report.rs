@@ -73,6 +73,12 @@ pub struct Report {
     pub families: Vec<Family>,
     /// Per kind of code; the bodies merging made count as functions.
     pub kinds: Vec<KindTotal>,
+    /// How many functions and families the module has (`functions` and `families` may show
+    /// fewer: `retain_kind`).
+    pub function_count: usize,
+    pub family_count: usize,
+    /// The kind `retain_kind` kept.
+    pub shown: Option<FunctionKind>,
 }
 
 impl Report {
@@ -185,9 +191,12 @@ impl Report {
             total_bytes: size.code_bytes_before,
             saved_bytes,
             other_saved_bytes: saved_bytes - in_families,
+            function_count: functions.len(),
+            family_count: families.len(),
             functions,
             families,
             kinds,
+            shown: None,
         }
     }
 
@@ -197,6 +206,7 @@ impl Report {
         self.families
             .retain(|f| f.members.iter().any(|m| m.kind == kind));
         self.functions.retain(|f| f.kind == kind);
+        self.shown = Some(kind);
     }
 
     /// The JSON form: `{"total_bytes", "saved_bytes", "other_saved_bytes", "functions",
@@ -209,7 +219,7 @@ impl Report {
             "total_bytes": self.total_bytes,
             "saved_bytes": self.saved_bytes,
             "other_saved_bytes": self.other_saved_bytes,
-            "functions": self.functions.len(),
+            "functions": self.function_count,
             "families": self.families.iter().take(n).map(|f| json!({
                 "saved_bytes": f.saved_bytes,
                 "members": f.members.iter().map(|m| json!({
@@ -266,7 +276,7 @@ impl Report {
         let _ = writeln!(
             out,
             "{} functions, {} code bytes compiled plain, {} after the passes: {} saved ({:.1}%)",
-            self.functions.len(),
+            self.function_count,
             self.total_bytes,
             self.total_bytes as i64 - self.saved_bytes,
             self.saved_bytes,
@@ -278,9 +288,20 @@ impl Report {
              other effects: the thunks merged functions keep, arguments set up in callers, \
              code that lowers differently, other passes",
             self.saved_bytes - self.other_saved_bytes,
-            self.families.len(),
+            self.family_count,
             self.other_saved_bytes,
         );
+        if let Some(kind) = self.shown {
+            let _ = writeln!(
+                out,
+                "  (shown: the {} families with a {} among their members, saving {}; the \
+                 largest {}s)",
+                self.families.len(),
+                kind.name(),
+                self.families.iter().map(|f| f.saved_bytes).sum::<i64>(),
+                kind.name()
+            );
+        }
         let _ = writeln!(out, "\nfamilies, largest saving first:");
         if self.families.is_empty() {
             let _ = writeln!(out, "  (none: no function was merged)");
