@@ -126,6 +126,12 @@ pub struct PassState {
 }
 
 impl PassState {
+    /// Was `f` frozen: compiled by an earlier batch (before `first_open`), so passes never
+    /// change it and merging keeps it as the survivor?
+    pub fn is_frozen(&self, f: FuncId) -> bool {
+        f.as_u32() < self.first_open
+    }
+
     /// Live functions of `m` that passes may change (those from `first_open` on; the others
     /// were frozen by an earlier compile).
     pub fn open_functions<'m>(

@@ -78,9 +78,6 @@ pub struct Function {
     /// The function's address is observed (taken with `func_addr`, or declared so): merging it
     /// must keep a distinct address (a thunk), never an alias.
     pub address_significant: bool,
-    /// Compiled already (an earlier batch of an incremental module): passes never change
-    /// it, and merging keeps it as the survivor.
-    pub frozen: bool,
     /// A pass changed the body (removed instructions, made it a thunk, rewrote calls with
     /// new arguments). An unmodified function lowers to what it was lifted from, up to the
     /// callees of its direct calls (see `MergeRecord::callers_redirected`), so a backend may
@@ -156,7 +153,6 @@ impl Function {
             sig,
             linkage,
             address_significant: false,
-            frozen: false,
             modified: false,
             calls_rewritten: false,
             regs: PrimaryMap::new(),
@@ -329,7 +325,6 @@ impl Function {
         );
         let old = core::mem::replace(self, header);
         self.address_significant = old.address_significant;
-        self.frozen = old.frozen;
         self.modified = old.modified;
         self.calls_rewritten = old.calls_rewritten;
         old

@@ -288,8 +288,8 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
 /// A function this pass may merge.
 fn eligible(f: &Function, opts: &AlignedOptions) -> bool {
     let n = f.inst_count();
-    !f.frozen
-        && f.linkage != Linkage::Preemptible
+    // (Only open functions are candidates: a frozen one is never changed.)
+    f.linkage != Linkage::Preemptible
         && f.entry().is_some()
         && (6..=opts.max_insts).contains(&n)
         && f.opaques.is_empty()

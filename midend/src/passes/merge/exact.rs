@@ -335,7 +335,7 @@ fn merge_one(m: &mut Module, ps: &mut PassState, g: FuncId, s: &mut MergeScratch
     let known = !f.modified && !f.calls_rewritten;
     report.rounds += 2;
     report.lap("merge.walk", &mut clock);
-    if priority(f) == PRIO_FROZEN {
+    if priority(f, ps.is_frozen(g)) == PRIO_FROZEN {
         return report;
     }
     let (base, end) = (ps.first_open, m.functions.len() as u32);

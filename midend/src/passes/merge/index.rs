@@ -117,6 +117,7 @@ pub(super) fn fingerprint_of(
 pub fn freeze(m: &mut Module, ps: &mut PassState, ids: &[FuncId], index_them: bool) {
     let mut scratch = HashScratch::default();
     let mut walk = WalkOut::default();
+    let first_open = ps.first_open;
     let index = &mut ps.frozen;
     let mut fp = core::mem::take(&mut index.fp);
     // Stable: of two records of one function, the later stays last.
@@ -134,7 +135,7 @@ pub fn freeze(m: &mut Module, ps: &mut PassState, ids: &[FuncId], index_them: bo
         let known = index.remembered(f);
         let resolve = |s| Some(m.resolve_alias(s));
         let indexable = index_them
-            && priority(&m.functions[f]) < PRIO_PREEMPTIBLE
+            && priority(&m.functions[f], f.as_u32() < first_open) < PRIO_PREEMPTIBLE
             && match known {
                 Some(((wa, wb), (ca, cb))) => {
                     let tokens = &index.pending_words[wa as usize..wb as usize];
@@ -147,7 +148,6 @@ pub fn freeze(m: &mut Module, ps: &mut PassState, ids: &[FuncId], index_them: bo
             index.insert(f, &fp);
         }
         let func = &mut m.functions[f];
-        func.frozen = true;
         func.modified = false;
         func.calls_rewritten = false;
     }

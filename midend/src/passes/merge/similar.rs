@@ -1050,7 +1050,6 @@ fn fold(
     s.linkage = Linkage::Local;
     s.address_significant = false;
     s.modified = true;
-    s.frozen = false;
     // The extra parameters, moved into registers at the top of the entry block; self-calls
     // get them as extra arguments. Room for that, exactly (`Function::reserve_edit`).
     let entry = s.entry().expect("a body");

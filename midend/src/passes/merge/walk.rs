@@ -730,9 +730,9 @@ pub fn function_hash(f: &Function) -> u64 {
 }
 
 /// Survivor priority: frozen (compiled already: it must survive) first, then exported strong,
-/// then local, then preemptible; then by id.
-pub(super) fn priority(f: &Function) -> u8 {
-    if f.frozen {
+/// then local, then preemptible; then by id. `frozen`: `PassState::is_frozen`.
+pub(super) fn priority(f: &Function, frozen: bool) -> u8 {
+    if frozen {
         return PRIO_FROZEN;
     }
     match f.linkage {
@@ -988,7 +988,7 @@ impl WalkPart {
         &mut self,
         m: &Module,
         scope: u32,
-        f: &Function,
+        (f, frozen): (&Function, bool),
         callees: &[(Symbol, Inst)],
         taken: &mut Vec<Symbol>,
         (weak, local, shape): (u64, u64, u32),
@@ -1008,7 +1008,7 @@ impl WalkPart {
             local,
             shape,
             calls: (start, self.sites.len() as u32),
-            prio: priority(f),
+            prio: priority(f, frozen),
             linkage: f.linkage,
             significant: f.address_significant,
         });
@@ -1017,7 +1017,7 @@ impl WalkPart {
 
 /// Walk `ids` in order: hashes, token streams classed into shapes, direct calls, taken
 /// addresses. Callees are resolved against the scope (functions from `scope` on).
-fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
+fn walk_part(m: &Module, (scope, first_open): (u32, u32), ids: &[FuncId]) -> WalkPart {
     let mut part = WalkPart::with_capacity(ids.len());
     let mut scratch = HashScratch::default();
     let mut out = WalkOut::default();
@@ -1029,7 +1029,7 @@ fn walk_part(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
         part.push_facts(
             m,
             scope,
-            f,
+            (f, id.as_u32() < first_open),
             &out.callees,
             &mut out.taken,
             (weak, local, shape),
@@ -1126,7 +1126,7 @@ impl WeakTable {
 /// equal weak hashes); one alone with its weak hash is a shape of its own with no stream.
 /// Shapes are then numbered by first appearance, as `walk_part` numbers them, so the result
 /// is the same.
-fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
+fn walk_part_light(m: &Module, (scope, first_open): (u32, u32), ids: &[FuncId]) -> WalkPart {
     let mut part = WalkPart::with_capacity(ids.len());
     let mut scratch = HashScratch::default();
     // For the walks in full of functions met earlier (`walk_full`), so that the stream of the
@@ -1204,7 +1204,7 @@ fn walk_part_light(m: &Module, scope: u32, ids: &[FuncId]) -> WalkPart {
         part.push_facts(
             m,
             scope,
-            f,
+            (f, id.as_u32() < first_open),
             &out.callees,
             &mut out.taken,
             (weak, 0, u32::MAX),
@@ -1267,18 +1267,19 @@ pub(super) fn walk_module(
         1
     };
     let chunk = ids.len().div_ceil(threads).max(1);
+    let first_open = ps.first_open;
     let mut parts: Vec<WalkPart> = if threads == 1 {
         // Frozen functions and incremental modules read the streams of every survivor.
         if ps.frozen.is_empty() && !ps.incremental {
-            vec![walk_part_light(m, scope, ids)]
+            vec![walk_part_light(m, (scope, first_open), ids)]
         } else {
-            vec![walk_part(m, scope, ids)]
+            vec![walk_part(m, (scope, first_open), ids)]
         }
     } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = ids
                 .chunks(chunk)
-                .map(|c| s.spawn(move || walk_part(m, scope, c)))
+                .map(|c| s.spawn(move || walk_part(m, (scope, first_open), c)))
                 .collect();
             handles
                 .into_iter()
