@@ -1204,7 +1204,7 @@ fn cmd_size(
     } = flags;
     let passes = midend::parse_pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
-    let (inputs, _, parse_ms) = read_inputs(files)?;
+    let (inputs, _, parse_ms) = read_inputs(files, false)?;
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
@@ -1275,9 +1275,11 @@ fn cmd_size(
 }
 
 /// Read and parse the inputs of `size` and `report` (`.clif`, `.wasm`, directories of
-/// `.clif`): the files, the names of their functions, and the time it took in ms.
+/// `.clif`): the files, the names of their functions (`with_names`; else none), and the time
+/// it took in ms.
 fn read_inputs(
     files: &[PathBuf],
+    with_names: bool,
 ) -> Result<(
     Vec<mergelift_tools::input::ClifFile>,
     mergelift_tools::names::FunctionNames,
@@ -1305,7 +1307,9 @@ fn read_inputs(
     let mut names = mergelift_tools::names::FunctionNames::default();
     for p in &paths {
         let text = read_text(p).map_err(|e| anyhow!(e))?;
-        names.extend(mergelift_tools::names::FunctionNames::from_clif(&text));
+        if with_names {
+            names.extend(mergelift_tools::names::FunctionNames::from_clif(&text));
+        }
         inputs.push(mergelift_tools::input::parse_clif(p, &text).map_err(|e| anyhow!(e))?);
     }
     Ok((inputs, names, t.elapsed().as_secs_f64() * 1e3))
@@ -1375,7 +1379,7 @@ fn cmd_report(
         ..Default::default()
     };
     let report_of = |files: &[PathBuf]| -> Result<mergelift_tools::report::Report> {
-        let (inputs, names, parse_ms) = read_inputs(files)?;
+        let (inputs, names, parse_ms) = read_inputs(files, true)?;
         let size = measure(&inputs, &opts, parse_ms)?;
         let mut r = mergelift_tools::report::Report::new(&size, &names);
         if let Some(k) = out_opts.kind.as_deref() {

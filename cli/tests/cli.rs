@@ -2,19 +2,9 @@
 //! exit, never a panic; and `opt` on good input.
 
 use std::io::Write;
-use std::process::Command;
 
-fn mergelift(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
-        .args(args)
-        .output()
-        .expect("run mergelift");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::mergelift;
 
 fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))

@@ -3,19 +3,9 @@
 //! finds what changed between two generated modules. (`.wasm` input: `tests/wasm.rs`.)
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn mergelift(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
-        .args(args)
-        .output()
-        .expect("run mergelift");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::mergelift;
 
 fn dir() -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR"))

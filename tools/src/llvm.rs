@@ -16,18 +16,18 @@ use anyhow::{anyhow, bail, Result};
 use cranelift_codegen::ir::{
     self, condcodes::IntCC, types, BlockArg, Function, InstructionData, Opcode, Type, Value,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 /// LLVM IR for `funcs`: one module, every function defined with external linkage, callees
 /// that are not among `funcs` declared.
 pub fn module_to_llvm(funcs: &[Function]) -> Result<String> {
     let mut out = String::new();
-    let defined: HashMap<String, ()> = funcs.iter().map(|f| (name_of(f), ())).collect();
+    let defined: HashSet<String> = funcs.iter().map(name_of).collect();
     let mut declared: HashMap<String, String> = HashMap::new();
     for f in funcs {
         let text = function_to_llvm(f, &mut |name, decl| {
-            if !defined.contains_key(name) {
+            if !defined.contains(name) {
                 declared.entry(name.to_string()).or_insert(decl);
             }
         })

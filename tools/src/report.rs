@@ -162,25 +162,27 @@ impl Report {
         });
         let mut functions: Vec<FunctionEntry> = (0..size.functions.len()).map(entry).collect();
         let mut kinds: HashMap<FunctionKind, KindTotal> = HashMap::new();
-        for f in &functions {
-            let t = kinds.entry(f.kind).or_insert(KindTotal {
-                kind: f.kind,
+        fn total(
+            kinds: &mut HashMap<FunctionKind, KindTotal>,
+            kind: FunctionKind,
+        ) -> &mut KindTotal {
+            kinds.entry(kind).or_insert(KindTotal {
+                kind,
                 functions: 0,
                 bytes: 0,
                 bytes_after: 0,
-            });
+            })
+        }
+        for f in &functions {
+            let t = total(&mut kinds, f.kind);
             t.functions += 1;
             t.bytes += f.bytes;
             t.bytes_after += f.bytes_after;
         }
+        // The bodies the passes made are the program's code.
         if !size.made.is_empty() {
-            let t = kinds.entry(FunctionKind::Function).or_insert(KindTotal {
-                kind: FunctionKind::Function,
-                functions: 0,
-                bytes: 0,
-                bytes_after: 0,
-            });
-            t.bytes_after += size.made.iter().map(|f| f.bytes_after).sum::<usize>();
+            total(&mut kinds, FunctionKind::Function).bytes_after +=
+                size.made.iter().map(|f| f.bytes_after).sum::<usize>();
         }
         let mut kinds: Vec<KindTotal> = kinds.into_values().collect();
         kinds.sort_by_key(|t| t.kind);
