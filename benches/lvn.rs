@@ -28,7 +28,7 @@ fn lvn_throughput(c: &mut Criterion) {
                 |mut m| {
                     let mut lvn = LocalValueNumbering::default();
                     let mut st = LvnStats::default();
-                    lvn.run_module(&mut m, &Default::default(), &mut st);
+                    lvn.run_module(&mut m, &mut Default::default(), &mut st);
                     // Returned, so dropping the module is not timed.
                     (m, st)
                 },

@@ -1016,7 +1016,7 @@ fn cmd_opt(
         "lir" => write_lir(&mut out, &module, &passed)?,
         "clif" => {
             let t = Instant::now();
-            midend::passes::merge::thunk_merged(&mut module, &state);
+            midend::passes::merge::thunk_merged(&mut module, &mut state);
             // Functions passed through, each in its place among the lifted ones (before the
             // bodies the passes made, which come after all input functions).
             let mut through = passed.iter().peekable();

@@ -11,6 +11,23 @@ use crate::lir::{FuncId, Function, Module, Operand, Signature, Symbol, Type};
 use cranelift_entity::{EntityRef, SecondaryMap};
 use smallvec::SmallVec;
 
+/// What passes did to a function's body since it was lifted (or frozen): see
+/// [`PassState::edit`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Edit {
+    /// Unchanged: the function lowers to what it was lifted from, up to the callees of its
+    /// direct calls (`MergeRecord::callers_redirected`), so a backend may compile its
+    /// original Cranelift IR instead of lowering it.
+    #[default]
+    None,
+    /// `merge-similar` rewrote some of its direct calls (`PassState::call_rewrites`) and
+    /// nothing else: a backend can make the same rewrite in the original IR.
+    CallsRewritten,
+    /// A pass changed the body (removed instructions, made it a thunk, rewrote calls with new
+    /// arguments), or made the function: it must be lowered.
+    Modified,
+}
+
 /// How a merged function was folded into its survivor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MergeKind {
@@ -68,7 +85,7 @@ pub struct MergeRecord {
 /// How `merge-similar` rewrote the direct calls (`call`, `tail_call`) of a merged function:
 /// they call `shared`, with signature `sig`, passing the call's arguments followed by
 /// `extras` (made right before the call). A backend that compiles a caller from the IR it
-/// was lifted from (see `Function::calls_rewritten`) makes the same rewrite there.
+/// was lifted from (see `Edit::CallsRewritten`) makes the same rewrite there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallRewrite {
     /// The shared body the calls now call.
@@ -123,6 +140,8 @@ pub struct PassState {
     /// Functions removed with `free_removed` set whose bodies are still to be freed
     /// (`free_pending`).
     pending_free: Vec<FuncId>,
+    /// What passes did to each open function (`edit`, `record_edit`).
+    edits: SecondaryMap<FuncId, Edit>,
 }
 
 impl PassState {
@@ -147,6 +166,23 @@ impl PassState {
     /// The ids of `open_functions`.
     pub fn open_function_ids(&self, m: &Module) -> Vec<FuncId> {
         self.open_functions(m).map(|(id, _)| id).collect()
+    }
+
+    /// What passes did to `f`'s body since it was lifted, or since it was frozen.
+    pub fn edit(&self, f: FuncId) -> Edit {
+        self.edits.get(f).copied().unwrap_or_default()
+    }
+
+    /// Record that a pass did `e` to `f` (an edit never undoes a larger one: a modified
+    /// function stays modified).
+    pub fn record_edit(&mut self, f: FuncId, e: Edit) {
+        let old = &mut self.edits[f];
+        *old = (*old).max(e);
+    }
+
+    /// Forget every edit: the functions were frozen (a later batch sees their compiled code).
+    pub(crate) fn clear_edits(&mut self) {
+        self.edits.clear();
     }
 
     /// Mark function `f` of `m` removed by a pass; its body is freed by the next

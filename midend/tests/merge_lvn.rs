@@ -314,8 +314,8 @@ fn free_removed_drops_merged_bodies() {
     assert!(freed.functions[g].entry().is_none());
     assert_eq!(freed.functions[g].name, "g");
     assert_eq!(freed.functions[g].sig, kept.functions[g].sig);
-    midend::passes::merge::thunk_merged(&mut kept, &kept_ps);
-    midend::passes::merge::thunk_merged(&mut freed, &freed_ps);
+    midend::passes::merge::thunk_merged(&mut kept, &mut kept_ps);
+    midend::passes::merge::thunk_merged(&mut freed, &mut freed_ps);
     verify_module(&freed, true).unwrap();
     assert_eq!(kept.to_string(), freed.to_string());
 }
@@ -788,7 +788,7 @@ fn lvn_direct_api_counts() {
     );
     let mut st = LvnStats::default();
     let f = FuncId::from_u32(0);
-    LocalValueNumbering::default().run(&mut m.functions[f], &mut st);
+    assert!(LocalValueNumbering::default().run(&mut m.functions[f], &mut st));
     verify_module(&m, true).unwrap();
     assert_eq!(st.removed, 1);
     assert_eq!(

@@ -43,15 +43,19 @@ fn main() {
         match pass {
             "lvn" => {
                 let mut st = LvnStats::default();
-                LocalValueNumbering::default().run_module(&mut m, &PassState::default(), &mut st);
+                LocalValueNumbering::default().run_module(
+                    &mut m,
+                    &mut PassState::default(),
+                    &mut st,
+                );
             }
             "lvn-again" => {
                 // A second run over the same (numbered) module: its data is in the caches.
                 let mut st = LvnStats::default();
                 let mut lvn = LocalValueNumbering::default();
-                lvn.run_module(&mut m, &PassState::default(), &mut st);
+                lvn.run_module(&mut m, &mut PassState::default(), &mut st);
                 let t2 = Instant::now();
-                lvn.run_module(&mut m, &PassState::default(), &mut st);
+                lvn.run_module(&mut m, &mut PassState::default(), &mut st);
                 times.push(t2.elapsed().as_secs_f64());
                 continue;
             }

@@ -54,6 +54,7 @@ use cranelift_module::{
 };
 use midend::lir;
 use midend::passes::merge::HotFunctions;
+use midend::state::Edit;
 use midend::state::{ExtraArg, MergeKind, MergedBy};
 use midend::{PassKind, PassManager, PassOptions, PassState, Stats};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -1192,7 +1193,7 @@ impl Core {
             let Some(lid) = self.lifted[g].expand() else {
                 continue;
             };
-            if !midend::passes::merge::thunk_for_address(&mut self.lir, &self.pass_state, lid) {
+            if !midend::passes::merge::thunk_for_address(&mut self.lir, &mut self.pass_state, lid) {
                 continue;
             }
             let mut next = Vec::new();
@@ -1421,7 +1422,8 @@ impl Core {
                 return None;
             }
             let f = &self.lir.functions[lid];
-            if f.modified && config.native_thunks && !config.lower_all {
+            let edit = self.pass_state.edit(lid);
+            if edit == Edit::Modified && config.native_thunks && !config.lower_all {
                 let sym_func = &self.sym_func;
                 let mut target = |s: lir::Symbol| {
                     let id = sym_func.get(s).and_then(|f| f.expand())?;
@@ -1447,7 +1449,7 @@ impl Core {
                     return None;
                 }
             }
-            if f.modified || config.lower_all {
+            if edit == Edit::Modified || config.lower_all {
                 let t = Instant::now();
                 let mut names = ModuleNames {
                     sym_func: &self.sym_func,
@@ -1474,7 +1476,7 @@ impl Core {
                     Ok(_) | Err(_) => {}
                 }
             } else {
-                pass_rewrote = Some(f.calls_rewritten);
+                pass_rewrote = Some(edit == Edit::CallsRewritten);
             }
         }
         // Compiled as defined (no pass changed it, it was not lifted, or its lowered form

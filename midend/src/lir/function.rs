@@ -78,16 +78,6 @@ pub struct Function {
     /// The function's address is observed (taken with `func_addr`, or declared so): merging it
     /// must keep a distinct address (a thunk), never an alias.
     pub address_significant: bool,
-    /// A pass changed the body (removed instructions, made it a thunk, rewrote calls with
-    /// new arguments). An unmodified function lowers to what it was lifted from, up to the
-    /// callees of its direct calls (see `MergeRecord::callers_redirected`), so a backend may
-    /// compile its original Cranelift IR instead of lowering it.
-    pub modified: bool,
-    /// `merge-similar` rewrote some direct calls (`PassState::call_rewrites`), and nothing else
-    /// changed since it was lifted (else `modified`): it lowers to what it was lifted from, up
-    /// to those calls (and the callees of `MergeRecord::callers_redirected`). Its walk
-    /// tokens are stale, as with `modified`.
-    pub calls_rewritten: bool,
     /// The virtual registers, with their types.
     pub regs: PrimaryMap<Reg, RegData>,
     /// Every instruction made, placed in a block or not (the block lists hold the placed ones).
@@ -153,8 +143,6 @@ impl Function {
             sig,
             linkage,
             address_significant: false,
-            modified: false,
-            calls_rewritten: false,
             regs: PrimaryMap::new(),
             insts: PrimaryMap::new(),
             blocks: PrimaryMap::new(),
@@ -325,8 +313,6 @@ impl Function {
         );
         let old = core::mem::replace(self, header);
         self.address_significant = old.address_significant;
-        self.modified = old.modified;
-        self.calls_rewritten = old.calls_rewritten;
         old
     }
 

@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::lir::{Function, Inst, Module, Reg};
 use crate::pass::{Pass, Stats};
-use crate::state::PassState;
+use crate::state::{Edit, PassState};
 use cranelift_entity::SecondaryMap;
 
 pub(crate) struct Dce;
@@ -21,7 +21,11 @@ impl Pass for Dce {
     ) -> Result<(), Error> {
         let mut removed = 0;
         for id in state.open_function_ids(module) {
-            removed += dce_function(&mut module.functions[id]);
+            let n = dce_function(&mut module.functions[id]);
+            if n > 0 {
+                state.record_edit(id, Edit::Modified);
+            }
+            removed += n;
         }
         stats.add("dce.removed", removed as u64);
         Ok(())
@@ -75,7 +79,6 @@ pub fn dce_function(f: &mut Function) -> usize {
     }
     if count > 0 {
         f.retain_all_insts(|i| !dead[i]);
-        f.modified = true;
     }
     count
 }

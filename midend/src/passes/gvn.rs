@@ -17,7 +17,7 @@ use crate::lir::{
     Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
-use crate::state::PassState;
+use crate::state::{Edit, PassState};
 use cranelift_entity::SecondaryMap;
 use smallvec::SmallVec;
 
@@ -40,7 +40,11 @@ impl Pass for Gvn {
     ) -> Result<(), Error> {
         let mut removed = 0;
         for id in state.open_function_ids(module) {
-            removed += gvn_function(&mut module.functions[id]);
+            let n = gvn_function(&mut module.functions[id]);
+            if n > 0 {
+                state.record_edit(id, Edit::Modified);
+            }
+            removed += n;
         }
         stats.add("gvn.removed", removed as u64);
         Ok(())
@@ -269,6 +273,5 @@ pub fn gvn_function(f: &mut Function) -> usize {
     }
     f.map_operand_regs(|r| canon(&rename, r));
     f.retain_all_insts(|i| !dead[i]);
-    f.modified = true;
     removed
 }

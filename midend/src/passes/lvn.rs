@@ -50,7 +50,7 @@ use crate::lir::{
     OpaqueData, OpaqueRef, Opcode, Operand, PackedOperand, Reg, Region, StackObj, Symbol, Type,
 };
 use crate::pass::{Pass, Stats};
-use crate::state::PassState;
+use crate::state::{Edit, PassState};
 use cranelift_entity::{EntityRef, SecondaryMap};
 use smallvec::SmallVec;
 
@@ -577,16 +577,17 @@ impl LocalValueNumbering {
         }
     }
 
-    /// Number every live function of a module.
-    pub fn run_module(&mut self, m: &mut Module, state: &PassState, st: &mut LvnStats) {
-        let ids = state.open_function_ids(m);
-        for &id in &ids {
-            self.run(&mut m.functions[id], st);
+    /// Number every open function of a module, recording those it changed in `state`.
+    pub fn run_module(&mut self, m: &mut Module, state: &mut PassState, st: &mut LvnStats) {
+        for id in state.open_function_ids(m) {
+            if self.run(&mut m.functions[id], st) {
+                state.record_edit(id, Edit::Modified);
+            }
         }
     }
 
-    /// Number one function.
-    pub fn run(&mut self, f: &mut Function, st: &mut LvnStats) {
+    /// Number one function. Returns whether it changed the function.
+    pub fn run(&mut self, f: &mut Function, st: &mut LvnStats) -> bool {
         // Every register is its own VN until it is found redundant; memory VNs restart.
         self.vn.clear();
         self.vn.extend(0..f.regs.len() as u32);
@@ -633,9 +634,8 @@ impl LocalValueNumbering {
         }
         drop(opaque_ids);
         if !self.any {
-            return;
+            return false;
         }
-        f.modified = true;
         // Rewrite uses and delete dead instructions.
         let vn = &self.vn;
         let canon = |r: Reg| {
@@ -651,6 +651,7 @@ impl LocalValueNumbering {
         for &b in &self.dirty {
             f.retain_insts(b, |i| !dead[i.index()]);
         }
+        true
     }
 
     /// `dst` is the result of a pure instruction whose key has VN `found` (if seen before):
@@ -997,7 +998,7 @@ bb1:
             let number = |lvn: &mut LocalValueNumbering| {
                 let mut m = parse_module(src).unwrap();
                 let mut st = LvnStats::default();
-                lvn.run_module(&mut m, &PassState::default(), &mut st);
+                lvn.run_module(&mut m, &mut PassState::default(), &mut st);
                 (module_to_string(&m), st.removed, st.forwarded)
             };
             let fresh = number(&mut LocalValueNumbering::default());

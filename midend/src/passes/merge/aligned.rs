@@ -1298,12 +1298,12 @@ fn install(m: &mut Module, ps: &mut PassState, members: [FuncId; 2], merged: Mer
     let sym = m.symbol(&name, SymbolKind::Function);
     let mut body = merged.body;
     body.name = name.into();
-    body.modified = true;
     for &i in &merged.self_calls {
         body.set_operand(i, 0, Operand::Sym(sym, 0));
     }
     let sig = body.sig.clone();
     let id = m.add_function(body).expect("a fresh name");
+    ps.record_edit(id, Edit::Modified);
     // A merged body is checked before any member gives its body up: one the verifier
     // rejects is a bug of this pass, and the members stay as they were.
     if let Err(e) = crate::verifier::verify_function(m, &m.functions[id], true) {

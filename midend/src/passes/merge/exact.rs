@@ -332,7 +332,7 @@ fn merge_one(m: &mut Module, ps: &mut PassState, g: FuncId, s: &mut MergeScratch
         }
     }
     let (linkage, significant) = (f.linkage, f.address_significant);
-    let known = !f.modified && !f.calls_rewritten;
+    let known = ps.edit(g) == Edit::None;
     report.rounds += 2;
     report.lap("merge.walk", &mut clock);
     if priority(f, ps.is_frozen(g)) == PRIO_FROZEN {
@@ -459,7 +459,7 @@ fn merge_into_frozen(
             }
             m.symbol_of(d)
         };
-        let known = !m.functions[g].modified && !m.functions[g].calls_rewritten;
+        let known = ps.edit(g) == Edit::None;
         let found = find_frozen(
             m,
             ps,
@@ -537,7 +537,7 @@ pub(super) fn merge_two(
 
 /// Replace G's body with a call to `target`: a tail call where the calling convention is
 /// `tail` and the target allows tail calls (`PassState::allow_tail_calls`), else call and return.
-pub(super) fn make_thunk(m: &mut Module, ps: &PassState, g: FuncId, target: Symbol) {
+pub(super) fn make_thunk(m: &mut Module, ps: &mut PassState, g: FuncId, target: Symbol) {
     let sig = m.functions[g].sig.clone();
     make_thunk_with(m, ps, g, (target, sig), 0, true, |_, _, _| {});
 }
@@ -549,7 +549,7 @@ pub(super) fn make_thunk(m: &mut Module, ps: &PassState, g: FuncId, target: Symb
 /// the old body's tables (cleared), which the old body returned no longer has.
 pub(super) fn make_thunk_with(
     m: &mut Module,
-    ps: &PassState,
+    ps: &mut PassState,
     g: FuncId,
     (target, call_sig): (Symbol, Signature),
     n_extra: usize,
@@ -557,6 +557,7 @@ pub(super) fn make_thunk_with(
     extra: impl FnOnce(&mut Function, Block, &mut Vec<Operand>),
 ) -> Function {
     let tail_calls = ps.allow_tail_calls;
+    ps.record_edit(g, Edit::Modified);
     let old = &mut m.functions[g];
     let cc = old.sig.call_conv;
     let sig = core::mem::replace(&mut old.sig, Signature::new(cc));
@@ -577,7 +578,6 @@ pub(super) fn make_thunk_with(
         t.result_pool.clear();
     }
     t.address_significant = old.address_significant;
-    t.modified = true;
     t.stack_limit = None;
     // Every table sized once: the copies of the arguments, the extra operands, the call (and
     // the return).
@@ -644,7 +644,7 @@ pub(super) fn make_thunk_with(
 /// arguments), so the address exists and is the function's own. Calls keep going to the
 /// survivor (the alias and the call rewrite stay). Returns false, changing nothing, for a
 /// function that was not merged away.
-pub fn thunk_for_address(m: &mut Module, ps: &PassState, g: FuncId) -> bool {
+pub fn thunk_for_address(m: &mut Module, ps: &mut PassState, g: FuncId) -> bool {
     if !m.removed[g] {
         return false;
     }
@@ -704,7 +704,7 @@ pub fn thunk_for_address(m: &mut Module, ps: &PassState, g: FuncId) -> bool {
 /// `mergelift opt --emit clif`, where every input function must still be there and callable by
 /// name. Returns the functions made thunks. Functions folded by `merge-similar` are not
 /// touched: they are local and nothing calls them by name.
-pub fn thunk_merged(m: &mut Module, ps: &PassState) -> Vec<FuncId> {
+pub fn thunk_merged(m: &mut Module, ps: &mut PassState) -> Vec<FuncId> {
     let mut done = Vec::new();
     // A merged function's slot stays (with its name) when it is removed.
     let removed: HashMap<crate::lir::Name, FuncId> = m

@@ -147,13 +147,11 @@ pub fn freeze(m: &mut Module, ps: &mut PassState, ids: &[FuncId], index_them: bo
         if indexable {
             index.insert(f, &fp);
         }
-        let func = &mut m.functions[f];
-        func.modified = false;
-        func.calls_rewritten = false;
     }
     index.pending.clear();
     index.pending_words.clear();
     index.pending_callees.clear();
     index.fp = fp;
     ps.first_open = m.functions.len() as u32;
+    ps.clear_edits();
 }

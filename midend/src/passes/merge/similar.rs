@@ -1049,7 +1049,6 @@ fn fold(
     s.sig = shared_sig.clone();
     s.linkage = Linkage::Local;
     s.address_significant = false;
-    s.modified = true;
     // The extra parameters, moved into registers at the top of the entry block; self-calls
     // get them as extra arguments. Room for that, exactly (`Function::reserve_edit`).
     let entry = s.entry().expect("a body");
@@ -1099,6 +1098,7 @@ fn fold(
         }
     }
     let sid = m.add_function(s).expect("a fresh name");
+    ps.record_edit(sid, Edit::Modified);
     // The shared body's own direct calls (its instructions keep the first member's ids).
     let rep_callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
     for (&(c, i), fate) in rep_callees.iter().zip(&p.callee_fate) {
@@ -1168,7 +1168,7 @@ fn fold(
 /// `make_thunk_with` for `keep_old`).
 fn thunk_member(
     m: &mut Module,
-    ps: &PassState,
+    ps: &mut PassState,
     f: FuncId,
     (shared, sig): (Symbol, u32),
     (a, b): (u32, u32),
@@ -1232,8 +1232,9 @@ fn make_extras(
 }
 
 /// Make call `i` of `f` call `shared` with signature `sig`: its arguments, then the extra
-/// arguments `extras` (registers set up before it), then any other operands. Not `modified`:
-/// a backend can make this rewrite in the caller's own IR (`PassState::call_rewrites`).
+/// arguments `extras` (registers set up before it), then any other operands. The caller's
+/// edit is `Edit::CallsRewritten`: a backend can make this rewrite in the caller's own IR
+/// (`PassState::call_rewrites`).
 fn call_shared(
     f: &mut Function,
     i: Inst,
@@ -1252,7 +1253,6 @@ fn call_shared(
     f.set_operands(i, ops);
     let sr = f.sigs.push(sig);
     f.insts[i].aux = sr.as_u32();
-    f.calls_rewritten = true;
 }
 
 /// Direct calls (`call`, `tail_call`) in the open functions of members merged by an earlier
@@ -1307,6 +1307,7 @@ fn rewrite_calls_of_earlier_members(
                 regs.clear();
                 materialize_before(f, i, &extras, &sigs, &mut regs, &mut pending);
                 call_shared(f, i, rw.shared, rw.sig, &regs, &mut ops);
+                ps.record_edit(id, Edit::CallsRewritten);
                 report.callers_rewritten += 1;
             }
             // The sites come block by block: a block's new instructions are placed at once.
@@ -1436,6 +1437,7 @@ fn rewrite_callers(
             &regs,
             &mut ops,
         );
+        ps.record_edit(id, Edit::CallsRewritten);
         st.calls.push(shared, (id, i));
         if seen.insert(id) {
             changed.push(id);
