@@ -10,6 +10,9 @@
 #                                                # `cargo bench --bench merged_calls`
 #   scripts/bench_tables.sh aligned [CORPUS_DIR] # merge-aligned: code bytes at both opt levels
 #                                                # and the kinds of its merges, per module
+#   scripts/bench_tables.sh aligned-local [CORPUS_DIR] # the same bytes with every function local
+#                                                # and never fetched (`size --local
+#                                                # --no-fetch-locals`): members folded away
 #   scripts/bench_tables.sh aligned-cost [N...]  # merge-aligned's time per function on generated
 #                                                # modules with --edit-ratio 0.2 (default 10000
 #                                                # 100000)
@@ -98,6 +101,20 @@ print(f'| $(basename "$f" .clif) | $o | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% 
     for f in "$dir"/*.clif; do
       "$BIN" opt --passes merge,merge-similar,merge-aligned --emit none --stats "$f" 2>&1 >/dev/null | tail -1 |
         json "(lambda g: f'| $(basename "$f" .clif) | {g(\"functions_in\")} | {g(\"aligned.candidates\")} | {g(\"aligned.groups\")} | {g(\"aligned.with_unmatched_runs\")} | {g(\"aligned.diamonds\")} | 0 | {g(\"aligned.unprofitable\")} | {g(\"aligned.not_alignable\")} | {d[\"time_ms\"][\"merge-aligned\"]:.1f} |')(lambda k: d.get(k, 0))"
+    done
+    ;;
+  aligned-local)
+    dir=${2:-../shared/corpus/wasm}
+    echo "| module | plain | \`merge,merge-similar\` | + \`merge-aligned\` | saved before | saved after | gain | members folded | members thunked |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for f in "$dir"/*.clif; do
+      a=$("$BIN" size --json --local --no-fetch-locals --passes merge,merge-similar "$f" | json 'd["code_bytes_before"], d["code_bytes_after"], d["folded"], d["thunked"]')
+      b=$("$BIN" size --json --local --no-fetch-locals --passes merge,merge-similar,merge-aligned "$f" | json 'd["code_bytes_after"], d["folded"], d["thunked"]')
+      python3 -c "
+p, x, f0, t0 = $(echo "$a" | tr ' ' ','); y, f1, t1 = $(echo "$b" | tr ' ' ',')
+sa, sb = 100 * (p - x) / p, 100 * (p - y) / p
+g = f'{sb / sa:.2f}x' if sa else '-'
+print(f'| $(basename "$f" .clif) | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% | {g} | {f1 - f0} | {t1 - t0} |')"
     done
     ;;
   aligned-cost)

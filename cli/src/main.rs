@@ -83,8 +83,10 @@ enum Cmd {
         /// generated functions) for about 1.4 µs more per merged function in the passes.
         #[arg(long)]
         low_memory: bool,
-        /// Input files (`.lir` or `.clif`); all functions of all inputs form one module. Every
-        /// input function is in the output: a merged one as a thunk calling its survivor.
+        /// Input files (`.lir` or `.clif`), or one `.wasm` core module (with the `wasm`
+        /// feature: translated to Cranelift IR as wasmtime 48 does); all functions of all
+        /// inputs form one module. Every input function is in the output: a merged one as a
+        /// thunk calling its survivor.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },

@@ -282,7 +282,9 @@ pub fn measure(
 
 type Functions = Vec<(Linkage, cranelift_codegen::ir::Function)>;
 
-/// The "before" side: plain Cranelift (`compile_before`, `code_bytes_before`).
+/// The "before" side: plain Cranelift (`compile_before`, `code_bytes_before`). Never inlined,
+/// as `compile_pipeline`: `scripts/iratios.sh` finds the two sides by name in a profile.
+#[inline(never)]
 fn compile_plain(
     files: &[ClifFile],
     opts: &SizeOptions,
@@ -314,6 +316,7 @@ fn compile_plain(
 }
 
 /// The "after" side: the pipeline (its phases, `compile_after`, the merge counts).
+#[inline(never)]
 fn compile_pipeline(
     files: &[ClifFile],
     opts: &SizeOptions,

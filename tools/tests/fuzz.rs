@@ -107,18 +107,22 @@ fn aligned_fuzz_run_finds_no_mismatch() {
     let report = fuzz(&opts);
     eprintln!(
         "aligned fuzz: {}; merged_aligned {}, aligned.groups {}, aligned.with_unmatched_runs {}, \
-         aligned.diamonds {}",
+         aligned.diamonds {}, aligned.folded {}",
         report.summary(),
         report.stats.get("merged_aligned"),
         report.stats.get("aligned.groups"),
         report.stats.get("aligned.with_unmatched_runs"),
         report.stats.get("aligned.diamonds"),
+        report.stats.get("aligned.folded"),
     );
     assert_eq!(report.failed, 0, "{}", report.failures.join("\n"));
     assert_eq!(report.passed, iterations);
     assert!(report.stats.get("aligned.groups") * 4 >= iterations as u64);
     assert!(report.stats.get("aligned.with_unmatched_runs") > 0);
     assert!(report.stats.get("aligned.diamonds") > 0);
+    // Local members folded away, their callers calling the merged body (linked modules).
+    assert!(report.stats.get("aligned.folded") > 0);
+    assert!(report.stats.get("aligned.callers_rewritten") > 0);
 }
 
 #[test]
@@ -577,6 +581,38 @@ fn batched_fuzz_run_merges_into_frozen_code() {
         // Invalid functions were mixed into batches, refused at define or failing alone.
         assert!(report.stats.get("fuzz.invalid_refused") > 0, "{batch}");
         assert!(report.stats.get("fuzz.invalid_failed") > 0, "{batch}");
+    }
+}
+
+/// Batches through `merge-aligned`: members folded by one batch (no code of their own) are
+/// called by later batches through the merged body, and a later batch's pairs fold too.
+#[test]
+fn batched_aligned_fuzz_run_finds_no_mismatch() {
+    for (k, batch) in [BatchMode::Size(2), BatchMode::Random]
+        .into_iter()
+        .enumerate()
+    {
+        let opts = FuzzOptions {
+            iterations: 100,
+            seed: 0x616c_6962_6174 + k as u64,
+            passes: "merge,merge-similar,merge-aligned".into(),
+            out_dir: out_dir(),
+            batch,
+            late_addresses: false,
+        };
+        let report = fuzz(&opts);
+        eprintln!(
+            "aligned fuzz --batch {batch}: {}; {} batches, merged_aligned {}, aligned.folded {}, \
+             aligned.callers_rewritten {}",
+            report.summary(),
+            report.batches,
+            report.stats.get("merged_aligned"),
+            report.stats.get("aligned.folded"),
+            report.stats.get("aligned.callers_rewritten"),
+        );
+        assert_eq!(report.failed, 0, "{}", report.failures.join("\n"));
+        assert_eq!(report.passed, opts.iterations);
+        assert!(report.stats.get("aligned.folded") > 0, "{batch}");
     }
 }
 

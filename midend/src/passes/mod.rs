@@ -17,7 +17,8 @@ pub struct PassOptions {
     /// Threads a pass may start (0 and 1: none).
     pub threads: usize,
     /// Local functions can be reached by name from outside the module (a JIT host may fetch
-    /// any function it defined): `merge-similar` gives a folded local function a thunk.
+    /// any function it defined): `merge-similar` and `merge-aligned` give a folded local
+    /// function a thunk.
     pub locals_named: bool,
     /// Functions the host marks hot (by name): `merge-aligned` never merges them, so that
     /// they run without branches on a function identifier.
@@ -93,6 +94,7 @@ impl PassKind {
             PassKind::MergeAligned => Box::new(merge::MergeAligned {
                 opts: merge::AlignedOptions {
                     hot: opts.hot.clone(),
+                    locals_named: opts.locals_named,
                     ..Default::default()
                 },
             }),

@@ -26,16 +26,20 @@
 //!   side, where it is never read). Phi sources that differ become `select`s at the end of
 //!   the predecessor. Memory operations keep their order on each side: an alignment never
 //!   reorders, and each side's run keeps its own order.
-//! - **Callers.** Each member becomes a thunk with its own name and signature that calls the
-//!   merged body with its identifier; a recursive call of a member to itself calls the merged
-//!   body directly, passing the identifier on. Preemptible, frozen and hot functions
+//! - **Callers.** A local member whose address nothing observes is folded away, as
+//!   `merge-similar` folds its members: its direct calls call the merged body with the
+//!   member's identifier as an extra argument (`PassState::call_rewrites`), and it has no code
+//!   of its own, when those extra arguments cost no more than a thunk. Every other member
+//!   becomes a thunk with its own name and signature that calls the merged body with its
+//!   identifier. A recursive call of a member to itself calls the merged body directly,
+//!   passing the identifier on. Preemptible, frozen and hot functions
 //!   (`AlignedOptions::hot`) are never merged; functions with opaque instructions or
 //!   exception handling (`try_call`, `exn_handler_addr`) are left alone, and two functions
 //!   merge only if their global values, alias regions and stack limits are the same (the
 //!   body keeps the first one's tables).
 //! - **Profitability.** The byte cost model of `merge-similar` (`CostModel`): the merged
 //!   body's instructions (selects, branches and phis counted) and two thunks with one extra
-//!   argument each, against the two bodies; a diamond in a block of a loop costs
+//!   argument each (a folded member's call sites cost no more), against the two bodies; a diamond in a block of a loop costs
 //!   `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
 //!
 //! **Bounds.** The search looks at `4 × neighbours` functions and aligns at most `tries`
@@ -44,8 +48,8 @@
 //! functions: no iteration until nothing changes.
 
 use super::exact::make_thunk_with;
-use super::similar::{fresh_name, CostModel};
-use crate::hash::{finish, HashMap};
+use super::similar::{fresh_name, rewrite_calls_of_folded, CostModel};
+use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
 use crate::state::*;
 use cranelift_entity::EntityRef;
@@ -99,6 +103,9 @@ pub struct AlignedOptions {
     pub min_common: usize,
     /// Functions the host marks hot: never merged by this pass.
     pub hot: Option<HotFunctions>,
+    /// Local functions can be reached by name (`PassOptions::locals_named`): a member keeps
+    /// its thunk, as an exported one does.
+    pub locals_named: bool,
 }
 
 impl Default for AlignedOptions {
@@ -112,6 +119,7 @@ impl Default for AlignedOptions {
             tries: 2,
             min_common: 2,
             hot: None,
+            locals_named: false,
         }
     }
 }
@@ -119,8 +127,14 @@ impl Default for AlignedOptions {
 /// What the pass did.
 #[derive(Clone, Debug, Default)]
 pub struct AlignedReport {
-    /// Functions merged (each now a thunk of a merged body).
+    /// Functions merged (each now a thunk of a merged body, or folded).
     pub merged: usize,
+    /// Of those, members folded away: local functions whose address nothing observes, whose
+    /// callers now call the merged body with the member's identifier (no thunk).
+    pub folded: usize,
+    /// Direct calls rewritten to call a merged body (of members folded by this run or an
+    /// earlier batch).
+    pub callers_rewritten: usize,
     /// Merged bodies made.
     pub groups: usize,
     /// Of those, bodies with at least one unmatched instruction.
@@ -166,6 +180,8 @@ impl crate::pass::Pass for MergeAligned {
     ) -> Result<(), crate::error::Error> {
         let r = merge_aligned(m, ps, &self.opts);
         stats.add("merged_aligned", r.merged as u64);
+        stats.add("aligned.folded", r.folded as u64);
+        stats.add("aligned.callers_rewritten", r.callers_rewritten as u64);
         stats.add("aligned.groups", r.groups as u64);
         stats.add("aligned.with_unmatched_runs", r.with_unmatched_runs as u64);
         stats.add("aligned.diamonds", r.diamonds as u64);
@@ -214,6 +230,11 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
         });
     }
     report.candidates = cands.len();
+    let uses = if cands.len() >= 2 {
+        SymbolUses::of(m, ps)
+    } else {
+        SymbolUses::default()
+    };
     let mut buckets: HashMap<(u64, usize, u64), Vec<u32>> = HashMap::default();
     let mut paired = vec![false; cands.len()];
     let mut near: Vec<(u32, usize)> = Vec::new();
@@ -264,10 +285,12 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
                 paired[o as usize] = true;
                 paired[c] = true;
                 let (unmatched, diamonds) = (merged.unmatched > 0, merged.diamonds);
-                if !install(m, ps, [cands[o as usize].f, cands[c].f], merged) {
+                let members = [cands[o as usize].f, cands[c].f];
+                let Some(folded) = install(m, ps, opts, &uses, members, merged) else {
                     report.not_alignable += 1;
                     continue;
-                }
+                };
+                report.folded += folded;
                 report.diamonds += diamonds;
                 report.groups += 1;
                 report.merged += 2;
@@ -282,7 +305,64 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             }
         }
     }
+    report.callers_rewritten = rewrite_calls_of_folded(m, ps);
     report
+}
+
+/// How the open functions use each symbol: which ones they observe (take the address of,
+/// name in a global value, or call with `try_call`, whose callee's identity its exception
+/// table may depend on), and how many direct calls (`call`, `tail_call`) each has. A symbol
+/// used any other way than as a direct callee counts as observed, and so do the bodies other
+/// passes made and the functions whose address the callers of a folded member pass
+/// (`ExtraArg::FuncAddr`).
+#[derive(Default)]
+struct SymbolUses {
+    observed: HashSet<Symbol>,
+    calls: HashMap<Symbol, u32>,
+}
+
+impl SymbolUses {
+    fn of(m: &Module, ps: &PassState) -> Self {
+        let mut uses = SymbolUses::default();
+        for (_, f) in ps.open_functions(m) {
+            for &b in &f.layout {
+                for &i in f.block_insts(b) {
+                    let direct = matches!(f.insts[i].opcode, Opcode::Call | Opcode::TailCall);
+                    for (k, op) in f.operands(i).into_iter().enumerate() {
+                        if let Operand::Sym(s, _) = op {
+                            let s = m.resolve_alias(s);
+                            if direct && k == 0 {
+                                *uses.calls.entry(s).or_insert(0) += 1;
+                            } else {
+                                uses.observed.insert(s);
+                            }
+                        }
+                    }
+                }
+            }
+            for g in f.globals.values() {
+                if let GlobalData::Symbol { sym, .. } = g {
+                    uses.observed.insert(m.resolve_alias(*sym));
+                }
+            }
+        }
+        // Bodies other passes made (the shared bodies of `merge-similar`, and of this pass in
+        // an earlier batch): callers compiled from their input call them by name. (A survivor
+        // of `merge` may fold: the calls of what was merged into it follow it.)
+        for r in ps.merges.iter().filter(|r| r.by != MergedBy::Exact) {
+            uses.observed.insert(m.resolve_alias(r.survivor));
+        }
+        // Addresses that callers of folded members pass as extra arguments (in code to come,
+        // or compiled by an earlier batch).
+        for (_, rw) in &ps.call_rewrites {
+            for e in &rw.extras {
+                if let ExtraArg::FuncAddr(s, _) = e {
+                    uses.observed.insert(m.resolve_alias(*s));
+                }
+            }
+        }
+        uses
+    }
 }
 
 /// A function this pass may merge.
@@ -1293,7 +1373,17 @@ fn use_counts(f: &Function) -> Vec<u32> {
 
 /// Add the merged body of `members` to `m` and make each member a thunk that calls it with
 /// its identifier.
-fn install(m: &mut Module, ps: &mut PassState, members: [FuncId; 2], merged: Merged) -> bool {
+/// Each member is folded away when it is local, nothing observes its address and rewriting
+/// its direct calls (an extra argument each) costs no more than its thunk; otherwise it
+/// becomes a thunk. Returns the members folded, or `None` if the body is not installed.
+fn install(
+    m: &mut Module,
+    ps: &mut PassState,
+    opts: &AlignedOptions,
+    uses: &SymbolUses,
+    members: [FuncId; 2],
+    merged: Merged,
+) -> Option<usize> {
     let name = fresh_name(m, "aligned", &m.functions[members[0]].name);
     let sym = m.symbol(&name, SymbolKind::Function);
     let mut body = merged.body;
@@ -1309,25 +1399,52 @@ fn install(m: &mut Module, ps: &mut PassState, members: [FuncId; 2], merged: Mer
     if let Err(e) = crate::verifier::verify_function(m, &m.functions[id], true) {
         debug_assert!(false, "merge-aligned made an invalid body:\n{e}");
         ps.remove_function(m, id);
-        return false;
+        return None;
     }
+    let c = &opts.cost;
+    let mut folded = 0;
     for (k, &f) in members.iter().enumerate() {
-        make_thunk_with(m, ps, f, (sym, sig.clone()), 1, false, |t, b, ops| {
-            let r = t.new_reg(Type::I32);
-            let i = t.make_inst(Opcode::Copy, Type::I32, &[r], &[Operand::Int(k as i64)]);
-            t.append_inst(b, i);
-            ops.push(Operand::Reg(r));
-        });
         let member = m
             .lookup_symbol(&m.functions[f].name)
             .expect("a defined function has a symbol");
+        let func = &m.functions[f];
+        let sites = uses.calls.get(&member).copied().unwrap_or(0)
+            + ps.external_calls.get(member).copied().unwrap_or(0);
+        let fold = func.linkage == Linkage::Local
+            && !func.address_significant
+            && !opts.locals_named
+            && !uses.observed.contains(&member)
+            && c.per_extra_arg * sites as f64 <= c.thunk + c.per_extra_arg;
+        let id_arg = Operand::Int(k as i64);
+        let kind = if fold {
+            ps.remove_function(m, f);
+            m.symbols[member].def = None.into();
+            ps.add_call_rewrite(
+                member,
+                CallRewrite {
+                    shared: sym,
+                    sig: sig.clone(),
+                    extras: vec![ExtraArg::Const(Type::I32, id_arg)],
+                },
+            );
+            folded += 1;
+            MergeKind::Folded
+        } else {
+            make_thunk_with(m, ps, f, (sym, sig.clone()), 1, false, |t, b, ops| {
+                let r = t.new_reg(Type::I32);
+                let i = t.make_inst(Opcode::Copy, Type::I32, &[r], &[id_arg]);
+                t.append_inst(b, i);
+                ops.push(Operand::Reg(r));
+            });
+            MergeKind::Thunked
+        };
         ps.merges.push(MergeRecord {
             merged: member,
             survivor: sym,
-            kind: MergeKind::Thunked,
+            kind,
             by: MergedBy::Aligned,
             callers_redirected: false,
         });
     }
-    true
+    Some(folded)
 }

@@ -240,7 +240,7 @@ struct Plan {
 /// out is left unmerged (a missed merge, never a wrong one).
 pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -> SimilarReport {
     let mut report = SimilarReport::default();
-    rewrite_calls_of_earlier_members(m, ps, &mut report);
+    report.callers_rewritten += rewrite_calls_of_folded(m, ps);
     if ps.open_functions(m).nth(1).is_none() {
         return report; // a group needs two functions (a lazy JIT's batch of one has none)
     }
@@ -1255,16 +1255,14 @@ fn call_shared(
     f.insts[i].aux = sr.as_u32();
 }
 
-/// Direct calls (`call`, `tail_call`) in the open functions of members merged by an earlier
-/// batch (a folded member has no code of its own) call their shared body with the member's
-/// extra arguments, as `rewrite_callers` made them in that batch.
-fn rewrite_calls_of_earlier_members(
-    m: &mut Module,
-    ps: &mut PassState,
-    report: &mut SimilarReport,
-) {
+/// Direct calls (`call`, `tail_call`) in the open functions of folded functions (members
+/// with no code of their own: `PassState::call_rewrites`) call their shared body with the
+/// member's extra arguments, as `rewrite_callers` makes them. For members an earlier batch
+/// folded, and for those `merge-aligned` folds. Returns the calls rewritten.
+pub(super) fn rewrite_calls_of_folded(m: &mut Module, ps: &mut PassState) -> usize {
+    let mut rewritten = 0;
     if ps.call_rewrites.is_empty() {
-        return;
+        return rewritten;
     }
     let mut sites: Vec<(Block, Inst)> = Vec::new();
     let (mut regs, mut ops, mut extras, mut sigs) =
@@ -1308,7 +1306,7 @@ fn rewrite_calls_of_earlier_members(
                 materialize_before(f, i, &extras, &sigs, &mut regs, &mut pending);
                 call_shared(f, i, rw.shared, rw.sig, &regs, &mut ops);
                 ps.record_edit(id, Edit::CallsRewritten);
-                report.callers_rewritten += 1;
+                rewritten += 1;
             }
             // The sites come block by block: a block's new instructions are placed at once.
             if sites.get(k + 1).map(|&(nb, _)| nb) != Some(b) {
@@ -1316,6 +1314,7 @@ fn rewrite_calls_of_earlier_members(
             }
         }
     }
+    rewritten
 }
 
 /// Every direct call (`call`, `tail_call`) of a folded member now calls its shared body with
