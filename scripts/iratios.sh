@@ -32,7 +32,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '%-22s %14s %14s %7s %12s %7s %8s\n' module plain pipeline ratio own own% compile
 for f in "$@"; do
-  valgrind --tool=callgrind --dump-before='*compile_pipeline*' \
+  valgrind --tool=callgrind --dump-before='*size::compile_pipeline' \
     --callgrind-out-file="$tmp/cg" "$BIN" size --json --first plain --opt-level "$OPT" "$f" \
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
   plain=$(callgrind_annotate --inclusive=yes "$tmp/cg.1" 2>/dev/null |
