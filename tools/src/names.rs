@@ -55,6 +55,9 @@ pub struct FunctionName {
 #[derive(Clone, Debug, Default)]
 pub struct FunctionNames {
     names: HashMap<String, FunctionName>,
+    /// The name of each wasm function, by its index in the module (`wasm[0]::function[7]`),
+    /// for the trampolines that enter it (`wasm[0]::array_to_wasm_trampoline[7]`).
+    by_index: HashMap<String, String>,
 }
 
 impl FunctionNames {
@@ -80,21 +83,46 @@ impl FunctionNames {
 
     /// Name the function `ir` after the symbol `symbol` (wasmtime's, or a linker's).
     pub fn insert(&mut self, ir: &str, symbol: &str) {
-        self.names.insert(ir.to_string(), from_symbol(symbol));
+        let name = from_symbol(symbol);
+        if let Some((index, _)) = symbol
+            .strip_prefix("wasm[0]::function[")
+            .and_then(|rest| rest.split_once("]::"))
+        {
+            self.by_index
+                .insert(index.to_string(), name.display.clone());
+        }
+        self.names.insert(ir.to_string(), name);
     }
 
     /// Add every name of `other` (of another file of the same module).
     pub fn extend(&mut self, other: FunctionNames) {
         self.names.extend(other.names);
+        self.by_index.extend(other.by_index);
     }
 
     /// The name and kind of the function `ir`: the IR name itself, demangled, where no
-    /// symbol names it.
+    /// symbol names it. A trampoline into a named wasm function is named after it
+    /// (`wasm[0]::array_to_wasm_trampoline for NAME`), so that it reads, and compares
+    /// between two builds, by the function it enters rather than by its index.
     pub fn get(&self, ir: &str) -> FunctionName {
-        self.names.get(ir).cloned().unwrap_or_else(|| FunctionName {
-            display: demangle(ir),
-            kind: FunctionKind::Function,
-        })
+        let Some(name) = self.names.get(ir) else {
+            return FunctionName {
+                display: demangle(ir),
+                kind: FunctionKind::Function,
+            };
+        };
+        let entered = (name
+            .display
+            .strip_prefix("wasm[0]::array_to_wasm_trampoline["))
+        .and_then(|rest| rest.strip_suffix(']'))
+        .and_then(|index| self.by_index.get(index));
+        match entered {
+            Some(f) => FunctionName {
+                display: format!("wasm[0]::array_to_wasm_trampoline for {f}"),
+                kind: name.kind,
+            },
+            None => name.clone(),
+        }
     }
 }
 
@@ -271,7 +299,12 @@ block0:
         let f = names.get("u0:1");
         assert_eq!(f.display, "core::fmt::Formatter::pad::h0123456789abcdef");
         assert_eq!(f.kind, FunctionKind::Function);
-        assert_eq!(names.get("u268435456:1").kind, FunctionKind::Trampoline);
+        let t = names.get("u268435456:1");
+        assert_eq!(t.kind, FunctionKind::Trampoline);
+        assert_eq!(
+            t.display,
+            "wasm[0]::array_to_wasm_trampoline for core::fmt::Formatter::pad::h0123456789abcdef"
+        );
         assert_eq!(names.get("u0:2").display, "wasm-function[4]");
         assert_eq!(names.get("plain").display, "plain");
         assert_eq!(names.get("plain").kind, FunctionKind::Function);
