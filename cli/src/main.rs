@@ -539,6 +539,7 @@ fn load_module(
     let mut sigs = SignatureCheck::default();
     let mut lift_time = Duration::ZERO;
     let mut verify_time = Duration::ZERO;
+    one_module(files)?;
     for (k, path) in files.iter().enumerate() {
         if path.extension().is_some_and(|e| e == "lir") {
             let text = read_text(path).map_err(|e| anyhow!(e))?;
@@ -1276,6 +1277,22 @@ fn cmd_size(
     Ok(ExitCode::SUCCESS)
 }
 
+/// A `.wasm` file is a module of its own: it is the only input, or an error says so.
+fn one_module(paths: &[PathBuf]) -> Result<()> {
+    let wasm = paths
+        .iter()
+        .filter(|p| mergelift_tools::input::is_wasm(p))
+        .count();
+    if wasm > 0 && paths.len() > 1 {
+        bail!(
+            "a .wasm file is a module of its own: give one .wasm file, or .clif files that \
+             form one module (got {} files, {wasm} of them .wasm)",
+            paths.len()
+        );
+    }
+    Ok(())
+}
+
 /// Read and parse the inputs of `size` and `report` (`.clif`, `.wasm`, directories of
 /// `.clif`): the files, the names of their functions (`with_names`; else none), and the time
 /// it took in ms.
@@ -1293,17 +1310,7 @@ fn read_inputs(
             "no input files: directories are searched for .clif files (name a .wasm file itself)"
         );
     }
-    let wasm = paths
-        .iter()
-        .filter(|p| mergelift_tools::input::is_wasm(p))
-        .count();
-    if wasm > 0 && paths.len() > 1 {
-        bail!(
-            "a .wasm file is a module of its own: give one .wasm file, or .clif files that \
-             form one module (got {} files, {wasm} of them .wasm)",
-            paths.len()
-        );
-    }
+    one_module(&paths)?;
     let t = Instant::now();
     let mut inputs = Vec::new();
     let mut names = mergelift_tools::names::FunctionNames::default();

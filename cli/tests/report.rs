@@ -40,6 +40,9 @@ fn check_sums(file: &Path, passes: &str) -> serde_json::Value {
     assert_eq!(r["total_bytes"].as_i64().unwrap(), before);
     assert_eq!(r["saved_bytes"].as_i64().unwrap(), before - after);
     let families = r["families"].as_array().unwrap();
+    // Every family is listed, of every kind: then the sums below hold.
+    assert_eq!(r["family_count"].as_u64().unwrap(), families.len() as u64);
+    assert!(r["shown_kind"].is_null());
     let in_families: i64 = families
         .iter()
         .map(|f| f["saved_bytes"].as_i64().unwrap())

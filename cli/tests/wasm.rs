@@ -195,4 +195,12 @@ fn malformed_modules_get_one_error_line() {
             );
         }
     }
+    // A .wasm file is a module of its own: two at once are refused, by every command alike.
+    let (a, b) = (write("one.wasm", &good), write("two.wasm", &good));
+    for cmd in ["report", "size", "opt"] {
+        let (code, out, err) = mergelift(&[cmd, a.to_str().unwrap(), b.to_str().unwrap()]);
+        assert_eq!(code, 2, "{cmd}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{cmd}: {err}");
+        assert!(err.contains("give one .wasm file"), "{cmd}: {err}");
+    }
 }

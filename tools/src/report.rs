@@ -215,6 +215,9 @@ impl Report {
     /// "families": [{"saved_bytes", "members": [{"name", "bytes", "how"}]}], "largest",
     /// "kinds"}`; `functions` is their number, `largest` the `top` largest of them, and
     /// `families` the `top` first (all when `top` is `None`); members also say their `kind`.
+    /// The families' savings add up with `other_saved_bytes` to `saved_bytes` when all are
+    /// listed: `family_count` says how many the module has, and `shown_kind` the kind
+    /// `retain_kind` kept (`null`: every kind).
     pub fn to_json(&self, top: Option<usize>) -> serde_json::Value {
         let n = top.unwrap_or(usize::MAX);
         json!({
@@ -222,6 +225,8 @@ impl Report {
             "saved_bytes": self.saved_bytes,
             "other_saved_bytes": self.other_saved_bytes,
             "functions": self.function_count,
+            "family_count": self.family_count,
+            "shown_kind": self.shown.map(|k| k.name()),
             "families": self.families.iter().take(n).map(|f| json!({
                 "saved_bytes": f.saved_bytes,
                 "members": f.members.iter().map(|m| json!({

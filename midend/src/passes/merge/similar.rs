@@ -959,11 +959,16 @@ fn plan(
 }
 
 /// A fresh name for a body a merging pass makes (`pass`: `similar`, `aligned`) from the
-/// function named `base`.
+/// function named `base`: letters, digits and `_` only, so that it prints as a Cranelift IR
+/// name (`%name`) the reader takes back.
 pub(super) fn fresh_name(m: &Module, pass: &str, base: &str) -> String {
+    let base: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     let mut k = m.functions.len();
     loop {
-        let name = format!("__mergelift_{pass}.{base}.{k}");
+        let name = format!("__mergelift_{pass}_{base}_{k}");
         if m.lookup_symbol(&name).is_none() {
             return name;
         }
