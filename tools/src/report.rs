@@ -486,7 +486,8 @@ pub struct Diff {
     /// Functions by name that appeared, went away, grew or shrank (code bytes compiled
     /// plain), largest change first.
     pub functions: Vec<Change>,
-    /// Families by their first member's name, with their savings.
+    /// Families by their first member's name, with their savings (a new family that keeps a
+    /// member of an old one goes by the old one's name).
     pub families: Vec<Change>,
 }
 
@@ -535,13 +536,31 @@ impl Diff {
                 (f.members[0].name.as_str(), f.saved_bytes)
             })
         }
+        // A family of the new build that keeps a member of an old family is that family, under
+        // its old name, whichever member now comes first: a renamed or added member is a
+        // change of its saving, not a family gone and another come.
+        let old_family_of: HashMap<&str, &str> = (old.families.iter())
+            .flat_map(|f| {
+                let key = without_hash(&f.members[0].name);
+                f.members.iter().map(move |m| (without_hash(&m.name), key))
+            })
+            .collect();
+        let mut new_fams: HashMap<&str, (usize, i64)> = HashMap::new();
+        for f in &new.families {
+            let key = (f.members.iter())
+                .find_map(|m| old_family_of.get(without_hash(&m.name)).copied())
+                .unwrap_or_else(|| without_hash(&f.members[0].name));
+            let e = new_fams.entry(key).or_default();
+            e.0 += 1;
+            e.1 += f.saved_bytes;
+        }
         Diff {
             old_total: old.total_bytes,
             new_total: new.total_bytes,
             old_saved: old.saved_bytes,
             new_saved: new.saved_bytes,
             functions: changes(fns(old), fns(new)),
-            families: changes(fams(old), fams(new)),
+            families: changes(fams(old), new_fams),
         }
     }
 
@@ -676,6 +695,33 @@ mod tests {
         let csv = r.to_csv(None);
         assert_eq!(csv.lines().count(), 1 + 5);
         assert!(r.to_svg(10).contains("<rect"));
+    }
+
+    /// A family whose first member was renamed in the new build is the same family, its
+    /// saving changed if at all: not one gone and one come. A family of other functions is.
+    #[test]
+    fn the_diff_follows_a_family_through_a_renamed_member() {
+        let report = |[a, b, c]: [&str; 3]| {
+            let size = SizeReport {
+                functions: vec![
+                    f(a, 100, 100, None),
+                    f(b, 100, 0, Some((a, MergedBy::Exact))),
+                    f(c, 100, 0, Some((a, MergedBy::Exact))),
+                ],
+                code_bytes_before: 300,
+                code_bytes_after: 100,
+                ..Default::default()
+            };
+            Report::new(&size, &FunctionNames::default())
+        };
+        let old = report(["a", "b", "c"]);
+        let d = Diff::new(&old, &report(["a_renamed", "b", "c"]));
+        assert!(d.families.is_empty(), "{:?}", d.families);
+        let d = Diff::new(&old, &report(["x", "y", "z"]));
+        let names: Vec<&str> = d.families.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "x"], "{:?}", d.families);
+        assert_eq!(d.families[0].new, (0, 0)); // gone
+        assert_eq!(d.families[1].old, (0, 0)); // new
     }
 
     #[test]
