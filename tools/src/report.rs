@@ -545,15 +545,12 @@ impl Diff {
                 f.members.iter().map(move |m| (without_hash(&m.name), key))
             })
             .collect();
-        let mut new_fams: HashMap<&str, (usize, i64)> = HashMap::new();
-        for f in &new.families {
+        let new_fams = index(&new.families, |f: &Family| {
             let key = (f.members.iter())
                 .find_map(|m| old_family_of.get(without_hash(&m.name)).copied())
-                .unwrap_or_else(|| without_hash(&f.members[0].name));
-            let e = new_fams.entry(key).or_default();
-            e.0 += 1;
-            e.1 += f.saved_bytes;
-        }
+                .unwrap_or(&f.members[0].name);
+            (key, f.saved_bytes)
+        });
         Diff {
             old_total: old.total_bytes,
             new_total: new.total_bytes,

@@ -99,8 +99,9 @@ pub struct MergeConfig {
     /// The host may fetch any function it defined, local ones included, as with the plain
     /// module (`get_finalized_function`; default: on). A local function folded into a shared
     /// body by `merge-similar` or `merge-aligned` then keeps a small thunk passing its
-    /// constants (or its identifier); the passes' cost models count it. A runtime that never fetches its `Linkage::Local` functions
-    /// (only calls them from other functions of the module) can turn this off: such a
+    /// constants (or its identifier); the passes' cost models count it. A runtime that never
+    /// fetches its `Linkage::Local` functions (only calls them from other functions of the
+    /// module) can turn this off: such a
     /// function then has no code at all, and fetching it panics. An object file's `finish`
     /// never needs the thunks (a local symbol cannot be fetched): it folds without them
     /// and gives the member an alias symbol at the shared body.

@@ -54,8 +54,7 @@ use cranelift_module::{
 };
 use midend::lir;
 use midend::passes::merge::HotFunctions;
-use midend::state::Edit;
-use midend::state::{ExtraArg, MergeKind, MergedBy};
+use midend::state::{Edit, ExtraArg, MergeKind, MergedBy};
 use midend::{PassKind, PassManager, PassOptions, PassState, Stats};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::time::{Duration, Instant};

@@ -1371,11 +1371,11 @@ fn use_counts(f: &Function) -> Vec<u32> {
     n
 }
 
-/// Add the merged body of `members` to `m` and make each member a thunk that calls it with
-/// its identifier.
-/// Each member is folded away when it is local, nothing observes its address and rewriting
-/// its direct calls (an extra argument each) costs no more than its thunk; otherwise it
-/// becomes a thunk. Returns the members folded, or `None` if the body is not installed.
+/// Add the merged body of `members` to `m`. Each member is folded away (its calls rewritten
+/// to call the body with its identifier) when it is local, nothing observes its address and
+/// those calls, an extra argument each, cost no more than a thunk; otherwise it becomes a
+/// thunk that calls the body with its identifier. Returns the members folded, or `None` if
+/// the body is not installed.
 fn install(
     m: &mut Module,
     ps: &mut PassState,
