@@ -43,6 +43,18 @@ fn run_with(name: &str, text: &str, passes: &str) -> RunReport {
 /// the groups with unmatched instructions, making `diamonds` diamonds (unmatched runs in
 /// blocks that branch on the identifier).
 fn check(name: &str, body: &str, merged: u64, with_runs: u64, diamonds: u64) {
+    check_groups(name, body, merged, with_runs, diamonds, 0);
+}
+
+/// As `check`, and `groups_3plus` of the merged bodies have three or more members.
+fn check_groups(
+    name: &str,
+    body: &str,
+    merged: u64,
+    with_runs: u64,
+    diamonds: u64,
+    groups_3plus: u64,
+) {
     let text = format!("{HEADER}{body}");
     if let Some(d) = std::env::var_os("MERGELIFT_ALIGNED_DUMP") {
         std::fs::write(std::path::Path::new(&d).join(format!("{name}.clif")), &text).unwrap();
@@ -65,6 +77,11 @@ fn check(name: &str, body: &str, merged: u64, with_runs: u64, diamonds: u64) {
             assert_eq!(
                 r.stats.get("aligned.diamonds"),
                 diamonds,
+                "{name} [{passes}]"
+            );
+            assert_eq!(
+                r.stats.get("aligned.groups_3plus"),
+                groups_3plus,
                 "{name} [{passes}]"
             );
         }
@@ -177,6 +194,80 @@ fn edited() -> Vec<Op> {
 fn straight_line_with_inserted_removed_and_replaced_instructions() {
     let body = straight("a", &base()) + &straight("b", &edited());
     check("straight", &body, 2, 1, 0);
+}
+
+/// The base with other edits than `edited`'s: two replaced, one inserted.
+fn edited_again() -> Vec<Op> {
+    let mut ops = base();
+    ops[1] = Op::Mul(6);
+    ops[8] = Op::Xor(0x99);
+    ops.insert(4, Op::Add(21));
+    ops
+}
+
+#[test]
+fn groups_of_three_and_four() {
+    // Three instances of the template, each edited its own way, make one body.
+    let body = straight("a", &base()) + &straight("b", &edited()) + &straight("c", &edited_again());
+    check_groups("three", &body, 3, 1, 0, 1);
+    // A fourth, edited its own way too: still one body.
+    let mut fourth = base();
+    fourth.remove(2);
+    fourth[10] = Op::Mul(23);
+    fourth.insert(6, Op::Xor(3));
+    check_groups("four", &(body + &straight("d", &fourth)), 4, 1, 0, 1);
+}
+
+#[test]
+fn a_diamond_of_one_member_in_a_group_of_three() {
+    // Only the first member checks its second argument (`trapz`, a diamond the other two
+    // skip), then only the second: the branches on the identifier reach each member's part
+    // and the join from every other. `taken` adds a run line for each with the second
+    // argument zero: only the guarded member traps.
+    for guarded in ["ga", "gb"] {
+        let (mut body, mut taken) = (String::new(), String::new());
+        for (name, ops) in [("ga", base()), ("gb", edited()), ("gc", edited_again())] {
+            let mut f =
+                format!("function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n");
+            if name == guarded {
+                f.push_str("    trapz v1, user1\n");
+            }
+            let mut next = 2;
+            let r = chain(&mut f, &ops, "v0", "v1", &mut next);
+            let _ = writeln!(f, "    return {r}\n}}");
+            for (x, y) in [(1, 2), (-5, 9)] {
+                let _ = writeln!(f, "; run: %{name}({x}, {y}) == {}", eval(&ops, x, y));
+            }
+            body.push_str(&f);
+            body.push('\n');
+            taken.push_str(&f);
+            let _ = writeln!(taken, "; run: %{name}(1, 0) == {}\n", eval(&ops, 1, 0));
+        }
+        check_groups(guarded, &body, 3, 1, 1, 1);
+        let r = run_with("group_traps_taken", &format!("{HEADER}{taken}"), ALIGNED);
+        assert_eq!(r.stats.get("aligned.groups_3plus"), 1);
+        assert_eq!(r.failed, 1, "{:?}", r.failures);
+        assert!(
+            r.failures[0].contains(&format!("%{guarded}(1, 0)")) && r.failures[0].contains("trap"),
+            "{:?}",
+            r.failures
+        );
+    }
+}
+
+#[test]
+fn loops_of_three_with_values_crossing_diamonds() {
+    // As `loops_with_values_crossing_an_unmatched_run_into_phis`, with a third member whose
+    // loop body divides elsewhere: two diamonds, values of each crossing into phis.
+    let mut b = base();
+    b.push(Op::Xor(0x0f0f));
+    b[12] = Op::Mul(17);
+    b.push(Op::Udiv(3));
+    let mut c = base();
+    c.insert(5, Op::Udiv(7));
+    c[12] = Op::Mul(19);
+    let body = looped("la", &base()) + &looped("lb", &b) + &looped("lc", &c);
+    check_groups("loops3", &body, 3, 1, 2, 1);
 }
 
 #[test]

@@ -93,7 +93,7 @@ fn bounded_fuzz_run_finds_no_mismatch() {
 
 /// `merge-aligned` on modules with structural near-duplicates (issue 45): about half of
 /// the mutated clones differ in their operations, and the pass merges some of them in most
-/// runs, diamonds included. No call may differ from the interpreter.
+/// runs, diamonds and groups of three or more included. No call may differ from the interpreter.
 #[test]
 fn aligned_fuzz_run_finds_no_mismatch() {
     let iterations = 400;
@@ -107,17 +107,19 @@ fn aligned_fuzz_run_finds_no_mismatch() {
     let report = fuzz(&opts);
     eprintln!(
         "aligned fuzz: {}; merged_aligned {}, aligned.groups {}, aligned.with_unmatched_runs {}, \
-         aligned.diamonds {}, aligned.folded {}",
+         aligned.diamonds {}, aligned.folded {}, aligned.groups_3plus {}",
         report.summary(),
         report.stats.get("merged_aligned"),
         report.stats.get("aligned.groups"),
         report.stats.get("aligned.with_unmatched_runs"),
         report.stats.get("aligned.diamonds"),
         report.stats.get("aligned.folded"),
+        report.stats.get("aligned.groups_3plus"),
     );
     assert_eq!(report.failed, 0, "{}", report.failures.join("\n"));
     assert_eq!(report.passed, iterations);
     assert!(report.stats.get("aligned.groups") * 4 >= iterations as u64);
+    assert!(report.stats.get("aligned.groups_3plus") > 0);
     assert!(report.stats.get("aligned.with_unmatched_runs") > 0);
     assert!(report.stats.get("aligned.diamonds") > 0);
     // Local members folded away, their callers calling the merged body (linked modules).

@@ -1,13 +1,15 @@
-//! `merge-aligned`: one body for two functions whose instructions differ, not only their
-//! constants and callees. It runs after `merge` and `merge-similar`, on what they left.
+//! `merge-aligned`: one body for two or more functions whose instructions differ, not only
+//! their constants and callees. It runs after `merge` and `merge-similar`, on what they left.
 //!
 //! What it takes from the research on merging by sequence alignment, and what it leaves:
 //! - **Candidates (F3M, CGO 2022).** A fingerprint per function: MinHash over shingles of
 //!   three (opcode, type) pairs in layout order, four hash functions. Functions meet in LSH
 //!   buckets keyed by the CFG skeleton (below) and one MinHash value each, so only functions
-//!   that share a skeleton and a band are ever compared. Each function looks at no more than
-//!   `AlignedOptions::neighbours` earlier, unpaired functions per bucket and aligns with at
-//!   most `AlignedOptions::tries` of them, those with most MinHash values in common.
+//!   that share a skeleton and a band are ever compared. Each function looks at the last
+//!   `2 × AlignedOptions::neighbours` entries of each of its buckets (earlier functions that
+//!   found no partner when they came, each standing for the group it has since got) and
+//!   aligns with at most `AlignedOptions::tries` of them, those with most MinHash values in
+//!   common.
 //! - **Alignment by block pairs (HyFM, LCTES 2021).** Two functions are aligned only if their
 //!   CFGs are the same in layout order (the *skeleton*: signature, per block the number and
 //!   types of phis, the terminator's opcode and successors by position). Block `i` is aligned
@@ -16,14 +18,21 @@
 //!   its value operands), or, for blocks whose table would exceed `AlignedOptions::max_cells`,
 //!   a walk down the diagonal when both have the same length. Unlike HyFM there is no extra
 //!   block on one side only; unlike SalSSA, no alignment across blocks.
+//! - **Groups (multiple function merging, TACO 2025).** A function whose best neighbour is in a
+//!   group already is aligned with the group's alignment (progressive alignment: the table's
+//!   columns hold one instruction or none per member, and a column matches by its first
+//!   instruction) and joins the group when the group then saves more than without it, and more
+//!   than the function would with any other neighbour; up to `AlignedOptions::max_group`
+//!   members. The greedy choice is one per function, in module order: no regrouping.
 //! - **Code generation (SalSSA, PLDI 2020, simplified).** The merged body takes the members'
-//!   parameters and a last `i32` parameter, the function identifier (0 for the first member,
-//!   1 for the second). Matched instructions are emitted once; an operand that differs
-//!   (register or constant) becomes a `select` on the identifier. A maximal run of unmatched
-//!   instructions becomes a diamond: a branch on the identifier to a block of the first
-//!   member's run and a block of the second's, then a join block where each value the run
+//!   parameters and a last `i32` parameter, the function identifier (`k` for member `k`).
+//!   A full column is emitted once; an operand that differs (register or constant) becomes a
+//!   `select` on the identifier (in a group of three or more, one per member that differs from
+//!   the first, on `id == k` computed once in the entry block). A maximal run of other columns
+//!   becomes a diamond: branches on the identifier to a block of each member's part of the run
+//!   (a member with none goes straight on), then a join block where each value the run
 //!   defines and that is used after it passes through a phi (with a zero from the other
-//!   side, where it is never read). Phi sources that differ become `select`s at the end of
+//!   members, which never read it). Phi sources that differ become `select`s at the end of
 //!   the predecessor. Memory operations keep their order on each side: an alignment never
 //!   reorders, and each side's run keeps its own order.
 //! - **Callers.** A local member whose address nothing observes is folded away, as
@@ -38,13 +47,16 @@
 //!   merge only if their global values, alias regions and stack limits are the same (the
 //!   body keeps the first one's tables).
 //! - **Profitability.** The byte cost model of `merge-similar` (`CostModel`): the merged
-//!   body's instructions (selects, branches and phis counted) and two thunks with one extra
-//!   argument each (a folded member's call sites cost no more), against the two bodies; a diamond in a block of a loop costs
+//!   body's instructions (selects, branches and phis counted) and a thunk with one extra
+//!   argument per member (a folded member's call sites cost no more), against the members'
+//!   bodies; a diamond in a block of a loop costs
 //!   `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
 //!
-//! **Bounds.** The search looks at `4 × neighbours` functions and aligns at most `tries`
-//! pairs per function; an alignment costs at most `max_cells` per block pair, and only
-//! functions of at most `max_insts` instructions take part. The pass is one pass over the
+//! **Bounds.** The search looks at `4 bands × 2 × neighbours` bucket entries and aligns at
+//! most `tries` times per function; an alignment costs at most `max_cells` per block pair
+//! (one new member against the group's columns), code generation is linear in the members'
+//! instructions (at most `max_group` of them), and only functions of at most `max_insts`
+//! instructions take part. The pass is one pass over the
 //! functions: no iteration until nothing changes.
 
 use super::exact::make_thunk_with;
@@ -91,13 +103,16 @@ pub struct AlignedOptions {
     pub loop_branch: f64,
     /// Functions larger than this (in instructions) are left alone.
     pub max_insts: usize,
-    /// The largest alignment table for one block pair (cells): longer blocks are aligned
-    /// position by position when their lengths are equal, else the pair is not merged.
+    /// The largest alignment table for one block (cells): longer blocks are aligned
+    /// position by position when their lengths are equal, else the function does not join.
     pub max_cells: usize,
-    /// Earlier unpaired functions looked at per bucket.
+    /// Bucket entries looked at per bucket: twice this many (earlier functions, each for its
+    /// group, if it has one).
     pub neighbours: usize,
     /// Alignments tried per function.
     pub tries: usize,
+    /// The most members a group may have.
+    pub max_group: usize,
     /// MinHash values (of four) two functions must share to be aligned: an estimate of the
     /// share of their instruction shingles they have in common.
     pub min_common: usize,
@@ -117,6 +132,7 @@ impl Default for AlignedOptions {
             max_cells: 128 * 128,
             neighbours: 4,
             tries: 2,
+            max_group: 4,
             min_common: 2,
             hot: None,
             locals_named: false,
@@ -137,6 +153,8 @@ pub struct AlignedReport {
     pub callers_rewritten: usize,
     /// Merged bodies made.
     pub groups: usize,
+    /// Of those, bodies of three or more members.
+    pub groups_of_three_or_more: usize,
     /// Of those, bodies with at least one unmatched instruction.
     pub with_unmatched_runs: usize,
     /// Diamonds made: unmatched runs with a memory access, a call or a possible trap, in
@@ -146,11 +164,11 @@ pub struct AlignedReport {
     pub bytes_saved: u64,
     /// Functions that took part in the search.
     pub candidates: usize,
-    /// Pairs aligned.
+    /// Alignments tried (a pair, or a group and one function more).
     pub aligned: usize,
-    /// Pairs rejected by the cost model.
+    /// Alignments rejected by the cost model (a group that saves no more with the function).
     pub unprofitable: usize,
-    /// Pairs whose alignment could not be turned into one body (a block too long to align,
+    /// Alignments that could not be turned into one body (a block too long to align,
     /// a value of a type with no zero to pass around a diamond).
     pub not_alignable: usize,
     /// Functions left alone because the host marks them hot.
@@ -183,6 +201,7 @@ impl crate::pass::Pass for MergeAligned {
         stats.add("aligned.folded", r.folded as u64);
         stats.add("aligned.callers_rewritten", r.callers_rewritten as u64);
         stats.add("aligned.groups", r.groups as u64);
+        stats.add("aligned.groups_3plus", r.groups_of_three_or_more as u64);
         stats.add("aligned.with_unmatched_runs", r.with_unmatched_runs as u64);
         stats.add("aligned.diamonds", r.diamonds as u64);
         stats.add("aligned.bytes_saved", r.bytes_saved);
@@ -235,9 +254,54 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
     } else {
         SymbolUses::default()
     };
+    let groups = find_groups(m, &cands, opts, &mut report);
+    for g in groups {
+        let (n, unmatched, diamonds) = (
+            g.members.len(),
+            g.aligned.merged.unmatched,
+            g.aligned.merged.diamonds,
+        );
+        let saving = g.aligned.saving;
+        let Some(folded) = install(m, ps, opts, &uses, &g.members, g.aligned.merged) else {
+            report.not_alignable += 1;
+            continue;
+        };
+        report.folded += folded;
+        report.diamonds += diamonds;
+        report.groups += 1;
+        report.groups_of_three_or_more += (n >= 3) as usize;
+        report.merged += n;
+        report.with_unmatched_runs += (unmatched > 0) as usize;
+        report.bytes_saved += saving as u64;
+    }
+    report.callers_rewritten = rewrite_calls_of_folded(m, ps);
+    report
+}
+
+/// A group the search has made: its members, in the order of their identifiers, their
+/// alignment and merged body.
+struct Group {
+    members: Vec<FuncId>,
+    aligned: Aligned,
+}
+
+/// The search: each candidate, in turn, joins the group or the single function among its
+/// near neighbours with which it saves most (a pair, or a group one member larger), or waits
+/// in the LSH buckets for a later one. Bounded per candidate: `2 × neighbours` bucket
+/// entries looked at per band, `tries` groups or functions aligned with.
+fn find_groups(
+    m: &Module,
+    cands: &[Candidate],
+    opts: &AlignedOptions,
+    report: &mut AlignedReport,
+) -> Vec<Group> {
+    const NONE: u32 = u32::MAX;
     let mut buckets: HashMap<(u64, usize, u64), Vec<u32>> = HashMap::default();
-    let mut paired = vec![false; cands.len()];
-    let mut near: Vec<(u32, usize)> = Vec::new();
+    // The group of each candidate, or `NONE`.
+    let mut group_of = vec![NONE; cands.len()];
+    let mut groups: Vec<Group> = Vec::new();
+    // Near candidates: (candidate, its group or `NONE`, MinHash values in common).
+    let mut near: Vec<(u32, u32, usize)> = Vec::new();
     for c in 0..cands.len() {
         near.clear();
         for band in 0..BANDS {
@@ -245,35 +309,59 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             let Some(list) = buckets.get(&key) else {
                 continue;
             };
-            for &o in list
-                .iter()
-                .rev()
-                .filter(|&&o| !paired[o as usize])
-                .take(opts.neighbours)
-            {
-                if near.iter().any(|&(x, _)| x == o) {
+            for &o in list.iter().rev().take(2 * opts.neighbours) {
+                let g = group_of[o as usize];
+                let full = g != NONE && groups[g as usize].members.len() >= opts.max_group;
+                let seen = near
+                    .iter()
+                    .any(|&(x, h, _)| x == o || (g != NONE && h == g));
+                if full || seen {
                     continue;
                 }
                 let common = (0..BANDS)
                     .filter(|&k| cands[o as usize].minhash[k] == cands[c].minhash[k])
                     .count();
                 if common >= opts.min_common {
-                    near.push((o, common));
+                    near.push((o, g, common));
                 }
             }
         }
-        near.sort_by_key(|&(o, common)| (core::cmp::Reverse(common), o));
-        let mut best: Option<(u32, Merged, f64)> = None;
-        for &(o, _) in near.iter().take(opts.tries) {
-            let (a, b) = (cands[o as usize].f, cands[c].f);
-            if !same_skeleton(&m.functions[a], &m.functions[b]) {
+        near.sort_by_key(|&(o, _, common)| (core::cmp::Reverse(common), o));
+        // The best: (near entry, alignment, gain over what its group saves already).
+        let mut best: Option<(u32, u32, Aligned, f64)> = None;
+        for &(o, g, _) in near.iter().take(opts.tries) {
+            let f = cands[c].f;
+            let other = cands[o as usize].f;
+            if !same_skeleton(&m.functions[other], &m.functions[f]) {
                 continue;
             }
             report.aligned += 1;
-            match merge_pair(m, a, b, opts) {
-                Ok((merged, saving)) => {
-                    if best.as_ref().is_none_or(|(_, _, s)| saving > *s) {
-                        best = Some((o, merged, saving));
+            let tried = if g == NONE {
+                merge_group(m, &[other, f], None, opts).map(|al| {
+                    let s = al.saving;
+                    (al, s)
+                })
+            } else {
+                let group = &groups[g as usize];
+                let mut members = group.members.clone();
+                members.push(f);
+                merge_group(m, &members, Some(&group.aligned.columns), opts)
+                    .map(|al| {
+                        let gain = al.saving - group.aligned.saving;
+                        (al, gain)
+                    })
+                    .and_then(|(al, gain)| {
+                        if gain > 0.0 {
+                            Ok((al, gain))
+                        } else {
+                            Err(Rejected::Unprofitable)
+                        }
+                    })
+            };
+            match tried {
+                Ok((al, gain)) => {
+                    if best.as_ref().is_none_or(|b| gain > b.3) {
+                        best = Some((o, g, al, gain));
                     }
                 }
                 Err(Rejected::Unprofitable) => report.unprofitable += 1,
@@ -281,21 +369,20 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             }
         }
         match best {
-            Some((o, merged, saving)) => {
-                paired[o as usize] = true;
-                paired[c] = true;
-                let (unmatched, diamonds) = (merged.unmatched > 0, merged.diamonds);
-                let members = [cands[o as usize].f, cands[c].f];
-                let Some(folded) = install(m, ps, opts, &uses, members, merged) else {
-                    report.not_alignable += 1;
-                    continue;
-                };
-                report.folded += folded;
-                report.diamonds += diamonds;
-                report.groups += 1;
-                report.merged += 2;
-                report.with_unmatched_runs += unmatched as usize;
-                report.bytes_saved += saving as u64;
+            Some((o, NONE, aligned, _)) => {
+                let g = groups.len() as u32;
+                group_of[o as usize] = g;
+                group_of[c] = g;
+                groups.push(Group {
+                    members: vec![cands[o as usize].f, cands[c].f],
+                    aligned,
+                });
+            }
+            Some((_, g, aligned, _)) => {
+                group_of[c] = g;
+                let group = &mut groups[g as usize];
+                group.members.push(cands[c].f);
+                group.aligned = aligned;
             }
             None => {
                 for band in 0..BANDS {
@@ -305,8 +392,7 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             }
         }
     }
-    report.callers_rewritten = rewrite_calls_of_folded(m, ps);
-    report
+    groups
 }
 
 /// How the open functions use each symbol: which ones they observe (take the address of,
@@ -518,35 +604,115 @@ fn minhash(f: &Function) -> [u64; BANDS] {
     mh
 }
 
-/// Why a pair was not merged.
+/// Why a group was not merged.
 enum Rejected {
     Unprofitable,
     NotAlignable,
 }
 
-/// One step of a block pair's alignment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
-    Both(Inst, Inst),
-    A(Inst),
-    B(Inst),
+/// The alignment of one block across the members aligned so far: columns of one instruction
+/// or none per member. A full column becomes one instruction of the merged body; the
+/// instructions of the other columns are unmatched.
+#[derive(Clone)]
+struct Columns {
+    width: usize,
+    cells: Vec<Option<Inst>>,
 }
 
-/// What the two members share, for matching: their symbols (a call of a member to itself
-/// matches the other's call to itself) and how the second's stack objects map to the first's.
-struct PairCtx<'a> {
-    a: &'a Function,
-    b: &'a Function,
-    sym: [Option<Symbol>; 2],
-    /// B's stack object `k` is the merged body's object `stack_b[k]`.
-    stack_b: Vec<StackObj>,
+impl Columns {
+    /// One member's instructions, a column each.
+    fn of(insts: &[Inst]) -> Self {
+        Columns {
+            width: 1,
+            cells: insts.iter().map(|&i| Some(i)).collect(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.cells.len() / self.width
+    }
+
+    fn col(&self, c: usize) -> &[Option<Inst>] {
+        &self.cells[c * self.width..(c + 1) * self.width]
+    }
+
+    fn is_full(&self, c: usize) -> bool {
+        self.col(c).iter().all(Option::is_some)
+    }
+
+    /// The first member present in column `c`, and its instruction.
+    fn rep(&self, c: usize) -> (usize, Inst) {
+        self.col(c)
+            .iter()
+            .enumerate()
+            .find_map(|(k, i)| Some((k, (*i)?)))
+            .expect("a column holds an instruction")
+    }
+
+    /// Append column `c` of `from` (or a column of none), with `last` for the new member.
+    fn push(&mut self, from: &Columns, c: Option<usize>, last: Option<Inst>) {
+        match c {
+            Some(c) => self.cells.extend_from_slice(from.col(c)),
+            None => self.cells.extend(core::iter::repeat_n(None, from.width)),
+        }
+        self.cells.push(last);
+    }
 }
 
-impl PairCtx<'_> {
-    /// `ia` of A and `ib` of B can be one instruction, with selects on differing values.
-    fn matches(&self, ia: Inst, ib: Inst) -> bool {
-        let (a, b) = (self.a, self.b);
-        let (da, db) = (a.insts[ia], b.insts[ib]);
+/// What the members of a group share, for matching: their symbols (a call of a member to
+/// itself matches another's call to itself) and how each member's stack objects map to the
+/// merged body's.
+struct GroupCtx<'a> {
+    fs: Vec<&'a Function>,
+    sym: Vec<Option<Symbol>>,
+    /// Member `k`'s stack object `j` is the merged body's object `stack[k][j]`: the first
+    /// member's object at the same index when they are alike, else one of its own.
+    stack: Vec<Vec<StackObj>>,
+}
+
+impl<'a> GroupCtx<'a> {
+    fn new(m: &'a Module, members: &[FuncId]) -> Result<Self, Rejected> {
+        let a = &m.functions[members[0]];
+        let mut cx = GroupCtx {
+            fs: Vec::with_capacity(members.len()),
+            sym: Vec::with_capacity(members.len()),
+            stack: Vec::with_capacity(members.len()),
+        };
+        let mut extra = a.stack_objs.len();
+        for &f in members {
+            let b = &m.functions[f];
+            // Tables whose entries refer to one another by index are shared only when equal.
+            if b.regions != a.regions || !same_globals(a, b) || b.stack_limit != a.stack_limit {
+                return Err(Rejected::NotAlignable);
+            }
+            let map = b
+                .stack_objs
+                .iter()
+                .map(|(k, d)| {
+                    if a.stack_objs.get(k) == Some(d) {
+                        k
+                    } else {
+                        extra += 1;
+                        StackObj::new(extra - 1)
+                    }
+                })
+                .collect();
+            cx.fs.push(b);
+            cx.sym.push(m.lookup_symbol(&b.name));
+            cx.stack.push(map);
+        }
+        Ok(cx)
+    }
+
+    fn n(&self) -> usize {
+        self.fs.len()
+    }
+
+    /// Instruction `x` of member `i` and `y` of member `j` can be one instruction, with
+    /// selects on differing values.
+    fn matches(&self, (i, x): (usize, Inst), (j, y): (usize, Inst)) -> bool {
+        let (a, b) = (self.fs[i], self.fs[j]);
+        let (da, db) = (a.insts[x], b.insts[y]);
         if da.opcode != db.opcode
             || da.ty != db.ty
             || da.results().len != db.results().len
@@ -568,73 +734,62 @@ impl PairCtx<'_> {
         if !ok_aux {
             return false;
         }
-        if a.results(ia)
+        if a.results(x)
             .iter()
-            .zip(b.results(ib))
-            .any(|(&x, &y)| a.reg_type(x) != b.reg_type(y))
+            .zip(b.results(y))
+            .any(|(&r, &s)| a.reg_type(r) != b.reg_type(s))
         {
             return false;
         }
         let call = da.opcode.is_call();
-        a.operands(ia)
+        a.operands(x)
             .into_iter()
-            .zip(b.operands(ib))
+            .zip(b.operands(y))
             .enumerate()
-            .all(|(k, (x, y))| self.operands_match(x, y, call && k == 0))
+            .all(|(k, (p, q))| self.operands_match(i, p, j, q, call && k == 0))
     }
 
-    /// An unmatched step that may run in both members: an ALU operation, copy or compare
-    /// that cannot trap, or an address computation.
-    fn speculable(&self, st: Step) -> bool {
-        let (f, i) = match st {
-            Step::A(x) => (self.a, x),
-            Step::B(y) => (self.b, y),
-            Step::Both(..) => return false,
-        };
-        let op = f.insts[i].opcode;
+    /// An unmatched instruction `x` of member `k` that may run in every member: an ALU
+    /// operation, copy or compare that cannot trap, or an address computation.
+    fn speculable(&self, k: usize, x: Inst) -> bool {
+        let f = self.fs[k];
+        let op = f.insts[x].opcode;
         (op.is_pure_value() || op.format() == Format::Addr)
-            && f.inst_effects(i) & (effects::TRAP | effects::SIDE) == 0
+            && f.inst_effects(x) & (effects::TRAP | effects::SIDE) == 0
     }
 
-    /// The constant operands of `ia` and `ib` (matching instructions) are equal.
-    fn same_constants(&self, ia: Inst, ib: Inst) -> bool {
-        self.a
-            .operands(ia)
+    /// The constant operands of `x` of member `i` and `y` of member `j` (matching
+    /// instructions) are equal.
+    fn same_constants(&self, (i, x): (usize, Inst), (j, y): (usize, Inst)) -> bool {
+        self.fs[i]
+            .operands(x)
             .into_iter()
-            .zip(self.b.operands(ib))
-            .all(|(x, y)| matches!(x, Operand::Reg(_)) || matches!(y, Operand::Reg(_)) || x == y)
+            .zip(self.fs[j].operands(y))
+            .all(|(p, q)| matches!(p, Operand::Reg(_)) || matches!(q, Operand::Reg(_)) || p == q)
     }
 
-    /// Operand `x` of A and `y` of B can be one operand (a select where they differ).
-    /// `callee`: they are the callees of direct calls, where a member's call to itself
-    /// matches the other's call to itself (the merged body calls itself).
-    fn operands_match(&self, x: Operand, y: Operand, callee: bool) -> bool {
+    /// Operand `x` of member `i` and `y` of member `j` can be one operand (a select where
+    /// they differ). `callee`: they are the callees of direct calls, where a member's call to
+    /// itself matches another's call to itself (the merged body calls itself).
+    fn operands_match(&self, i: usize, x: Operand, j: usize, y: Operand, callee: bool) -> bool {
         use Operand::*;
-        let (a, b) = (self.a, self.b);
+        let (a, b) = (self.fs[i], self.fs[j]);
+        // A constant against a register or another constant: a select, if the kinds agree
+        // (an integer constant is as wide as its place).
+        let kind = |f: &Function, o: Operand| match o {
+            Reg(r) => match f.reg_type(r) {
+                Type::F32 => 1,
+                Type::F64 => 2,
+                _ => 0,
+            },
+            F32(_) => 1,
+            F64(_) => 2,
+            _ => 0,
+        };
         match (x, y) {
             (Reg(r), Reg(s)) => a.reg_type(r) == b.reg_type(s),
             (Reg(_) | Int(_) | F32(_) | F64(_), Reg(_) | Int(_) | F32(_) | F64(_)) => {
-                // A constant against a register or another constant: a select, if the kinds
-                // agree (an integer constant is as wide as its place).
-                let kind = |o: Operand| match o {
-                    Reg(r) => match a.reg_type(r) {
-                        Type::F32 => 1,
-                        Type::F64 => 2,
-                        _ => 0,
-                    },
-                    F32(_) => 1,
-                    F64(_) => 2,
-                    _ => 0,
-                };
-                let kind_b = |o: Operand| match o {
-                    Reg(r) => match b.reg_type(r) {
-                        Type::F32 => 1,
-                        Type::F64 => 2,
-                        _ => 0,
-                    },
-                    other => kind(other),
-                };
-                kind(x) == kind_b(y)
+                kind(a, x) == kind(b, y)
             }
             (
                 Mem {
@@ -663,70 +818,82 @@ impl PairCtx<'_> {
             (Sym(s, o), Sym(t, p)) => {
                 o == p
                     && (s == t
-                        || (callee && o == 0 && Some(s) == self.sym[0] && Some(t) == self.sym[1]))
+                        || (callee && o == 0 && Some(s) == self.sym[i] && Some(t) == self.sym[j]))
             }
-            (Stack(s, o), Stack(t, p)) => o == p && self.stack_b[t.index()] == s,
+            (Stack(s, o), Stack(t, p)) => {
+                o == p && self.stack[i][s.index()] == self.stack[j][t.index()]
+            }
             (Block(_), Block(_)) => true, // terminators only; the skeletons agree
             _ => x == y,
         }
     }
 }
 
-/// Align the body instructions of one block pair (Needleman–Wunsch, a match scoring one and a
-/// gap nothing; ties prefer matches). `None` if the table would be too large and the lengths
-/// differ.
-fn align_block(cx: &PairCtx, xa: &[Inst], xb: &[Inst], max_cells: usize) -> Option<Vec<Step>> {
-    let (n, k) = (xa.len(), xb.len());
-    let mut steps = Vec::with_capacity(n.max(k));
-    if (n + 1) * (k + 1) > max_cells {
-        if n != k {
+/// Align member `k`'s body instructions `xb` of one block with the columns of the members
+/// before it (Needleman–Wunsch against each column's first instruction, a match scoring 3
+/// when the constants agree too, 2 when they need a select, and a gap nothing; ties prefer
+/// matches). `None` if the table would be too large and the lengths differ.
+fn align_block(
+    cx: &GroupCtx,
+    cols: &Columns,
+    k: usize,
+    xb: &[Inst],
+    max_cells: usize,
+) -> Option<Columns> {
+    let (n, l) = (cols.len(), xb.len());
+    let mut out = Columns {
+        width: cols.width + 1,
+        cells: Vec::with_capacity(n.max(l) * (cols.width + 1)),
+    };
+    if (n + 1) * (l + 1) > max_cells {
+        if n != l {
             return None;
         }
-        for (&x, &y) in xa.iter().zip(xb) {
-            if cx.matches(x, y) {
-                steps.push(Step::Both(x, y));
+        for (c, &y) in xb.iter().enumerate() {
+            if cx.matches(cols.rep(c), (k, y)) {
+                out.push(cols, Some(c), Some(y));
             } else {
-                steps.push(Step::A(x));
-                steps.push(Step::B(y));
+                out.push(cols, Some(c), None);
+                out.push(cols, None, Some(y));
             }
         }
-        return Some(steps);
+        return Some(out);
     }
-    let w = k + 1;
+    let w = l + 1;
     let mut t = vec![0u16; (n + 1) * w];
-    // The score of a match: 3 when the constants agree too (no select), else 2.
-    let mut hit = vec![0u16; n * k];
+    let mut hit = vec![0u16; n * l];
     for i in (0..n).rev() {
-        for j in (0..k).rev() {
-            let m = if cx.matches(xa[i], xb[j]) {
-                2 + cx.same_constants(xa[i], xb[j]) as u16
+        let rep = cols.rep(i);
+        for j in (0..l).rev() {
+            let m = if cx.matches(rep, (k, xb[j])) {
+                2 + cx.same_constants(rep, (k, xb[j])) as u16
             } else {
                 0
             };
-            hit[i * k + j] = m;
+            hit[i * l + j] = m;
             let diag = if m > 0 { t[(i + 1) * w + j + 1] + m } else { 0 };
             t[i * w + j] = diag.max(t[(i + 1) * w + j]).max(t[i * w + j + 1]);
         }
     }
     let (mut i, mut j) = (0, 0);
-    while i < n || j < k {
+    while i < n || j < l {
         if i < n
-            && j < k
-            && hit[i * k + j] > 0
-            && t[i * w + j] == t[(i + 1) * w + j + 1] + hit[i * k + j]
+            && j < l
+            && hit[i * l + j] > 0
+            && t[i * w + j] == t[(i + 1) * w + j + 1] + hit[i * l + j]
         {
-            steps.push(Step::Both(xa[i], xb[j]));
+            out.push(cols, Some(i), Some(xb[j]));
             i += 1;
             j += 1;
-        } else if i < n && (j == k || t[i * w + j] == t[(i + 1) * w + j]) {
-            steps.push(Step::A(xa[i]));
+        } else if i < n && (j == l || t[i * w + j] == t[(i + 1) * w + j]) {
+            out.push(cols, Some(i), None);
             i += 1;
         } else {
-            steps.push(Step::B(xb[j]));
+            out.push(cols, None, Some(xb[j]));
             j += 1;
         }
     }
-    Some(steps)
+    Some(out)
 }
 
 /// The blocks that are in a loop, approximately: those between a block and a later block
@@ -745,85 +912,100 @@ fn loop_blocks(f: &Function, pos: &[u32]) -> Vec<bool> {
     in_loop
 }
 
-/// The merged body of `a` and `b` (functions of `m`) and the bytes it saves, if aligned and
-/// profitable.
-fn merge_pair(
+/// The instructions of block `b` between its phis and its terminator.
+fn block_body(f: &Function, b: Block) -> &[Inst] {
+    let (_, rest) = split_phis(f, b);
+    &rest[..rest.len() - 1]
+}
+
+/// A group's alignment and merged body, and the bytes it saves.
+struct Aligned {
+    /// One `Columns` per block, over all members.
+    columns: Vec<Columns>,
+    merged: Merged,
+    saving: f64,
+}
+
+/// Align `members` (functions of `m` with one skeleton) and build their merged body, if it is
+/// profitable. `base`: the alignment of all members but the last, when they are a group
+/// already (else there are two members).
+fn merge_group(
     m: &Module,
-    fa: FuncId,
-    fb: FuncId,
+    members: &[FuncId],
+    base: Option<&[Columns]>,
     opts: &AlignedOptions,
-) -> Result<(Merged, f64), Rejected> {
-    let (a, b) = (&m.functions[fa], &m.functions[fb]);
-    // Tables whose entries refer to one another by index are shared only when equal.
-    if a.regions != b.regions || !same_globals(a, b) || a.stack_limit != b.stack_limit {
-        return Err(Rejected::NotAlignable);
+) -> Result<Aligned, Rejected> {
+    let cx = GroupCtx::new(m, members)?;
+    let n = cx.n();
+    let last = n - 1;
+    let (a, z) = (cx.fs[0], cx.fs[last]);
+    let mut columns = Vec::with_capacity(a.layout.len());
+    for (k, (&ba, &bz)) in a.layout.iter().zip(z.layout.iter()).enumerate() {
+        let first;
+        let cols = match base {
+            Some(base) => &base[k],
+            None => {
+                debug_assert_eq!(n, 2);
+                first = Columns::of(block_body(a, ba));
+                &first
+            }
+        };
+        let al = align_block(&cx, cols, last, block_body(z, bz), opts.max_cells)
+            .ok_or(Rejected::NotAlignable)?;
+        columns.push(al);
     }
-    // B's stack objects: the same object as A's at the same index when they are alike,
-    // else objects of their own after A's.
-    let mut stack_b = Vec::with_capacity(b.stack_objs.len());
-    let mut extra = a.stack_objs.len();
-    for (k, d) in b.stack_objs.iter() {
-        if a.stack_objs.get(k) == Some(d) {
-            stack_b.push(k);
-        } else {
-            stack_b.push(StackObj::new(extra));
-            extra += 1;
-        }
-    }
-    let cx = PairCtx {
-        a,
-        b,
-        sym: [m.lookup_symbol(&a.name), m.lookup_symbol(&b.name)],
-        stack_b,
-    };
-    let mut aligned = Vec::with_capacity(a.layout.len());
-    for (&ba, &bb) in a.layout.iter().zip(b.layout.iter()) {
-        let (_, ra) = split_phis(a, ba);
-        let (_, rb) = split_phis(b, bb);
-        let (xa, xb) = (&ra[..ra.len() - 1], &rb[..rb.len() - 1]);
-        let steps = align_block(&cx, xa, xb, opts.max_cells).ok_or(Rejected::NotAlignable)?;
-        aligned.push(steps);
-    }
-    // A cheap estimate first, a lower bound of what code generation makes: matched
-    // instructions once (and a select where their constants differ), the rest as they are,
-    // and a branch and a jump for each diamond.
+    // A cheap estimate first, a lower bound of what code generation makes: phis and
+    // terminators once, a full column once (and a select where its constants differ),
+    // the other instructions as they are, and a branch and a jump for each diamond.
     let c = &opts.cost;
-    let members = (a.inst_count() + b.inst_count()) as f64;
-    let mut merged_est = a.inst_count();
-    for steps in &aligned {
-        let mut in_run = false;
-        let mut diamond = false;
-        for &st in steps {
-            match st {
-                Step::Both(x, y) => {
-                    merged_est += !cx.same_constants(x, y) as usize;
-                    merged_est += 2 * (in_run && diamond) as usize;
-                    (in_run, diamond) = (false, false);
+    let members_insts: usize = cx.fs.iter().map(|f| f.inst_count()).sum();
+    let mut merged_est = 0;
+    for (k, cols) in columns.iter().enumerate() {
+        let b = a.layout[k];
+        merged_est += a.block_insts(b).len() - block_body(a, b).len();
+        let (mut in_run, mut diamond) = (false, false);
+        for col in 0..cols.len() {
+            if cols.is_full(col) {
+                let rep = cols.rep(col);
+                merged_est += 1;
+                merged_est += (1..n)
+                    .any(|j| !cx.same_constants(rep, (j, cols.col(col)[j].unwrap())))
+                    as usize;
+                merged_est += 2 * (in_run && diamond) as usize;
+                (in_run, diamond) = (false, false);
+            } else {
+                for (j, x) in cols.col(col).iter().enumerate() {
+                    if let Some(x) = *x {
+                        merged_est += 1;
+                        diamond |= !cx.speculable(j, x);
+                    }
                 }
-                Step::A(_) | Step::B(_) => {
-                    merged_est += matches!(st, Step::B(_)) as usize;
-                    in_run = true;
-                    diamond |= !cx.speculable(st);
-                }
+                in_run = true;
             }
         }
         merged_est += 2 * (in_run && diamond) as usize;
     }
-    let overhead = 2.0 * (c.thunk + c.per_extra_arg) + c.frame;
-    if c.bytes_per_inst * (members - merged_est as f64) + 2.0 * c.frame - overhead <= 0.0 {
+    let overhead = n as f64 * (c.thunk + c.per_extra_arg) + c.frame;
+    let frames = n as f64 * c.frame;
+    if c.bytes_per_inst * (members_insts as f64 - merged_est as f64) + frames - overhead <= 0.0 {
         return Err(Rejected::Unprofitable);
     }
     let merged = Codegen::new(&cx)
-        .run(&aligned)
+        .run(&columns)
         .ok_or(Rejected::NotAlignable)?;
-    let saving = c.bytes_per_inst * (members - merged.body.inst_count() as f64) + 2.0 * c.frame
+    let saving = c.bytes_per_inst * (members_insts as f64 - merged.body.inst_count() as f64)
+        + frames
         - overhead
         - opts.loop_branch * merged.diamonds_in_loops as f64
         - merged.speculated_in_loops as f64;
     if saving <= 0.0 {
         return Err(Rejected::Unprofitable);
     }
-    Ok((merged, saving))
+    Ok(Aligned {
+        columns,
+        merged,
+        saving,
+    })
 }
 
 /// A merged body, before it has a name.
@@ -835,9 +1017,9 @@ struct Merged {
     diamonds_in_loops: usize,
     /// Diamonds in all.
     diamonds: usize,
-    /// Unmatched instructions run by both members, in blocks of loops.
+    /// Unmatched instructions run by every member, in blocks of loops.
     speculated_in_loops: usize,
-    /// Unmatched instructions (in diamonds or run by both).
+    /// Unmatched instructions (in diamonds or run by every member).
     unmatched: usize,
 }
 
@@ -872,38 +1054,35 @@ fn same_globals(a: &Function, b: &Function) -> bool {
             })
 }
 
-/// Which member an instruction or value comes from.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Side {
-    A = 0,
-    B = 1,
-}
-
-/// Builds the merged body of an aligned pair.
+/// Builds the merged body of an aligned group.
 struct Codegen<'a, 'c> {
-    cx: &'c PairCtx<'a>,
+    cx: &'c GroupCtx<'a>,
     f: Function,
-    /// The identifier: 0 in A, 1 in B.
+    /// The identifier: `k` in member `k`.
     id: Reg,
     /// Each member's registers, as the merged body holds them.
-    map: [HashMap<Reg, Operand>; 2],
+    map: Vec<HashMap<Reg, Operand>>,
     /// Calls of a member to itself (their callee is set when the body gets its name).
     self_calls: Vec<Inst>,
     /// The merged body's own signature, for those calls.
     self_sig: SigRef,
     /// Uses of each register, per member.
-    uses: [Vec<u32>; 2],
+    uses: Vec<Vec<u32>>,
     /// A register holding zero, per type, at the top of the entry block.
     zeros: HashMap<Type, Reg>,
-    /// A member's register was read before the body had it (the pair is not merged).
+    /// `id == k`, per member `k`, at the top of the entry block (for groups of three or
+    /// more; in a pair the identifier itself tells the second member).
+    flags: HashMap<usize, Reg>,
+    /// A member's register was read before the body had it, or a column's callees disagree
+    /// (the group is not merged).
     missing: core::cell::Cell<bool>,
     /// The entry block.
-    entry: Option<Block>,
+    entry: Block,
 }
 
 impl<'a, 'c> Codegen<'a, 'c> {
-    fn new(cx: &'c PairCtx<'a>) -> Self {
-        let a = cx.a;
+    fn new(cx: &'c GroupCtx<'a>) -> Self {
+        let a = cx.fs[0];
         let mut sig = a.sig.clone();
         sig.params.push(AbiParam::new(Type::I32));
         let mut f = Function::new(a.name.clone(), sig.clone(), Linkage::Local);
@@ -915,132 +1094,146 @@ impl<'a, 'c> Codegen<'a, 'c> {
         f.memflags = a.memflags.clone();
         let self_sig = f.sigs.push(sig);
         let id = f.new_reg(Type::I32);
-        let uses = [use_counts(a), use_counts(cx.b)];
+        let entry = f.new_block();
         Codegen {
             cx,
             f,
             id,
-            map: [HashMap::default(), HashMap::default()],
+            map: vec![HashMap::default(); cx.n()],
             self_calls: Vec::new(),
             self_sig,
-            uses,
+            uses: cx.fs.iter().map(|f| use_counts(f)).collect(),
             zeros: HashMap::default(),
-            entry: None,
+            flags: HashMap::default(),
             missing: core::cell::Cell::new(false),
+            entry,
         }
     }
 
-    fn member(&self, s: Side) -> &'a Function {
-        match s {
-            Side::A => self.cx.a,
-            Side::B => self.cx.b,
-        }
+    fn n(&self) -> usize {
+        self.cx.n()
     }
 
-    /// The merged body, and how many diamonds lie in loops. `None` if some value cannot be
-    /// carried around a diamond or an alignment step does not match after all.
-    fn run(mut self, aligned: &[Vec<Step>]) -> Option<Merged> {
-        let (a, b) = (self.cx.a, self.cx.b);
-        // B's stack objects of their own.
+    /// The merged body. `None` if some value cannot be carried around a diamond or an
+    /// aligned column does not match after all.
+    fn run(mut self, aligned: &[Columns]) -> Option<Merged> {
+        let n = self.n();
+        let a = self.cx.fs[0];
+        // The other members' stack objects of their own, after the first's.
         let mut own: Vec<(usize, StackObjData)> = Vec::new();
-        for (k, d) in b.stack_objs.iter() {
-            if self.cx.stack_b[k.index()].index() >= a.stack_objs.len() {
-                own.push((self.cx.stack_b[k.index()].index(), *d));
+        for k in 1..n {
+            for (j, d) in self.cx.fs[k].stack_objs.iter() {
+                let to = self.cx.stack[k][j.index()].index();
+                if to >= a.stack_objs.len() {
+                    own.push((to, *d));
+                }
             }
         }
         own.sort_by_key(|x| x.0);
         for (_, d) in own {
             self.f.stack_objs.push(d);
         }
-        let n = a.layout.len();
-        let firsts: Vec<Block> = (0..n).map(|_| self.f.new_block()).collect();
-        self.entry = Some(firsts[0]);
+        let nb = a.layout.len();
+        let firsts: Vec<Block> = core::iter::once(self.entry)
+            .chain((1..nb).map(|_| self.f.new_block()))
+            .collect();
         let pos_a = block_positions(a);
         let in_loop = loop_blocks(a, &pos_a);
         let np = a.sig.params.len() as u32;
         let i = self
             .f
             .make_inst(Opcode::Copy, Type::I32, &[self.id], &[Operand::Arg(np)]);
-        self.f.append_inst(firsts[0], i);
-        let mut lasts = Vec::with_capacity(n);
-        let mut phis: Vec<(Inst, Inst, Inst)> = Vec::new();
+        self.f.append_inst(self.entry, i);
+        let mut lasts = Vec::with_capacity(nb);
+        // Each phi of the body: (its instruction, its block's position, its position there).
+        let mut phis: Vec<(Inst, usize, usize)> = Vec::new();
         let (mut diamonds_in_loops, mut diamonds, mut speculated_in_loops) = (0, 0, 0);
-        for (k, steps) in aligned.iter().enumerate() {
-            let (ba, bb) = (a.layout[k], b.layout[k]);
+        let mut unmatched = 0;
+        let mut xs: Vec<Inst> = Vec::with_capacity(n);
+        for (k, cols) in aligned.iter().enumerate() {
             let mut cur = firsts[k];
-            let (pa, _) = split_phis(a, ba);
-            let (pb, _) = split_phis(b, bb);
-            for (&x, &y) in pa.iter().zip(pb) {
+            let (pa, _) = split_phis(a, a.layout[k]);
+            for (p, &x) in pa.iter().enumerate() {
                 let ty = a.insts[x].ty;
                 let r = self.f.new_reg(ty);
                 let i = self.f.make_inst(Opcode::Phi, ty, &[r], &[]);
                 self.f.append_inst(cur, i);
-                self.map[0].insert(a.results(x)[0], Operand::Reg(r));
-                self.map[1].insert(b.results(y)[0], Operand::Reg(r));
-                phis.push((i, x, y));
+                for (j, g) in self.cx.fs.iter().enumerate() {
+                    let y = split_phis(g, g.layout[k]).0[p];
+                    self.map[j].insert(g.results(y)[0], Operand::Reg(r));
+                }
+                phis.push((i, k, p));
             }
-            let mut s = 0;
-            while s < steps.len() {
-                if let Step::Both(x, y) = steps[s] {
-                    self.emit_both(cur, x, y)?;
-                    s += 1;
+            let mut c = 0;
+            while c < cols.len() {
+                if cols.is_full(c) {
+                    xs.clear();
+                    xs.extend(cols.col(c).iter().map(|x| x.unwrap()));
+                    self.emit_column(cur, &xs, |o| o)?;
+                    c += 1;
                     continue;
                 }
-                let e = steps[s..]
-                    .iter()
-                    .position(|st| matches!(st, Step::Both(..)))
-                    .map_or(steps.len(), |p| s + p);
-                let run = &steps[s..e];
-                if run.iter().all(|st| self.cx.speculable(*st)) {
-                    // Pure operations that cannot trap: both members' run in line, each
+                let e = (c..cols.len())
+                    .find(|&e| cols.is_full(e))
+                    .unwrap_or(cols.len());
+                let run: Vec<(usize, Inst)> = (c..e)
+                    .flat_map(|col| {
+                        cols.col(col)
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(j, x)| Some((j, (*x)?)))
+                    })
+                    .collect();
+                unmatched += run.len();
+                if run.iter().all(|&(j, x)| self.cx.speculable(j, x)) {
+                    // Pure operations that cannot trap: every member's run in line, each
                     // member reading only its own results.
-                    for &st in run {
-                        match st {
-                            Step::A(x) => self.emit_one(cur, Side::A, x),
-                            Step::B(y) => self.emit_one(cur, Side::B, y),
-                            Step::Both(..) => unreachable!("a run holds unmatched steps only"),
-                        }
+                    for &(j, x) in &run {
+                        self.emit_one(cur, j, x);
                     }
                     speculated_in_loops += in_loop[k] as usize * run.len();
                 } else {
-                    cur = self.diamond(cur, run)?;
+                    cur = self.diamond(cur, &run)?;
                     diamonds_in_loops += in_loop[k] as usize;
                     diamonds += 1;
                 }
-                s = e;
+                c = e;
             }
             lasts.push(cur);
         }
-        // Phi sources, a select at the end of the predecessor where the members differ.
-        for (i, x, y) in phis {
+        // Phi sources, selects at the end of the predecessor where the members differ.
+        let mut vals: Vec<Operand> = Vec::with_capacity(n);
+        for (i, k, p) in phis {
+            let x = split_phis(a, a.layout[k]).0[p];
             let ty = a.insts[x].ty;
-            let (oa, ob): (Vec<Operand>, Vec<Operand>) = (
-                a.operands(x).into_iter().collect(),
-                b.operands(y).into_iter().collect(),
-            );
-            let mut ops = Vec::with_capacity(oa.len());
-            for (pair_a, pair_b) in oa.chunks(2).zip(ob.chunks(2)) {
-                let Operand::Block(p) = pair_a[1] else {
+            let nops = a.insts[x].operands().len as usize;
+            let mut ops = Vec::with_capacity(nops);
+            for q in (0..nops).step_by(2) {
+                let Operand::Block(pred) = a.operand(x, q + 1) else {
                     return None;
                 };
-                let last = lasts[pos_a[p.index()] as usize];
-                let v = self.value(last, ty, pair_a[0], pair_b[0]);
+                let last = lasts[pos_a[pred.index()] as usize];
+                vals.clear();
+                for g in &self.cx.fs {
+                    let y = split_phis(g, g.layout[k]).0[p];
+                    vals.push(g.operand(y, q));
+                }
+                let v = self.value(last, ty, &vals);
                 ops.extend([v, Operand::Block(last)]);
             }
             self.f.set_operands(i, &ops);
         }
         // Terminators, their targets the blocks' first merged blocks.
         for (k, &last) in lasts.iter().enumerate() {
-            let ta = *a.block_insts(a.layout[k]).last()?;
-            let tb = *b.block_insts(b.layout[k]).last()?;
-            if !self.cx.matches(ta, tb) {
-                return None;
+            xs.clear();
+            for g in &self.cx.fs {
+                xs.push(*g.block_insts(g.layout[k]).last()?);
             }
             let targets = |o: Operand| match o {
                 Operand::Block(t) => Operand::Block(firsts[pos_a[t.index()] as usize]),
                 o => o,
             };
-            self.emit_both_with(last, ta, tb, targets)?;
+            self.emit_column(last, &xs, targets)?;
         }
         if self.missing.get() {
             return None;
@@ -1051,72 +1244,52 @@ impl<'a, 'c> Codegen<'a, 'c> {
             diamonds_in_loops,
             diamonds,
             speculated_in_loops,
-            unmatched: aligned
-                .iter()
-                .flatten()
-                .filter(|s| !matches!(s, Step::Both(..)))
-                .count(),
+            unmatched,
         })
     }
 
-    /// `x` of A and `y` of B as one instruction at the end of `cur`.
-    fn emit_both(&mut self, cur: Block, x: Inst, y: Inst) -> Option<()> {
-        self.emit_both_with(cur, x, y, |o| o)
-    }
-
-    fn emit_both_with(
+    /// The members' instructions `xs` (one each) as one instruction at the end of `cur`;
+    /// `blocks` maps the first member's block operands.
+    fn emit_column(
         &mut self,
         cur: Block,
-        x: Inst,
-        y: Inst,
+        xs: &[Inst],
         blocks: impl Fn(Operand) -> Operand,
     ) -> Option<()> {
-        let (a, b) = (self.cx.a, self.cx.b);
-        if !self.cx.matches(x, y) {
+        let n = self.n();
+        let fs = &self.cx.fs;
+        let (a, x) = (fs[0], xs[0]);
+        if (1..n).any(|k| !self.cx.matches((0, x), (k, xs[k]))) {
             return None;
         }
         let d = a.insts[x];
-        let mut ops: Vec<Operand> = Vec::with_capacity(d.operands().len as usize + 1);
+        let nops = d.operands().len as usize;
+        let mut ops: Vec<Operand> = Vec::with_capacity(nops + 1);
         let mut self_call = false;
-        for (k, (oa, ob)) in a.operands(x).into_iter().zip(b.operands(y)).enumerate() {
+        let mut vals: Vec<Operand> = Vec::with_capacity(n);
+        for p in 0..nops {
             use Operand::*;
-            let o = match (oa, ob) {
-                (Reg(_) | Int(_) | F32(_) | F64(_), _) => {
-                    let ty = match oa {
-                        Reg(r) => a.reg_type(r),
-                        _ => match ob {
-                            Reg(s) => b.reg_type(s),
-                            _ => a.constant_type(x, k),
-                        },
-                    };
-                    self.value(cur, ty, oa, ob)
-                }
-                (
-                    Mem {
-                        base,
-                        index,
-                        scale,
-                        disp,
-                    },
-                    Mem {
-                        base: b2,
-                        index: i2,
-                        ..
-                    },
-                ) => {
-                    let pick = |me: &mut Self,
-                                r: Option<crate::lir::Reg>,
-                                s: Option<crate::lir::Reg>|
-                     -> Option<crate::lir::Reg> {
-                        let (r, s) = (r?, s?);
-                        let ty = a.reg_type(r);
-                        match me.value(cur, ty, Reg(r), Reg(s)) {
-                            Reg(v) => Some(v),
+            vals.clear();
+            vals.extend(fs.iter().zip(xs).map(|(g, &y)| g.operand(y, p)));
+            let o = match vals[0] {
+                Reg(_) | Int(_) | F32(_) | F64(_) => {
+                    let ty = fs
+                        .iter()
+                        .zip(&vals)
+                        .find_map(|(g, v)| match v {
+                            Reg(r) => Some(g.reg_type(*r)),
                             _ => None,
-                        }
+                        })
+                        .unwrap_or_else(|| a.constant_type(x, p));
+                    self.value(cur, ty, &vals)
+                }
+                Mem { scale, disp, .. } => {
+                    let part = |o: &Operand, base: bool| match *o {
+                        Mem { base: b, index, .. } => if base { b } else { index }.expand(),
+                        _ => None,
                     };
-                    let base = pick(self, base.expand(), b2.expand());
-                    let index = pick(self, index.expand(), i2.expand());
+                    let base = self.mem_part(cur, vals.iter().map(|o| part(o, true)))?;
+                    let index = self.mem_part(cur, vals.iter().map(|o| part(o, false)))?;
                     Mem {
                         base: base.into(),
                         index: index.into(),
@@ -1124,43 +1297,109 @@ impl<'a, 'c> Codegen<'a, 'c> {
                         disp,
                     }
                 }
-                (Sym(s, 0), Sym(t, 0))
-                    if d.opcode.is_call()
-                        && k == 0
-                        && Some(s) == self.cx.sym[0]
-                        && Some(t) == self.cx.sym[1] =>
-                {
+                Sym(s, off) if vals.iter().any(|v| *v != vals[0]) => {
+                    // Only a call of each member to itself differs: the body calls itself.
+                    let selfs = d.opcode.is_call()
+                        && p == 0
+                        && off == 0
+                        && vals
+                            .iter()
+                            .zip(&self.cx.sym)
+                            .all(|(v, s)| matches!((v, s), (Sym(v, 0), Some(s)) if v == s));
+                    if !selfs {
+                        self.missing.set(true);
+                        return None;
+                    }
                     self_call = true;
                     Sym(s, 0)
                 }
-                (o, _) => blocks(o),
+                o => blocks(o),
             };
             ops.push(o);
         }
-        self.finish_inst(cur, Side::A, x, ops, self_call, Some(y));
+        self.finish_inst(cur, 0, x, ops, self_call, &xs[1..]);
         Some(())
     }
 
-    /// The merged value of A's operand `oa` and B's `ob` (of type `ty`): the same one, or a
-    /// select on the identifier added at the end of `cur`.
-    fn value(&mut self, cur: Block, ty: Type, oa: Operand, ob: Operand) -> Operand {
-        let va = self.translate(Side::A, oa);
-        let vb = self.translate(Side::B, ob);
-        if va == vb {
-            return va;
+    /// A base or index register of a memory operand, one per member (all present or all
+    /// absent, as `matches` made sure): the merged register.
+    fn mem_part(
+        &mut self,
+        cur: Block,
+        parts: impl Iterator<Item = Option<Reg>>,
+    ) -> Option<Option<Reg>> {
+        let parts: Vec<Option<Reg>> = parts.collect();
+        let Some(first) = parts[0] else {
+            return Some(None);
+        };
+        let ops: Vec<Operand> = parts
+            .iter()
+            .map(|r| r.map(Operand::Reg))
+            .collect::<Option<_>>()?;
+        let ty = self.cx.fs[0].reg_type(first);
+        match self.value(cur, ty, &ops) {
+            Operand::Reg(v) => Some(Some(v)),
+            _ => None,
         }
-        let r = self.f.new_reg(ty);
-        let i = self
-            .f
-            .make_inst(Opcode::Select, ty, &[r], &[Operand::Reg(self.id), vb, va]);
-        self.f.append_inst(cur, i);
-        Operand::Reg(r)
     }
 
-    /// The merged body's register for `r` of member `s` (`None`, and the pair is given up,
+    /// The merged value of the members' operands `ops` (of type `ty`): the same one, or
+    /// selects on the identifier added at the end of `cur`.
+    fn value(&mut self, cur: Block, ty: Type, ops: &[Operand]) -> Operand {
+        let vs: Vec<Operand> = ops
+            .iter()
+            .enumerate()
+            .map(|(k, &o)| self.translate(k, o))
+            .collect();
+        if vs.iter().all(|v| *v == vs[0]) {
+            return vs[0];
+        }
+        let mut acc = vs[0];
+        for (k, &v) in vs.iter().enumerate().skip(1) {
+            if v == vs[0] {
+                continue;
+            }
+            let flag = self.flag(k);
+            let r = self.f.new_reg(ty);
+            let i = self
+                .f
+                .make_inst(Opcode::Select, ty, &[r], &[Operand::Reg(flag), v, acc]);
+            self.f.append_inst(cur, i);
+            acc = Operand::Reg(r);
+        }
+        acc
+    }
+
+    /// A register that is nonzero exactly in member `k`: the identifier itself for the
+    /// second of a pair, else `icmp eq id, k` at the top of the entry block.
+    fn flag(&mut self, k: usize) -> Reg {
+        if self.n() == 2 && k == 1 {
+            return self.id;
+        }
+        if let Some(&r) = self.flags.get(&k) {
+            return r;
+        }
+        let r = self.f.new_reg(Type::I8);
+        let i = self.f.make_inst(
+            Opcode::Icmp,
+            Type::I32,
+            &[r],
+            &[
+                Operand::Pred(Cond::Eq),
+                Operand::Reg(self.id),
+                Operand::Int(k as i64),
+            ],
+        );
+        // After the copy of the identifier.
+        self.f.insert_inst(self.entry, 1, i);
+        self.flags.insert(k, r);
+        r
+    }
+
+    /// The merged body's register for `r` of member `k` (`None`, and the group is given up,
     /// if the body does not have it yet: `is_ssa` rules that out).
-    fn reg(&self, s: Side, r: Reg) -> Option<Reg> {
-        match self.map[s as usize].get(&r) {
+    fn reg(&self, k: usize, r: Reg) -> Option<Reg> {
+        match self.map[k].get(&r) {
             Some(Operand::Reg(v)) => Some(*v),
             _ => {
                 self.missing.set(true);
@@ -1169,29 +1408,30 @@ impl<'a, 'c> Codegen<'a, 'c> {
         }
     }
 
-    /// A member's operand in the merged body (registers mapped; stack objects of B mapped).
-    fn translate(&self, s: Side, o: Operand) -> Operand {
+    /// Member `k`'s operand in the merged body (registers and stack objects mapped).
+    fn translate(&self, k: usize, o: Operand) -> Operand {
         match o {
-            Operand::Stack(k, d) if s == Side::B => Operand::Stack(self.cx.stack_b[k.index()], d),
+            Operand::Stack(s, d) => Operand::Stack(self.cx.stack[k][s.index()], d),
             mut o => {
-                o.map_regs(|r| self.reg(s, r).unwrap_or(r));
+                o.map_regs(|r| self.reg(k, r).unwrap_or(r));
                 o
             }
         }
     }
 
-    /// Add the instruction `x` of `side` with operands `ops` (translated) at the end of `cur`:
-    /// fresh results (`y` of B maps to them too), its aux translated, a self-call made one.
+    /// Add instruction `x` of member `k` with operands `ops` (translated) at the end of
+    /// `cur`: fresh results (to which `others`, the instructions of members `1..` aligned
+    /// with it, map too), its aux translated, a self-call made one.
     fn finish_inst(
         &mut self,
         cur: Block,
-        side: Side,
+        k: usize,
         x: Inst,
         mut ops: Vec<Operand>,
         self_call: bool,
-        y: Option<Inst>,
+        others: &[Inst],
     ) {
-        let src = self.member(side);
+        let src = self.cx.fs[k];
         let d = src.insts[x];
         let results: Vec<Reg> = src
             .results(x)
@@ -1202,17 +1442,18 @@ impl<'a, 'c> Codegen<'a, 'c> {
             ops.push(Operand::Reg(self.id));
         }
         let i = self.f.make_inst(d.opcode, d.ty, &results, &ops);
-        self.f.insts[i].aux = match (d.opcode.format(), side) {
+        self.f.insts[i].aux = match d.opcode.format() {
             _ if self_call => self.self_sig.as_u32(),
-            (Format::Load | Format::Store, Side::B) => {
+            _ if k == 0 => d.aux,
+            Format::Load | Format::Store => {
                 let flags = src.memflags[MemFlagsRef::from_u32(d.aux)];
                 self.f.intern_memflags(flags).as_u32()
             }
-            (Format::Call, Side::B) => {
+            Format::Call => {
                 let sig = src.sigs[SigRef::from_u32(d.aux)].clone();
                 self.f.sigs.push(sig).as_u32()
             }
-            _ if side == Side::B && d.opcode == Opcode::FuncAddr => {
+            _ if d.opcode == Opcode::FuncAddr => {
                 let sig = src.sigs[SigRef::from_u32(d.aux)].clone();
                 self.f.sigs.push(sig).as_u32()
             }
@@ -1222,76 +1463,95 @@ impl<'a, 'c> Codegen<'a, 'c> {
             self.self_calls.push(i);
         }
         self.f.append_inst(cur, i);
-        for (k, &r) in src.results(x).iter().enumerate() {
-            self.map[side as usize].insert(r, Operand::Reg(results[k]));
+        for (j, &r) in src.results(x).iter().enumerate() {
+            self.map[k].insert(r, Operand::Reg(results[j]));
         }
-        if let Some(y) = y {
-            for (k, &r) in self.cx.b.results(y).iter().enumerate() {
-                self.map[1].insert(r, Operand::Reg(results[k]));
+        for (j, &y) in others.iter().enumerate() {
+            let g = self.cx.fs[j + 1];
+            for (q, &r) in g.results(y).iter().enumerate() {
+                self.map[j + 1].insert(r, Operand::Reg(results[q]));
             }
         }
     }
 
-    /// A run of unmatched steps after `cur`: a branch on the identifier to each member's
-    /// part, then a join block where the values used later pass through phis. Returns the
-    /// join block.
-    fn diamond(&mut self, cur: Block, run: &[Step]) -> Option<Block> {
-        let mut sides: [Vec<Inst>; 2] = [Vec::new(), Vec::new()];
-        for st in run {
-            match *st {
-                Step::A(x) => sides[0].push(x),
-                Step::B(y) => sides[1].push(y),
-                Step::Both(..) => unreachable!("a run holds unmatched steps only"),
-            }
+    /// A run of unmatched instructions (member, instruction) after `cur`: branches on the
+    /// identifier to each member's part, then a join block where the values used later pass
+    /// through phis. Returns the join block.
+    fn diamond(&mut self, cur: Block, run: &[(usize, Inst)]) -> Option<Block> {
+        let n = self.n();
+        let mut sides: Vec<Vec<Inst>> = vec![Vec::new(); n];
+        for &(k, x) in run {
+            sides[k].push(x);
         }
         let join = self.f.new_block();
-        // Each side's part, or the branch straight to the join for an empty one.
-        let mut from = [cur; 2];
-        let mut targets = [join; 2];
-        for s in [Side::A, Side::B] {
-            if !sides[s as usize].is_empty() {
-                let blk = self.f.new_block();
-                targets[s as usize] = blk;
-                from[s as usize] = blk;
+        // Member `k` goes to its part, or straight to the join when it has none. The first
+        // member is where the last test falls through; each other member whose target
+        // differs from the first's is tested in turn, from the last.
+        let tests: Vec<usize> = (1..n)
+            .rev()
+            .filter(|&k| !sides[k].is_empty() || !sides[0].is_empty())
+            .collect();
+        let dispatch: Vec<Block> = core::iter::once(cur)
+            .chain((1..tests.len()).map(|_| self.f.new_block()))
+            .collect();
+        let targets: Vec<Block> = sides
+            .iter()
+            .map(|s| {
+                if s.is_empty() {
+                    join
+                } else {
+                    self.f.new_block()
+                }
+            })
+            .collect();
+        // The join's predecessors, and the member whose part each is (`None`: a branch
+        // straight to it).
+        let mut preds: Vec<(Block, Option<usize>)> = Vec::new();
+        for (t, &k) in tests.iter().enumerate() {
+            let next = dispatch.get(t + 1).copied().unwrap_or(targets[0]);
+            let flag = self.flag(k);
+            let ty = self.f.reg_type(flag);
+            let br = self.f.make_inst(
+                Opcode::Brif,
+                ty,
+                &[],
+                &[
+                    Operand::Pred(Cond::Ne),
+                    Operand::Reg(flag),
+                    Operand::Block(targets[k]),
+                    Operand::Block(next),
+                ],
+            );
+            self.f.append_inst(dispatch[t], br);
+            if targets[k] == join || next == join {
+                preds.push((dispatch[t], None));
             }
         }
-        let br = self.f.make_inst(
-            Opcode::Brif,
-            Type::I32,
-            &[],
-            &[
-                Operand::Pred(Cond::Ne),
-                Operand::Reg(self.id),
-                Operand::Block(targets[1]),
-                Operand::Block(targets[0]),
-            ],
-        );
-        self.f.append_inst(cur, br);
-        let mut crossing: Vec<(Side, Reg)> = Vec::new();
-        for s in [Side::A, Side::B] {
-            if sides[s as usize].is_empty() {
+        let mut crossing: Vec<(usize, Reg)> = Vec::new();
+        for (k, side) in sides.iter().enumerate() {
+            if side.is_empty() {
                 continue;
             }
-            let src = self.member(s);
-            let blk = targets[s as usize];
+            let src = self.cx.fs[k];
+            let blk = targets[k];
             // Uses inside the run, to find the values used after it.
             let mut inside: HashMap<Reg, u32> = HashMap::default();
-            for &x in &sides[s as usize] {
+            for &x in side {
                 for_each_use(src, x, |r| *inside.entry(r).or_default() += 1);
             }
-            for &x in &sides[s as usize] {
+            for &x in side {
                 let ops: Vec<Operand> = src
                     .operands(x)
                     .into_iter()
-                    .map(|o| self.translate(s, o))
+                    .map(|o| self.translate(k, o))
                     .collect();
                 let self_call = src.insts[x].opcode.is_call()
-                    && matches!(ops.first(), Some(Operand::Sym(c, 0)) if Some(*c) == self.cx.sym[s as usize]);
-                self.finish_inst(blk, s, x, ops, self_call, None);
+                    && matches!(ops.first(), Some(Operand::Sym(c, 0)) if Some(*c) == self.cx.sym[k]);
+                self.finish_inst(blk, k, x, ops, self_call, &[]);
                 for &r in src.results(x) {
-                    let all = self.uses[s as usize][r.index()];
+                    let all = self.uses[k][r.index()];
                     if all > inside.get(&r).copied().unwrap_or(0) {
-                        crossing.push((s, r));
+                        crossing.push((k, r));
                     }
                 }
             }
@@ -1299,40 +1559,37 @@ impl<'a, 'c> Codegen<'a, 'c> {
                 .f
                 .make_inst(Opcode::Jump, Type::VOID, &[], &[Operand::Block(join)]);
             self.f.append_inst(blk, j);
+            preds.push((blk, Some(k)));
         }
-        for (s, r) in crossing {
-            let ty = self.member(s).reg_type(r);
+        for (k, r) in crossing {
+            let ty = self.cx.fs[k].reg_type(r);
             let zero = self.zero(ty)?;
-            let v = self.translate(s, Operand::Reg(r));
-            let (mine, other) = (from[s as usize], from[1 - s as usize]);
+            let v = self.translate(k, Operand::Reg(r));
+            let ops: Vec<Operand> = preds
+                .iter()
+                .flat_map(|&(p, side)| [if side == Some(k) { v } else { zero }, Operand::Block(p)])
+                .collect();
             let p = self.f.new_reg(ty);
-            let i = self.f.make_inst(
-                Opcode::Phi,
-                ty,
-                &[p],
-                &[v, Operand::Block(mine), zero, Operand::Block(other)],
-            );
+            let i = self.f.make_inst(Opcode::Phi, ty, &[p], &ops);
             self.f.append_inst(join, i);
-            self.map[s as usize].insert(r, Operand::Reg(p));
+            self.map[k].insert(r, Operand::Reg(p));
         }
         Some(join)
     }
-}
 
-impl Codegen<'_, '_> {
-    /// The unmatched instruction `x` of `side` at the end of `cur`.
-    fn emit_one(&mut self, cur: Block, side: Side, x: Inst) {
-        let src = self.member(side);
+    /// The unmatched instruction `x` of member `k` at the end of `cur`.
+    fn emit_one(&mut self, cur: Block, k: usize, x: Inst) {
+        let src = self.cx.fs[k];
         let ops: Vec<Operand> = src
             .operands(x)
             .into_iter()
-            .map(|o| self.translate(side, o))
+            .map(|o| self.translate(k, o))
             .collect();
-        self.finish_inst(cur, side, x, ops, false, None);
+        self.finish_inst(cur, k, x, ops, false, &[]);
     }
 
     /// A register holding zero of type `ty`, defined at the top of the entry block (it
-    /// dominates every block), for the side of a diamond's phi that never reads it. `None`
+    /// dominates every block), for the sides of a diamond's phi that never read it. `None`
     /// for a type with no zero constant in LIR (vectors).
     fn zero(&mut self, ty: Type) -> Option<Operand> {
         if let Some(&r) = self.zeros.get(&ty) {
@@ -1347,7 +1604,7 @@ impl Codegen<'_, '_> {
         let r = self.f.new_reg(ty);
         let i = self.f.make_inst(Opcode::Copy, ty, &[r], &[c]);
         // After the copy of the identifier.
-        self.f.insert_inst(self.entry?, 1, i);
+        self.f.insert_inst(self.entry, 1, i);
         self.zeros.insert(ty, r);
         Some(Operand::Reg(r))
     }
@@ -1381,7 +1638,7 @@ fn install(
     ps: &mut PassState,
     opts: &AlignedOptions,
     uses: &SymbolUses,
-    members: [FuncId; 2],
+    members: &[FuncId],
     merged: Merged,
 ) -> Option<usize> {
     let name = fresh_name(m, "aligned", &m.functions[members[0]].name);
