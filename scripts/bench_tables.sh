@@ -96,11 +96,11 @@ print(f'| $(basename "$f" .clif) | $o | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% 
       done
     done
     echo
-    echo "| module | functions | candidates | pairs merged | with unmatched instructions | diamonds | groups of 3+ | unprofitable | not alignable | \`merge-aligned\` ms |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| module | functions | candidates | groups | members | with unmatched instructions | diamonds | groups of 3+ | unprofitable | not alignable | \`merge-aligned\` ms |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for f in "$dir"/*.clif; do
       "$BIN" opt --passes merge,merge-similar,merge-aligned --emit none --stats "$f" 2>&1 >/dev/null | tail -1 |
-        json "(lambda g: f'| $(basename "$f" .clif) | {g(\"functions_in\")} | {g(\"aligned.candidates\")} | {g(\"aligned.groups\")} | {g(\"aligned.with_unmatched_runs\")} | {g(\"aligned.diamonds\")} | 0 | {g(\"aligned.unprofitable\")} | {g(\"aligned.not_alignable\")} | {d[\"time_ms\"][\"merge-aligned\"]:.1f} |')(lambda k: d.get(k, 0))"
+        json "(lambda g: f'| $(basename "$f" .clif) | {g(\"functions_in\")} | {g(\"aligned.candidates\")} | {g(\"aligned.groups\")} | {g(\"merged_aligned\")} | {g(\"aligned.with_unmatched_runs\")} | {g(\"aligned.diamonds\")} | {g(\"aligned.groups_3plus\")} | {g(\"aligned.unprofitable\")} | {g(\"aligned.not_alignable\")} | {d[\"time_ms\"][\"merge-aligned\"]:.1f} |')(lambda k: d.get(k, 0))"
     done
     ;;
   aligned-local)
@@ -121,13 +121,13 @@ print(f'| $(basename "$f" .clif) | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% | {g}
     shift
     sizes=${*:-10000 100000}
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    echo "| functions | edited duplicates | pairs merged | \`merge-aligned\` ms | µs per function | bytes saved (estimate) |"
-    echo "|---:|---:|---:|---:|---:|---:|"
+    echo "| functions | edited duplicates | groups | members | groups of 3+ | \`merge-aligned\` ms | µs per function | bytes saved (estimate) |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
     for n in $sizes; do
       "$BIN" gen --functions "$n" --seed 1 --edit-ratio 0.2 > "$tmp/m.clif" 2> "$tmp/gen.txt"
       e=$(sed -E 's/.* ([0-9]+) edited duplicates.*/\1/' "$tmp/gen.txt")
       "$BIN" opt --passes merge,merge-similar,merge-aligned --emit none --stats "$tmp/m.clif" 2>&1 >/dev/null | tail -1 |
-        json "f'| $n | $e | {d[\"aligned.groups\"]} | {d[\"time_ms\"][\"merge-aligned\"]:.0f} | {1e3*d[\"time_ms\"][\"merge-aligned\"]/$n:.1f} | {d[\"aligned.bytes_saved\"]} |'"
+        json "f'| $n | $e | {d[\"aligned.groups\"]} | {d[\"merged_aligned\"]} | {d[\"aligned.groups_3plus\"]} | {d[\"time_ms\"][\"merge-aligned\"]:.0f} | {1e3*d[\"time_ms\"][\"merge-aligned\"]/$n:.1f} | {d[\"aligned.bytes_saved\"]} |'"
     done
     ;;
   llvm)

@@ -4,7 +4,7 @@
 # timings do. They leave out what instruction counts cannot see (cache misses, first touches
 # of fresh memory, page faults), which `ratios.sh` measures; read the two side by side.
 #
-#   scripts/iratios.sh [--opt-level none|speed] FILES...
+#   scripts/iratios.sh [--opt-level none|speed] [--passes LIST] FILES...
 #
 # Needs valgrind (callgrind). Runs `mergelift size --first plain FILE` once per file under
 # callgrind, which dumps its counters when the pipeline starts: the first part holds the plain
@@ -21,9 +21,11 @@
 set -euo pipefail
 BIN=${MERGELIFT:-target/release/mergelift}
 OPT=none
+PASSES=merge,merge-similar
 while [[ $# -gt 0 ]]; do
   case $1 in
     --opt-level) OPT=$2; shift 2;;
+    --passes) PASSES=$2; shift 2;;
     *) break;;
   esac
 done
@@ -33,7 +35,7 @@ trap 'rm -rf "$tmp"' EXIT
 printf '%-22s %14s %14s %7s %12s %7s %8s\n' module plain pipeline ratio own own% compile
 for f in "$@"; do
   valgrind --tool=callgrind --dump-before='*size::compile_pipeline' \
-    --callgrind-out-file="$tmp/cg" "$BIN" size --json --first plain --opt-level "$OPT" "$f" \
+    --callgrind-out-file="$tmp/cg" "$BIN" size --json --first plain --opt-level "$OPT" --passes "$PASSES" "$f" \
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
   plain=$(callgrind_annotate --inclusive=yes "$tmp/cg.1" 2>/dev/null |
     awk '/size::compile_plain \[/ {gsub(",", "", $1); if (!n++) print $1}')

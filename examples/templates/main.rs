@@ -1,20 +1,24 @@
 //! A template-heavy JIT runtime (`runtime.rs`: generic collection routines monomorphised over
 //! element types, in several crates), compiled twice in two batches: with plain cranelift-jit,
 //! and with the same code wrapped in `MergeModule`. It checks that both give the same results,
-//! and prints how many functions merged and the time and code saved; then does the same for
-//! object files (plain `ObjectModule` against `MergeModule<ObjectModule>`).
+//! and prints how many functions merged and the time and code saved, and how long the
+//! compiled instances take to run (the run phase: scans and sorts over a few thousand
+//! elements); then does the same for object files (plain `ObjectModule` against
+//! `MergeModule<ObjectModule>`).
 //!
 //! `cargo run --release --example templates [-- ROUNDS]` (default 7: the figures are the
-//! fastest of that many interleaved runs)
+//! fastest of that many interleaved runs). `TEMPLATES_PASSES=merge,merge-similar,merge-aligned`
+//! gives `MergeModule` other passes than its default (`--passes` of the CLI, the same names).
 
 mod runtime;
 
+use cranelift_codegen::ir::types;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use mergelift::MergeModule;
-use runtime::{instances, Program, Template};
+use mergelift::{MergeConfig, MergeModule};
+use runtime::{instances, Program, Template, ELEMS};
 use std::time::{Duration, Instant};
 
 fn isa() -> cranelift_codegen::isa::OwnedTargetIsa {
@@ -68,11 +72,87 @@ fn exercise(p: &Program, ptr: impl Fn(FuncId) -> *const u8) -> Vec<i64> {
     out
 }
 
+/// The run phase: every instance of `Sum`, `Max` and `CountGreater` over 4,096 elements and
+/// of `Sort` over 256, twenty times. Returns the time and a checksum of the results.
+fn run_phase(p: &Program, ptr: impl Fn(FuncId) -> *const u8) -> (Duration, u64) {
+    const N: i64 = 4096;
+    const SORTED: i64 = 256;
+    // Small integers in every 8-byte word: read as any element type, a finite value.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let data: Vec<u64> = (0..N * 2)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 1000
+        })
+        .collect();
+    let mut scratch = data.clone();
+    let base = data.as_ptr() as i64;
+    let mut check = 0u64;
+    let t = Instant::now();
+    for _ in 0..20 {
+        for e in ELEMS {
+            let find = |t: Template| ptr(p.id(t, e.name).expect("instantiated"));
+            // SAFETY: the signatures are those `runtime::signature` gives these templates at
+            // this element type; every access stays within `N` elements of `data`.
+            macro_rules! scans {
+                ($t:ty, $bits:expr) => {{
+                    let sum: extern "C" fn(i64, i64) -> $t =
+                        std::mem::transmute(find(Template::Sum));
+                    let max: extern "C" fn(i64, i64) -> $t =
+                        std::mem::transmute(find(Template::Max));
+                    let count: extern "C" fn(i64, i64, $t) -> i64 =
+                        std::mem::transmute(find(Template::CountGreater));
+                    let bits = $bits;
+                    let threshold = sum(base, 4);
+                    bits(sum(base, N))
+                        ^ bits(max(base, N)).rotate_left(17)
+                        ^ (count(base, N, threshold) as u64).rotate_left(33)
+                }};
+            }
+            check = check.rotate_left(5)
+                ^ unsafe {
+                    match e.ty {
+                        types::I8 => scans!(i8, |v: i8| v as u64),
+                        types::I16 => scans!(i16, |v: i16| v as u64),
+                        types::I32 => scans!(i32, |v: i32| v as u64),
+                        types::I64 => scans!(i64, |v: i64| v as u64),
+                        types::F32 => scans!(f32, |v: f32| v.to_bits() as u64),
+                        types::F64 => scans!(f64, |v: f64| v.to_bits()),
+                        t => unreachable!("no element type {t}"),
+                    }
+                };
+            scratch.copy_from_slice(&data);
+            // SAFETY: as above.
+            unsafe {
+                let sort: extern "C" fn(i64, i64) = std::mem::transmute(find(Template::Sort));
+                sort(scratch.as_mut_ptr() as i64, SORTED);
+            }
+            check = check.rotate_left(7)
+                ^ scratch[..SORTED as usize]
+                    .iter()
+                    .fold(0u64, |h, &w| h.rotate_left(3) ^ w);
+        }
+    }
+    (t.elapsed(), check)
+}
+
+/// The passes `TEMPLATES_PASSES` names, if it is set.
+fn passes() -> Option<Vec<mergelift::PassKind>> {
+    let list = std::env::var("TEMPLATES_PASSES")
+        .ok()
+        .filter(|l| !l.is_empty())?;
+    Some(mergelift::midend::parse_pass_list(&list).expect("TEMPLATES_PASSES is a pass list"))
+}
+
 struct Run {
     batch: [Duration; 2],
     /// Of each batch, the time to build and define the functions (the rest is finalizing).
     define: [Duration; 2],
     results: Vec<i64>,
+    /// The run phase's time and checksum.
+    run: (Duration, u64),
     functions: usize,
     merged: usize,
     code_bytes: usize,
@@ -100,6 +180,7 @@ fn run<M: Module>(
         batch[k] = t.elapsed();
     }
     let results = exercise(&program, |id| ptr(&m, id));
+    let run = run_phase(&program, |id| ptr(&m, id));
     let functions = m.declarations().get_functions().count();
     (
         m,
@@ -107,6 +188,7 @@ fn run<M: Module>(
             batch,
             define,
             results,
+            run,
             functions,
             merged: 0,
             code_bytes,
@@ -126,8 +208,17 @@ fn run_plain() -> Run {
 }
 
 fn run_merged() -> Run {
-    // The one line that differs:
-    let m = MergeModule::new(jit());
+    // The one line that differs (or, with other passes, `with_config`):
+    let m = match passes() {
+        None => MergeModule::new(jit()),
+        Some(passes) => MergeModule::with_config(
+            jit(),
+            MergeConfig {
+                passes,
+                ..Default::default()
+            },
+        ),
+    };
     let (m, mut r) = run(
         m,
         |m| m.finalize_definitions().unwrap(),
@@ -153,7 +244,11 @@ fn object_bytes(merge: bool) -> usize {
     let mut program = Program::default();
     let mut fctx = cranelift_frontend::FunctionBuilderContext::new();
     if merge {
-        let mut m = MergeModule::new(ObjectModule::new(b));
+        let config = MergeConfig {
+            passes: passes().unwrap_or(MergeConfig::default().passes),
+            ..Default::default()
+        };
+        let mut m = MergeModule::with_config(ObjectModule::new(b), config);
         for k in 0..2 {
             program
                 .instantiate(&mut m, &instances(k), &mut fctx)
@@ -186,10 +281,16 @@ fn main() {
             merged.batch[k] = merged.batch[k].min(m.batch[k]);
             merged.define[k] = merged.define[k].min(m.define[k]);
         }
+        plain.run.0 = plain.run.0.min(p.run.0);
+        merged.run.0 = merged.run.0.min(m.run.0);
     }
     assert_eq!(
         plain.results, merged.results,
         "MergeModule changed a result"
+    );
+    assert_eq!(
+        plain.run.1, merged.run.1,
+        "MergeModule changed a result of the run phase"
     );
     println!(
         "{} functions in two crates, loaded in two batches; same results from both",
@@ -212,6 +313,12 @@ fn main() {
             merged.define[k].as_secs_f64() * 1e3
         );
     }
+    println!(
+        "run phase: plain cranelift-jit {:.2} ms, MergeModule {:.2} ms ({:.3}x)",
+        plain.run.0.as_secs_f64() * 1e3,
+        merged.run.0.as_secs_f64() * 1e3,
+        merged.run.0.as_secs_f64() / plain.run.0.as_secs_f64()
+    );
     println!(
         "code: plain {} bytes, MergeModule {} bytes ({:.2}x)",
         plain.code_bytes,

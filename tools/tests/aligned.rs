@@ -114,8 +114,19 @@ impl Op {
     }
 }
 
-/// The template the pairs are instances of: fourteen operations.
+/// The template the pairs are instances of: fourteen operations, then those again with other
+/// constants (long enough that what a merge saves pays for the selects a few edits need).
 fn base() -> Vec<Op> {
+    let first = first_half();
+    let again = first.iter().map(|&op| match op {
+        Op::Add(k) => Op::Add(k + 100),
+        Op::Xor(k) => Op::Xor(k << 4),
+        op => op,
+    });
+    first.iter().copied().chain(again).collect()
+}
+
+fn first_half() -> Vec<Op> {
     use Op::*;
     vec![
         Add(3),

@@ -49,7 +49,8 @@
 //! - **Profitability.** The byte cost model of `merge-similar` (`CostModel`): the merged
 //!   body's instructions (selects, branches and phis counted) and a thunk with one extra
 //!   argument per member (a folded member's call sites cost no more), against the members'
-//!   bodies; a diamond in a block of a loop costs
+//!   bodies; a select costs `AlignedOptions::select_extra` bytes more than an average
+//!   instruction, and a diamond in a block of a loop costs
 //!   `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
 //!
 //! **Bounds.** The search looks at `4 bands × 2 × neighbours` bucket entries and aligns at
@@ -101,6 +102,11 @@ pub struct AlignedOptions {
     pub cost: CostModel,
     /// Bytes charged for each branch on the identifier inside a loop.
     pub loop_branch: f64,
+    /// Bytes a `select` on the identifier costs beyond an average instruction: it keeps the
+    /// identifier (or a flag of it) alive across the body, and at opt level none reloads it.
+    /// 8 to 20 give the least code on the wasm corpus and the `templates` example, 20 on
+    /// generated modules too; 0 merges groups that make the code larger.
+    pub select_extra: f64,
     /// Functions larger than this (in instructions) are left alone.
     pub max_insts: usize,
     /// The largest alignment table for one block (cells): longer blocks are aligned
@@ -128,6 +134,7 @@ impl Default for AlignedOptions {
         AlignedOptions {
             cost: CostModel::default(),
             loop_branch: 8.0,
+            select_extra: 20.0,
             max_insts: 2000,
             max_cells: 128 * 128,
             neighbours: 4,
@@ -337,7 +344,7 @@ fn find_groups(
             }
             report.aligned += 1;
             let tried = if g == NONE {
-                merge_group(m, &[other, f], None, opts).map(|al| {
+                merge_group(m, &[other, f], None, 0.0, opts).map(|al| {
                     let s = al.saving;
                     (al, s)
                 })
@@ -345,18 +352,11 @@ fn find_groups(
                 let group = &groups[g as usize];
                 let mut members = group.members.clone();
                 members.push(f);
-                merge_group(m, &members, Some(&group.aligned.columns), opts)
-                    .map(|al| {
-                        let gain = al.saving - group.aligned.saving;
-                        (al, gain)
-                    })
-                    .and_then(|(al, gain)| {
-                        if gain > 0.0 {
-                            Ok((al, gain))
-                        } else {
-                            Err(Rejected::Unprofitable)
-                        }
-                    })
+                let old = group.aligned.saving;
+                merge_group(m, &members, Some(&group.aligned.columns), old, opts).map(|al| {
+                    let gain = al.saving - old;
+                    (al, gain)
+                })
             };
             match tried {
                 Ok((al, gain)) => {
@@ -768,6 +768,21 @@ impl<'a> GroupCtx<'a> {
             .all(|(p, q)| matches!(p, Operand::Reg(_)) || matches!(q, Operand::Reg(_)) || p == q)
     }
 
+    /// Some value operand of `x` of member `i` and `y` of member `j` (matching instructions)
+    /// is a constant in both, and they differ: the merged instruction needs a select.
+    fn constants_differ(&self, (i, x): (usize, Inst), (j, y): (usize, Inst)) -> bool {
+        use Operand::*;
+        self.fs[i]
+            .operands(x)
+            .into_iter()
+            .zip(self.fs[j].operands(y))
+            .any(|(p, q)| {
+                matches!(p, Int(_) | F32(_) | F64(_))
+                    && matches!(q, Int(_) | F32(_) | F64(_))
+                    && p != q
+            })
+    }
+
     /// Operand `x` of member `i` and `y` of member `j` can be one operand (a select where
     /// they differ). `callee`: they are the callees of direct calls, where a member's call to
     /// itself matches another's call to itself (the merged body calls itself).
@@ -926,13 +941,14 @@ struct Aligned {
     saving: f64,
 }
 
-/// Align `members` (functions of `m` with one skeleton) and build their merged body, if it is
-/// profitable. `base`: the alignment of all members but the last, when they are a group
-/// already (else there are two members).
+/// Align `members` (functions of `m` with one skeleton) and build their merged body, if it
+/// saves more than `floor` bytes. `base`: the alignment of all members but the last, when
+/// they are a group already (else there are two members).
 fn merge_group(
     m: &Module,
     members: &[FuncId],
     base: Option<&[Columns]>,
+    floor: f64,
     opts: &AlignedOptions,
 ) -> Result<Aligned, Rejected> {
     let cx = GroupCtx::new(m, members)?;
@@ -959,7 +975,7 @@ fn merge_group(
     // the other instructions as they are, and a branch and a jump for each diamond.
     let c = &opts.cost;
     let members_insts: usize = cx.fs.iter().map(|f| f.inst_count()).sum();
-    let mut merged_est = 0;
+    let (mut merged_est, mut selects_est) = (0, 0);
     for (k, cols) in columns.iter().enumerate() {
         let b = a.layout[k];
         merged_est += a.block_insts(b).len() - block_body(a, b).len();
@@ -967,10 +983,11 @@ fn merge_group(
         for col in 0..cols.len() {
             if cols.is_full(col) {
                 let rep = cols.rep(col);
-                merged_est += 1;
-                merged_est += (1..n)
-                    .any(|j| !cx.same_constants(rep, (j, cols.col(col)[j].unwrap())))
+                let select = (1..n)
+                    .any(|j| cx.constants_differ(rep, (j, cols.col(col)[j].unwrap())))
                     as usize;
+                merged_est += 1 + select;
+                selects_est += select;
                 merged_est += 2 * (in_run && diamond) as usize;
                 (in_run, diamond) = (false, false);
             } else {
@@ -987,7 +1004,10 @@ fn merge_group(
     }
     let overhead = n as f64 * (c.thunk + c.per_extra_arg) + c.frame;
     let frames = n as f64 * c.frame;
-    if c.bytes_per_inst * (members_insts as f64 - merged_est as f64) + frames - overhead <= 0.0 {
+    let estimate = c.bytes_per_inst * (members_insts as f64 - merged_est as f64) + frames
+        - overhead
+        - opts.select_extra * selects_est as f64;
+    if estimate <= floor {
         return Err(Rejected::Unprofitable);
     }
     let merged = Codegen::new(&cx)
@@ -997,8 +1017,9 @@ fn merge_group(
         + frames
         - overhead
         - opts.loop_branch * merged.diamonds_in_loops as f64
+        - opts.select_extra * merged.selects as f64
         - merged.speculated_in_loops as f64;
-    if saving <= 0.0 {
+    if saving <= floor {
         return Err(Rejected::Unprofitable);
     }
     Ok(Aligned {
@@ -1021,6 +1042,8 @@ struct Merged {
     speculated_in_loops: usize,
     /// Unmatched instructions (in diamonds or run by every member).
     unmatched: usize,
+    /// Selects on the identifier.
+    selects: usize,
 }
 
 /// The global values of `a` and `b` are the same, entry by entry (their memory flags by
@@ -1078,6 +1101,8 @@ struct Codegen<'a, 'c> {
     missing: core::cell::Cell<bool>,
     /// The entry block.
     entry: Block,
+    /// Selects made.
+    selects: usize,
 }
 
 impl<'a, 'c> Codegen<'a, 'c> {
@@ -1107,6 +1132,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
             flags: HashMap::default(),
             missing: core::cell::Cell::new(false),
             entry,
+            selects: 0,
         }
     }
 
@@ -1245,6 +1271,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
             diamonds,
             speculated_in_loops,
             unmatched,
+            selects: self.selects,
         })
     }
 
@@ -1365,6 +1392,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
                 .f
                 .make_inst(Opcode::Select, ty, &[r], &[Operand::Reg(flag), v, acc]);
             self.f.append_inst(cur, i);
+            self.selects += 1;
             acc = Operand::Reg(r);
         }
         acc
