@@ -236,34 +236,49 @@ fn a_diamond_of_one_member_in_a_group_of_three() {
     // and the join from every other. `taken` adds a run line for each with the second
     // argument zero: only the guarded member traps.
     for guarded in ["ga", "gb"] {
-        let (mut body, mut taken) = (String::new(), String::new());
-        for (name, ops) in [("ga", base()), ("gb", edited()), ("gc", edited_again())] {
-            let mut f =
-                format!("function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n");
-            if name == guarded {
-                f.push_str("    trapz v1, user1\n");
-            }
-            let mut next = 2;
-            let r = chain(&mut f, &ops, "v0", "v1", &mut next);
-            let _ = writeln!(f, "    return {r}\n}}");
-            for (x, y) in [(1, 2), (-5, 9)] {
-                let _ = writeln!(f, "; run: %{name}({x}, {y}) == {}", eval(&ops, x, y));
-            }
-            body.push_str(&f);
-            body.push('\n');
-            taken.push_str(&f);
-            let _ = writeln!(taken, "; run: %{name}(1, 0) == {}\n", eval(&ops, 1, 0));
-        }
+        let members = [("ga", base()), ("gb", edited()), ("gc", edited_again())];
+        let (body, taken) = guarded_chains(&members, guarded);
         check_groups(guarded, &body, 3, 1, 1, 1);
-        let r = run_with("group_traps_taken", &format!("{HEADER}{taken}"), ALIGNED);
+        let r = only_the_guarded_traps(&taken, guarded);
         assert_eq!(r.stats.get("aligned.groups_3plus"), 1);
-        assert_eq!(r.failed, 1, "{:?}", r.failures);
-        assert!(
-            r.failures[0].contains(&format!("%{guarded}(1, 0)")) && r.failures[0].contains("trap"),
-            "{:?}",
-            r.failures
-        );
     }
+}
+
+/// Straight-line functions `name(x, y) = ops applied to x`, the one named `guarded` first
+/// checking its second argument (`trapz`). Returns them with run lines, and with a run line
+/// more for each, the second argument zero (a run line belongs to the function before it).
+fn guarded_chains(members: &[(&str, Vec<Op>)], guarded: &str) -> (String, String) {
+    let (mut body, mut taken) = (String::new(), String::new());
+    for (name, ops) in members {
+        let mut f = format!("function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n");
+        if *name == guarded {
+            f.push_str("    trapz v1, user1\n");
+        }
+        let mut next = 2;
+        let r = chain(&mut f, ops, "v0", "v1", &mut next);
+        let _ = writeln!(f, "    return {r}\n}}");
+        for (x, y) in [(1, 2), (-5, 9)] {
+            let _ = writeln!(f, "; run: %{name}({x}, {y}) == {}", eval(ops, x, y));
+        }
+        body.push_str(&f);
+        body.push('\n');
+        taken.push_str(&f);
+        let _ = writeln!(taken, "; run: %{name}(1, 0) == {}\n", eval(ops, 1, 0));
+    }
+    (body, taken)
+}
+
+/// Run `taken` (from `guarded_chains`) through the merging passes: only the guarded
+/// function's run line with a zero traps.
+fn only_the_guarded_traps(taken: &str, guarded: &str) -> RunReport {
+    let r = run_with("traps_taken", &format!("{HEADER}{taken}"), ALIGNED);
+    assert_eq!(r.failed, 1, "{:?}", r.failures);
+    assert!(
+        r.failures[0].contains(&format!("%{guarded}(1, 0)")) && r.failures[0].contains("trap"),
+        "{:?}",
+        r.failures
+    );
+    r
 }
 
 #[test]
@@ -430,33 +445,11 @@ fn traps_in_unmatched_runs() {
     // `tb` checks its second argument once more (`trapz`): taken only in `tb`. `taken` has
     // a run line more for each, with the second argument zero (a run line belongs to the
     // function before it).
-    let (mut body, mut taken) = (String::new(), String::new());
-    for (name, ops, guard) in [("ta", base(), false), ("tb", edited(), true)] {
-        let mut f = format!("function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n");
-        if guard {
-            f.push_str("    trapz v1, user1\n");
-        }
-        let mut next = 2;
-        let r = chain(&mut f, &ops, "v0", "v1", &mut next);
-        let _ = writeln!(f, "    return {r}\n}}");
-        for (x, y) in [(1, 2), (-5, 9)] {
-            let _ = writeln!(f, "; run: %{name}({x}, {y}) == {}", eval(&ops, x, y));
-        }
-        body.push_str(&f);
-        body.push('\n');
-        taken.push_str(&f);
-        let _ = writeln!(taken, "; run: %{name}(1, 0) == {}\n", eval(&ops, 1, 0));
-    }
+    let (body, taken) = guarded_chains(&[("ta", base()), ("tb", edited())], "tb");
     check("traps", &body, 2, 1, 1);
     // With the second argument zero the merged `tb` still traps, and `ta` does not.
-    let r = run_with("traps_taken", &format!("{HEADER}{taken}"), ALIGNED);
+    let r = only_the_guarded_traps(&taken, "tb");
     assert_eq!(r.stats.get("merged_aligned"), 2);
-    assert_eq!(r.failed, 1, "{:?}", r.failures);
-    assert!(
-        r.failures[0].contains("%tb(1, 0)") && r.failures[0].contains("trap"),
-        "{:?}",
-        r.failures
-    );
 }
 
 #[test]
