@@ -2066,8 +2066,8 @@ fn near_dup_module(
 
 /// Edit one to three integer operations of `f` (of those in `editable`), as instances of a
 /// template over different types differ: replace one by another operation, insert one
-/// before it (its first operand xor a constant), or remove it (its result becomes its first
-/// operand). Only the generator's data operations are edited, never loop counters or
+/// before it (its first operand xor a constant), remove it (its result becomes its first
+/// operand), or split its block before it (an extra block, entered by a `jump`). Only the generator's data operations are edited, never loop counters or
 /// addresses, so the function still terminates and stays in bounds.
 fn edit_structure(u: &mut Unstructured, f: &mut Function, editable: &[ir::Inst]) -> GResult<()> {
     let mut ops: Vec<ir::Inst> = editable
@@ -2101,7 +2101,14 @@ fn edit_structure(u: &mut Unstructured, f: &mut Function, editable: &[ir::Inst])
         let [x, y] = [f.dfg.inst_args(inst)[0], f.dfg.inst_args(inst)[1]];
         let r = f.dfg.first_result(inst);
         let t = f.dfg.value_type(r);
-        match u.int_in_range(0..=2)? {
+        match u.int_in_range(0..=3)? {
+            // An extra block: the rest of the block from `inst` on, entered by a `jump`.
+            3 => {
+                let old = f.layout.inst_block(inst).expect("in the layout");
+                let rest = f.dfg.make_block();
+                f.layout.split_block(rest, inst);
+                FuncCursor::new(f).at_bottom(old).ins().jump(rest, &[]);
+            }
             0 => {
                 let _ = match f.dfg.insts[inst].opcode() {
                     Opcode::Iadd => f.replace(inst).isub(x, y),

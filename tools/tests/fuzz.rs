@@ -93,7 +93,8 @@ fn bounded_fuzz_run_finds_no_mismatch() {
 
 /// `merge-aligned` on modules with structural near-duplicates (issue 45): about half of
 /// the mutated clones differ in their operations, and the pass merges some of them in most
-/// runs, diamonds and groups of three or more included. No call may differ from the interpreter.
+/// runs, diamonds and groups of three or more included. Some clones have an extra block (a
+/// block split in two), which the pass must leave apart. No call may differ from the interpreter.
 #[test]
 fn aligned_fuzz_run_finds_no_mismatch() {
     let iterations = 400;
