@@ -140,9 +140,9 @@ enum Cmd {
         #[arg(long)]
         lower_all: bool,
         /// Lift every function. By default a function no merging pass could merge (its
-        /// shape, signature, blocks and opcodes, is its own; with `merge-aligned`, its
-        /// signature and number of blocks) is compiled from its input without being lifted,
-        /// when the passes are merging passes only. The output is the same either way.
+        /// shape, signature, blocks and opcodes, is its own) is compiled from its
+        /// input without being lifted, when the passes are `merge` and `merge-similar` only.
+        /// The output is the same either way.
         #[arg(long)]
         lift_all: bool,
         /// Threads for compiling, on both sides alike (the plain compile and the pipeline's),

@@ -166,66 +166,35 @@ fn wasm_size_threads_measure_the_same_code() {
 
 /// A function no pass could merge is compiled from its input without being lifted (the
 /// default): the object file is byte for byte the one every function lifted gives
-/// (`--lift-all`), and on every module of a few hundred functions most are not lifted. With
-/// `merge-aligned` too (a coarser key, so fewer are left unlifted: some on every module).
+/// (`--lift-all`), and on every module of a few hundred functions most are not lifted.
 #[test]
 fn wasm_unlifted_functions_give_the_same_object() {
     let dir = std::env::temp_dir().join(format!("mergelift-skip-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for m in modules() {
-        wasm_unlifted_functions_give_the_same_object_with(&dir, &m, "merge,merge-similar");
-        wasm_unlifted_functions_give_the_same_object_with(
-            &dir,
-            &m,
-            "merge,merge-similar,merge-aligned",
-        );
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn wasm_unlifted_functions_give_the_same_object_with(
-    dir: &std::path::Path,
-    m: &std::path::Path,
-    passes: &str,
-) {
-    let (a, b) = (dir.join("skip.o"), dir.join("all.o"));
-    let skip = size(
-        &["--passes", passes, "--emit-object", a.to_str().unwrap()],
-        m,
-    );
-    let all = size(
-        &[
-            "--passes",
-            passes,
-            "--lift-all",
-            "--emit-object",
-            b.to_str().unwrap(),
-        ],
-        m,
-    );
-    assert!(
-        std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
-        "{} [{passes}]: the object files differ",
-        m.display()
-    );
-    for k in ["merged", "aliased", "thunked", "folded", "code_bytes_after"] {
-        assert_eq!(skip[k], all[k], "{} [{passes}]: {k}", m.display());
-    }
-    assert_eq!(all["not_lifted"], 0);
-    let (fin, skipped) = (
-        skip["functions_in"].as_u64().unwrap(),
-        skip["not_lifted"].as_u64().unwrap(),
-    );
-    if fin >= 400 {
-        let share = if passes.contains("merge-aligned") {
-            8
-        } else {
-            3
-        };
+        let (a, b) = (dir.join("skip.o"), dir.join("all.o"));
+        let skip = size(&["--emit-object", a.to_str().unwrap()], &m);
+        let all = size(&["--lift-all", "--emit-object", b.to_str().unwrap()], &m);
         assert!(
-            skipped * share >= fin,
-            "{} [{passes}]: only {skipped} of {fin} functions not lifted",
+            std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+            "{}: the object files differ",
             m.display()
         );
+        for k in ["merged", "aliased", "thunked", "folded", "code_bytes_after"] {
+            assert_eq!(skip[k], all[k], "{}: {k}", m.display());
+        }
+        assert_eq!(all["not_lifted"], 0);
+        let (fin, skipped) = (
+            skip["functions_in"].as_u64().unwrap(),
+            skip["not_lifted"].as_u64().unwrap(),
+        );
+        if fin >= 400 {
+            assert!(
+                skipped * 3 >= fin,
+                "{}: only {skipped} of {fin} functions not lifted",
+                m.display()
+            );
+        }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }

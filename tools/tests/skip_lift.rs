@@ -11,16 +11,11 @@ use mergelift_tools::size::{measure, SizeOptions, SizeReport};
 use std::path::Path;
 
 fn size(text: &str, lift_all: bool) -> SizeReport {
-    size_with(text, lift_all, MergeConfig::default().passes)
-}
-
-fn size_with(text: &str, lift_all: bool, passes: Vec<midend::PassKind>) -> SizeReport {
     let file = parse_clif(Path::new("generated.clif"), text).unwrap();
     let opts = SizeOptions {
         config: MergeConfig {
             lift_all,
             verify_lir: true,
-            passes,
             ..Default::default()
         },
         opt_level: None,
@@ -143,49 +138,6 @@ fn unlifted_functions_compile_to_the_same_object() {
         assert!(skip.merged > 0, "{what}: nothing merged");
         same_result(&skip, &all, &what);
         assert!(skip.lir_insts_before < all.lir_insts_before, "{what}");
-    }
-}
-
-/// With `merge-aligned` the key is coarser (signature and blocks), and what is left unlifted
-/// is still what no pass merges: structural near-duplicates, merged by alignment, give the
-/// same object either way.
-#[test]
-fn unlifted_functions_with_merge_aligned_compile_to_the_same_object() {
-    let passes = midend::parse_pass_list("merge,merge-similar,merge-aligned").unwrap();
-    for seed in [4, 5] {
-        let text = generate(&GenOptions {
-            functions: 300,
-            dup_ratio: 0.2,
-            near_ratio: 0.1,
-            edit_ratio: 0.3,
-            seed,
-        })
-        .text;
-        // And functions of signatures of their own: nothing merges them.
-        let mut text = text;
-        for k in 1..=4 {
-            let params = vec!["f32"; k].join(", ");
-            text += &format!(
-                "function %own{k}({params}) -> f32 {{\nblock0(v0: f32{}):\n    v9 = fadd v0, v0\n    return v9\n}}\n",
-                (1..k).map(|j| format!(", v{j}: f32")).collect::<String>()
-            );
-        }
-        let skip = size_with(&text, false, passes.clone());
-        let all = size_with(&text, true, passes.clone());
-        let what = format!("seed {seed}");
-        assert!(skip.not_lifted > 0, "{what}: nothing was left unlifted");
-        assert_eq!(all.not_lifted, 0, "{what}");
-        let aligned = |r: &SizeReport| {
-            r.functions
-                .iter()
-                .filter(
-                    |f| matches!(&f.merged, Some(m) if m.by == midend::state::MergedBy::Aligned),
-                )
-                .count()
-        };
-        assert!(aligned(&skip) > 0, "{what}: nothing merged by alignment");
-        assert_eq!(aligned(&skip), aligned(&all), "{what}");
-        same_result(&skip, &all, &what);
     }
 }
 

@@ -63,11 +63,11 @@ pub struct MergeConfig {
     /// lowering); this switch exists to test that rule.
     pub lower_all: bool,
     /// Lift every function of a flush. By default, when the passes are merging passes only
-    /// (`merge`, `merge-similar`, `merge-aligned`) and the flush is the module's first and
-    /// last (an object file's `finish`, or a JIT's one `finalize_definitions`), a function
-    /// whose shape no other function shares (signature, blocks and opcodes; with
-    /// `merge-aligned`, signature and blocks: no pass could merge it) is compiled from its
-    /// input without being lifted; on real modules that is most of the code. The output is the same either way; this switch exists to test that.
+    /// (`merge`, `merge-similar`) and the flush is the module's first and last (an object
+    /// file's `finish`, or a JIT's one `finalize_definitions`), a function whose shape no
+    /// other function shares (signature, blocks and opcodes: no pass could merge it)
+    /// is compiled from its input without being lifted; on real modules that is most of
+    /// the code. The output is the same either way; this switch exists to test that.
     pub lift_all: bool,
     /// Run the LIR verifier after every pass (default: in debug builds).
     pub verify_lir: bool,

@@ -1565,20 +1565,17 @@ impl Core {
     /// a function compiled without a fingerprint), and only when every pass merges
     /// functions (a per-function pass would change functions on their own), and neither
     /// `lift_all`, `lower_all` nor `keep_lir` asks for the LIR of every function. A function
-    /// is skipped when its shape key (`skip::Survey`) is unique in the batch, or with
-    /// `merge-aligned` among the passes, its coarser key for that pass.
+    /// is skipped when its shape key (`skip::Survey`) is unique in the batch.
     fn unmergeable(
         &self,
         config: &MergeConfig,
         last: bool,
         pending: &[(FuncId, ir::Function)],
     ) -> (Vec<bool>, skip::Survey) {
-        let merging_only = config.passes.iter().all(|p| {
-            matches!(
-                p,
-                PassKind::Merge | PassKind::MergeSimilar | PassKind::MergeAligned
-            )
-        });
+        let merging_only = config
+            .passes
+            .iter()
+            .all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar));
         if !last
             || !self.lir.functions.is_empty()
             || !merging_only
@@ -1589,19 +1586,14 @@ impl Core {
             return Default::default();
         }
         let survey = skip::Survey::of(pending.iter().map(|(_, f)| f));
-        let keys = if config.passes.contains(&PassKind::MergeAligned) {
-            &survey.aligned_keys
-        } else {
-            &survey.keys
-        };
         // How many functions have each key, up to two.
         let mut count: rustc_hash::FxHashMap<u64, u8> = rustc_hash::FxHashMap::default();
-        count.reserve(keys.len());
-        for &k in keys {
+        count.reserve(survey.keys.len());
+        for &k in &survey.keys {
             let c = count.entry(k).or_insert(0);
             *c = (*c + 1).min(2);
         }
-        let skip = keys.iter().map(|k| count[k] == 1).collect();
+        let skip = survey.keys.iter().map(|k| count[k] == 1).collect();
         (skip, survey)
     }
 

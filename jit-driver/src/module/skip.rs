@@ -9,9 +9,6 @@
 //! two functions the passes could merge have equal keys. A function whose key is unique is
 //! therefore compiled from its input without being lifted: it is never merged and never a
 //! survivor, and only its calls need the same redirection any unchanged function gets.
-//! `merge-aligned` merges functions whose instructions differ but whose signatures and CFGs
-//! are the same, so with it among the passes the key is coarser: the signature and the
-//! number of blocks.
 //!
 //! The passes compare only the blocks the entry reaches, and the lifter adds a block where a
 //! predecessor reaches one block twice with different arguments; the key counts exactly
@@ -38,10 +35,6 @@ use std::hash::{Hash, Hasher};
 pub(crate) struct Survey {
     /// The shape key of each function, by position in the batch.
     pub keys: Vec<u64>,
-    /// A coarser key for `merge-aligned`, which merges functions whose instructions differ:
-    /// the signature and the number of blocks (of the blocks its skeleton compares, one
-    /// terminator each). Two functions that pass could merge have equal ones.
-    pub aligned_keys: Vec<u64>,
     /// The references of each function (by position) to module functions, as the passes
     /// must know them (repeats are possible).
     pub refs: Vec<(u32, Reference)>,
@@ -61,20 +54,17 @@ impl Survey {
     pub(crate) fn of<'a>(funcs: impl ExactSizeIterator<Item = &'a ir::Function>) -> Survey {
         let mut s = Survey {
             keys: Vec::with_capacity(funcs.len()),
-            aligned_keys: Vec::with_capacity(funcs.len()),
             ..Default::default()
         };
         for (pos, f) in funcs.enumerate() {
-            let (key, aligned) = s.function(pos as u32, f);
+            let key = s.function(pos as u32, f);
             s.keys.push(key);
-            s.aligned_keys.push(aligned);
         }
         s
     }
 
-    /// The shape key of `func` (and its coarser key for `merge-aligned`: the signature and
-    /// the number of blocks). The shape key: its signature, and the number of blocks and
-    /// multiset of opcodes of what the passes compare: the blocks the entry reaches, and the blocks the
+    /// The shape key of `func`: its signature, and the number of blocks and multiset of
+    /// opcodes of what the passes compare: the blocks the entry reaches, and the blocks the
     /// lifter adds (an edge it splits: a predecessor reaching one block twice with different
     /// arguments gets a block with a `jump`, as if the input had spelled it out). It ignores
     /// the order of blocks (the passes compare blocks in control-flow order, which the layout
@@ -83,10 +73,9 @@ impl Survey {
     /// the instructions unique, and reading them doubled the key's cost) and block parameters
     /// (no function more unique on the corpus). A coarser key only lifts more. Its references
     /// are recorded as it goes, from every block, as the lifter lifts every block.
-    fn function(&mut self, pos: u32, func: &ir::Function) -> (u64, u64) {
+    fn function(&mut self, pos: u32, func: &ir::Function) -> u64 {
         let mut h = FxHasher::default();
         func.signature.hash(&mut h);
-        let mut aligned = h.clone();
         let names = func.params.user_named_funcs();
         let (refs, near) = (&mut self.refs, &mut self.near);
         let mut user = |n: &ir::ExternalName, colocated: bool| match n {
@@ -198,8 +187,7 @@ impl Survey {
             }
         }
         (blocks, sum).hash(&mut h);
-        blocks.hash(&mut aligned);
-        (h.finish(), aligned.finish())
+        h.finish()
     }
 }
 
