@@ -136,20 +136,15 @@ fn unlifted_functions_compile_to_the_same_object() {
         assert!(skip.not_lifted > 0, "{what}: nothing was left unlifted");
         assert_eq!(all.not_lifted, 0, "{what}");
         assert!(skip.merged > 0, "{what}: nothing merged");
-        same_result(&skip, &all, &what);
+        assert_eq!(
+            (skip.merged, skip.aliased, skip.thunked, skip.folded),
+            (all.merged, all.aliased, all.thunked, all.folded),
+            "{what}"
+        );
+        assert_eq!(skip.code_bytes_after, all.code_bytes_after, "{what}");
+        assert!(skip.object == all.object, "{what}: the object files differ");
         assert!(skip.lir_insts_before < all.lir_insts_before, "{what}");
     }
-}
-
-/// Unlifted functions changed nothing: the same merges, code bytes and object file.
-fn same_result(skip: &SizeReport, all: &SizeReport, what: &str) {
-    assert_eq!(
-        (skip.merged, skip.aliased, skip.thunked, skip.folded),
-        (all.merged, all.aliased, all.thunked, all.folded),
-        "{what}"
-    );
-    assert_eq!(skip.code_bytes_after, all.code_bytes_after, "{what}");
-    assert!(skip.object == all.object, "{what}: the object files differ");
 }
 
 /// A fuzzer's find: `%f1`'s address is taken (symbol global values) before it is called, in

@@ -66,6 +66,7 @@ use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
 use crate::state::*;
 use cranelift_entity::EntityRef;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// The functions a host marks hot, by name: `merge-aligned` never merges them, so that they
@@ -758,8 +759,9 @@ impl<'a> GroupCtx<'a> {
             && f.inst_effects(x) & (effects::TRAP | effects::SIDE) == 0
     }
 
-    /// The constant operands of `x` of member `i` and `y` of member `j` (matching
-    /// instructions) are equal.
+    /// Every operand of `x` of member `i` and `y` of member `j` (matching instructions)
+    /// that is not a register in either is the same in both (constants, symbols, stack
+    /// slots, conditions): the alignment scores such a match above one that needs a select.
     fn same_constants(&self, (i, x): (usize, Inst), (j, y): (usize, Inst)) -> bool {
         self.fs[i]
             .operands(x)
@@ -769,7 +771,9 @@ impl<'a> GroupCtx<'a> {
     }
 
     /// Some value operand of `x` of member `i` and `y` of member `j` (matching instructions)
-    /// is a constant in both, and they differ: the merged instruction needs a select.
+    /// is a constant in both, and they differ: the merged instruction surely needs a select
+    /// (the cost estimate's lower bound; other differing operands, a stack slot both map to
+    /// one object or a call of each to itself, need none).
     fn constants_differ(&self, (i, x): (usize, Inst), (j, y): (usize, Inst)) -> bool {
         use Operand::*;
         self.fs[i]
@@ -1293,7 +1297,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
         let nops = d.operands().len as usize;
         let mut ops: Vec<Operand> = Vec::with_capacity(nops + 1);
         let mut self_call = false;
-        let mut vals: Vec<Operand> = Vec::with_capacity(n);
+        let mut vals: SmallVec<[Operand; 4]> = SmallVec::new();
         for p in 0..nops {
             use Operand::*;
             vals.clear();
@@ -1355,11 +1359,11 @@ impl<'a, 'c> Codegen<'a, 'c> {
         cur: Block,
         parts: impl Iterator<Item = Option<Reg>>,
     ) -> Option<Option<Reg>> {
-        let parts: Vec<Option<Reg>> = parts.collect();
+        let parts: SmallVec<[Option<Reg>; 4]> = parts.collect();
         let Some(first) = parts[0] else {
             return Some(None);
         };
-        let ops: Vec<Operand> = parts
+        let ops: SmallVec<[Operand; 4]> = parts
             .iter()
             .map(|r| r.map(Operand::Reg))
             .collect::<Option<_>>()?;
@@ -1373,7 +1377,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
     /// The merged value of the members' operands `ops` (of type `ty`): the same one, or
     /// selects on the identifier added at the end of `cur`.
     fn value(&mut self, cur: Block, ty: Type, ops: &[Operand]) -> Operand {
-        let vs: Vec<Operand> = ops
+        let vs: SmallVec<[Operand; 4]> = ops
             .iter()
             .enumerate()
             .map(|(k, &o)| self.translate(k, o))
