@@ -611,3 +611,147 @@ fn merge_module_takes_hot_functions_by_their_declared_names() {
         "IR names are not what the host declared"
     );
 }
+
+/// `name(x, y)`: `p` on `x`; if that is even, `p + 7`; else `q` on it, and then (`exit`)
+/// the result itself if its bit 1 is clear, else `r` on it. The blocks in layout
+/// order: the entry, `q`'s block, with `exit` the early return, `r`'s block, `p + 7`.
+/// Returns the function with run lines.
+fn branchy(name: &str, p: &[Op], q: &[Op], r: &[Op], exit: bool) -> String {
+    let mut s = format!("function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n");
+    let mut next = 2;
+    let pv = chain(&mut s, p, "v0", "v1", &mut next);
+    let (one, odd) = (next, next + 1);
+    next += 2;
+    let _ = writeln!(
+        s,
+        "    v{one} = iconst.i64 1\n    v{odd} = band {pv}, v{one}\n    brif v{odd}, block1, block3\nblock1:"
+    );
+    let qv = chain(&mut s, q, &pv, "v1", &mut next);
+    if exit {
+        let (three, low) = (next, next + 1);
+        next += 2;
+        let _ = writeln!(
+            s,
+            "    v{three} = iconst.i64 2\n    v{low} = band {qv}, v{three}\n    brif v{low}, block2, block4\nblock4:\n    return {qv}"
+        );
+    } else {
+        s.push_str("    jump block2\n");
+    }
+    s.push_str("block2:\n");
+    let rv = chain(&mut s, r, &qv, "v1", &mut next);
+    let seven = next;
+    let _ = writeln!(
+        s,
+        "    return {rv}\nblock3:\n    v{seven} = iconst.i64 7\n    v{} = iadd {pv}, v{seven}\n    return v{}\n}}",
+        seven + 1,
+        seven + 1
+    );
+    let mut hit = [false; 3];
+    for (x, y) in (-4i64..8).flat_map(|x| [(x, 3 - x), (x, 2 * x + 5)]) {
+        let pr = eval(p, x, y);
+        let want = if pr & 1 == 0 {
+            hit[0] = true;
+            pr.wrapping_add(7)
+        } else {
+            let qr = eval(q, pr, y);
+            if exit && qr & 2 == 0 {
+                hit[1] = true;
+                qr
+            } else {
+                hit[2] = true;
+                eval(r, qr, y)
+            }
+        };
+        let _ = writeln!(s, "; run: %{name}({x}, {y}) == {want}");
+    }
+    assert!(
+        hit[0] && hit[2] && (hit[1] || !exit),
+        "{name}: every path taken {hit:?}"
+    );
+    s.push('\n');
+    s
+}
+
+#[test]
+fn an_extra_block_on_one_side() {
+    // `xb` has an early return `xa` lacks: its `q` block ends in a branch where `xa`'s
+    // jumps on, so the two blocks stay each member's own. The blocks before and after are
+    // one body's; `q`'s result, made in each member's own block, reaches the shared `r`
+    // block through a phi, and the entry's branch goes to each member's own block.
+    let body = branchy("xa", &base(), &first_half(), &base(), false)
+        + &branchy("xb", &edited(), &first_half(), &edited_again(), true);
+    check("extra_block", &body, 2, 1, 1);
+    let r = run_with("extra_block", &format!("{HEADER}{body}"), ALIGNED);
+    assert_eq!(r.stats.get("aligned.with_extra_blocks"), 1);
+}
+
+#[test]
+fn blocks_of_one_member_in_a_loop() {
+    // Each round ends in a branch to a block of each member's own: `la` adds 100 and goes
+    // on (a phi source from its own block), `lb` returns early. The loop's blocks are one
+    // body's otherwise, and its branch on the identifier runs in every round.
+    let mut body = String::new();
+    for (name, ops, exit) in [("la", base(), false), ("lb", edited(), true)] {
+        // name(x, y): ten rounds of acc = ops(acc + i), then if acc is not a multiple of 8
+        // it goes on as it is, else `la` goes on with acc + 100 and `lb` returns it.
+        let _ = write!(
+            body,
+            "function %{name}(i64, i64) -> i64 {{\nblock0(v0: i64, v1: i64):\n    v2 = iconst.i64 0\n    \
+             jump block1(v2, v0)\nblock1(v3: i64, v4: i64):\n    v5 = iconst.i64 10\n    \
+             v6 = icmp ult v3, v5\n    brif v6, block2, block5\nblock2:\n    v7 = iadd v4, v3\n"
+        );
+        let mut next = 8;
+        let r = chain(&mut body, &ops, "v7", "v1", &mut next);
+        let (seven, low) = (next, next + 1);
+        next += 2;
+        let _ = writeln!(
+            body,
+            "    v{seven} = iconst.i64 7\n    v{low} = band {r}, v{seven}\n    brif v{low}, block3({r}), block4\nblock4:"
+        );
+        if exit {
+            let _ = writeln!(body, "    return {r}");
+        } else {
+            let (hundred, more) = (next, next + 1);
+            next += 2;
+            let _ = writeln!(
+                body,
+                "    v{hundred} = iconst.i64 100\n    v{more} = iadd {r}, v{hundred}\n    jump block3(v{more})"
+            );
+        }
+        let (acc, one, i1) = (next, next + 1, next + 2);
+        let _ = writeln!(
+            body,
+            "block3(v{acc}: i64):\n    v{one} = iconst.i64 1\n    v{i1} = iadd v3, v{one}\n    \
+             jump block1(v{i1}, v{acc})\nblock5:\n    return v4\n}}"
+        );
+        let mut hit = false;
+        for (x, y) in [
+            (0, 0),
+            (5, -3),
+            (123456, 789),
+            (1, 1),
+            (2, 9),
+            (77, 4),
+            (8, 8),
+            (3, 0),
+        ] {
+            let mut acc: i64 = x;
+            for i in 0..10 {
+                acc = eval(&ops, acc.wrapping_add(i), y);
+                if acc & 7 == 0 {
+                    hit = true;
+                    if exit {
+                        break;
+                    }
+                    acc = acc.wrapping_add(100);
+                }
+            }
+            let _ = writeln!(body, "; run: %{name}({x}, {y}) == {acc}");
+        }
+        assert!(hit, "{name}: the own block is taken");
+        body.push('\n');
+    }
+    check("loop_extra_block", &body, 2, 1, 1);
+    let r = run_with("loop_extra_block", &format!("{HEADER}{body}"), ALIGNED);
+    assert_eq!(r.stats.get("aligned.with_extra_blocks"), 1);
+}

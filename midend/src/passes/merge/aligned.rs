@@ -16,8 +16,15 @@
 //!   with block `i`: Needleman–Wunsch over the instructions between the phis and the
 //!   terminator (two instructions match when they could be one instruction with `select`s on
 //!   its value operands), or, for blocks whose table would exceed `AlignedOptions::max_cells`,
-//!   a walk down the diagonal when both have the same length. Unlike HyFM there is no extra
-//!   block on one side only; unlike SalSSA, no alignment across blocks.
+//!   a walk down the diagonal when both have the same length.
+//! - **Functions whose CFGs differ (HyFM's block pairing, SalSSA's SSA repair).** The
+//!   candidates still alone after that search meet again in LSH buckets keyed by their
+//!   signature instead of their skeleton, and pair (never more than two). Their blocks are
+//!   paired in layout order by Needleman–Wunsch (`align_blocks`): two blocks can pair when
+//!   their phis' types and their terminators' opcode and number of targets agree, scored by
+//!   the opcodes their bodies share; the entries always pair. A paired block's bodies are
+//!   aligned as above; an unpaired block stays its member's own block of the merged body.
+//!   Unlike SalSSA, no alignment across block boundaries: a block is paired whole or not.
 //! - **Groups (multiple function merging, TACO 2025).** A function whose best neighbour is in a
 //!   group already is aligned with the group's alignment (progressive alignment: the table's
 //!   columns hold one instruction or none per member, and a column matches by its first
@@ -34,7 +41,12 @@
 //!   defines and that is used after it passes through a phi (with a zero from the other
 //!   members, which never read it). Phi sources that differ become `select`s at the end of
 //!   the predecessor. Memory operations keep their order on each side: an alignment never
-//!   reorders, and each side's run keeps its own order.
+//!   reorders, and each side's run keeps its own order. Where the CFGs differ, a paired
+//!   block whose members branch to different blocks of the body ends in a branch on the
+//!   identifier to a block of each member's own terminator, and a value read where its
+//!   definition no longer dominates the read (a member's own block, or another member's
+//!   path around it) is carried through phis at the iterated dominance frontier of its
+//!   definition, zero on the paths that never define it (`Codegen::repair`).
 //! - **Callers.** A local member whose address nothing observes is folded away, as
 //!   `merge-similar` folds its members: its direct calls call the merged body with the
 //!   member's identifier as an extra argument (`PassState::call_rewrites`), and it has no code
@@ -50,18 +62,22 @@
 //!   body's instructions (selects, branches and phis counted) and a thunk with one extra
 //!   argument per member (a folded member's call sites cost no more), against the members'
 //!   bodies; a select costs `AlignedOptions::select_extra` bytes more than an average
-//!   instruction, and a diamond in a block of a loop costs
-//!   `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
+//!   instruction, an edge into a phi of the SSA repair `AlignedOptions::repair_edge`
+//!   bytes, and a diamond (or branch to each member's terminator) in a block of a loop
+//!   costs `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
 //!
-//! **Bounds.** The search looks at `4 bands × 2 × neighbours` bucket entries and aligns at
+//! **Bounds.** Each search looks at `4 bands × 2 × neighbours` bucket entries and aligns at
 //! most `tries` times per function; an alignment costs at most `max_cells` per block pair
-//! (one new member against the group's columns), code generation is linear in the members'
-//! instructions (at most `max_group` of them), and only functions of at most `max_insts`
-//! instructions take part. The pass is one pass over the
-//! functions: no iteration until nothing changes.
+//! (one new member against the group's columns) and, for CFGs that differ, `max_cells` for
+//! the pairing of blocks; code generation is linear in the members' instructions (at most
+//! `max_group` of them), and the SSA repair costs the body's size per value it carries;
+//! only functions of at most `max_insts` instructions take part. The pass is two passes
+//! over the functions: no iteration until nothing changes.
 
 use super::exact::make_thunk_with;
 use super::similar::{fresh_name, rewrite_calls_of_folded, CostModel};
+use crate::analysis::cfg::Cfg;
+use crate::analysis::domtree::DomTree;
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
 use crate::state::*;
@@ -120,6 +136,14 @@ pub struct AlignedOptions {
     pub tries: usize,
     /// The most members a group may have.
     pub max_group: usize,
+    /// Bytes charged for each edge into a phi that carries a member's value around blocks
+    /// of the other member (a move on the edge, and at opt level none a spill): two
+    /// average instructions. Below that, merges of functions whose CFGs differ made the
+    /// wasm corpus's code larger.
+    pub repair_edge: f64,
+    /// Also merge pairs of functions whose CFGs differ (a block one has and the other
+    /// lacks, a branch elsewhere): functions the search for equal CFGs left alone.
+    pub differing_cfgs: bool,
     /// MinHash values (of four) two functions must share to be aligned: an estimate of the
     /// share of their instruction shingles they have in common.
     pub min_common: usize,
@@ -141,6 +165,8 @@ impl Default for AlignedOptions {
             neighbours: 4,
             tries: 2,
             max_group: 4,
+            repair_edge: 9.0,
+            differing_cfgs: true,
             min_common: 2,
             hot: None,
             locals_named: false,
@@ -165,6 +191,8 @@ pub struct AlignedReport {
     pub groups_of_three_or_more: usize,
     /// Of those, bodies with at least one unmatched instruction.
     pub with_unmatched_runs: usize,
+    /// Of those, bodies of members whose CFGs differ: with blocks of one member only.
+    pub with_extra_blocks: usize,
     /// Diamonds made: unmatched runs with a memory access, a call or a possible trap, in
     /// blocks of their own that branch on the identifier.
     pub diamonds: usize,
@@ -211,6 +239,7 @@ impl crate::pass::Pass for MergeAligned {
         stats.add("aligned.groups", r.groups as u64);
         stats.add("aligned.groups_3plus", r.groups_of_three_or_more as u64);
         stats.add("aligned.with_unmatched_runs", r.with_unmatched_runs as u64);
+        stats.add("aligned.with_extra_blocks", r.with_extra_blocks as u64);
         stats.add("aligned.diamonds", r.diamonds as u64);
         stats.add("aligned.bytes_saved", r.bytes_saved);
         stats.add("aligned.candidates", r.candidates as u64);
@@ -229,6 +258,8 @@ const BANDS: usize = 4;
 /// One function taking part: its skeleton hash and MinHash values.
 struct Candidate {
     f: FuncId,
+    /// The signature's hash (functions whose CFGs differ meet by it).
+    sig: u64,
     skeleton: u64,
     minhash: [u64; BANDS],
 }
@@ -250,8 +281,17 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
         let Some(skeleton) = skeleton_hash(f) else {
             continue;
         };
+        let mut sig = 0;
+        for w in core::iter::once(f.sig.call_conv as u64)
+            .chain(f.sig.params.iter().map(|p| p.ty.raw() as u64))
+            .chain(core::iter::once(u64::MAX))
+            .chain(f.sig.returns.iter().map(|p| p.ty.raw() as u64))
+        {
+            sig = mix(sig, w);
+        }
         cands.push(Candidate {
             f: id,
+            sig,
             skeleton,
             minhash: minhash(f),
         });
@@ -264,10 +304,11 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
     };
     let groups = find_groups(m, &cands, opts, &mut report);
     for g in groups {
-        let (n, unmatched, diamonds) = (
+        let (n, unmatched, diamonds, own_blocks) = (
             g.members.len(),
             g.aligned.merged.unmatched,
             g.aligned.merged.diamonds,
+            g.aligned.merged.own_blocks,
         );
         let saving = g.aligned.saving;
         let Some(folded) = install(m, ps, opts, &uses, &g.members, g.aligned.merged) else {
@@ -279,7 +320,8 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
         report.groups += 1;
         report.groups_of_three_or_more += (n >= 3) as usize;
         report.merged += n;
-        report.with_unmatched_runs += (unmatched > 0) as usize;
+        report.with_unmatched_runs += (unmatched > 0 || own_blocks > 0) as usize;
+        report.with_extra_blocks += (own_blocks > 0) as usize;
         report.bytes_saved += saving as u64;
     }
     report.callers_rewritten = rewrite_calls_of_folded(m, ps);
@@ -354,7 +396,7 @@ fn find_groups(
                 let mut members = group.members.clone();
                 members.push(f);
                 let old = group.aligned.saving;
-                merge_group(m, &members, Some(&group.aligned.columns), old, opts).map(|al| {
+                merge_group(m, &members, Some(&group.aligned.plan), old, opts).map(|al| {
                     let gain = al.saving - old;
                     (al, gain)
                 })
@@ -393,7 +435,86 @@ fn find_groups(
             }
         }
     }
+    if opts.differing_cfgs {
+        pair_differing_cfgs(m, cands, opts, report, &mut group_of, &mut groups);
+    }
     groups
+}
+
+/// The second search: the candidates still alone after the first meet others of their
+/// signature, whatever their CFGs, in LSH buckets keyed by the signature and one MinHash
+/// value each, and the best pair whose CFGs differ is merged (`merge_pair_cfg`). Pairs
+/// only; the same bounds per candidate as the first search.
+fn pair_differing_cfgs(
+    m: &Module,
+    cands: &[Candidate],
+    opts: &AlignedOptions,
+    report: &mut AlignedReport,
+    group_of: &mut [u32],
+    groups: &mut Vec<Group>,
+) {
+    const NONE: u32 = u32::MAX;
+    let mut buckets: HashMap<(u64, usize, u64), Vec<u32>> = HashMap::default();
+    let mut near: Vec<(u32, usize)> = Vec::new();
+    for c in 0..cands.len() {
+        if group_of[c] != NONE {
+            continue;
+        }
+        near.clear();
+        for band in 0..BANDS {
+            let key = (cands[c].sig, band, cands[c].minhash[band]);
+            let Some(list) = buckets.get(&key) else {
+                continue;
+            };
+            for &o in list.iter().rev().take(2 * opts.neighbours) {
+                let other = &cands[o as usize];
+                if group_of[o as usize] != NONE || near.iter().any(|&(x, _)| x == o) {
+                    continue;
+                }
+                let common = (0..BANDS)
+                    .filter(|&k| other.minhash[k] == cands[c].minhash[k])
+                    .count();
+                if common >= opts.min_common {
+                    near.push((o, common));
+                }
+            }
+        }
+        near.sort_by_key(|&(o, common)| (core::cmp::Reverse(common), o));
+        let mut best: Option<(u32, Aligned)> = None;
+        for &(o, _) in near.iter().take(opts.tries) {
+            // Functions of one skeleton met in the first search.
+            if same_skeleton(&m.functions[cands[o as usize].f], &m.functions[cands[c].f]) {
+                continue;
+            }
+            report.aligned += 1;
+            match merge_pair_cfg(m, &[cands[o as usize].f, cands[c].f], opts) {
+                Ok(al) => {
+                    if best.as_ref().is_none_or(|b| al.saving > b.1.saving) {
+                        best = Some((o, al));
+                    }
+                }
+                Err(Rejected::Unprofitable) => report.unprofitable += 1,
+                Err(Rejected::NotAlignable) => report.not_alignable += 1,
+            }
+        }
+        match best {
+            Some((o, aligned)) => {
+                let g = groups.len() as u32;
+                group_of[o as usize] = g;
+                group_of[c] = g;
+                groups.push(Group {
+                    members: vec![cands[o as usize].f, cands[c].f],
+                    aligned,
+                });
+            }
+            None => {
+                for band in 0..BANDS {
+                    let key = (cands[c].sig, band, cands[c].minhash[band]);
+                    buckets.entry(key).or_default().push(c as u32);
+                }
+            }
+        }
+    }
 }
 
 /// How the open functions use each symbol: which ones they observe (take the address of,
@@ -939,8 +1060,8 @@ fn block_body(f: &Function, b: Block) -> &[Inst] {
 
 /// A group's alignment and merged body, and the bytes it saves.
 struct Aligned {
-    /// One `Columns` per block, over all members.
-    columns: Vec<Columns>,
+    /// The blocks of the merged body.
+    plan: Vec<PlanBlock>,
     merged: Merged,
     saving: f64,
 }
@@ -951,7 +1072,7 @@ struct Aligned {
 fn merge_group(
     m: &Module,
     members: &[FuncId],
-    base: Option<&[Columns]>,
+    base: Option<&[PlanBlock]>,
     floor: f64,
     opts: &AlignedOptions,
 ) -> Result<Aligned, Rejected> {
@@ -963,7 +1084,7 @@ fn merge_group(
     for (k, (&ba, &bz)) in a.layout.iter().zip(z.layout.iter()).enumerate() {
         let first;
         let cols = match base {
-            Some(base) => &base[k],
+            Some(base) => base[k].columns.as_ref().ok_or(Rejected::NotAlignable)?,
             None => {
                 debug_assert_eq!(n, 2);
                 first = Columns::of(block_body(a, ba));
@@ -1014,23 +1135,182 @@ fn merge_group(
     if estimate <= floor {
         return Err(Rejected::Unprofitable);
     }
-    let merged = Codegen::new(&cx)
-        .run(&columns)
-        .ok_or(Rejected::NotAlignable)?;
-    let saving = c.bytes_per_inst * (members_insts as f64 - merged.body.inst_count() as f64)
-        + frames
-        - overhead
-        - opts.loop_branch * merged.diamonds_in_loops as f64
-        - opts.select_extra * merged.selects as f64
-        - merged.speculated_in_loops as f64;
+    let plan: Vec<PlanBlock> = columns
+        .into_iter()
+        .enumerate()
+        .map(|(k, cols)| PlanBlock {
+            blocks: cx.fs.iter().map(|g| Some(g.layout[k])).collect(),
+            columns: Some(cols),
+        })
+        .collect();
+    let merged = Codegen::new(&cx).run(&plan).ok_or(Rejected::NotAlignable)?;
+    let saving = saving_of(&cx, &merged, opts);
     if saving <= floor {
         return Err(Rejected::Unprofitable);
     }
     Ok(Aligned {
-        columns,
+        plan,
         merged,
         saving,
     })
+}
+
+/// What must agree for two blocks of functions with differing CFGs to be one block of the
+/// merged body (their phis' types, their terminators' opcode and number of targets), and a
+/// histogram of their bodies' opcodes for scoring the pairing.
+struct BlockKey {
+    phis: SmallVec<[Type; 4]>,
+    term: Option<(Opcode, usize)>,
+    hist: [u8; 16],
+}
+
+impl BlockKey {
+    fn of(f: &Function, b: Block) -> Self {
+        let (phis, _) = split_phis(f, b);
+        let mut hist = [0u8; 16];
+        for &i in block_body(f, b) {
+            let h = &mut hist[(f.insts[i].opcode as usize * 7) % 16];
+            *h = h.saturating_add(1);
+        }
+        BlockKey {
+            phis: phis.iter().map(|&i| f.insts[i].ty).collect(),
+            term: f
+                .terminator(b)
+                .map(|t| (f.insts[t].opcode, f.branch_targets(t).count())),
+            hist,
+        }
+    }
+
+    /// The score of pairing two blocks: 0 if they cannot be one block, else one more than
+    /// the opcodes their bodies have in common (as far as the histograms tell).
+    fn score(&self, o: &BlockKey) -> u32 {
+        if self.term.is_none() || self.term != o.term || self.phis != o.phis {
+            return 0;
+        }
+        1 + self
+            .hist
+            .iter()
+            .zip(&o.hist)
+            .map(|(&x, &y)| x.min(y) as u32)
+            .sum::<u32>()
+    }
+}
+
+/// Pair the blocks of `a` and `b` in layout order (Needleman–Wunsch, a gap scoring
+/// nothing): a pair becomes one block of the merged body, an unpaired block stays one
+/// member's. The entry blocks are always paired. `None` if they cannot be, or the table
+/// would exceed `max_cells`.
+fn align_blocks(
+    a: &Function,
+    b: &Function,
+    max_cells: usize,
+) -> Option<Vec<(Option<Block>, Option<Block>)>> {
+    let (n, l) = (a.layout.len(), b.layout.len());
+    if n == 0 || l == 0 || (n + 1) * (l + 1) > max_cells {
+        return None;
+    }
+    let ka: Vec<BlockKey> = a.layout.iter().map(|&x| BlockKey::of(a, x)).collect();
+    let kb: Vec<BlockKey> = b.layout.iter().map(|&y| BlockKey::of(b, y)).collect();
+    if ka[0].score(&kb[0]) == 0 {
+        return None;
+    }
+    // `t[i][j]`: the best score of blocks `i..` of `a` against `j..` of `b` (from 1 on).
+    let w = l + 1;
+    let mut t = vec![0u32; (n + 1) * w];
+    let mut hit = vec![0u32; n * l];
+    for i in (1..n).rev() {
+        for j in (1..l).rev() {
+            let s = ka[i].score(&kb[j]);
+            hit[i * l + j] = s;
+            let diag = if s > 0 { t[(i + 1) * w + j + 1] + s } else { 0 };
+            t[i * w + j] = diag.max(t[(i + 1) * w + j]).max(t[i * w + j + 1]);
+        }
+    }
+    let mut out = vec![(Some(a.layout[0]), Some(b.layout[0]))];
+    let (mut i, mut j) = (1, 1);
+    while i < n || j < l {
+        if i < n
+            && j < l
+            && hit[i * l + j] > 0
+            && t[i * w + j] == t[(i + 1) * w + j + 1] + hit[i * l + j]
+        {
+            out.push((Some(a.layout[i]), Some(b.layout[j])));
+            i += 1;
+            j += 1;
+        } else if i < n && (j == l || t[i * w + j] == t[(i + 1) * w + j]) {
+            out.push((Some(a.layout[i]), None));
+            i += 1;
+        } else {
+            out.push((None, Some(b.layout[j])));
+            j += 1;
+        }
+    }
+    Some(out)
+}
+
+/// Align two functions whose CFGs differ (`members`: a pair) and build their merged body,
+/// if it saves anything: their blocks paired by `align_blocks`, each pair's bodies aligned
+/// as in `merge_group`, the unpaired blocks kept for their own member.
+fn merge_pair_cfg(
+    m: &Module,
+    members: &[FuncId],
+    opts: &AlignedOptions,
+) -> Result<Aligned, Rejected> {
+    let cx = GroupCtx::new(m, members)?;
+    let (a, b) = (cx.fs[0], cx.fs[1]);
+    if a.sig != b.sig {
+        return Err(Rejected::NotAlignable);
+    }
+    let pairs = align_blocks(a, b, opts.max_cells).ok_or(Rejected::NotAlignable)?;
+    let mut plan = Vec::with_capacity(pairs.len());
+    // Instructions that could be shared: an upper bound of what the merge saves.
+    let mut shared = 0;
+    for (x, y) in pairs {
+        let columns = match (x, y) {
+            (Some(x), Some(y)) => {
+                let first = Columns::of(block_body(a, x));
+                let cols = align_block(&cx, &first, 1, block_body(b, y), opts.max_cells)
+                    .ok_or(Rejected::NotAlignable)?;
+                shared += (0..cols.len()).filter(|&c| cols.is_full(c)).count();
+                shared += split_phis(a, x).0.len() + 1;
+                Some(cols)
+            }
+            _ => None,
+        };
+        plan.push(PlanBlock {
+            blocks: [x, y].into_iter().collect(),
+            columns,
+        });
+    }
+    let c = &opts.cost;
+    let frames = 2.0 * c.frame;
+    let overhead = 2.0 * (c.thunk + c.per_extra_arg) + c.frame;
+    if c.bytes_per_inst * shared as f64 + frames - overhead <= 0.0 {
+        return Err(Rejected::Unprofitable);
+    }
+    let merged = Codegen::new(&cx).run(&plan).ok_or(Rejected::NotAlignable)?;
+    let saving = saving_of(&cx, &merged, opts);
+    if saving <= 0.0 {
+        return Err(Rejected::Unprofitable);
+    }
+    Ok(Aligned {
+        plan,
+        merged,
+        saving,
+    })
+}
+
+/// The bytes a merged body saves against its members, as the cost model estimates them.
+fn saving_of(cx: &GroupCtx, merged: &Merged, opts: &AlignedOptions) -> f64 {
+    let c = &opts.cost;
+    let n = cx.n() as f64;
+    let members_insts: usize = cx.fs.iter().map(|f| f.inst_count()).sum();
+    c.bytes_per_inst * (members_insts as f64 - merged.body.inst_count() as f64) + n * c.frame
+        - (n * (c.thunk + c.per_extra_arg) + c.frame)
+        - opts.loop_branch * merged.diamonds_in_loops as f64
+        - opts.select_extra * merged.selects as f64
+        - merged.speculated_in_loops as f64
+        - opts.repair_edge * merged.repair_edges as f64
 }
 
 /// A merged body, before it has a name.
@@ -1048,6 +1328,33 @@ struct Merged {
     unmatched: usize,
     /// Selects on the identifier.
     selects: usize,
+    /// Blocks of one member only.
+    own_blocks: usize,
+    /// Edges into the phis that carry values to the reads their definitions do not
+    /// dominate (`Codegen::repair`).
+    repair_edges: usize,
+}
+
+/// A block of the merged body: the members' blocks it stands for (every member's, or one
+/// member's only) and, when every member's, the alignment of their bodies.
+struct PlanBlock {
+    blocks: SmallVec<[Option<Block>; 4]>,
+    columns: Option<Columns>,
+}
+
+impl PlanBlock {
+    /// The members present, and their blocks.
+    fn members(&self) -> impl Iterator<Item = (usize, Block)> + '_ {
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter_map(|(k, b)| Some((k, (*b)?)))
+    }
+
+    /// The first member present.
+    fn first(&self) -> usize {
+        self.members().next().map_or(0, |(k, _)| k)
+    }
 }
 
 /// The global values of `a` and `b` are the same, entry by entry (their memory flags by
@@ -1107,6 +1414,8 @@ struct Codegen<'a, 'c> {
     entry: Block,
     /// Selects made.
     selects: usize,
+    /// Edges into the phis `repair` made.
+    repair_edges: usize,
 }
 
 impl<'a, 'c> Codegen<'a, 'c> {
@@ -1137,6 +1446,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
             missing: core::cell::Cell::new(false),
             entry,
             selects: 0,
+            repair_edges: 0,
         }
     }
 
@@ -1144,15 +1454,17 @@ impl<'a, 'c> Codegen<'a, 'c> {
         self.cx.n()
     }
 
-    /// The merged body. `None` if some value cannot be carried around a diamond or an
-    /// aligned column does not match after all.
-    fn run(mut self, aligned: &[Columns]) -> Option<Merged> {
+    /// The merged body of `plan`. `None` if some value cannot be carried around a diamond or
+    /// to a block of one member only, or an aligned column does not match after all.
+    fn run(mut self, plan: &[PlanBlock]) -> Option<Merged> {
         let n = self.n();
-        let a = self.cx.fs[0];
+        let cx = self.cx;
+        let fs = &cx.fs;
+        let a = fs[0];
         // The other members' stack objects of their own, after the first's.
         let mut own: Vec<(usize, StackObjData)> = Vec::new();
-        for k in 1..n {
-            for (j, d) in self.cx.fs[k].stack_objs.iter() {
+        for (k, g) in fs.iter().enumerate().skip(1) {
+            for (j, d) in g.stack_objs.iter() {
                 let to = self.cx.stack[k][j.index()].index();
                 if to >= a.stack_objs.len() {
                     own.push((to, *d));
@@ -1163,37 +1475,65 @@ impl<'a, 'c> Codegen<'a, 'c> {
         for (_, d) in own {
             self.f.stack_objs.push(d);
         }
-        let nb = a.layout.len();
+        let nb = plan.len();
         let firsts: Vec<Block> = core::iter::once(self.entry)
             .chain((1..nb).map(|_| self.f.new_block()))
             .collect();
-        let pos_a = block_positions(a);
-        let in_loop = loop_blocks(a, &pos_a);
+        // The plan entry of each member's blocks.
+        let mut at: Vec<Vec<u32>> = fs.iter().map(|g| vec![u32::MAX; g.blocks.len()]).collect();
+        for (e, p) in plan.iter().enumerate() {
+            for (k, b) in p.blocks.iter().enumerate() {
+                if let Some(b) = b {
+                    at[k][b.index()] = e as u32;
+                }
+            }
+        }
+        let loops: Vec<Vec<bool>> = fs
+            .iter()
+            .map(|g| loop_blocks(g, &block_positions(g)))
+            .collect();
+        let pos: Vec<Vec<u32>> = fs.iter().map(|g| block_positions(g)).collect();
+        let in_loop = |p: &PlanBlock| {
+            p.blocks
+                .iter()
+                .enumerate()
+                .any(|(k, b)| b.is_some_and(|b| loops[k][pos[k][b.index()] as usize]))
+        };
         let np = a.sig.params.len() as u32;
         let i = self
             .f
             .make_inst(Opcode::Copy, Type::I32, &[self.id], &[Operand::Arg(np)]);
         self.f.append_inst(self.entry, i);
         let mut lasts = Vec::with_capacity(nb);
-        // Each phi of the body: (its instruction, its block's position, its position there).
+        // Each phi of the body: (its instruction, its plan entry, its position there).
         let mut phis: Vec<(Inst, usize, usize)> = Vec::new();
         let (mut diamonds_in_loops, mut diamonds, mut speculated_in_loops) = (0, 0, 0);
         let mut unmatched = 0;
         let mut xs: Vec<Inst> = Vec::with_capacity(n);
-        for (k, cols) in aligned.iter().enumerate() {
-            let mut cur = firsts[k];
-            let (pa, _) = split_phis(a, a.layout[k]);
-            for (p, &x) in pa.iter().enumerate() {
-                let ty = a.insts[x].ty;
+        for (e, p) in plan.iter().enumerate() {
+            let mut cur = firsts[e];
+            let k0 = p.first();
+            let (pa, _) = split_phis(fs[k0], p.blocks[k0]?);
+            for (q, &x) in pa.iter().enumerate() {
+                let ty = fs[k0].insts[x].ty;
                 let r = self.f.new_reg(ty);
                 let i = self.f.make_inst(Opcode::Phi, ty, &[r], &[]);
                 self.f.append_inst(cur, i);
-                for (j, g) in self.cx.fs.iter().enumerate() {
-                    let y = split_phis(g, g.layout[k]).0[p];
-                    self.map[j].insert(g.results(y)[0], Operand::Reg(r));
+                for (k, b) in p.members() {
+                    let y = split_phis(fs[k], b).0[q];
+                    self.map[k].insert(fs[k].results(y)[0], Operand::Reg(r));
                 }
-                phis.push((i, k, p));
+                phis.push((i, e, q));
             }
+            let Some(cols) = &p.columns else {
+                // A block of one member only.
+                for &x in block_body(fs[k0], p.blocks[k0]?) {
+                    self.emit_one(cur, k0, x);
+                }
+                lasts.push(cur);
+                continue;
+            };
+            let looped = in_loop(p) as usize;
             let mut c = 0;
             while c < cols.len() {
                 if cols.is_full(c) {
@@ -1221,52 +1561,148 @@ impl<'a, 'c> Codegen<'a, 'c> {
                     for &(j, x) in &run {
                         self.emit_one(cur, j, x);
                     }
-                    speculated_in_loops += in_loop[k] as usize * run.len();
+                    speculated_in_loops += looped * run.len();
                 } else {
                     cur = self.diamond(cur, &run)?;
-                    diamonds_in_loops += in_loop[k] as usize;
+                    diamonds_in_loops += looped;
                     diamonds += 1;
                 }
                 c = e;
             }
             lasts.push(cur);
         }
-        // Phi sources, selects at the end of the predecessor where the members differ.
-        let mut vals: Vec<Operand> = Vec::with_capacity(n);
-        for (i, k, p) in phis {
-            let x = split_phis(a, a.layout[k]).0[p];
-            let ty = a.insts[x].ty;
-            let nops = a.insts[x].operands().len as usize;
-            let mut ops = Vec::with_capacity(nops);
-            for q in (0..nops).step_by(2) {
-                let Operand::Block(pred) = a.operand(x, q + 1) else {
+        // Where each member's terminator goes, per plan entry: one instruction for all
+        // members when they branch alike (to the same merged blocks), else a branch on the
+        // identifier to a block of each member's own terminator (pairs only).
+        let terms: Vec<Option<Vec<Inst>>> = plan
+            .iter()
+            .map(|p| {
+                let ts: Vec<Inst> = p
+                    .members()
+                    .map(|(k, b)| fs[k].terminator(b))
+                    .collect::<Option<_>>()?;
+                (ts.len() == n).then_some(ts)
+            })
+            .collect();
+        let mut dispatched = 0;
+        let mut term_at: Vec<SmallVec<[Block; 4]>> = Vec::with_capacity(nb);
+        let mut shared: Vec<bool> = Vec::with_capacity(nb);
+        for (e, ts) in terms.iter().enumerate() {
+            let alike = ts.as_ref().is_some_and(|ts| {
+                (1..n).all(|k| {
+                    self.cx.matches((0, ts[0]), (k, ts[k]))
+                        && fs[0]
+                            .branch_targets(ts[0])
+                            .zip(fs[k].branch_targets(ts[k]))
+                            .all(|(s, t)| at[0][s.index()] == at[k][t.index()])
+                })
+            });
+            shared.push(alike);
+            if alike || ts.is_none() {
+                term_at.push(core::iter::repeat_n(lasts[e], n).collect());
+            } else {
+                if n != 2 {
                     return None;
-                };
-                let last = lasts[pos_a[pred.index()] as usize];
-                vals.clear();
-                for g in &self.cx.fs {
-                    let y = split_phis(g, g.layout[k]).0[p];
-                    vals.push(g.operand(y, q));
                 }
-                let v = self.value(last, ty, &vals);
-                ops.extend([v, Operand::Block(last)]);
+                dispatched += 1;
+                term_at.push((0..n).map(|_| self.f.new_block()).collect());
+            }
+        }
+        // Phi sources: per predecessor in the body, the members' values (a select at the end
+        // of the predecessor where they differ).
+        for (i, e, q) in phis {
+            let p = &plan[e];
+            let k0 = p.first();
+            let x = split_phis(fs[k0], p.blocks[k0]?).0[q];
+            let ty = fs[k0].insts[x].ty;
+            // (predecessor in the body, the members' values on that edge), in the order of
+            // the first member's sources; an edge of one member only has that member's value.
+            let mut srcs: Vec<(Block, SmallVec<[Option<Operand>; 4]>)> = Vec::new();
+            for (k, b) in p.members() {
+                let y = split_phis(fs[k], b).0[q];
+                let ops = fs[k].operands(y).to_vec();
+                for (t, pair) in ops.chunks(2).enumerate() {
+                    let (v, Operand::Block(pred)) = (pair[0], pair[1]) else {
+                        return None;
+                    };
+                    let e = at[k][pred.index()];
+                    let mp = *term_at.get(e as usize)?.get(k)?;
+                    let slot = match srcs.get(t) {
+                        Some(s) if s.0 == mp && s.1[k].is_none() => t,
+                        _ => match srcs.iter().position(|s| s.0 == mp && s.1[k].is_none()) {
+                            Some(s) => s,
+                            None => {
+                                srcs.push((mp, core::iter::repeat_n(None, n).collect()));
+                                srcs.len() - 1
+                            }
+                        },
+                    };
+                    srcs[slot].1[k] = Some(v);
+                }
+            }
+            let mut ops = Vec::with_capacity(2 * srcs.len());
+            let mut vals: Vec<Operand> = Vec::with_capacity(n);
+            for (mp, vs) in srcs {
+                let v = if vs.iter().all(Option::is_some) {
+                    vals.clear();
+                    vals.extend(vs.iter().map(|v| v.unwrap()));
+                    self.value(mp, ty, &vals)
+                } else {
+                    let mut own = vs.iter().enumerate().filter_map(|(k, v)| Some((k, (*v)?)));
+                    let (k, v) = own.next()?;
+                    if own.next().is_some() {
+                        return None;
+                    }
+                    self.translate(k, v)
+                };
+                ops.extend([v, Operand::Block(mp)]);
             }
             self.f.set_operands(i, &ops);
         }
         // Terminators, their targets the blocks' first merged blocks.
-        for (k, &last) in lasts.iter().enumerate() {
-            xs.clear();
-            for g in &self.cx.fs {
-                xs.push(*g.block_insts(g.layout[k]).last()?);
+        for (e, ts) in terms.iter().enumerate() {
+            let last = lasts[e];
+            match ts {
+                Some(ts) if shared[e] => {
+                    let targets = |o: Operand| match o {
+                        Operand::Block(t) => Operand::Block(firsts[at[0][t.index()] as usize]),
+                        o => o,
+                    };
+                    self.emit_column(last, ts, targets)?;
+                }
+                Some(ts) => {
+                    let flag = self.flag(1);
+                    let br = self.f.make_inst(
+                        Opcode::Brif,
+                        Type::I32,
+                        &[],
+                        &[
+                            Operand::Pred(Cond::Ne),
+                            Operand::Reg(flag),
+                            Operand::Block(term_at[e][1]),
+                            Operand::Block(term_at[e][0]),
+                        ],
+                    );
+                    self.f.append_inst(last, br);
+                    diamonds += 1;
+                    diamonds_in_loops += in_loop(&plan[e]) as usize;
+                    for (k, &t) in ts.iter().enumerate() {
+                        self.emit_own(term_at[e][k], k, t, |b| firsts[at[k][b.index()] as usize]);
+                    }
+                }
+                None => {
+                    let k = plan[e].first();
+                    let t = fs[k].terminator(plan[e].blocks[k]?)?;
+                    self.emit_own(last, k, t, |b| firsts[at[k][b.index()] as usize]);
+                }
             }
-            let targets = |o: Operand| match o {
-                Operand::Block(t) => Operand::Block(firsts[pos_a[t.index()] as usize]),
-                o => o,
-            };
-            self.emit_column(last, &xs, targets)?;
         }
         if self.missing.get() {
             return None;
+        }
+        let own_blocks = plan.iter().filter(|p| p.columns.is_none()).count();
+        if own_blocks + dispatched > 0 {
+            self.repair()?;
         }
         Some(Merged {
             body: self.f,
@@ -1276,6 +1712,8 @@ impl<'a, 'c> Codegen<'a, 'c> {
             speculated_in_loops,
             unmatched,
             selects: self.selects,
+            own_blocks,
+            repair_edges: self.repair_edges,
         })
     }
 
@@ -1572,14 +2010,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
                 for_each_use(src, x, |r| *inside.entry(r).or_default() += 1);
             }
             for &x in side {
-                let ops: Vec<Operand> = src
-                    .operands(x)
-                    .into_iter()
-                    .map(|o| self.translate(k, o))
-                    .collect();
-                let self_call = src.insts[x].opcode.is_call()
-                    && matches!(ops.first(), Some(Operand::Sym(c, 0)) if Some(*c) == self.cx.sym[k]);
-                self.finish_inst(blk, k, x, ops, self_call, &[]);
+                self.emit_one(blk, k, x);
                 for &r in src.results(x) {
                     let all = self.uses[k][r.index()];
                     if all > inside.get(&r).copied().unwrap_or(0) {
@@ -1609,15 +2040,212 @@ impl<'a, 'c> Codegen<'a, 'c> {
         Some(join)
     }
 
-    /// The unmatched instruction `x` of member `k` at the end of `cur`.
+    /// Make every read of a register see its definition in the body's CFG. Blocks of one
+    /// member only, and branches to each member's own terminator, let a member reach a read
+    /// of another member's value without passing its definition. Such a register is carried
+    /// through phis at the iterated dominance frontier of its definition (Cytron et al.),
+    /// with zero on the paths that do not define it: paths of the other members, which
+    /// never read it there. Each read then sees the nearest definition above it in the
+    /// dominator tree. `None` for a type with no zero (vectors).
+    fn repair(&mut self) -> Option<()> {
+        let cfg = Cfg::compute(&self.f);
+        let dt = DomTree::compute(&cfg);
+        let reachable = |b: Block| cfg.rpo_index[b] != u32::MAX;
+        let mut def: Vec<Option<Block>> = vec![None; self.f.regs.len()];
+        for &b in &cfg.rpo {
+            for &i in self.f.block_insts(b) {
+                for &r in self.f.results(i) {
+                    def[r.index()] = Some(b);
+                }
+            }
+        }
+        // The registers read where their definition does not dominate the read (a phi
+        // reads at the end of its predecessor).
+        let mut broken: Vec<Reg> = Vec::new();
+        let mut seen: HashSet<Reg> = HashSet::default();
+        for &b in &cfg.rpo {
+            for &i in self.f.block_insts(b) {
+                let ops = self.f.operands(i).to_vec();
+                let phi = self.f.insts[i].opcode == Opcode::Phi;
+                for (q, o) in ops.iter().enumerate() {
+                    let at = match (phi, ops.get(q + 1)) {
+                        (true, Some(Operand::Block(p))) => *p,
+                        (true, _) => continue,
+                        (false, _) => b,
+                    };
+                    for r in o.regs() {
+                        let ok =
+                            def[r.index()].is_some_and(|d| reachable(at) && dt.dominates(d, at));
+                        if !ok && reachable(at) && seen.insert(r) {
+                            broken.push(r);
+                        }
+                    }
+                }
+            }
+        }
+        if broken.is_empty() {
+            return Some(());
+        }
+        // Dominance frontiers (Cooper, Harvey and Kennedy).
+        let mut df: HashMap<Block, SmallVec<[Block; 4]>> = HashMap::default();
+        for &b in &cfg.rpo {
+            let preds = &cfg.preds[b];
+            if preds.len() < 2 {
+                continue;
+            }
+            let idom = dt.idom[b].expand();
+            for &p in preds.iter().filter(|&&p| reachable(p)) {
+                let mut x = Some(p);
+                while let Some(y) = x.filter(|&y| Some(y) != idom) {
+                    let f = df.entry(y).or_default();
+                    if !f.contains(&b) {
+                        f.push(b);
+                    }
+                    x = dt.idom[y].expand();
+                }
+            }
+        }
+        let mut new_phis: Vec<(Block, Inst)> = Vec::new();
+        for r in broken {
+            let ty = self.f.reg_type(r);
+            let zero = self.zero(ty)?;
+            let d = def[r.index()];
+            // Phi blocks: the iterated dominance frontier of the definition.
+            let mut phi_of: HashMap<Block, Reg> = HashMap::default();
+            let mut work: Vec<Block> = d.into_iter().collect();
+            while let Some(x) = work.pop() {
+                for &y in df.get(&x).map(|v| v.as_slice()).unwrap_or(&[]) {
+                    if let std::collections::hash_map::Entry::Vacant(v) = phi_of.entry(y) {
+                        v.insert(self.f.new_reg(ty));
+                        work.push(y);
+                    }
+                }
+            }
+            // The value at the end of block `x`.
+            let at_end = |mut x: Block| loop {
+                if Some(x) == d {
+                    return Operand::Reg(r);
+                }
+                if let Some(&p) = phi_of.get(&x) {
+                    return Operand::Reg(p);
+                }
+                match dt.idom[x].expand() {
+                    Some(up) => x = up,
+                    None => return zero,
+                }
+            };
+            // Reads of `r`: a read in its definition's block follows the definition (the
+            // body is built in each member's layout order); elsewhere the block's phi, or
+            // the value at the end of its immediate dominator.
+            for &b in &cfg.rpo {
+                let here = if Some(b) == d {
+                    Operand::Reg(r)
+                } else if let Some(&p) = phi_of.get(&b) {
+                    Operand::Reg(p)
+                } else {
+                    dt.idom[b].expand().map_or(zero, &at_end)
+                };
+                for k in 0..self.f.block_insts(b).len() {
+                    let i = self.f.block_insts(b)[k];
+                    if !self.f.operands(i).iter().any(|o| o.regs().any(|s| s == r)) {
+                        continue;
+                    }
+                    let mut ops = self.f.operands(i).to_vec();
+                    let phi = self.f.insts[i].opcode == Opcode::Phi;
+                    for q in 0..ops.len() {
+                        let v = match (phi, ops.get(q + 1)) {
+                            (true, Some(Operand::Block(p))) if reachable(*p) => at_end(*p),
+                            (true, _) => continue,
+                            (false, _) => here,
+                        };
+                        let Operand::Reg(v) = v else {
+                            return None;
+                        };
+                        ops[q].map_regs(|s| if s == r { v } else { s });
+                    }
+                    self.f.set_operands(i, &ops);
+                }
+            }
+            for (&y, &p) in &phi_of {
+                let ops: Vec<Operand> = cfg.preds[y]
+                    .iter()
+                    .filter(|&&q| reachable(q))
+                    .flat_map(|&q| [at_end(q), Operand::Block(q)])
+                    .collect();
+                let i = self.f.make_inst(Opcode::Phi, ty, &[p], &ops);
+                new_phis.push((y, i));
+            }
+        }
+        // The new phis that something reads (a phi read only by phis that nothing reads is
+        // dropped too).
+        let mut uses: HashMap<Reg, u32> = HashMap::default();
+        let count = |f: &Function, i: Inst, uses: &mut HashMap<Reg, u32>, by: i32| {
+            for o in f.operands(i) {
+                for r in o.regs() {
+                    let u = uses.entry(r).or_default();
+                    *u = u.wrapping_add_signed(by);
+                }
+            }
+        };
+        for &b in &self.f.layout {
+            for &i in self.f.block_insts(b) {
+                count(&self.f, i, &mut uses, 1);
+            }
+        }
+        for &(_, i) in &new_phis {
+            count(&self.f, i, &mut uses, 1);
+        }
+        let mut live = vec![true; new_phis.len()];
+        loop {
+            let mut changed = false;
+            for (k, &(_, i)) in new_phis.iter().enumerate() {
+                let r = self.f.results(i)[0];
+                let read_by_self = self
+                    .f
+                    .operands(i)
+                    .iter()
+                    .filter(|o| matches!(o, Operand::Reg(s) if *s == r))
+                    .count() as u32;
+                if live[k] && uses.get(&r).copied().unwrap_or(0) == read_by_self {
+                    live[k] = false;
+                    changed = true;
+                    count(&self.f, i, &mut uses, -1);
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for (k, &(y, i)) in new_phis.iter().enumerate() {
+            if live[k] {
+                self.f.insert_inst(y, 0, i);
+                self.repair_edges += self.f.operands(i).len() / 2;
+            }
+        }
+        Some(())
+    }
+
+    /// The unmatched instruction `x` of member `k` at the end of `cur` (a call of the member
+    /// to itself calls the body, passing the identifier on).
     fn emit_one(&mut self, cur: Block, k: usize, x: Inst) {
+        self.emit_own(cur, k, x, |t| t);
+    }
+
+    /// Instruction `x` of member `k` alone at the end of `cur`, its block operands mapped by
+    /// `target`.
+    fn emit_own(&mut self, cur: Block, k: usize, x: Inst, target: impl Fn(Block) -> Block) {
         let src = self.cx.fs[k];
         let ops: Vec<Operand> = src
             .operands(x)
             .into_iter()
-            .map(|o| self.translate(k, o))
+            .map(|o| match o {
+                Operand::Block(t) => Operand::Block(target(t)),
+                o => self.translate(k, o),
+            })
             .collect();
-        self.finish_inst(cur, k, x, ops, false, &[]);
+        let self_call = src.insts[x].opcode.is_call()
+            && matches!(ops.first(), Some(Operand::Sym(c, 0)) if Some(*c) == self.cx.sym[k]);
+        self.finish_inst(cur, k, x, ops, self_call, &[]);
     }
 
     /// A register holding zero of type `ty`, defined at the top of the entry block (it
