@@ -2059,25 +2059,22 @@ impl<'a, 'c> Codegen<'a, 'c> {
                 }
             }
         }
-        // The registers read where their definition does not dominate the read (a phi
-        // reads at the end of its predecessor).
-        let mut broken: Vec<Reg> = Vec::new();
-        let mut seen: HashSet<Reg> = HashSet::default();
+        // The reads of registers where their definition does not dominate the read (a phi
+        // reads at the end of its predecessor): (register, block, instruction).
+        let mut broken: Vec<(Reg, Block, Inst)> = Vec::new();
         for &b in &cfg.rpo {
             for &i in self.f.block_insts(b) {
-                let ops = self.f.operands(i).to_vec();
+                let ops = self.f.operands(i).unpacked();
                 let phi = self.f.insts[i].opcode == Opcode::Phi;
                 for (q, o) in ops.iter().enumerate() {
                     let at = match (phi, ops.get(q + 1)) {
-                        (true, Some(Operand::Block(p))) => *p,
+                        (true, Some(Operand::Block(p))) if reachable(*p) => *p,
                         (true, _) => continue,
                         (false, _) => b,
                     };
                     for r in o.regs() {
-                        let ok =
-                            def[r.index()].is_some_and(|d| reachable(at) && dt.dominates(d, at));
-                        if !ok && reachable(at) && seen.insert(r) {
-                            broken.push(r);
+                        if !def[r.index()].is_some_and(|d| dt.dominates(d, at)) {
+                            broken.push((r, b, i));
                         }
                     }
                 }
@@ -2086,6 +2083,8 @@ impl<'a, 'c> Codegen<'a, 'c> {
         if broken.is_empty() {
             return Some(());
         }
+        broken.sort_unstable_by_key(|&(r, _, i)| (r, i));
+        broken.dedup();
         // Dominance frontiers (Cooper, Harvey and Kennedy).
         let mut df: HashMap<Block, SmallVec<[Block; 4]>> = HashMap::default();
         for &b in &cfg.rpo {
@@ -2106,7 +2105,8 @@ impl<'a, 'c> Codegen<'a, 'c> {
             }
         }
         let mut new_phis: Vec<(Block, Inst)> = Vec::new();
-        for r in broken {
+        for reads in broken.chunk_by(|x, y| x.0 == y.0) {
+            let r = reads[0].0;
             let ty = self.f.reg_type(r);
             let zero = self.zero(ty)?;
             let d = def[r.index()];
@@ -2134,37 +2134,28 @@ impl<'a, 'c> Codegen<'a, 'c> {
                     None => return zero,
                 }
             };
-            // Reads of `r`: a read in its definition's block follows the definition (the
-            // body is built in each member's layout order); elsewhere the block's phi, or
-            // the value at the end of its immediate dominator.
-            for &b in &cfg.rpo {
-                let here = if Some(b) == d {
-                    Operand::Reg(r)
-                } else if let Some(&p) = phi_of.get(&b) {
-                    Operand::Reg(p)
-                } else {
-                    dt.idom[b].expand().map_or(zero, &at_end)
+            // The reads the definition does not dominate: in a block with a phi of `r`,
+            // that phi; elsewhere the value at the end of the block's immediate dominator
+            // (a phi reads at the end of its predecessor).
+            for &(_, b, i) in reads {
+                let here = match phi_of.get(&b) {
+                    Some(&p) => Operand::Reg(p),
+                    None => dt.idom[b].expand().map_or(zero, &at_end),
                 };
-                for k in 0..self.f.block_insts(b).len() {
-                    let i = self.f.block_insts(b)[k];
-                    if !self.f.operands(i).iter().any(|o| o.regs().any(|s| s == r)) {
-                        continue;
-                    }
-                    let mut ops = self.f.operands(i).to_vec();
-                    let phi = self.f.insts[i].opcode == Opcode::Phi;
-                    for q in 0..ops.len() {
-                        let v = match (phi, ops.get(q + 1)) {
-                            (true, Some(Operand::Block(p))) if reachable(*p) => at_end(*p),
-                            (true, _) => continue,
-                            (false, _) => here,
-                        };
-                        let Operand::Reg(v) = v else {
-                            return None;
-                        };
-                        ops[q].map_regs(|s| if s == r { v } else { s });
-                    }
-                    self.f.set_operands(i, &ops);
+                let mut ops = self.f.operands(i).to_vec();
+                let phi = self.f.insts[i].opcode == Opcode::Phi;
+                for q in 0..ops.len() {
+                    let v = match (phi, ops.get(q + 1)) {
+                        (true, Some(Operand::Block(p))) if reachable(*p) => at_end(*p),
+                        (true, _) => continue,
+                        (false, _) => here,
+                    };
+                    let Operand::Reg(v) = v else {
+                        return None;
+                    };
+                    ops[q].map_regs(|s| if s == r { v } else { s });
                 }
+                self.f.set_operands(i, &ops);
             }
             for (&y, &p) in &phi_of {
                 let ops: Vec<Operand> = cfg.preds[y]
