@@ -1287,7 +1287,13 @@ fn merge_pair_cfg(
             Some(body + split_phis(a, x).0.len() + 1)
         })
         .sum();
-    if bound(paired) <= floor {
+    // The branches on the identifier and the phis that carry values around the other
+    // member's blocks cost more than a pair that shares less than this saves.
+    let enough = |shared: usize| {
+        let larger = a.inst_count().max(b.inst_count());
+        shared as f64 >= MIN_SHARED_DIFFERING_CFGS * larger as f64
+    };
+    if bound(paired) <= floor || !enough(paired) {
         return Err(Rejected::Unprofitable);
     }
     let mut plan = Vec::with_capacity(pairs.len());
@@ -1309,10 +1315,7 @@ fn merge_pair_cfg(
             columns,
         });
     }
-    // The branches on the identifier and the phis that carry values around the other
-    // member's blocks cost more than a pair that shares less than this saves.
-    let larger = a.inst_count().max(b.inst_count());
-    if bound(shared) <= floor || (shared as f64) < MIN_SHARED_DIFFERING_CFGS * larger as f64 {
+    if bound(shared) <= floor || !enough(shared) {
         return Err(Rejected::Unprofitable);
     }
     let merged = Codegen::new(&cx).run(&plan).ok_or(Rejected::NotAlignable)?;
