@@ -755,3 +755,51 @@ fn blocks_of_one_member_in_a_loop() {
     let r = run_with("loop_extra_block", &format!("{HEADER}{body}"), ALIGNED);
     assert_eq!(r.stats.get("aligned.with_extra_blocks"), 1);
 }
+
+#[test]
+fn calls_in_blocks_of_one_member() {
+    // The recursive step is a block of each member's own (`ra` calls `%g` and jumps on,
+    // `rb` branches on the result's low bit, returning it when clear); each calls itself
+    // there, which in the merged body calls the body with the identifier passed on.
+    let mut body = String::from(
+        "function %g(i64) -> i64 {\nblock0(v0: i64):\n    v1 = iconst.i64 100\n    v2 = iadd v0, v1\n    return v2\n}\n\n",
+    );
+    for (name, ops, other) in [("ra", base(), false), ("rb", edited(), true)] {
+        let _ = write!(
+            body,
+            "function %{name}(i64, i64) -> i64 {{\n    fn0 = %{name}(i64, i64) -> i64\n    fn1 = %g(i64) -> i64\n\
+             block0(v0: i64, v1: i64):\n    v2 = iconst.i64 0\n    v3 = icmp sle v0, v2\n    brif v3, block3, block1\n\
+             block1:\n    v4 = iconst.i64 1\n    v5 = isub v0, v4\n    v6 = call fn0(v5, v1)\n"
+        );
+        if other {
+            body.push_str(
+                "    v7 = iconst.i64 1\n    v8 = band v6, v7\n    brif v8, block2(v6), block4\nblock4:\n    return v6\n",
+            );
+        } else {
+            body.push_str("    v8 = call fn1(v6)\n    jump block2(v8)\n");
+        }
+        let mut next = 10;
+        body.push_str("block2(v9: i64):\n");
+        let r = chain(&mut body, &ops, "v9", "v1", &mut next);
+        let _ = writeln!(body, "    return {r}\nblock3:\n    return v1\n}}");
+        for (n, y) in [(0, 5), (1, 5), (2, -3), (4, 7), (3, 12), (5, 1)] {
+            let mut acc: i64 = y;
+            for _ in 0..n {
+                acc = if other {
+                    if acc & 1 != 0 {
+                        eval(&ops, acc, y)
+                    } else {
+                        acc
+                    }
+                } else {
+                    eval(&ops, acc.wrapping_add(100), y)
+                };
+            }
+            let _ = writeln!(body, "; run: %{name}({n}, {y}) == {acc}");
+        }
+        body.push('\n');
+    }
+    check("own_calls", &body, 2, 1, 1);
+    let r = run_with("own_calls", &format!("{HEADER}{body}"), ALIGNED);
+    assert_eq!(r.stats.get("aligned.with_extra_blocks"), 1);
+}
