@@ -2067,8 +2067,9 @@ fn near_dup_module(
 /// Edit one to three integer operations of `f` (of those in `editable`), as instances of a
 /// template over different types differ: replace one by another operation, insert one
 /// before it (its first operand xor a constant), remove it (its result becomes its first
-/// operand), or split its block before it (an extra block, entered by a `jump`). Only the generator's data operations are edited, never loop counters or
-/// addresses, so the function still terminates and stays in bounds.
+/// operand), or split its block before it (an extra block, entered by a `jump`). Only the
+/// generator's data operations are edited, never loop counters or addresses, so the function
+/// still terminates and stays in bounds.
 fn edit_structure(u: &mut Unstructured, f: &mut Function, editable: &[ir::Inst]) -> GResult<()> {
     let mut ops: Vec<ir::Inst> = editable
         .iter()

@@ -1127,10 +1127,8 @@ fn merge_group(
         }
         merged_est += 2 * (in_run && diamond) as usize;
     }
-    let overhead = n as f64 * (c.thunk + c.per_extra_arg) + c.frame;
-    let frames = n as f64 * c.frame;
-    let estimate = c.bytes_per_inst * (members_insts as f64 - merged_est as f64) + frames
-        - overhead
+    let estimate = c.bytes_per_inst * (members_insts as f64 - merged_est as f64)
+        + frames_less_thunks(n, c)
         - opts.select_extra * selects_est as f64;
     if estimate <= floor {
         return Err(Rejected::Unprofitable);
@@ -1143,16 +1141,7 @@ fn merge_group(
             columns: Some(cols),
         })
         .collect();
-    let merged = Codegen::new(&cx).run(&plan).ok_or(Rejected::NotAlignable)?;
-    let saving = saving_of(&cx, &merged, opts);
-    if saving <= floor {
-        return Err(Rejected::Unprofitable);
-    }
-    Ok(Aligned {
-        plan,
-        merged,
-        saving,
-    })
+    build(&cx, plan, floor, opts)
 }
 
 /// What must agree for two blocks of functions with differing CFGs to be one block of the
@@ -1274,11 +1263,7 @@ fn merge_pair_cfg(
     // the paired blocks' phis, terminators and shorter bodies, then what their bodies'
     // alignments share.
     let c = &opts.cost;
-    let bound = |shared: usize| {
-        c.bytes_per_inst * shared as f64 + 2.0 * c.frame
-            - 2.0 * (c.thunk + c.per_extra_arg)
-            - c.frame
-    };
+    let bound = |shared: usize| c.bytes_per_inst * shared as f64 + frames_less_thunks(2, c);
     let paired: usize = pairs
         .iter()
         .filter_map(|&(x, y)| {
@@ -1318,8 +1303,18 @@ fn merge_pair_cfg(
     if bound(shared) <= floor || !enough(shared) {
         return Err(Rejected::Unprofitable);
     }
-    let merged = Codegen::new(&cx).run(&plan).ok_or(Rejected::NotAlignable)?;
-    let saving = saving_of(&cx, &merged, opts);
+    build(&cx, plan, floor, opts)
+}
+
+/// The merged body of `plan`, if it saves more than `floor` bytes.
+fn build(
+    cx: &GroupCtx,
+    plan: Vec<PlanBlock>,
+    floor: f64,
+    opts: &AlignedOptions,
+) -> Result<Aligned, Rejected> {
+    let merged = Codegen::new(cx).run(&plan).ok_or(Rejected::NotAlignable)?;
+    let saving = saving_of(cx, &merged, opts);
     if saving <= floor {
         return Err(Rejected::Unprofitable);
     }
@@ -1330,13 +1325,19 @@ fn merge_pair_cfg(
     })
 }
 
+/// The frames of `n` members the merge saves, less the thunks (with their identifier
+/// argument) and the merged body's frame it adds.
+fn frames_less_thunks(n: usize, c: &CostModel) -> f64 {
+    let n = n as f64;
+    n * c.frame - (n * (c.thunk + c.per_extra_arg) + c.frame)
+}
+
 /// The bytes a merged body saves against its members, as the cost model estimates them.
 fn saving_of(cx: &GroupCtx, merged: &Merged, opts: &AlignedOptions) -> f64 {
     let c = &opts.cost;
-    let n = cx.n() as f64;
     let members_insts: usize = cx.fs.iter().map(|f| f.inst_count()).sum();
-    c.bytes_per_inst * (members_insts as f64 - merged.body.inst_count() as f64) + n * c.frame
-        - (n * (c.thunk + c.per_extra_arg) + c.frame)
+    c.bytes_per_inst * (members_insts as f64 - merged.body.inst_count() as f64)
+        + frames_less_thunks(cx.n(), c)
         - opts.loop_branch * merged.diamonds_in_loops as f64
         - opts.select_extra * merged.selects as f64
         - merged.speculated_in_loops as f64
@@ -1518,11 +1519,12 @@ impl<'a, 'c> Codegen<'a, 'c> {
                 }
             }
         }
+        let pos: Vec<Vec<u32>> = fs.iter().map(|g| block_positions(g)).collect();
         let loops: Vec<Vec<bool>> = fs
             .iter()
-            .map(|g| loop_blocks(g, &block_positions(g)))
+            .zip(&pos)
+            .map(|(g, p)| loop_blocks(g, p))
             .collect();
-        let pos: Vec<Vec<u32>> = fs.iter().map(|g| block_positions(g)).collect();
         let in_loop = |p: &PlanBlock| {
             p.blocks
                 .iter()
@@ -1701,19 +1703,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
                     self.emit_column(last, ts, targets)?;
                 }
                 Some(ts) => {
-                    let flag = self.flag(1);
-                    let br = self.f.make_inst(
-                        Opcode::Brif,
-                        Type::I32,
-                        &[],
-                        &[
-                            Operand::Pred(Cond::Ne),
-                            Operand::Reg(flag),
-                            Operand::Block(term_at[e][1]),
-                            Operand::Block(term_at[e][0]),
-                        ],
-                    );
-                    self.f.append_inst(last, br);
+                    self.branch_on(last, 1, term_at[e][1], term_at[e][0]);
                     diamonds += 1;
                     diamonds_in_loops += in_loop(&plan[e]) as usize;
                     for (k, &t) in ts.iter().enumerate() {
@@ -1870,6 +1860,24 @@ impl<'a, 'c> Codegen<'a, 'c> {
         acc
     }
 
+    /// End `cur` with a branch to `yes` in member `k`, else to `no`.
+    fn branch_on(&mut self, cur: Block, k: usize, yes: Block, no: Block) {
+        let flag = self.flag(k);
+        let ty = self.f.reg_type(flag);
+        let br = self.f.make_inst(
+            Opcode::Brif,
+            ty,
+            &[],
+            &[
+                Operand::Pred(Cond::Ne),
+                Operand::Reg(flag),
+                Operand::Block(yes),
+                Operand::Block(no),
+            ],
+        );
+        self.f.append_inst(cur, br);
+    }
+
     /// A register that is nonzero exactly in member `k`: the identifier itself for the
     /// second of a pair, else `icmp eq id, k` at the top of the entry block.
     fn flag(&mut self, k: usize) -> Reg {
@@ -2009,20 +2017,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
         let mut preds: Vec<(Block, Option<usize>)> = Vec::new();
         for (t, &k) in tests.iter().enumerate() {
             let next = dispatch.get(t + 1).copied().unwrap_or(targets[0]);
-            let flag = self.flag(k);
-            let ty = self.f.reg_type(flag);
-            let br = self.f.make_inst(
-                Opcode::Brif,
-                ty,
-                &[],
-                &[
-                    Operand::Pred(Cond::Ne),
-                    Operand::Reg(flag),
-                    Operand::Block(targets[k]),
-                    Operand::Block(next),
-                ],
-            );
-            self.f.append_inst(dispatch[t], br);
+            self.branch_on(dispatch[t], k, targets[k], next);
             if targets[k] == join || next == join {
                 preds.push((dispatch[t], None));
             }
