@@ -65,6 +65,9 @@
 //!   instruction, an edge into a phi of the SSA repair `AlignedOptions::repair_edge`
 //!   bytes, and a diamond (or branch to each member's terminator) in a block of a loop
 //!   costs `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
+//!   Most alignments save nothing; an upper bound of the saving, computed from the
+//!   alignment without building the body (`estimate`: it knows which operands need a select),
+//!   turns them away first, as HyFM's tiers do.
 //!
 //! **Bounds.** Each search looks at `4 bands × 2 × neighbours` bucket entries and aligns at
 //! most `tries` times per function; an alignment costs at most `max_cells` per block pair
@@ -81,6 +84,7 @@ use crate::analysis::domtree::DomTree;
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
 use crate::state::*;
+use cranelift_entity::packed_option::PackedOption;
 use cranelift_entity::EntityRef;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -255,12 +259,14 @@ impl crate::pass::Pass for MergeAligned {
 /// Number of MinHash functions (and LSH bands of one value each).
 const BANDS: usize = 4;
 
-/// One function taking part: its skeleton hash and MinHash values.
+/// One function taking part: its skeleton and MinHash values.
 struct Candidate {
     f: FuncId,
     /// The signature's hash (functions whose CFGs differ meet by it).
     sig: u64,
     skeleton: u64,
+    /// The skeleton's words (`skeleton`), to confirm equal hashes.
+    skeleton_words: Box<[u64]>,
     minhash: [u64; BANDS],
 }
 
@@ -278,9 +284,11 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             report.hot += 1;
             continue;
         }
-        let Some(skeleton) = skeleton_hash(f) else {
+        let mut skeleton_words = Vec::new();
+        if skeleton(f, |w| skeleton_words.push(w)).is_none() {
             continue;
-        };
+        }
+        let skeleton = finish(skeleton_words.iter().fold(0, |h, &w| mix(h, w)));
         let mut sig = 0;
         for w in core::iter::once(f.sig.call_conv as u64)
             .chain(f.sig.params.iter().map(|p| p.ty.raw() as u64))
@@ -293,6 +301,7 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             f: id,
             sig,
             skeleton,
+            skeleton_words: skeleton_words.into(),
             minhash: minhash(f),
         });
     }
@@ -382,7 +391,7 @@ fn find_groups(
         for &(o, g, _) in near.iter().take(opts.tries) {
             let f = cands[c].f;
             let other = cands[o as usize].f;
-            if !same_skeleton(&m.functions[other], &m.functions[f]) {
+            if !same_skeleton(m, &cands[o as usize], &cands[c]) {
                 continue;
             }
             report.aligned += 1;
@@ -483,10 +492,7 @@ fn pair_differing_cfgs(
         let mut best: Option<(u32, Aligned)> = None;
         for &(o, _) in near.iter().take(opts.tries) {
             // Functions of one skeleton met in the first search (equal hashes confirmed).
-            let other = &cands[o as usize];
-            if other.skeleton == cands[c].skeleton
-                && same_skeleton(&m.functions[other.f], &m.functions[cands[c].f])
-            {
+            if same_skeleton(m, &cands[o as usize], &cands[c]) {
                 continue;
             }
             report.aligned += 1;
@@ -675,20 +681,11 @@ fn skeleton(f: &Function, mut each: impl FnMut(u64)) -> Option<()> {
     Some(())
 }
 
-fn skeleton_hash(f: &Function) -> Option<u64> {
-    let mut h = 0u64;
-    skeleton(f, |w| h = mix(h, w))?;
-    Some(finish(h))
-}
-
-/// The skeletons of `a` and `b` are equal (confirms what their hashes suggest).
-fn same_skeleton(a: &Function, b: &Function) -> bool {
-    let mut wa = Vec::new();
-    let mut wb = Vec::new();
-    a.sig == b.sig
-        && skeleton(a, |w| wa.push(w)).is_some()
-        && skeleton(b, |w| wb.push(w)).is_some()
-        && wa == wb
+/// Candidates `a` and `b` have the same skeleton (confirms what their hashes suggest).
+fn same_skeleton(m: &Module, a: &Candidate, b: &Candidate) -> bool {
+    a.skeleton == b.skeleton
+        && a.skeleton_words == b.skeleton_words
+        && m.functions[a.f].sig == m.functions[b.f].sig
 }
 
 fn mix(h: u64, w: u64) -> u64 {
@@ -891,23 +888,6 @@ impl<'a> GroupCtx<'a> {
             .all(|(p, q)| matches!(p, Operand::Reg(_)) || matches!(q, Operand::Reg(_)) || p == q)
     }
 
-    /// Some value operand of `x` of member `i` and `y` of member `j` (matching instructions)
-    /// is a constant in both, and they differ: the merged instruction surely needs a select
-    /// (the cost estimate's lower bound; other differing operands, a stack slot both map to
-    /// one object or a call of each to itself, need none).
-    fn constants_differ(&self, (i, x): (usize, Inst), (j, y): (usize, Inst)) -> bool {
-        use Operand::*;
-        self.fs[i]
-            .operands(x)
-            .into_iter()
-            .zip(self.fs[j].operands(y))
-            .any(|(p, q)| {
-                matches!(p, Int(_) | F32(_) | F64(_))
-                    && matches!(q, Int(_) | F32(_) | F64(_))
-                    && p != q
-            })
-    }
-
     /// Operand `x` of member `i` and `y` of member `j` can be one operand (a select where
     /// they differ). `callee`: they are the callees of direct calls, where a member's call to
     /// itself matches another's call to itself (the merged body calls itself).
@@ -1095,44 +1075,6 @@ fn merge_group(
             .ok_or(Rejected::NotAlignable)?;
         columns.push(al);
     }
-    // A cheap estimate first, a lower bound of what code generation makes: phis and
-    // terminators once, a full column once (and a select where its constants differ),
-    // the other instructions as they are, and a branch and a jump for each diamond.
-    let c = &opts.cost;
-    let members_insts: usize = cx.fs.iter().map(|f| f.inst_count()).sum();
-    let (mut merged_est, mut selects_est) = (0, 0);
-    for (k, cols) in columns.iter().enumerate() {
-        let b = a.layout[k];
-        merged_est += a.block_insts(b).len() - block_body(a, b).len();
-        let (mut in_run, mut diamond) = (false, false);
-        for col in 0..cols.len() {
-            if cols.is_full(col) {
-                let rep = cols.rep(col);
-                let select = (1..n)
-                    .any(|j| cx.constants_differ(rep, (j, cols.col(col)[j].unwrap())))
-                    as usize;
-                merged_est += 1 + select;
-                selects_est += select;
-                merged_est += 2 * (in_run && diamond) as usize;
-                (in_run, diamond) = (false, false);
-            } else {
-                for (j, x) in cols.col(col).iter().enumerate() {
-                    if let Some(x) = *x {
-                        merged_est += 1;
-                        diamond |= !cx.speculable(j, x);
-                    }
-                }
-                in_run = true;
-            }
-        }
-        merged_est += 2 * (in_run && diamond) as usize;
-    }
-    let estimate = c.bytes_per_inst * (members_insts as f64 - merged_est as f64)
-        + frames_less_thunks(n, c)
-        - opts.select_extra * selects_est as f64;
-    if estimate <= floor {
-        return Err(Rejected::Unprofitable);
-    }
     let plan: Vec<PlanBlock> = columns
         .into_iter()
         .enumerate()
@@ -1306,15 +1248,119 @@ fn merge_pair_cfg(
     build(&cx, plan, floor, opts)
 }
 
-/// The merged body of `plan`, if it saves more than `floor` bytes.
+/// What the merged body of `plan` could save at most, without building it: an upper bound
+/// of `saving_of`, from a lower bound of what code generation makes. Each block's phis and
+/// a terminator once, the identifier's copy, a full column once and a select for each
+/// member whose operand differs from the first's (a constant, or a register that is not the
+/// result of the same column or phi), every other instruction as it is, and a branch and a
+/// jump for each run of unmatched instructions that cannot run in every member (a diamond).
+fn estimate(cx: &GroupCtx, plan: &[PlanBlock], opts: &AlignedOptions) -> f64 {
+    use Operand::*;
+    let n = cx.n();
+    let fs = &cx.fs;
+    // Per member and register: the column or phi of the merged body it is a result of
+    // (from 1), or 0 for a value of that member only.
+    let mut ids: Vec<Vec<u32>> = fs.iter().map(|f| vec![0; f.regs.len()]).collect();
+    let mut next = 0;
+    let same_reg = |ids: &[Vec<u32>], k: usize, r: crate::lir::Reg, s: crate::lir::Reg| {
+        let id = ids[0][r.index()];
+        id != 0 && ids[k][s.index()] == id
+    };
+    let (mut merged, mut selects) = (1, 0);
+    for p in plan {
+        let k0 = p.first();
+        let Some(b0) = p.blocks[k0] else { continue };
+        let phis = split_phis(fs[k0], b0).0.len();
+        for q in 0..phis {
+            next += 1;
+            for (k, b) in p.members() {
+                ids[k][fs[k].results(split_phis(fs[k], b).0[q])[0].index()] = next;
+            }
+        }
+        merged += phis + 1;
+        let Some(cols) = &p.columns else {
+            merged += block_body(fs[k0], b0).len();
+            continue;
+        };
+        let (mut in_run, mut diamond) = (false, false);
+        for c in 0..cols.len() {
+            if !cols.is_full(c) {
+                for (j, x) in cols.col(c).iter().enumerate() {
+                    if let Some(x) = *x {
+                        merged += 1;
+                        diamond |= !cx.speculable(j, x);
+                    }
+                }
+                in_run = true;
+                continue;
+            }
+            merged += 1 + 2 * (in_run && diamond) as usize;
+            (in_run, diamond) = (false, false);
+            let xs = cols.col(c);
+            let x0 = xs[0].unwrap();
+            for (p, o) in fs[0].operands(x0).into_iter().enumerate() {
+                for k in 1..n {
+                    let ok = fs[k].operand(xs[k].unwrap(), p);
+                    let differ = match (o, ok) {
+                        (Reg(r), Reg(s)) => !same_reg(&ids, k, r, s),
+                        (Reg(_) | Int(_) | F32(_) | F64(_), _) => o != ok,
+                        (
+                            Mem { base, index, .. },
+                            Mem {
+                                base: b2,
+                                index: i2,
+                                ..
+                            },
+                        ) => {
+                            let part =
+                                |x: Option<crate::lir::Reg>, y: Option<crate::lir::Reg>| match (
+                                    x, y,
+                                ) {
+                                    (Some(r), Some(s)) => !same_reg(&ids, k, r, s) as usize,
+                                    _ => 0,
+                                };
+                            selects += part(base.expand(), b2.expand());
+                            part(index.expand(), i2.expand()) == 1
+                        }
+                        _ => false,
+                    };
+                    selects += differ as usize;
+                }
+            }
+            let results = fs[0].results(x0).len();
+            for j in 0..results {
+                next += 1;
+                for (k, x) in xs.iter().enumerate() {
+                    ids[k][fs[k].results(x.unwrap())[j].index()] = next;
+                }
+            }
+        }
+        merged += 2 * (in_run && diamond) as usize;
+    }
+    let c = &opts.cost;
+    let members_insts: usize = fs.iter().map(|f| f.inst_count()).sum();
+    c.bytes_per_inst * (members_insts as f64 - (merged + selects) as f64) + frames_less_thunks(n, c)
+        - opts.select_extra * selects as f64
+}
+
+/// The merged body of `plan`, if it saves more than `floor` bytes. Most alignments save
+/// nothing: `estimate` rejects them before the body is built.
 fn build(
     cx: &GroupCtx,
     plan: Vec<PlanBlock>,
     floor: f64,
     opts: &AlignedOptions,
 ) -> Result<Aligned, Rejected> {
+    let most = estimate(cx, &plan, opts);
+    if most <= floor {
+        return Err(Rejected::Unprofitable);
+    }
     let merged = Codegen::new(cx).run(&plan).ok_or(Rejected::NotAlignable)?;
     let saving = saving_of(cx, &merged, opts);
+    debug_assert!(
+        saving <= most + 1e-6,
+        "estimate {most} below the saving {saving} of the body built"
+    );
     if saving <= floor {
         return Err(Rejected::Unprofitable);
     }
@@ -1426,7 +1472,7 @@ struct Codegen<'a, 'c> {
     /// The identifier: `k` in member `k`.
     id: Reg,
     /// Each member's registers, as the merged body holds them.
-    map: Vec<HashMap<Reg, Operand>>,
+    map: Vec<Vec<PackedOption<Reg>>>,
     /// Calls of a member to itself (their callee is set when the body gets its name).
     self_calls: Vec<Inst>,
     /// The merged body's own signature, for those calls.
@@ -1468,7 +1514,11 @@ impl<'a, 'c> Codegen<'a, 'c> {
             cx,
             f,
             id,
-            map: vec![HashMap::default(); cx.n()],
+            map: cx
+                .fs
+                .iter()
+                .map(|f| vec![None.into(); f.regs.len()])
+                .collect(),
             self_calls: Vec::new(),
             self_sig,
             uses: cx.fs.iter().map(|f| use_counts(f)).collect(),
@@ -1553,7 +1603,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
                 self.f.append_inst(cur, i);
                 for (k, b) in p.members() {
                     let y = split_phis(fs[k], b).0[q];
-                    self.map[k].insert(fs[k].results(y)[0], Operand::Reg(r));
+                    self.map[k][fs[k].results(y)[0].index()] = r.into();
                 }
                 phis.push((i, e, q));
             }
@@ -1907,13 +1957,11 @@ impl<'a, 'c> Codegen<'a, 'c> {
     /// The merged body's register for `r` of member `k` (`None`, and the group is given up,
     /// if the body does not have it yet: `is_ssa` rules that out).
     fn reg(&self, k: usize, r: Reg) -> Option<Reg> {
-        match self.map[k].get(&r) {
-            Some(Operand::Reg(v)) => Some(*v),
-            _ => {
-                self.missing.set(true);
-                None
-            }
+        let v = self.map[k][r.index()].expand();
+        if v.is_none() {
+            self.missing.set(true);
         }
+        v
     }
 
     /// Member `k`'s operand in the merged body (registers and stack objects mapped).
@@ -1972,12 +2020,12 @@ impl<'a, 'c> Codegen<'a, 'c> {
         }
         self.f.append_inst(cur, i);
         for (j, &r) in src.results(x).iter().enumerate() {
-            self.map[k].insert(r, Operand::Reg(results[j]));
+            self.map[k][r.index()] = results[j].into();
         }
         for (j, &y) in others.iter().enumerate() {
             let g = self.cx.fs[j + 1];
             for (q, &r) in g.results(y).iter().enumerate() {
-                self.map[j + 1].insert(r, Operand::Reg(results[q]));
+                self.map[j + 1][r.index()] = results[q].into();
             }
         }
     }
@@ -2060,7 +2108,7 @@ impl<'a, 'c> Codegen<'a, 'c> {
             let p = self.f.new_reg(ty);
             let i = self.f.make_inst(Opcode::Phi, ty, &[p], &ops);
             self.f.append_inst(join, i);
-            self.map[k].insert(r, Operand::Reg(p));
+            self.map[k][r.index()] = p.into();
         }
         Some(join)
     }
