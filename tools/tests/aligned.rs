@@ -803,3 +803,65 @@ fn calls_in_blocks_of_one_member() {
     let r = run_with("own_calls", &format!("{HEADER}{body}"), ALIGNED);
     assert_eq!(r.stats.get("aligned.with_extra_blocks"), 1);
 }
+
+/// `straight`, with a stack limit loaded from `vmctx` (at `offset` in the block it points
+/// to), as wasmtime's functions have (no run lines: the pass only).
+fn with_stack_limit(name: &str, ops: &[Op], offset: i32) -> String {
+    let mut s = format!(
+        "function %{name}(i64 vmctx, i64) -> i64 {{\n    gv0 = vmctx\n    \
+         gv1 = load.i64 notrap aligned readonly gv0+8\n    \
+         gv2 = load.i64 notrap aligned gv1+{offset}\n    stack_limit = gv2\n\n\
+         block0(v0: i64, v1: i64):\n"
+    );
+    let mut next = 2;
+    let r = chain(&mut s, ops, "v0", "v1", &mut next);
+    let _ = writeln!(s, "    return {r}\n}}\n");
+    s
+}
+
+/// The stats count each rejected alignment once, under one reason, and the reasons add up
+/// to the totals.
+fn assert_rejections_add_up(stats: &midend::Stats) {
+    let why = |r: &str| stats.get(&format!("aligned.rejected.{r}"));
+    assert_eq!(
+        stats.get("aligned.unprofitable"),
+        why("share") + why("estimate") + why("saving")
+    );
+    assert_eq!(
+        stats.get("aligned.not_alignable"),
+        why("tables") + why("blocks") + why("long_block") + why("codegen")
+    );
+}
+
+#[test]
+fn rejections_are_counted_by_reason() {
+    // Every constant differs: a select each, more than the pair would save. The estimate,
+    // taken from the alignment, rejects the pair before its body is built.
+    let other: Vec<Op> = base()
+        .into_iter()
+        .map(|op| match op {
+            Op::Add(k) => Op::Add(k + 1000),
+            Op::Sub(k) => Op::Sub(k + 1000),
+            Op::Mul(k) => Op::Mul(k + 1000),
+            Op::Xor(k) => Op::Xor(k + 1000),
+            op => op,
+        })
+        .collect();
+    let stats = pass_stats(&(straight("a", &base()) + &straight("b", &other)), None);
+    assert_eq!(stats.get("merged_aligned"), 0);
+    assert_eq!(stats.get("aligned.rejected.estimate"), 1);
+    assert_eq!(stats.get("aligned.aligned"), 1);
+    assert_rejections_add_up(&stats);
+
+    // A pair that merges with equal global values, and is not alignable when one loads its
+    // stack limit from elsewhere: the merged body has one table of global values.
+    let same = with_stack_limit("a", &base(), 24) + &with_stack_limit("b", &edited(), 24);
+    let stats = pass_stats(&same, None);
+    assert_eq!(stats.get("merged_aligned"), 2);
+    assert_rejections_add_up(&stats);
+    let apart = with_stack_limit("a", &base(), 24) + &with_stack_limit("b", &edited(), 32);
+    let stats = pass_stats(&apart, None);
+    assert_eq!(stats.get("merged_aligned"), 0);
+    assert_eq!(stats.get("aligned.rejected.tables"), 1);
+    assert_rejections_add_up(&stats);
+}

@@ -211,12 +211,60 @@ pub struct AlignedReport {
     /// Alignments that could not be turned into one body (a block too long to align,
     /// a value of a type with no zero to pass around a diamond).
     pub not_alignable: usize,
+    /// The rejections (`unprofitable` and `not_alignable`) by reason.
+    pub rejected: Rejections,
     /// Functions left alone because the host marks them hot.
     pub hot: usize,
     /// Functions left alone for what they hold (opaque instructions, exception tables, a
     /// register defined twice or read before its definition in layout order), or for their
     /// size.
     pub ineligible: usize,
+}
+
+/// Why alignments were rejected, by reason (`AlignedReport::rejected`).
+#[derive(Clone, Debug, Default)]
+pub struct Rejections {
+    /// Not alignable: the functions' signatures, alias regions, global values or stack
+    /// limits differ (the merged body would need both tables).
+    pub tables: usize,
+    /// Not alignable: functions whose CFGs differ and whose blocks cannot be paired (their
+    /// entry blocks cannot be one block: other phis or another terminator).
+    pub blocks: usize,
+    /// Not alignable: a block too long to align (`AlignedOptions::max_cells`) whose length
+    /// differs from the other's.
+    pub long_block: usize,
+    /// Not alignable: code generation gave up (a value that cannot be carried around
+    /// another member's instructions), or the body built failed verification.
+    pub codegen: usize,
+    /// Unprofitable: functions whose CFGs differ that share less than 60% of the larger
+    /// one's instructions.
+    pub share: usize,
+    /// Unprofitable: the most the merge could save, estimated from the alignment before
+    /// the body is built, is no more than what is saved already.
+    pub estimate: usize,
+    /// Unprofitable: the body built saves no more than what is saved already.
+    pub saving: usize,
+}
+
+impl AlignedReport {
+    fn reject(&mut self, why: Rejected) {
+        let r = &mut self.rejected;
+        let (count, unprofitable) = match why {
+            Rejected::Tables => (&mut r.tables, false),
+            Rejected::Blocks => (&mut r.blocks, false),
+            Rejected::LongBlock => (&mut r.long_block, false),
+            Rejected::Codegen => (&mut r.codegen, false),
+            Rejected::Share => (&mut r.share, true),
+            Rejected::Estimate => (&mut r.estimate, true),
+            Rejected::Saving => (&mut r.saving, true),
+        };
+        *count += 1;
+        if unprofitable {
+            self.unprofitable += 1;
+        } else {
+            self.not_alignable += 1;
+        }
+    }
 }
 
 /// The `merge-aligned` pass.
@@ -250,6 +298,18 @@ impl crate::pass::Pass for MergeAligned {
         stats.add("aligned.aligned", r.aligned as u64);
         stats.add("aligned.unprofitable", r.unprofitable as u64);
         stats.add("aligned.not_alignable", r.not_alignable as u64);
+        let why = &r.rejected;
+        for (reason, n) in [
+            ("tables", why.tables),
+            ("blocks", why.blocks),
+            ("long_block", why.long_block),
+            ("codegen", why.codegen),
+            ("share", why.share),
+            ("estimate", why.estimate),
+            ("saving", why.saving),
+        ] {
+            stats.add(&format!("aligned.rejected.{reason}"), n as u64);
+        }
         stats.add("aligned.hot", r.hot as u64);
         stats.add("aligned.ineligible", r.ineligible as u64);
         Ok(())
@@ -321,7 +381,7 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
         );
         let saving = g.aligned.saving;
         let Some(folded) = install(m, ps, opts, &uses, &g.members, g.aligned.merged) else {
-            report.not_alignable += 1;
+            report.reject(Rejected::Codegen);
             continue;
         };
         report.folded += folded;
@@ -416,8 +476,7 @@ fn find_groups(
                         best = Some((o, g, al, gain));
                     }
                 }
-                Err(Rejected::Unprofitable) => report.unprofitable += 1,
-                Err(Rejected::NotAlignable) => report.not_alignable += 1,
+                Err(why) => report.reject(why),
             }
         }
         match best {
@@ -499,8 +558,7 @@ fn pair_differing_cfgs(
             let floor = best.as_ref().map_or(0.0, |b| b.1.saving);
             match merge_pair_cfg(m, &[cands[o as usize].f, cands[c].f], floor, opts) {
                 Ok(al) => best = Some((o, al)),
-                Err(Rejected::Unprofitable) => report.unprofitable += 1,
-                Err(Rejected::NotAlignable) => report.not_alignable += 1,
+                Err(why) => report.reject(why),
             }
         }
         match best {
@@ -724,9 +782,25 @@ fn minhash(f: &Function) -> [u64; BANDS] {
 }
 
 /// Why a group was not merged.
+#[derive(Clone, Copy)]
 enum Rejected {
-    Unprofitable,
-    NotAlignable,
+    /// The members' signatures, alias regions, global values or stack limits differ.
+    Tables,
+    /// Functions whose CFGs differ: their blocks cannot be paired (the entry blocks cannot
+    /// be one block, or the pairing's table would be too large).
+    Blocks,
+    /// A block too long to align whose lengths differ.
+    LongBlock,
+    /// Functions whose CFGs differ: they share less than `MIN_SHARED_DIFFERING_CFGS`.
+    Share,
+    /// The upper bound of the saving (`estimate`, or the shared instructions of functions
+    /// whose CFGs differ) is no more than what is saved already.
+    Estimate,
+    /// The body built saves no more than what is saved already.
+    Saving,
+    /// Code generation gave up: a value that cannot be carried around another member's
+    /// instructions, or a column that does not match after all.
+    Codegen,
 }
 
 /// The alignment of one block across the members aligned so far: columns of one instruction
@@ -802,7 +876,7 @@ impl<'a> GroupCtx<'a> {
             let b = &m.functions[f];
             // Tables whose entries refer to one another by index are shared only when equal.
             if b.regions != a.regions || !same_globals(a, b) || b.stack_limit != a.stack_limit {
-                return Err(Rejected::NotAlignable);
+                return Err(Rejected::Tables);
             }
             let map = b
                 .stack_objs
@@ -1064,7 +1138,7 @@ fn merge_group(
     for (k, (&ba, &bz)) in a.layout.iter().zip(z.layout.iter()).enumerate() {
         let first;
         let cols = match base {
-            Some(base) => base[k].columns.as_ref().ok_or(Rejected::NotAlignable)?,
+            Some(base) => base[k].columns.as_ref().ok_or(Rejected::Blocks)?,
             None => {
                 debug_assert_eq!(n, 2);
                 first = Columns::of(block_body(a, ba));
@@ -1072,7 +1146,7 @@ fn merge_group(
             }
         };
         let al = align_block(&cx, cols, last, block_body(z, bz), opts.max_cells)
-            .ok_or(Rejected::NotAlignable)?;
+            .ok_or(Rejected::LongBlock)?;
         columns.push(al);
     }
     let plan: Vec<PlanBlock> = columns
@@ -1198,9 +1272,9 @@ fn merge_pair_cfg(
     let cx = GroupCtx::new(m, members)?;
     let (a, b) = (cx.fs[0], cx.fs[1]);
     if a.sig != b.sig {
-        return Err(Rejected::NotAlignable);
+        return Err(Rejected::Tables);
     }
-    let pairs = align_blocks(a, b, opts.max_cells).ok_or(Rejected::NotAlignable)?;
+    let pairs = align_blocks(a, b, opts.max_cells).ok_or(Rejected::Blocks)?;
     // What the merge could save at most, from the instructions that could be shared: first
     // the paired blocks' phis, terminators and shorter bodies, then what their bodies'
     // alignments share.
@@ -1220,8 +1294,11 @@ fn merge_pair_cfg(
         let larger = a.inst_count().max(b.inst_count());
         shared as f64 >= MIN_SHARED_DIFFERING_CFGS * larger as f64
     };
-    if bound(paired) <= floor || !enough(paired) {
-        return Err(Rejected::Unprofitable);
+    if !enough(paired) {
+        return Err(Rejected::Share);
+    }
+    if bound(paired) <= floor {
+        return Err(Rejected::Estimate);
     }
     let mut plan = Vec::with_capacity(pairs.len());
     let mut shared = 0;
@@ -1230,7 +1307,7 @@ fn merge_pair_cfg(
             (Some(x), Some(y)) => {
                 let first = Columns::of(block_body(a, x));
                 let cols = align_block(&cx, &first, 1, block_body(b, y), opts.max_cells)
-                    .ok_or(Rejected::NotAlignable)?;
+                    .ok_or(Rejected::LongBlock)?;
                 shared += (0..cols.len()).filter(|&c| cols.is_full(c)).count();
                 shared += split_phis(a, x).0.len() + 1;
                 Some(cols)
@@ -1242,8 +1319,11 @@ fn merge_pair_cfg(
             columns,
         });
     }
-    if bound(shared) <= floor || !enough(shared) {
-        return Err(Rejected::Unprofitable);
+    if !enough(shared) {
+        return Err(Rejected::Share);
+    }
+    if bound(shared) <= floor {
+        return Err(Rejected::Estimate);
     }
     build(&cx, plan, floor, opts)
 }
@@ -1353,16 +1433,16 @@ fn build(
 ) -> Result<Aligned, Rejected> {
     let most = estimate(cx, &plan, opts);
     if most <= floor {
-        return Err(Rejected::Unprofitable);
+        return Err(Rejected::Estimate);
     }
-    let merged = Codegen::new(cx).run(&plan).ok_or(Rejected::NotAlignable)?;
+    let merged = Codegen::new(cx).run(&plan).ok_or(Rejected::Codegen)?;
     let saving = saving_of(cx, &merged, opts);
     debug_assert!(
         saving <= most + 1e-6,
         "estimate {most} below the saving {saving} of the body built"
     );
     if saving <= floor {
-        return Err(Rejected::Unprofitable);
+        return Err(Rejected::Saving);
     }
     Ok(Aligned {
         plan,
