@@ -48,7 +48,9 @@ mod scope;
 mod similar;
 mod walk;
 
-pub use aligned::{merge_aligned, AlignedOptions, AlignedReport, HotFunctions, MergeAligned};
+pub use aligned::{
+    merge_aligned, AlignedOptions, AlignedReport, HotFunctions, MergeAligned, Rejections,
+};
 pub use comparator::{validate_merge, ComparatorState, FunctionComparator};
 pub use exact::{
     merge_functions_reusing, merge_functions_with, thunk_for_address, thunk_merged, MergeScratch,
