@@ -66,8 +66,8 @@
 //!   bytes, and a diamond (or branch to each member's terminator) in a block of a loop
 //!   costs `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
 //!   Most alignments save nothing; an upper bound of the saving, computed from the
-//!   alignment without building the body (`estimate`: it knows which operands need a select),
-//!   turns them away first, as HyFM's tiers do.
+//!   alignment without building the body (`estimate`: it counts the selects the aligned
+//!   instructions' operands need), turns them away first, as HyFM's tiers do.
 //!
 //! **Bounds.** Each search looks at `4 bands × 2 × neighbours` bucket entries and aligns at
 //! most `tries` times per function; an alignment costs at most `max_cells` per block pair
@@ -206,10 +206,12 @@ pub struct AlignedReport {
     pub candidates: usize,
     /// Alignments tried (a pair, or a group and one function more).
     pub aligned: usize,
-    /// Alignments rejected by the cost model (a group that saves no more with the function).
+    /// Alignments that would save too little: no more than the group saves without the
+    /// function, or, for functions whose CFGs differ, too few shared instructions
+    /// (`Rejections`: estimate, saving, share).
     pub unprofitable: usize,
-    /// Alignments that could not be turned into one body (a block too long to align,
-    /// a value of a type with no zero to pass around a diamond).
+    /// Alignments that could not be turned into one body, and bodies that failed
+    /// verification (`Rejections`: tables, blocks, long block, codegen).
     pub not_alignable: usize,
     /// The rejections (`unprofitable` and `not_alignable`) by reason.
     pub rejected: Rejections,
@@ -228,19 +230,22 @@ pub struct Rejections {
     /// limits differ (the merged body would need both tables).
     pub tables: usize,
     /// Not alignable: functions whose CFGs differ and whose blocks cannot be paired (their
-    /// entry blocks cannot be one block: other phis or another terminator).
+    /// entry blocks cannot be one block: other phis or another terminator; or the
+    /// pairing's table would exceed `AlignedOptions::max_cells`).
     pub blocks: usize,
     /// Not alignable: a block too long to align (`AlignedOptions::max_cells`) whose length
     /// differs from the other's.
     pub long_block: usize,
     /// Not alignable: code generation gave up (a value that cannot be carried around
-    /// another member's instructions), or the body built failed verification.
+    /// another member's instructions, a column that does not match after all), or the
+    /// body of a group the search made failed verification.
     pub codegen: usize,
     /// Unprofitable: functions whose CFGs differ that share less than 60% of the larger
     /// one's instructions.
     pub share: usize,
     /// Unprofitable: the most the merge could save, estimated from the alignment before
-    /// the body is built, is no more than what is saved already.
+    /// the body is built (for functions whose CFGs differ, first from what their paired
+    /// blocks could share), is no more than what is saved already.
     pub estimate: usize,
     /// Unprofitable: the body built saves no more than what is saved already.
     pub saving: usize,
@@ -799,7 +804,8 @@ enum Rejected {
     /// The body built saves no more than what is saved already.
     Saving,
     /// Code generation gave up: a value that cannot be carried around another member's
-    /// instructions, or a column that does not match after all.
+    /// instructions, or a column that does not match after all; or the body failed
+    /// verification.
     Codegen,
 }
 
@@ -1138,6 +1144,7 @@ fn merge_group(
     for (k, (&ba, &bz)) in a.layout.iter().zip(z.layout.iter()).enumerate() {
         let first;
         let cols = match base {
+            // (Groups of more than two are all of one skeleton: every block is aligned.)
             Some(base) => base[k].columns.as_ref().ok_or(Rejected::Blocks)?,
             None => {
                 debug_assert_eq!(n, 2);
@@ -1332,21 +1339,45 @@ fn merge_pair_cfg(
 /// of `saving_of`, from a lower bound of what code generation makes. Each block's phis and
 /// a terminator once, the identifier's copy, a full column once and a select for each
 /// member whose operand differs from the first's (a constant, or a register that is not the
-/// result of the same column or phi), every other instruction as it is, and a branch and a
-/// jump for each run of unmatched instructions that cannot run in every member (a diamond).
+/// result of the same column or phi: `Codegen` gives a member's register the merged
+/// register of another member's only there), every other instruction as it is, and a
+/// branch and a jump for each run of unmatched instructions that cannot run in every
+/// member (a diamond). Leaving out the selects of phi sources and terminators, and the
+/// charges for loops and repair phis, only raises the bound (the cost model's charges are
+/// not negative).
 fn estimate(cx: &GroupCtx, plan: &[PlanBlock], opts: &AlignedOptions) -> f64 {
     use Operand::*;
     let n = cx.n();
     let fs = &cx.fs;
-    // Per member and register: the column or phi of the merged body it is a result of
-    // (from 1), or 0 for a value of that member only.
+    // Per member and register: the column or phi of the merged body it is a result of,
+    // numbered from 1; 0 for a value of that member only.
     let mut ids: Vec<Vec<u32>> = fs.iter().map(|f| vec![0; f.regs.len()]).collect();
     let mut next = 0;
-    let same_reg = |ids: &[Vec<u32>], k: usize, r: crate::lir::Reg, s: crate::lir::Reg| {
-        let id = ids[0][r.index()];
-        id != 0 && ids[k][s.index()] == id
+    // Whether member `k`'s operand `y` needs a select against the first member's `x`:
+    // the number of selects (a memory operand's base and index are selected apart).
+    let selects_for = |ids: &[Vec<u32>], k: usize, x: Operand, y: Operand| -> usize {
+        let reg = |r: Option<crate::lir::Reg>, s: Option<crate::lir::Reg>| match (r, s) {
+            (Some(r), Some(s)) => {
+                let id = ids[0][r.index()];
+                (id == 0 || ids[k][s.index()] != id) as usize
+            }
+            _ => 0,
+        };
+        match (x, y) {
+            (Reg(r), Reg(s)) => reg(Some(r), Some(s)),
+            (Reg(_) | Int(_) | F32(_) | F64(_), _) => (x != y) as usize,
+            (
+                Mem { base, index, .. },
+                Mem {
+                    base: b2,
+                    index: i2,
+                    ..
+                },
+            ) => reg(base.expand(), b2.expand()) + reg(index.expand(), i2.expand()),
+            _ => 0,
+        }
     };
-    let (mut merged, mut selects) = (1, 0);
+    let (mut insts, mut selects) = (1, 0);
     for p in plan {
         let k0 = p.first();
         let Some(b0) = p.blocks[k0] else { continue };
@@ -1357,9 +1388,9 @@ fn estimate(cx: &GroupCtx, plan: &[PlanBlock], opts: &AlignedOptions) -> f64 {
                 ids[k][fs[k].results(split_phis(fs[k], b).0[q])[0].index()] = next;
             }
         }
-        merged += phis + 1;
+        insts += phis + 1;
         let Some(cols) = &p.columns else {
-            merged += block_body(fs[k0], b0).len();
+            insts += block_body(fs[k0], b0).len();
             continue;
         };
         let (mut in_run, mut diamond) = (false, false);
@@ -1367,59 +1398,34 @@ fn estimate(cx: &GroupCtx, plan: &[PlanBlock], opts: &AlignedOptions) -> f64 {
             if !cols.is_full(c) {
                 for (j, x) in cols.col(c).iter().enumerate() {
                     if let Some(x) = *x {
-                        merged += 1;
+                        insts += 1;
                         diamond |= !cx.speculable(j, x);
                     }
                 }
                 in_run = true;
                 continue;
             }
-            merged += 1 + 2 * (in_run && diamond) as usize;
+            insts += 1 + 2 * (in_run && diamond) as usize;
             (in_run, diamond) = (false, false);
             let xs = cols.col(c);
             let x0 = xs[0].unwrap();
-            for (p, o) in fs[0].operands(x0).into_iter().enumerate() {
-                for k in 1..n {
-                    let ok = fs[k].operand(xs[k].unwrap(), p);
-                    let differ = match (o, ok) {
-                        (Reg(r), Reg(s)) => !same_reg(&ids, k, r, s),
-                        (Reg(_) | Int(_) | F32(_) | F64(_), _) => o != ok,
-                        (
-                            Mem { base, index, .. },
-                            Mem {
-                                base: b2,
-                                index: i2,
-                                ..
-                            },
-                        ) => {
-                            let part =
-                                |x: Option<crate::lir::Reg>, y: Option<crate::lir::Reg>| match (
-                                    x, y,
-                                ) {
-                                    (Some(r), Some(s)) => !same_reg(&ids, k, r, s) as usize,
-                                    _ => 0,
-                                };
-                            selects += part(base.expand(), b2.expand());
-                            part(index.expand(), i2.expand()) == 1
-                        }
-                        _ => false,
-                    };
-                    selects += differ as usize;
+            for (at, o) in fs[0].operands(x0).into_iter().enumerate() {
+                for (k, x) in xs.iter().enumerate().skip(1) {
+                    selects += selects_for(&ids, k, o, fs[k].operand(x.unwrap(), at));
                 }
             }
-            let results = fs[0].results(x0).len();
-            for j in 0..results {
+            for j in 0..fs[0].results(x0).len() {
                 next += 1;
                 for (k, x) in xs.iter().enumerate() {
                     ids[k][fs[k].results(x.unwrap())[j].index()] = next;
                 }
             }
         }
-        merged += 2 * (in_run && diamond) as usize;
+        insts += 2 * (in_run && diamond) as usize;
     }
     let c = &opts.cost;
     let members_insts: usize = fs.iter().map(|f| f.inst_count()).sum();
-    c.bytes_per_inst * (members_insts as f64 - (merged + selects) as f64) + frames_less_thunks(n, c)
+    c.bytes_per_inst * (members_insts as f64 - (insts + selects) as f64) + frames_less_thunks(n, c)
         - opts.select_extra * selects as f64
 }
 
@@ -1433,6 +1439,16 @@ fn build(
 ) -> Result<Aligned, Rejected> {
     let most = estimate(cx, &plan, opts);
     if most <= floor {
+        // Debug builds check the bound where it matters: on the plans it turns away.
+        if cfg!(debug_assertions) {
+            if let Some(merged) = Codegen::new(cx).run(&plan) {
+                let saving = saving_of(cx, &merged, opts);
+                assert!(
+                    saving <= most + 1e-6,
+                    "estimate {most} below the saving {saving}"
+                );
+            }
+        }
         return Err(Rejected::Estimate);
     }
     let merged = Codegen::new(cx).run(&plan).ok_or(Rejected::Codegen)?;
