@@ -96,11 +96,16 @@ print(f'| $(basename "$f" .clif) | $o | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% 
       done
     done
     echo
+    # One `--stats` run per module feeds both tables below.
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    for f in "$dir"/*.clif; do
+      "$BIN" opt --passes merge,merge-similar,merge-aligned --emit none --stats "$f" 2>&1 >/dev/null | tail -1 > "$tmp/$(basename "$f" .clif)"
+    done
     echo "| module | functions | candidates | groups | members | with unmatched instructions | with an extra block | diamonds | groups of 3+ | aligned | \`merge-aligned\` ms |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for f in "$dir"/*.clif; do
-      "$BIN" opt --passes merge,merge-similar,merge-aligned --emit none --stats "$f" 2>&1 >/dev/null | tail -1 |
-        json "(lambda g: f'| $(basename "$f" .clif) | {g(\"functions_in\")} | {g(\"aligned.candidates\")} | {g(\"aligned.groups\")} | {g(\"merged_aligned\")} | {g(\"aligned.with_unmatched_runs\")} | {g(\"aligned.with_extra_blocks\")} | {g(\"aligned.diamonds\")} | {g(\"aligned.groups_3plus\")} | {g(\"aligned.aligned\")} | {d[\"time_ms\"][\"merge-aligned\"]:.1f} |')(lambda k: d.get(k, 0))"
+      m=$(basename "$f" .clif)
+      json "(lambda g: f'| $m | {g(\"functions_in\")} | {g(\"aligned.candidates\")} | {g(\"aligned.groups\")} | {g(\"merged_aligned\")} | {g(\"aligned.with_unmatched_runs\")} | {g(\"aligned.with_extra_blocks\")} | {g(\"aligned.diamonds\")} | {g(\"aligned.groups_3plus\")} | {g(\"aligned.aligned\")} | {d[\"time_ms\"][\"merge-aligned\"]:.1f} |')(lambda k: d.get(k, 0))" < "$tmp/$m"
     done
     echo
     echo "Alignments rejected, by reason (\`aligned.rejected.*\` in \`--stats\`):"
@@ -108,8 +113,8 @@ print(f'| $(basename "$f" .clif) | $o | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% 
     echo "| module | estimate | saving | share | tables | blocks | long block | codegen |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
     for f in "$dir"/*.clif; do
-      "$BIN" opt --passes merge,merge-similar,merge-aligned --emit none --stats "$f" 2>&1 >/dev/null | tail -1 |
-        json "(lambda g: f'| $(basename "$f" .clif) | {g(\"estimate\")} | {g(\"saving\")} | {g(\"share\")} | {g(\"tables\")} | {g(\"blocks\")} | {g(\"long_block\")} | {g(\"codegen\")} |')(lambda k: d.get('aligned.rejected.' + k, 0))"
+      m=$(basename "$f" .clif)
+      json "(lambda g: f'| $m | {g(\"estimate\")} | {g(\"saving\")} | {g(\"share\")} | {g(\"tables\")} | {g(\"blocks\")} | {g(\"long_block\")} | {g(\"codegen\")} |')(lambda k: d.get('aligned.rejected.' + k, 0))" < "$tmp/$m"
     done
     ;;
   aligned-local)
