@@ -1253,6 +1253,8 @@ fn merge_group(
 /// merged body (their phis' types, their terminators' opcode and number of targets), and a
 /// histogram of their bodies' opcodes for scoring the pairing.
 struct BlockKey {
+    /// A hash of `phis` and `term`, compared first.
+    shape: u64,
     phis: SmallVec<[Type; 4]>,
     term: Option<(Opcode, usize)>,
     hist: [u8; 16],
@@ -1266,11 +1268,18 @@ impl BlockKey {
             let h = &mut hist[(f.insts[i].opcode as usize * 7) % 16];
             *h = h.saturating_add(1);
         }
+        let phis: SmallVec<[Type; 4]> = phis.iter().map(|&i| f.insts[i].ty).collect();
+        let term = f
+            .terminator(b)
+            .map(|t| (f.insts[t].opcode, f.branch_targets(t).count()));
+        let shape = phis.iter().fold(
+            term.map_or(0, |(op, n)| (op as u64) << 32 | n as u64),
+            |h, ty| mix(h, ty.raw() as u64),
+        );
         BlockKey {
-            phis: phis.iter().map(|&i| f.insts[i].ty).collect(),
-            term: f
-                .terminator(b)
-                .map(|t| (f.insts[t].opcode, f.branch_targets(t).count())),
+            shape,
+            phis,
+            term,
             hist,
         }
     }
@@ -1278,7 +1287,11 @@ impl BlockKey {
     /// The score of pairing two blocks: 0 if they cannot be one block, else one more than
     /// the opcodes their bodies have in common (as far as the histograms tell).
     fn score(&self, o: &BlockKey) -> u32 {
-        if self.term.is_none() || self.term != o.term || self.phis != o.phis {
+        if self.shape != o.shape
+            || self.term.is_none()
+            || self.term != o.term
+            || self.phis != o.phis
+        {
             return 0;
         }
         1 + self
@@ -1363,6 +1376,13 @@ fn merge_pair_cfg(
     if a.sig != b.sig {
         return Err(Rejected::Tables);
     }
+    // A pair must share `MIN_SHARED_DIFFERING_CFGS` of the larger function's instructions,
+    // and can share no more than the smaller one has.
+    let larger = a.inst_count().max(b.inst_count());
+    let enough = |shared: usize| shared as f64 >= MIN_SHARED_DIFFERING_CFGS * larger as f64;
+    if !enough(a.inst_count().min(b.inst_count())) {
+        return Err(Rejected::Share);
+    }
     let pairs = align_blocks(a, b, opts.max_cells).ok_or(Rejected::Blocks)?;
     // What the merge could save at most, from the instructions that could be shared: first
     // the paired blocks' phis, terminators and shorter bodies, then what their bodies'
@@ -1377,12 +1397,6 @@ fn merge_pair_cfg(
             Some(body + split_phis(a, x).0.len() + 1)
         })
         .sum();
-    // The branches on the identifier and the phis that carry values around the other
-    // member's blocks cost more than a pair that shares less than this saves.
-    let enough = |shared: usize| {
-        let larger = a.inst_count().max(b.inst_count());
-        shared as f64 >= MIN_SHARED_DIFFERING_CFGS * larger as f64
-    };
     if !enough(paired) {
         return Err(Rejected::Share);
     }
