@@ -497,8 +497,9 @@ fn find_groups(
                 }
                 Err(why) => {
                     report.reject(why);
-                    // The nearest neighbour cannot pay for the selects its alignment
-                    // needs: a farther one rarely can.
+                    // Joining this neighbour (or its group) would not pay for the selects
+                    // the alignment needs; the neighbours after it share fewer MinHash
+                    // values or differ more in size, and rarely do better.
                     if matches!(why, Rejected::Estimate) {
                         break;
                     }
