@@ -110,11 +110,11 @@ print(f'| $(basename "$f" .clif) | $o | {p} | {x} | {y} | {sa:.2f}% | {sb:.2f}% 
     echo
     echo "Alignments rejected, by reason (\`aligned.rejected.*\` in \`--stats\`):"
     echo
-    echo "| module | estimate | saving | share | tables | blocks | long block | codegen |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| module | dissimilar | estimate | saving | share | tables | blocks | long block | codegen |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     for f in "$dir"/*.clif; do
       m=$(basename "$f" .clif)
-      json "(lambda g: f'| $m | {g(\"estimate\")} | {g(\"saving\")} | {g(\"share\")} | {g(\"tables\")} | {g(\"blocks\")} | {g(\"long_block\")} | {g(\"codegen\")} |')(lambda k: d.get('aligned.rejected.' + k, 0))" < "$tmp/$m"
+      json "(lambda g: f'| $m | {g(\"dissimilar\")} | {g(\"estimate\")} | {g(\"saving\")} | {g(\"share\")} | {g(\"tables\")} | {g(\"blocks\")} | {g(\"long_block\")} | {g(\"codegen\")} |')(lambda k: d.get('aligned.rejected.' + k, 0))" < "$tmp/$m"
     done
     ;;
   aligned-local)

@@ -502,6 +502,17 @@ fn pass_stats(body: &str, hot: Option<midend::passes::merge::HotFunctions>) -> m
     run_passes(body, hot).1
 }
 
+/// `merge-aligned`'s report on `body` lifted, run alone with `min_similarity`.
+fn aligned_report(body: &str, min_similarity: f64) -> midend::passes::merge::AlignedReport {
+    let funcs = cranelift_reader::parse_functions(body).unwrap();
+    let mut m = jit_driver::lift_functions(funcs.iter(), &mut midend::Stats::default()).unwrap();
+    let opts = midend::passes::merge::AlignedOptions {
+        min_similarity,
+        ..Default::default()
+    };
+    midend::passes::merge::merge_aligned(&mut m, &mut midend::PassState::default(), &opts)
+}
+
 /// `pass_stats`, and the module after the passes.
 fn run_passes(
     body: &str,
@@ -845,11 +856,25 @@ fn rejections_are_counted_by_reason() {
             op => op,
         })
         .collect();
-    let stats = pass_stats(&(straight("a", &base()) + &straight("b", &other)), None);
+    // The similarity screen turns it away first: no instruction with a constant has a
+    // token in common with the other's.
+    let pair = straight("a", &base()) + &straight("b", &other);
+    let stats = pass_stats(&pair, None);
     assert_eq!(stats.get("merged_aligned"), 0);
     assert_eq!(stats.get("aligned.aligned"), 1);
-    assert_eq!(stats.get("aligned.rejected.estimate"), 1);
+    assert_eq!(stats.get("aligned.rejected.dissimilar"), 1);
+    assert_eq!(stats.get("aligned.rejected.estimate"), 0);
     assert_eq!(stats.get("aligned.unprofitable"), 1);
+    // Without the screen, the estimate rejects it.
+    let report = aligned_report(&pair, 0.0);
+    assert_eq!((report.merged, report.aligned), (0, 1));
+    assert_eq!(report.rejected.dissimilar, 0);
+    assert_eq!(report.rejected.estimate, 1);
+    // A near pair (an instruction replaced, one inserted, one removed) passes the screen and
+    // merges.
+    let stats = pass_stats(&(straight("a", &base()) + &straight("b", &edited())), None);
+    assert_eq!(stats.get("merged_aligned"), 2);
+    assert_eq!(stats.get("aligned.rejected.dissimilar"), 0);
 
     // Only registers differ: each `iadd` reads the other parameter, a select each. The
     // estimate counts selects on registers too, so this pair is not built either.

@@ -10,9 +10,14 @@
 //!   found no partner when they came, each standing for the group it has since got) and
 //!   aligns with at most `AlignedOptions::tries` of them, nearest first: most MinHash values
 //!   in common, then closest in size (in generated code most neighbours share all four
-//!   values). After a neighbour whose alignment the estimate of the saving turns away (below),
-//!   no farther one is tried: on the wasm corpus that changes no merge, and it halves the
-//!   alignments of generated modules.
+//!   values). Before aligning, a similarity screen (F3M's threshold, on exact data): the two
+//!   functions' instructions as tokens that include constants and the opcodes that define
+//!   their operands, counted in 64 buckets, must have `AlignedOptions::min_similarity` in
+//!   common; in generated code, where instances of one template differ in their constants,
+//!   it turns a third of the alignments away, at the cost of one pass over each function
+//!   compared. After a neighbour that is too dissimilar or whose alignment the estimate of
+//!   the saving turns away (below), no farther one is tried: on the wasm corpus that
+//!   changes no merge, and it halves the alignments of generated modules.
 //! - **Alignment by block pairs (HyFM, LCTES 2021).** Two functions are aligned only if their
 //!   CFGs are the same in layout order (the *skeleton*: signature, per block the number and
 //!   types of phis, the terminator's opcode and successors by position). Block `i` is aligned
@@ -73,7 +78,8 @@
 //!   instructions' operands need), turns them away first, as HyFM's tiers do.
 //!
 //! **Bounds.** Each search looks at `4 bands × 2 × neighbours` bucket entries and aligns at
-//! most `tries` times per function; an alignment costs at most `max_cells` per block pair
+//! most `tries` times per function; a function's tokens are counted once, in one pass over
+//! its instructions, and comparing two costs 64 steps; an alignment costs at most `max_cells` per block pair
 //! (one new member against the group's columns) and, for CFGs that differ, `max_cells` for
 //! the pairing of blocks; code generation is linear in the members' instructions (at most
 //! `max_group` of them), and the SSA repair costs the body's size per value it carries;
@@ -155,6 +161,13 @@ pub struct AlignedOptions {
     /// MinHash values (of four) two functions must share to be aligned: an estimate of the
     /// share of their instruction shingles they have in common.
     pub min_common: usize,
+    /// The least similarity of two functions' instructions for them to be aligned: the
+    /// share of their instructions' tokens (opcode and type, and per operand the opcode that
+    /// defines a register or a constant's value) they have in common, counted by bucket.
+    /// Below it, too many constants and operands differ to pay for their selects: on the
+    /// wasm corpus and on generated modules no pair below 0.6 merged, and a third of a
+    /// generated module's alignments fall below 0.55. 0 turns the screen off.
+    pub min_similarity: f64,
     /// Functions the host marks hot: never merged by this pass.
     pub hot: Option<HotFunctions>,
     /// Local functions can be reached by name (`PassOptions::locals_named`): a member keeps
@@ -176,6 +189,7 @@ impl Default for AlignedOptions {
             repair_edge: 9.0,
             differing_cfgs: true,
             min_common: 2,
+            min_similarity: 0.55,
             hot: None,
             locals_named: false,
         }
@@ -253,6 +267,9 @@ pub struct Rejections {
     pub estimate: usize,
     /// Unprofitable: the body built saves no more than what is saved already.
     pub saving: usize,
+    /// Unprofitable, before aligning: the functions' instructions have too little in common
+    /// (`AlignedOptions::min_similarity`).
+    pub dissimilar: usize,
 }
 
 impl AlignedReport {
@@ -266,6 +283,7 @@ impl AlignedReport {
             Rejected::Share => (&mut r.share, true),
             Rejected::Estimate => (&mut r.estimate, true),
             Rejected::Saving => (&mut r.saving, true),
+            Rejected::Dissimilar => (&mut r.dissimilar, true),
         };
         *count += 1;
         if unprofitable {
@@ -316,6 +334,7 @@ impl crate::pass::Pass for MergeAligned {
             ("share", why.share),
             ("estimate", why.estimate),
             ("saving", why.saving),
+            ("dissimilar", why.dissimilar),
         ] {
             stats.add(&format!("aligned.rejected.{reason}"), n as u64);
         }
@@ -339,6 +358,8 @@ struct Candidate {
     minhash: [u64; BANDS],
     /// Its number of instructions.
     size: u32,
+    /// Its instructions' tokens, counted by bucket (`Tokens`), once a search needs them.
+    tokens: std::cell::OnceCell<Tokens>,
 }
 
 /// Run `merge-aligned` over the open functions of `m`.
@@ -375,6 +396,7 @@ pub fn merge_aligned(m: &mut Module, ps: &mut PassState, opts: &AlignedOptions) 
             skeleton_words: skeleton_words.into(),
             minhash: minhash(f),
             size: f.inst_count() as u32,
+            tokens: std::cell::OnceCell::new(),
         });
     }
     report.candidates = cands.len();
@@ -474,6 +496,10 @@ fn find_groups(
                 continue;
             }
             report.aligned += 1;
+            if similar(m, &cands[o as usize], &cands[c]) < opts.min_similarity {
+                report.reject(Rejected::Dissimilar);
+                break;
+            }
             let tried = if g == NONE {
                 merge_group(m, &[other, f], None, 0.0, opts).map(|al| {
                     let s = al.saving;
@@ -589,6 +615,10 @@ fn pair_differing_cfgs(
                 continue;
             }
             report.aligned += 1;
+            if similar(m, &cands[o as usize], &cands[c]) < opts.min_similarity {
+                report.reject(Rejected::Dissimilar);
+                continue;
+            }
             let floor = best.as_ref().map_or(0.0, |b| b.1.saving);
             match merge_pair_cfg(m, &[cands[o as usize].f, cands[c].f], floor, opts) {
                 Ok(al) => best = Some((o, al)),
@@ -815,6 +845,73 @@ fn minhash(f: &Function) -> [u64; BANDS] {
     mh
 }
 
+/// A function's instructions as tokens, counted in `TOKEN_BUCKETS` buckets by their hash. A token hashes an
+/// instruction's opcode and type, and per operand the opcode of the instruction that defines
+/// a register or a constant's value: two instructions with equal tokens read the same
+/// constants and values made the same way, so that aligning them needs no select.
+struct Tokens([u16; TOKEN_BUCKETS]);
+
+const TOKEN_BUCKETS: usize = 64;
+
+impl Tokens {
+    fn of(f: &Function) -> Self {
+        let mut def = vec![u16::MAX; f.regs.len()];
+        for &b in f.layout.iter() {
+            for &i in f.block_insts(b) {
+                for &r in f.results(i) {
+                    def[r.index()] = f.insts[i].opcode as u16;
+                }
+            }
+        }
+        let mut counts = [0u16; TOKEN_BUCKETS];
+        for &b in f.layout.iter() {
+            for &i in f.block_insts(b) {
+                let d = f.insts[i];
+                let h = f.operands(i).into_iter().fold(
+                    (d.opcode as u64) << 16 | d.ty.raw() as u64,
+                    |h, o| {
+                        let w = match o {
+                            Operand::Reg(r) => def[r.index()] as u64,
+                            Operand::Int(v) => mix(1 << 20, v as u64),
+                            Operand::F32(v) => mix(2 << 20, v as u64),
+                            Operand::F64(v) => mix(3 << 20, v),
+                            _ => 4 << 20,
+                        };
+                        mix(h, w)
+                    },
+                );
+                let k = (finish(h) >> 58) as usize;
+                counts[k] = counts[k].saturating_add(1);
+            }
+        }
+        Tokens(counts)
+    }
+
+    /// What two functions' tokens have in common over all they hold (the weighted Jaccard
+    /// index of the bucket counts: at least that of the tokens themselves, since tokens
+    /// sharing a bucket only add to what is in common).
+    fn similarity(&self, o: &Tokens) -> f64 {
+        let (mut common, mut all) = (0u32, 0u32);
+        for (&x, &y) in self.0.iter().zip(&o.0) {
+            common += x.min(y) as u32;
+            all += x.max(y) as u32;
+        }
+        if all == 0 {
+            1.0
+        } else {
+            common as f64 / all as f64
+        }
+    }
+}
+
+/// The similarity of two candidates' instructions (`Tokens::similarity`).
+fn similar(m: &Module, a: &Candidate, b: &Candidate) -> f64 {
+    fn tokens<'c>(m: &Module, c: &'c Candidate) -> &'c Tokens {
+        c.tokens.get_or_init(|| Tokens::of(&m.functions[c.f]))
+    }
+    tokens(m, a).similarity(tokens(m, b))
+}
+
 /// Why a group was not merged.
 #[derive(Clone, Copy)]
 enum Rejected {
@@ -832,6 +929,8 @@ enum Rejected {
     Estimate,
     /// The body built saves no more than what is saved already.
     Saving,
+    /// The functions' instructions have too little in common (`Tokens::similarity`).
+    Dissimilar,
     /// Code generation gave up: a value that cannot be carried around another member's
     /// instructions, or a column that does not match after all; or the body failed
     /// verification.
