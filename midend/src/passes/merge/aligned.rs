@@ -496,6 +496,10 @@ fn find_groups(
                 continue;
             }
             report.aligned += 1;
+            if !same_tables(&m.functions[other], &m.functions[f]) {
+                report.reject(Rejected::Tables);
+                continue;
+            }
             if similar(m, &cands[o as usize], &cands[c]) < opts.min_similarity {
                 report.reject(Rejected::Dissimilar);
                 break;
@@ -615,6 +619,10 @@ fn pair_differing_cfgs(
                 continue;
             }
             report.aligned += 1;
+            if !same_tables(&m.functions[cands[o as usize].f], &m.functions[cands[c].f]) {
+                report.reject(Rejected::Tables);
+                continue;
+            }
             if similar(m, &cands[o as usize], &cands[c]) < opts.min_similarity {
                 report.reject(Rejected::Dissimilar);
                 continue;
@@ -1008,8 +1016,7 @@ impl<'a> GroupCtx<'a> {
         let mut extra = a.stack_objs.len();
         for &f in members {
             let b = &m.functions[f];
-            // Tables whose entries refer to one another by index are shared only when equal.
-            if b.regions != a.regions || !same_globals(a, b) || b.stack_limit != a.stack_limit {
+            if !same_tables(a, b) {
                 return Err(Rejected::Tables);
             }
             let map = b
@@ -1724,6 +1731,13 @@ impl PlanBlock {
     fn first(&self) -> usize {
         self.members().next().map_or(0, |(k, _)| k)
     }
+}
+
+/// Whether two functions' alias regions, global values and stack limits are the same: tables
+/// whose entries refer to one another by index are shared only when equal (a merged body
+/// keeps the first member's).
+fn same_tables(a: &Function, b: &Function) -> bool {
+    a.regions == b.regions && same_globals(a, b) && a.stack_limit == b.stack_limit
 }
 
 /// The global values of `a` and `b` are the same, entry by entry (their memory flags by
