@@ -857,13 +857,20 @@ fn rejections_are_counted_by_reason() {
         })
         .collect();
     // The similarity screen turns it away first: no instruction with a constant has a
-    // token in common with the other's.
+    // token in common with the other's. (Under the degenerate hasher of the suite's second
+    // run every token falls in one of four buckets: the screen lets the pair through, and
+    // the estimate rejects it.)
     let pair = straight("a", &base()) + &straight("b", &other);
     let stats = pass_stats(&pair, None);
+    let (screened, estimated) = if midend::hash::DEGENERATE {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
     assert_eq!(stats.get("merged_aligned"), 0);
     assert_eq!(stats.get("aligned.aligned"), 1);
-    assert_eq!(stats.get("aligned.rejected.dissimilar"), 1);
-    assert_eq!(stats.get("aligned.rejected.estimate"), 0);
+    assert_eq!(stats.get("aligned.rejected.dissimilar"), screened);
+    assert_eq!(stats.get("aligned.rejected.estimate"), estimated);
     assert_eq!(stats.get("aligned.unprofitable"), 1);
     // Without the screen, the estimate rejects it.
     let report = aligned_report(&pair, 0.0);

@@ -10,14 +10,14 @@
 //!   found no partner when they came, each standing for the group it has since got) and
 //!   aligns with at most `AlignedOptions::tries` of them, nearest first: most MinHash values
 //!   in common, then closest in size (in generated code most neighbours share all four
-//!   values). Before aligning, a similarity screen (F3M's threshold, on exact data): the two
-//!   functions' instructions as tokens that include constants and the opcodes that define
-//!   their operands, counted in 64 buckets, must have `AlignedOptions::min_similarity` in
-//!   common; in generated code, where instances of one template differ in their constants,
-//!   it turns a third of the alignments away, at the cost of one pass over each function
-//!   compared. After a neighbour that is too dissimilar or whose alignment the estimate of
-//!   the saving turns away (below), no farther one is tried: on the wasm corpus that
-//!   changes no merge, and it halves the alignments of generated modules.
+//!   values). Before aligning, a similarity screen (F3M's threshold): the two functions'
+//!   instructions as tokens that include constants and the opcodes that define their
+//!   operands, counted in 64 buckets, must have `AlignedOptions::min_similarity` in common;
+//!   in generated code, where instances of one template differ in their constants, it turns
+//!   a third of the alignments away, at the cost of one pass over each function compared.
+//!   After a neighbour that is too dissimilar or whose alignment the estimate of the saving
+//!   turns away (below), no farther one is tried (the second search tries the next one after
+//!   a dissimilar one): on the wasm corpus that changes no merge.
 //! - **Alignment by block pairs (HyFM, LCTES 2021).** Two functions are aligned only if their
 //!   CFGs are the same in layout order (the *skeleton*: signature, per block the number and
 //!   types of phis, the terminator's opcode and successors by position). Block `i` is aligned
@@ -73,18 +73,20 @@
 //!   instruction, an edge into a phi of the SSA repair `AlignedOptions::repair_edge`
 //!   bytes, and a diamond (or branch to each member's terminator) in a block of a loop
 //!   costs `AlignedOptions::loop_branch` bytes more, for the branch run on every iteration.
-//!   Most alignments save nothing; an upper bound of the saving, computed from the
-//!   alignment without building the body (`estimate`: it counts the selects the aligned
-//!   instructions' operands need), turns them away first, as HyFM's tiers do.
+//!   Most alignments save nothing. In tiers, as HyFM's: the similarity screen turns most
+//!   dissimilar pairs away before they are aligned, and an upper bound of the saving,
+//!   computed from the alignment without building the body (`estimate`: it counts the
+//!   selects the aligned instructions' operands need), most of the rest before their body
+//!   is built.
 //!
 //! **Bounds.** Each search looks at `4 bands × 2 × neighbours` bucket entries and aligns at
 //! most `tries` times per function; a function's tokens are counted once, in one pass over
-//! its instructions, and comparing two costs 64 steps; an alignment costs at most `max_cells` per block pair
-//! (one new member against the group's columns) and, for CFGs that differ, `max_cells` for
-//! the pairing of blocks; code generation is linear in the members' instructions (at most
-//! `max_group` of them), and the SSA repair costs the body's size per value it carries;
-//! only functions of at most `max_insts` instructions take part. The pass is two passes
-//! over the functions: no iteration until nothing changes.
+//! its instructions, and comparing two costs 64 steps; an alignment costs at most
+//! `max_cells` per block pair (one new member against the group's columns) and, for CFGs
+//! that differ, `max_cells` for the pairing of blocks; code generation is linear in the
+//! members' instructions (at most `max_group` of them), and the SSA repair costs the body's
+//! size per value it carries; only functions of at most `max_insts` instructions take part.
+//! The pass is two passes over the functions: no iteration until nothing changes.
 
 use super::exact::make_thunk_with;
 use super::similar::{fresh_name, rewrite_calls_of_folded, CostModel};
@@ -145,8 +147,8 @@ pub struct AlignedOptions {
     /// Bucket entries looked at per bucket: twice this many (earlier functions, each for its
     /// group, if it has one).
     pub neighbours: usize,
-    /// Alignments tried per function, nearest neighbour first; none after one whose saving's
-    /// estimate is too low.
+    /// Alignments tried per function, nearest neighbour first; in the first search, none
+    /// after a neighbour the similarity screen or the saving's estimate turns away.
     pub tries: usize,
     /// The most members a group may have.
     pub max_group: usize,
@@ -222,11 +224,12 @@ pub struct AlignedReport {
     pub bytes_saved: u64,
     /// Functions that took part in the search.
     pub candidates: usize,
-    /// Alignments tried (a pair, or a group and one function more).
+    /// Alignments tried (a pair, or a group and one function more), counting those turned
+    /// away before aligning (tables, similarity).
     pub aligned: usize,
-    /// Alignments that would save too little: no more than the group saves without the
-    /// function, or, for functions whose CFGs differ, too few shared instructions
-    /// (`Rejections`: estimate, saving, share).
+    /// Alignments that would save too little: functions too dissimilar, no more than the
+    /// group saves without the function, or, for functions whose CFGs differ, too few
+    /// shared instructions (`Rejections`: dissimilar, estimate, saving, share).
     pub unprofitable: usize,
     /// Alignments that could not be turned into one body, and bodies that failed
     /// verification (`Rejections`: tables, blocks, long block, codegen).
@@ -853,10 +856,11 @@ fn minhash(f: &Function) -> [u64; BANDS] {
     mh
 }
 
-/// A function's instructions as tokens, counted in `TOKEN_BUCKETS` buckets by their hash. A token hashes an
-/// instruction's opcode and type, and per operand the opcode of the instruction that defines
-/// a register or a constant's value: two instructions with equal tokens read the same
-/// constants and values made the same way, so that aligning them needs no select.
+/// A function's instructions as tokens, counted in `TOKEN_BUCKETS` buckets by their hash. A
+/// token hashes an instruction's opcode and type, and per operand the opcode of the
+/// instruction that defines a register or a constant's value: two instructions with equal
+/// tokens read the same constants and values made the same way, so that aligning them needs
+/// no select.
 struct Tokens([u16; TOKEN_BUCKETS]);
 
 const TOKEN_BUCKETS: usize = 64;
