@@ -503,7 +503,7 @@ fn find_groups(
                 report.reject(Rejected::Tables);
                 continue;
             }
-            if similar(m, &cands[o as usize], &cands[c]) < opts.min_similarity {
+            if dissimilar(m, &cands[o as usize], &cands[c], opts.min_similarity) {
                 report.reject(Rejected::Dissimilar);
                 break;
             }
@@ -626,7 +626,7 @@ fn pair_differing_cfgs(
                 report.reject(Rejected::Tables);
                 continue;
             }
-            if similar(m, &cands[o as usize], &cands[c]) < opts.min_similarity {
+            if dissimilar(m, &cands[o as usize], &cands[c], opts.min_similarity) {
                 report.reject(Rejected::Dissimilar);
                 continue;
             }
@@ -916,12 +916,13 @@ impl Tokens {
     }
 }
 
-/// The similarity of two candidates' instructions (`Tokens::similarity`).
-fn similar(m: &Module, a: &Candidate, b: &Candidate) -> f64 {
+/// Whether two candidates' instructions are less similar than `min` (`Tokens::similarity`;
+/// their tokens are counted only when `min` is above 0).
+fn dissimilar(m: &Module, a: &Candidate, b: &Candidate, min: f64) -> bool {
     fn tokens<'c>(m: &Module, c: &'c Candidate) -> &'c Tokens {
         c.tokens.get_or_init(|| Tokens::of(&m.functions[c.f]))
     }
-    tokens(m, a).similarity(tokens(m, b))
+    min > 0.0 && tokens(m, a).similarity(tokens(m, b)) < min
 }
 
 /// Why a group was not merged.
