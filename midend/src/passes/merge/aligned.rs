@@ -482,14 +482,7 @@ fn find_groups(
                 }
             }
         }
-        let size = cands[c].size;
-        near.sort_by_key(|&(o, _, common)| {
-            (
-                core::cmp::Reverse(common),
-                cands[o as usize].size.abs_diff(size),
-                o,
-            )
-        });
+        near.sort_by_key(|&(o, _, common)| nearness(cands, c, o, common));
         // The best: (near entry, alignment, gain over what its group saves already).
         let mut best: Option<(u32, u32, Aligned, f64)> = None;
         for &(o, g, _) in near.iter().take(opts.tries) {
@@ -499,29 +492,23 @@ fn find_groups(
                 continue;
             }
             report.aligned += 1;
-            if !same_tables(&m.functions[other], &m.functions[f]) {
-                report.reject(Rejected::Tables);
-                continue;
-            }
-            if dissimilar(m, &cands[o as usize], &cands[c], opts.min_similarity) {
-                report.reject(Rejected::Dissimilar);
-                break;
-            }
-            let tried = if g == NONE {
-                merge_group(m, &[other, f], None, 0.0, opts).map(|al| {
-                    let s = al.saving;
-                    (al, s)
-                })
-            } else {
-                let group = &groups[g as usize];
-                let mut members = group.members.clone();
-                members.push(f);
-                let old = group.aligned.saving;
-                merge_group(m, &members, Some(&group.aligned.plan), old, opts).map(|al| {
-                    let gain = al.saving - old;
-                    (al, gain)
-                })
-            };
+            let tried = screen(m, &cands[o as usize], &cands[c], opts).and_then(|()| {
+                if g == NONE {
+                    merge_group(m, &[other, f], None, 0.0, opts).map(|al| {
+                        let s = al.saving;
+                        (al, s)
+                    })
+                } else {
+                    let group = &groups[g as usize];
+                    let mut members = group.members.clone();
+                    members.push(f);
+                    let old = group.aligned.saving;
+                    merge_group(m, &members, Some(&group.aligned.plan), old, opts).map(|al| {
+                        let gain = al.saving - old;
+                        (al, gain)
+                    })
+                }
+            });
             match tried {
                 Ok((al, gain)) => {
                     if best.as_ref().is_none_or(|b| gain > b.3) {
@@ -533,7 +520,7 @@ fn find_groups(
                     // Joining this neighbour (or its group) would not pay for the selects
                     // the alignment needs; the neighbours after it share fewer MinHash
                     // values or differ more in size, and rarely do better.
-                    if matches!(why, Rejected::Estimate) {
+                    if matches!(why, Rejected::Dissimilar | Rejected::Estimate) {
                         break;
                     }
                 }
@@ -607,14 +594,7 @@ fn pair_differing_cfgs(
                 }
             }
         }
-        let size = cands[c].size;
-        near.sort_by_key(|&(o, common)| {
-            (
-                core::cmp::Reverse(common),
-                cands[o as usize].size.abs_diff(size),
-                o,
-            )
-        });
+        near.sort_by_key(|&(o, common)| nearness(cands, c, o, common));
         let mut best: Option<(u32, Aligned)> = None;
         for &(o, _) in near.iter().take(opts.tries) {
             // Functions of one skeleton met in the first search (equal hashes confirmed).
@@ -622,16 +602,11 @@ fn pair_differing_cfgs(
                 continue;
             }
             report.aligned += 1;
-            if !same_tables(&m.functions[cands[o as usize].f], &m.functions[cands[c].f]) {
-                report.reject(Rejected::Tables);
-                continue;
-            }
-            if dissimilar(m, &cands[o as usize], &cands[c], opts.min_similarity) {
-                report.reject(Rejected::Dissimilar);
-                continue;
-            }
             let floor = best.as_ref().map_or(0.0, |b| b.1.saving);
-            match merge_pair_cfg(m, &[cands[o as usize].f, cands[c].f], floor, opts) {
+            let members = [cands[o as usize].f, cands[c].f];
+            match screen(m, &cands[o as usize], &cands[c], opts)
+                .and_then(|()| merge_pair_cfg(m, &members, floor, opts))
+            {
                 Ok(al) => best = Some((o, al)),
                 Err(why) => report.reject(why),
             }
@@ -867,6 +842,8 @@ const TOKEN_BUCKETS: usize = 64;
 
 impl Tokens {
     fn of(f: &Function) -> Self {
+        // The opcode defining each register (`Function::def_map` gives the instruction; the
+        // opcode alone, read once per register, is cheaper to look up per operand).
         let mut def = vec![u16::MAX; f.regs.len()];
         for &b in f.layout.iter() {
             for &i in f.block_insts(b) {
@@ -916,13 +893,33 @@ impl Tokens {
     }
 }
 
-/// Whether two candidates' instructions are less similar than `min` (`Tokens::similarity`;
-/// their tokens are counted only when `min` is above 0).
-fn dissimilar(m: &Module, a: &Candidate, b: &Candidate, min: f64) -> bool {
+/// The checks before two candidates are aligned: their tables must be the same, and their
+/// instructions at least `AlignedOptions::min_similarity` similar (`Tokens::similarity`;
+/// their tokens are counted only when that is above 0).
+fn screen(m: &Module, a: &Candidate, b: &Candidate, opts: &AlignedOptions) -> Result<(), Rejected> {
     fn tokens<'c>(m: &Module, c: &'c Candidate) -> &'c Tokens {
         c.tokens.get_or_init(|| Tokens::of(&m.functions[c.f]))
     }
-    min > 0.0 && tokens(m, a).similarity(tokens(m, b)) < min
+    if !same_tables(&m.functions[a.f], &m.functions[b.f]) {
+        return Err(Rejected::Tables);
+    }
+    let min = opts.min_similarity;
+    if min > 0.0 && tokens(m, a).similarity(tokens(m, b)) < min {
+        return Err(Rejected::Dissimilar);
+    }
+    Ok(())
+}
+
+/// How near candidate `o` is to candidate `c` (smaller is nearer): most MinHash values in
+/// common (`common`), then closest in size; ties by position.
+fn nearness(
+    cands: &[Candidate],
+    c: usize,
+    o: u32,
+    common: usize,
+) -> (core::cmp::Reverse<usize>, u32, u32) {
+    let size = cands[o as usize].size.abs_diff(cands[c].size);
+    (core::cmp::Reverse(common), size, o)
 }
 
 /// Why a group was not merged.
