@@ -1010,7 +1010,8 @@ struct GroupCtx<'a> {
 }
 
 impl<'a> GroupCtx<'a> {
-    fn new(m: &'a Module, members: &[FuncId]) -> Result<Self, Rejected> {
+    /// `members` have the same tables (`screen` checked them before they were aligned).
+    fn new(m: &'a Module, members: &[FuncId]) -> Self {
         let a = &m.functions[members[0]];
         let mut cx = GroupCtx {
             fs: Vec::with_capacity(members.len()),
@@ -1020,9 +1021,7 @@ impl<'a> GroupCtx<'a> {
         let mut extra = a.stack_objs.len();
         for &f in members {
             let b = &m.functions[f];
-            if !same_tables(a, b) {
-                return Err(Rejected::Tables);
-            }
+            debug_assert!(same_tables(a, b));
             let map = b
                 .stack_objs
                 .iter()
@@ -1039,7 +1038,7 @@ impl<'a> GroupCtx<'a> {
             cx.sym.push(m.lookup_symbol(&b.name));
             cx.stack.push(map);
         }
-        Ok(cx)
+        cx
     }
 
     fn n(&self) -> usize {
@@ -1329,7 +1328,7 @@ fn merge_group(
     floor: f64,
     opts: &AlignedOptions,
 ) -> Result<Aligned, Rejected> {
-    let cx = GroupCtx::new(m, members)?;
+    let cx = GroupCtx::new(m, members);
     let n = cx.n();
     let last = n - 1;
     let (a, z) = (cx.fs[0], cx.fs[last]);
@@ -1482,7 +1481,7 @@ fn merge_pair_cfg(
     floor: f64,
     opts: &AlignedOptions,
 ) -> Result<Aligned, Rejected> {
-    let cx = GroupCtx::new(m, members)?;
+    let cx = GroupCtx::new(m, members);
     let (a, b) = (cx.fs[0], cx.fs[1]);
     if a.sig != b.sig {
         return Err(Rejected::Tables);
