@@ -166,6 +166,12 @@ enum Cmd {
         /// Functions `merge-aligned` must not merge (names separated by commas, without `%`).
         #[arg(long, value_name = "NAMES", value_delimiter = ',')]
         hot: Vec<String>,
+        /// Compile the pipeline's side in batches of N functions, in input order, as a JIT
+        /// that finalizes after every N definitions: each batch merges with itself and into
+        /// what earlier batches compiled (default: the whole module in one batch, as an object
+        /// file's `finish` compiles it).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        batch: Option<u64>,
         /// `.clif` files or directories of them, or one `.wasm` module (with the `wasm`
         /// feature).
         #[arg(required = true)]
@@ -389,6 +395,7 @@ fn run(cli: Cli) -> ExitCode {
             local,
             no_fetch_locals,
             hot,
+            batch,
             files,
         } => cmd_size(
             &passes,
@@ -401,6 +408,7 @@ fn run(cli: Cli) -> ExitCode {
                 local,
                 fetch_locals: !no_fetch_locals,
                 hot: hot_functions(hot),
+                batch: batch.map(|b| b as usize),
             },
             (threads as usize, first == "pipeline"),
             &files,
@@ -1187,6 +1195,8 @@ struct SizeFlags {
     local: bool,
     fetch_locals: bool,
     hot: Option<midend::passes::merge::HotFunctions>,
+    /// Functions per batch (`None`: one batch).
+    batch: Option<usize>,
 }
 
 fn cmd_size(
@@ -1204,6 +1214,7 @@ fn cmd_size(
         local,
         fetch_locals,
         hot,
+        batch,
     } = flags;
     let passes = midend::parse_pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
@@ -1220,6 +1231,7 @@ fn cmd_size(
             ..Default::default()
         },
         local,
+        batch,
         opt_level: Some(opt),
         object: emit_object.is_some(),
         sides: if pipeline_first {

@@ -164,6 +164,29 @@ fn wasm_size_threads_measure_the_same_code() {
     }
 }
 
+/// Compiled in batches of 50 functions, as a JIT compiles as it goes: the functions nothing so
+/// far could merge with are not lifted, and later batches still merge into them. Every merge
+/// of lifting every function (`--lift-all`) is found, and on some modules a few more: a
+/// function of a later batch whose callee is compiled unlifted in its own batch can be
+/// compared at once (an unlifted function never merges away), where with every function
+/// lifted that callee is still open and the comparison waits.
+#[test]
+fn wasm_batches_merge_at_least_as_when_everything_is_lifted() {
+    for m in modules() {
+        let lazy = size(&["--batch", "50"], &m);
+        let all = size(&["--batch", "50", "--lift-all"], &m);
+        let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap();
+        let what = m.display();
+        assert!(n(&lazy, "merged") >= n(&all, "merged"), "{what}");
+        assert!(
+            n(&lazy, "code_bytes_after") <= n(&all, "code_bytes_after"),
+            "{what}"
+        );
+        assert!(n(&lazy, "not_lifted") > 0, "{what}");
+        assert_eq!(n(&all, "not_lifted"), 0, "{what}");
+    }
+}
+
 /// A function no pass could merge is compiled from its input without being lifted (the
 /// default): the object file is byte for byte the one every function lifted gives
 /// (`--lift-all`), and on every module of a few hundred functions most are not lifted.

@@ -27,6 +27,10 @@ pub struct SizeOptions {
     /// `Export`: `merge-similar` then folds them, each with a thunk while
     /// `config.fetch_locals` keeps them fetchable.
     pub local: bool,
+    /// Compile the pipeline's side in batches of this many functions, as a JIT that
+    /// finalizes as it goes (`MergeModule::flush` after each; later batches merge into what
+    /// earlier ones compiled). `None`: one last batch, as an object file's `finish`.
+    pub batch: Option<usize>,
 }
 
 /// What `mergelift size` reports.
@@ -325,17 +329,22 @@ fn compile_pipeline(
     r: &mut SizeReport,
 ) -> Result<(), String> {
     let inner = object_module(common_isa(files, opts.opt_level)?)?;
-    let mut m = MergeModule::with_config(inner, opts.config.clone());
+    // (`object_module`'s builder writes no unwind information.)
+    let mut m = MergeModule::with_config(inner, opts.config.clone()).without_unwind_info();
     let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
     let ids: Vec<FuncId> = declared.iter().map(|(_, id, _)| *id).collect();
     let mut ctx = Context::new();
-    for (_, id, f) in declared {
+    let batch = opts.batch.unwrap_or(usize::MAX).max(1);
+    for (k, (_, id, f)) in declared.into_iter().enumerate() {
         ctx.clear();
         ctx.func = f;
         m.define_function(id, &mut ctx)
             .map_err(|e| module_error(e, file_of))?;
+        if (k + 1).is_multiple_of(batch) {
+            m.flush().map_err(|e| module_error(e, file_of))?;
+        }
     }
-    // One batch, as an object file's `finish` compiles it.
+    // The last batch (the only one, unless `batch`), as an object file's `finish` compiles it.
     m.flush_last().map_err(|e| module_error(e, file_of))?;
     let stats = m.stats().clone();
     for (phase, d) in &stats.times {

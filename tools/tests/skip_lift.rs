@@ -11,6 +11,10 @@ use mergelift_tools::size::{measure, SizeOptions, SizeReport};
 use std::path::Path;
 
 fn size(text: &str, lift_all: bool) -> SizeReport {
+    size_in_batches(text, lift_all, None)
+}
+
+fn size_in_batches(text: &str, lift_all: bool, batch: Option<usize>) -> SizeReport {
     let file = parse_clif(Path::new("generated.clif"), text).unwrap();
     let opts = SizeOptions {
         config: MergeConfig {
@@ -20,9 +24,45 @@ fn size(text: &str, lift_all: bool) -> SizeReport {
         },
         opt_level: None,
         object: true,
+        batch,
         ..Default::default()
     };
     measure(&[file], &opts, 0.0, |_, _, _| {}).unwrap()
+}
+
+/// Compiled in batches, as a JIT compiles as it goes: a function that nothing defined so far
+/// could merge with is not lifted, and one of a later batch equal to it still merges into it
+/// (through its print), so the merges and the object are those of lifting everything.
+#[test]
+fn batches_merge_as_when_everything_is_lifted() {
+    for (seed, dup_ratio, near_ratio, batch) in [
+        (1, 0.3, 0.2, 7),
+        (2, 0.5, 0.0, 31),
+        (3, 0.2, 0.4, 1),
+        (4, 0.4, 0.1, 100),
+    ] {
+        let text = generate(&GenOptions {
+            functions: 240,
+            dup_ratio,
+            near_ratio,
+            edit_ratio: 0.0,
+            seed,
+        })
+        .text;
+        let lazy = size_in_batches(&text, false, Some(batch));
+        let all = size_in_batches(&text, true, Some(batch));
+        let what = format!("seed {seed}, batches of {batch}");
+        assert!(lazy.not_lifted > 0, "{what}: nothing was left unlifted");
+        assert!(lazy.merged > 0, "{what}: nothing merged");
+        assert_eq!(
+            (lazy.merged, lazy.aliased, lazy.thunked, lazy.folded),
+            (all.merged, all.aliased, all.thunked, all.folded),
+            "{what}"
+        );
+        assert_eq!(lazy.code_bytes_after, all.code_bytes_after, "{what}");
+        assert!(lazy.object == all.object, "{what}: the object files differ");
+        assert!(lazy.lir_insts_before < all.lir_insts_before, "{what}");
+    }
 }
 
 /// What unlifted functions tell the passes is what lifted ones would: `%u0`..`%u29` (each of

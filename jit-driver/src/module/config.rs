@@ -22,15 +22,21 @@ pub enum AddressPolicy {
     Distinct,
 }
 
-/// How many threads the pipeline may use.
+/// How many threads a flush may use: for the merge walk of a large module, and for compiling
+/// into a `JITModule` (an inner module that takes code as bytes exactly as it would compile
+/// it; any other module compiles on the caller's thread). The code, the merges and the errors
+/// are the same whatever the number.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Threads {
-    /// Never start a thread: everything runs on the caller's thread (the default).
-    #[default]
+    /// Never start a thread: everything runs on the caller's thread. What a host that runs
+    /// its own compile threads (one `MergeModule` each, say) should set.
     None,
-    /// At most this many threads (0 and 1 mean none).
+    /// At most this many threads (0 and 1 mean none), for every flush of two functions or more.
     Count(usize),
-    /// As many as the machine has cores (at most 8).
+    /// The machine's available parallelism (at most 8 threads), for flushes of 1,000
+    /// Cranelift instructions or more; a smaller flush (a REPL's one function) compiles on the
+    /// caller's thread. The default.
+    #[default]
     Available,
 }
 
@@ -53,8 +59,9 @@ pub struct MergeConfig {
     /// The passes, in order (default: `merge`, `merge-similar`; `lvn` changes many functions,
     /// which must then be lowered, for a few bytes at opt level none: BENCHMARKS.md).
     pub passes: Vec<PassKind>,
-    /// Threads for the merge walk and for compiling (default: none). Code is defined in the
-    /// inner module in the same order, so the result does not depend on the thread count.
+    /// Threads for the merge walk and for compiling (default: the machine's, for large
+    /// flushes: [`Threads::Available`]). Code is defined in the inner module in the same
+    /// order, so the result does not depend on the thread count.
     pub threads: Threads,
     /// Whether functions the host can see may share an address (default: they may).
     pub address_policy: AddressPolicy,
@@ -117,7 +124,7 @@ impl Default for MergeConfig {
     fn default() -> Self {
         MergeConfig {
             passes: vec![PassKind::Merge, PassKind::MergeSimilar],
-            threads: Threads::None,
+            threads: Threads::Available,
             address_policy: AddressPolicy::Shared,
             lower_all: false,
             lift_all: false,

@@ -25,6 +25,8 @@
 //! function equal to one compiled before gets that code without any compile.
 
 mod config;
+mod define;
+mod input_index;
 #[cfg(feature = "jit")]
 mod jit;
 #[cfg(feature = "object")]
@@ -52,6 +54,7 @@ use cranelift_module::{
     DataDescription, DataId, FuncId, Linkage, Module, ModuleDeclarations, ModuleError, ModuleReloc,
     ModuleRelocTarget, ModuleResult,
 };
+use define::{Code, Definer, Failure, Isas, Job};
 use midend::lir;
 use midend::passes::merge::HotFunctions;
 use midend::state::{Edit, ExtraArg, MergeKind, MergedBy};
@@ -138,7 +141,25 @@ struct Core {
     lift_ctx: LiftContext,
     /// The passes, made at the first flush, with the `fetch_locals` they were made for.
     passes: Option<(bool, PassManager)>,
+    /// How compiled code may reach the inner module.
+    definer: Definer,
+    /// The inner module's ISA with Cranelift's verifier off, for functions it accepted at
+    /// define already (`define`; none when the verifier is off, or code cannot be defined
+    /// as bytes).
+    quiet: Option<cranelift_codegen::isa::OwnedTargetIsa>,
+    /// Functions are verified at define (`enable_verifier`, or `MergeConfig::verify_input`).
+    verified_at_define: bool,
+    /// The functions earlier flushes compiled without lifting them, by their prints.
+    input_index: input_index::InputIndex,
+    /// The shape keys of the functions earlier flushes lifted: a function of a later batch
+    /// with one of them is lifted (it may equal one of those, which are frozen).
+    lifted_shapes: FxHashSet<u64>,
+    printer: input_index::Printer,
 }
+
+/// The smallest flush, in Cranelift instructions, that `Threads::Available` compiles on more
+/// than the caller's thread.
+const PARALLEL_MIN_INSTS: usize = 1000;
 
 fn backend(msg: String) -> ModuleError {
     ModuleError::Backend(anyhow::anyhow!(msg))
@@ -254,20 +275,28 @@ impl From<FunctionError> for ModuleError {
     }
 }
 
-impl<M: Module> MergeModule<M> {
+impl<M: Module + 'static> MergeModule<M> {
     /// Wrap `inner` with the default configuration (`merge` and `merge-similar`, shared
-    /// addresses, no threads).
+    /// addresses, large flushes compiled on every core).
     pub fn new(inner: M) -> Self {
         Self::with_config(inner, MergeConfig::default())
     }
 
     /// Wrap `inner` with `config`.
     pub fn with_config(inner: M, config: MergeConfig) -> Self {
+        let definer = Definer::of(&inner);
+        Self::with_definer(inner, config, definer)
+    }
+}
+
+impl<M: Module> MergeModule<M> {
+    fn with_definer(inner: M, config: MergeConfig, definer: Definer) -> Self {
+        let verified_at_define = config.verify_input || inner.isa().flags().enable_verifier();
         let declared = (
             inner.declarations().get_functions().count() as u32,
             inner.declarations().get_data_objects().count() as u32,
         );
-        MergeModule {
+        let mut m = MergeModule {
             inner,
             config,
             core: Core {
@@ -293,8 +322,16 @@ impl<M: Module> MergeModule<M> {
                 any_merged: false,
                 lift_ctx: LiftContext::default(),
                 passes: None,
+                definer: Definer::Exact,
+                quiet: None,
+                verified_at_define,
+                input_index: Default::default(),
+                lifted_shapes: Default::default(),
+                printer: Default::default(),
             },
-        }
+        };
+        m.core.set_definer(m.inner.isa(), definer);
+        m
     }
 
     /// The configuration.
@@ -410,7 +447,9 @@ impl<M: Module> MergeModule<M> {
 
     /// Functions compiled as they came, never merged, because Mergelift cannot represent
     /// them (an instruction, type or calling convention its IR lacks), with the reason. They
-    /// work as with the plain module; the stats count them as `passed_through`.
+    /// work as with the plain module; the stats count them as `passed_through`. Only
+    /// functions Mergelift lifted are here: one that no pass could merge with anything is
+    /// compiled from its input without being lifted (the stats count it as `not_lifted`).
     pub fn passed_through(&self) -> impl Iterator<Item = (FuncId, &str)> + '_ {
         self.core
             .passed_through
@@ -709,6 +748,10 @@ struct Lifted {
     lid_at: Vec<PackedOption<lir::FuncId>>,
     /// Functions merged away by an earlier batch whose address this batch takes.
     late: Vec<FuncId>,
+    /// The shape key of each position (empty: every function was lifted).
+    keys: Vec<u64>,
+    /// The prints of the positions left unlifted, to index (`skip::Plan::prints`).
+    prints: Vec<(u32, input_index::Print)>,
 }
 
 /// The books of stage 3 of a flush.
@@ -769,6 +812,16 @@ fn user_funcs(func: &ir::Function) -> impl Iterator<Item = FuncId> + '_ {
 }
 
 impl Core {
+    /// Let code reach the inner module as `definer` says (with Bytes, verified functions
+    /// compile without the verifier's reruns).
+    fn set_definer(&mut self, isa: &dyn TargetIsa, definer: Definer) {
+        self.definer = definer;
+        self.quiet = match definer {
+            Definer::Bytes => define::quiet_isa(isa),
+            Definer::Exact => None,
+        };
+    }
+
     fn name(inner: &dyn Module, id: FuncId) -> String {
         inner
             .declarations()
@@ -852,9 +905,13 @@ impl Core {
         let merges_before = self.pass_state.merges.len();
         let hot =
             (config.hot.as_ref()).map(|h| Self::hot_in_lir(h, inner, &self.lir, &lifted.batch));
-        let made = self
-            .run_passes(config, (last, fetch_locals), hot, &lifted.batch)
-            .and_then(|()| self.record_merges(inner, &lifted, merges_before));
+        // (A batch of which nothing was lifted gives the passes nothing to merge.)
+        let passes = if lifted.batch.is_empty() {
+            Ok(())
+        } else {
+            self.run_passes(config, (last, fetch_locals), hot, &lifted.batch)
+        };
+        let made = passes.and_then(|()| self.record_merges(inner, &lifted, merges_before));
         let made = match made {
             Ok(made) => made,
             Err(e) => {
@@ -869,6 +926,9 @@ impl Core {
         // What was compiled never changes again; later batches merge into it.
         let open = self.pass_state.open_function_ids(&self.lir);
         midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &open, !last);
+        if !last {
+            self.index_batch(&pending, lifted);
+        }
         if !config.keep_lir && !last {
             // Later batches merge into these by the fingerprints just taken: the bodies
             // are no longer needed.
@@ -893,7 +953,13 @@ impl Core {
         pending: &mut [(FuncId, ir::Function)],
     ) -> Lifted {
         let t = Instant::now();
-        let (skip, mut survey) = self.unmergeable(config, last, pending);
+        let skip::Plan {
+            skip,
+            mut survey,
+            stand_ins,
+            prints,
+        } = self.plan_lift(config, last, pending);
+        self.lift_stand_ins(inner, config, stand_ins);
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
         // The LIR function of each position of `pending` (none: not lifted).
         let mut lid_at: Vec<PackedOption<lir::FuncId>> = Vec::with_capacity(pending.len());
@@ -905,6 +971,20 @@ impl Core {
         // module of small functions.
         // Whether the function at a position is lifted.
         let lifted = |j: usize| !skip.get(j).copied().unwrap_or(false);
+        // The symbol of a function left unlifted is a function's from the start, as its lift
+        // would make it: lifted code may take its address (a symbol global value) before it
+        // calls it, and a later batch's code may refer to it.
+        let mut name = String::new();
+        for (pos, (id, _)) in pending.iter().enumerate() {
+            if !lifted(pos) {
+                use std::fmt::Write as _;
+                name.clear();
+                let _ = write!(name, "u0:{}", id.as_u32());
+                let sym = self.lir.symbol(&name, lir::SymbolKind::Function);
+                self.lir.symbols[sym].kind = lir::SymbolKind::Function;
+                self.sym_func[sym] = (*id).into();
+            }
+        }
         for (pos, (id, func)) in pending.iter_mut().enumerate() {
             let id = *id;
             let decl = inner.declarations().get_function_decl(id);
@@ -966,10 +1046,11 @@ impl Core {
             }
         }
         let observed = if batch.len() < pending.len() {
-            self.observe_unlifted(pending, &lid_at, &survey)
+            self.observe_unlifted(&lid_at, &survey)
         } else {
             Vec::new()
         };
+
         // Addresses taken in the new code, and stored in data: such functions keep an address
         // of their own.
         let taken = std::mem::take(&mut self.lift_ctx.taken);
@@ -1002,10 +1083,76 @@ impl Core {
         if unlifted > 0 {
             self.stats.add("not_lifted", unlifted as u64);
         }
+        let keys = std::mem::take(&mut survey.keys);
         Lifted {
             batch,
             lid_at,
             late,
+            keys,
+            prints,
+        }
+    }
+
+    /// Lift the stand-ins of functions compiled unlifted by earlier flushes and freeze them,
+    /// as their own lift and freeze would have: the passes then merge into them as into any
+    /// function compiled before.
+    fn lift_stand_ins(
+        &mut self,
+        inner: &dyn Module,
+        config: &MergeConfig,
+        stand_ins: Vec<(FuncId, ir::Function)>,
+    ) {
+        if stand_ins.is_empty() {
+            return;
+        }
+        let mut lids = Vec::with_capacity(stand_ins.len());
+        for (id, mut func) in stand_ins {
+            let decl = inner.declarations().get_function_decl(id);
+            func.name = ir::UserFuncName::user(0, id.as_u32());
+            let linkage = lir_linkage(decl.linkage);
+            // (The function it stands for is compiled; one that cannot be lifted stays as
+            // it is, never merged into.)
+            let Ok(lid) = lift_function_with(&mut self.lir, &func, linkage, &mut self.lift_ctx)
+            else {
+                continue;
+            };
+            let sym = match self.lir.symbol_of(lid) {
+                Some(sym) => sym,
+                None => (self.lir).symbol(&func_symbol_name(id), lir::SymbolKind::Function),
+            };
+            self.sym_func[sym] = id.into();
+            self.lifted[id] = lid.into();
+            if self.taken[id]
+                || (config.address_policy == AddressPolicy::Distinct
+                    && decl.linkage != Linkage::Local)
+            {
+                self.lir.functions[lid].address_significant = true;
+            }
+            lids.push(lid);
+            self.stats.add("stand_ins", 1);
+        }
+        // What they take and call was recorded when the functions they stand for were
+        // compiled.
+        self.lift_ctx.taken.clear();
+        midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &lids, true);
+        for &lid in &lids {
+            self.lir.functions[lid].drop_body();
+        }
+    }
+
+    /// What later batches find this one's functions by: the shape keys of the lifted ones
+    /// (frozen, with their fingerprints), and the prints of those compiled unlifted.
+    fn index_batch(&mut self, pending: &[(FuncId, ir::Function)], lifted: Lifted) {
+        for (pos, &key) in lifted.keys.iter().enumerate() {
+            if lifted.lid_at[pos].is_some() {
+                self.lifted_shapes.insert(key);
+            }
+        }
+        for (pos, print) in lifted.prints {
+            let (id, key) = (pending[pos as usize].0, lifted.keys[pos as usize]);
+            if self.state[id] == State::Compiled {
+                self.input_index.insert(id, key, &print);
+            }
         }
     }
 
@@ -1016,31 +1163,22 @@ impl Core {
     }
 
     /// What the functions not lifted observe of the others (addresses taken, `try_call`
-    /// targets): marked as a lifted caller would have them. Their symbols, where lifted code
-    /// names them, are what a lifted function's would be. Returns the module functions whose
-    /// address they observe.
+    /// targets, near references): marked as a lifted caller would have them. Returns the
+    /// module functions whose address they observe.
     fn observe_unlifted(
         &mut self,
-        pending: &[(FuncId, ir::Function)],
         lid_at: &[PackedOption<lir::FuncId>],
         survey: &skip::Survey,
     ) -> Vec<FuncId> {
         let mut observed = Vec::new();
         let unlifted = |pos: u32| lid_at[pos as usize].is_none();
-        for (pos, (id, _)) in pending.iter().enumerate() {
-            if unlifted(pos as u32) {
-                if let Some(sym) = self.lir.lookup_symbol(&func_symbol_name(*id)) {
-                    // A function, as its definition would make it (a symbol global
-                    // value may have made it data first).
-                    self.lir.symbols[sym].kind = lir::SymbolKind::Function;
-                    self.sym_func[sym] = (*id).into();
-                }
-            }
-        }
-        let near: FxHashSet<(u32, u32)> = (survey.near.iter())
+        let mut near: Vec<(u32, u32, bool)> = (survey.near.iter())
             .filter(|&&(pos, ..)| unlifted(pos))
-            .map(|&(_, ns, i)| (ns, i))
+            .map(|&(_, ns, i, func)| (ns, i, func))
             .collect();
+        // (A name referred to both ways is made a function.)
+        near.sort_unstable_by_key(|&(ns, i, func)| (ns, i, !func));
+        near.dedup_by_key(|n| (n.0, n.1));
         for &(pos, r) in &survey.refs {
             if !unlifted(pos) {
                 continue;
@@ -1068,10 +1206,16 @@ impl Core {
                 }
             }
         }
-        for (ns, i) in near {
-            if let Some(sym) = self.lir.lookup_symbol(&format!("u{ns}:{i}")) {
-                self.lir.symbols[sym].colocated = true;
-            }
+        // Marked near as the lifter would mark them, made if no lifted code names them yet
+        // (a later batch's may: it must find them near, as with this function lifted).
+        for (ns, i, func) in near {
+            let kind = if func {
+                lir::SymbolKind::Function
+            } else {
+                lir::SymbolKind::Data
+            };
+            let sym = self.lir.symbol(&format!("u{ns}:{i}"), kind);
+            self.lir.symbols[sym].colocated = true;
         }
         observed
     }
@@ -1215,6 +1359,27 @@ impl Core {
         Ok(made)
     }
 
+    /// The threads to compile a flush on: one, unless code may be defined as bytes; with
+    /// `Threads::Available`, only for a flush of at least `PARALLEL_MIN_INSTS` instructions
+    /// (below that, starting threads costs more than they save).
+    fn compile_threads(
+        &self,
+        threads: Threads,
+        pending: &[(FuncId, ir::Function)],
+        made: usize,
+    ) -> usize {
+        if self.definer != Definer::Bytes || pending.len() + made < 2 {
+            return 1;
+        }
+        if threads == Threads::Available {
+            let insts: usize = pending.iter().map(|(_, f)| f.dfg.num_insts()).sum();
+            if insts < PARALLEL_MIN_INSTS {
+                return 1;
+            }
+        }
+        threads.get()
+    }
+
     /// Stage 3: compile. First what other functions' code stands on (the functions the passes
     /// made, and the survivors of this batch's merges), so that where one of those fails, the
     /// functions merged into it get code of their own (from their input) before any caller is
@@ -1227,16 +1392,11 @@ impl Core {
         lifted: &Lifted,
         made: Vec<(FuncId, lir::FuncId)>,
     ) -> Option<FunctionError> {
-        let threads = config.threads.get();
         let mut c = Compiling {
             lid_at: &lifted.lid_at,
             from_input: vec![false; pending.len()],
             // Decided once for the flush, so that the code does not depend on its rounds.
-            threads: if pending.len() + made.len() > 1 {
-                threads
-            } else {
-                1
-            },
+            threads: self.compile_threads(config.threads, pending, made.len()),
             failed: Vec::new(),
             is_failed: FxHashSet::default(),
             ours: FxHashSet::default(),
@@ -1378,7 +1538,11 @@ impl Core {
             for &k in &level {
                 let (id, func) = (funcs[k].0, funcs[k].1.take().expect("once"));
                 if !c.refers_to_failed(&func) {
-                    jobs.push((id, func));
+                    jobs.push(Job {
+                        id,
+                        func,
+                        verified: false,
+                    });
                 } else if c.ours.contains(&id) {
                     c.fail_quietly(id);
                 } else {
@@ -1410,7 +1574,7 @@ impl Core {
         pending: &mut [(FuncId, ir::Function)],
         pos: usize,
         c: &mut Compiling,
-    ) -> Option<(FuncId, ir::Function)> {
+    ) -> Option<Job> {
         let id = pending[pos].0;
         // For a lifted function compiled as defined: whether a pass rewrote its calls.
         let mut pass_rewrote = None;
@@ -1468,7 +1632,11 @@ impl Core {
                         let mut func = func;
                         func.name = ir::UserFuncName::user(0, id.as_u32());
                         self.stats.add("lowered", 1);
-                        return Some((id, func));
+                        return Some(Job {
+                            id,
+                            func,
+                            verified: false,
+                        });
                     }
                     // A function the lowerer cannot represent is compiled from its input:
                     // every pass keeps a function's behaviour, so that is the same function.
@@ -1492,25 +1660,23 @@ impl Core {
         if pass_rewrote.unwrap_or(rewritten) {
             self.stats.add("calls_rewritten_in_input", 1);
         }
-        Some((id, func))
+        // Verified at define, unless calls were rewritten to pass extra arguments (moving a
+        // call to a survivor of the same signature changes nothing the verifier checks).
+        let verified = self.verified_at_define && !rewritten;
+        Some(Job { id, func, verified })
     }
 
     /// Compile `jobs` into the inner module, on `c.threads` threads; failures go to `c`.
-    fn compile_jobs(
-        &mut self,
-        inner: &mut dyn Module,
-        jobs: Vec<(FuncId, ir::Function)>,
-        c: &mut Compiling,
-    ) {
-        for (id, func) in &jobs {
-            c.refs.extend(user_funcs(func).map(|g| (*id, g)));
+    fn compile_jobs(&mut self, inner: &mut dyn Module, jobs: Vec<Job>, c: &mut Compiling) {
+        for j in &jobs {
+            c.refs.extend(user_funcs(&j.func).map(|g| (j.id, g)));
         }
         let t = Instant::now();
-        if c.threads > 1 {
+        if c.threads > 1 && jobs.len() > 1 {
             self.compile_parallel(inner, jobs, c.threads, c);
         } else {
-            for (id, func) in jobs {
-                self.compile(inner, id, func, c);
+            for job in jobs {
+                self.compile(inner, job, c);
             }
         }
         c.compile_time += t.elapsed();
@@ -1559,42 +1725,71 @@ impl Core {
         }
     }
 
-    /// Which functions of `pending` need not be lifted (an empty list: all do), and their
-    /// survey (`skip::Survey`: what an unlifted one tells the passes). Only a
-    /// module's first flush that is also its last skips any (a later batch could merge into
-    /// a function compiled without a fingerprint), and only when every pass merges
-    /// functions (a per-function pass would change functions on their own), and neither
-    /// `lift_all`, `lower_all` nor `keep_lir` asks for the LIR of every function. A function
-    /// is skipped when its shape key (`skip::Survey`) is unique in the batch.
-    fn unmergeable(
-        &self,
+    /// Which functions of `pending` to lift (`skip::Plan`). None is left unlifted unless every
+    /// pass merges functions (a per-function pass would change functions on their own), and
+    /// neither `lift_all`, `lower_all` nor `keep_lir` asks for the LIR of every function.
+    /// Otherwise a function is lifted when another of the batch has its shape key (the passes
+    /// might merge the two), when a function lifted by an earlier flush has it (it might equal
+    /// that frozen function), or when its print equals that of a function an earlier flush
+    /// left unlifted (then a copy of it is lifted and frozen in that function's place: a
+    /// stand-in). A function left unlifted by a flush that is not the last keeps its print,
+    /// for later flushes to find it by.
+    fn plan_lift(
+        &mut self,
         config: &MergeConfig,
         last: bool,
         pending: &[(FuncId, ir::Function)],
-    ) -> (Vec<bool>, skip::Survey) {
+    ) -> skip::Plan {
         let merging_only = config
             .passes
             .iter()
             .all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar));
-        if !last
-            || !self.lir.functions.is_empty()
-            || !merging_only
-            || config.lift_all
-            || config.lower_all
-            || config.keep_lir
-        {
-            return Default::default();
+        if !merging_only || config.lift_all || config.lower_all || config.keep_lir {
+            return skip::Plan::default();
         }
         let survey = skip::Survey::of(pending.iter().map(|(_, f)| f));
         // How many functions have each key, up to two.
-        let mut count: rustc_hash::FxHashMap<u64, u8> = rustc_hash::FxHashMap::default();
+        let mut count: FxHashMap<u64, u8> = FxHashMap::default();
         count.reserve(survey.keys.len());
         for &k in &survey.keys {
             let c = count.entry(k).or_insert(0);
             *c = (*c + 1).min(2);
         }
-        let skip = survey.keys.iter().map(|k| count[k] == 1).collect();
-        (skip, survey)
+        let mut plan = skip::Plan {
+            skip: Vec::with_capacity(pending.len()),
+            ..Default::default()
+        };
+        let mut print = input_index::Print::default();
+        for (pos, (_, func)) in pending.iter().enumerate() {
+            let key = survey.keys[pos];
+            // A function of this shape was left unlifted before: is this one equal to it?
+            let (mut printed, mut found) = (false, false);
+            if self.input_index.has_shape(key) {
+                printed = self.printer.print(func, &mut print);
+                if printed {
+                    for (f, callees) in self.input_index.take_equal(key, &print) {
+                        let stand_in = input_index::with_callees(func, &callees);
+                        plan.stand_ins.push((f, stand_in));
+                        found = true;
+                    }
+                }
+            }
+            let lift = found || count[&key] > 1 || self.lifted_shapes.contains(&key);
+            if lift || last {
+                plan.skip.push(!lift);
+                continue;
+            }
+            // Left unlifted, and later flushes must be able to find it: by its print (a
+            // function without one is lifted).
+            if !printed && !self.printer.print(func, &mut print) {
+                plan.skip.push(false);
+                continue;
+            }
+            plan.skip.push(true);
+            plan.prints.push((pos as u32, std::mem::take(&mut print)));
+        }
+        plan.survey = survey;
+        plan
     }
 
     /// References the inner module could not link: a `colocated` (near) reference to an
@@ -1799,38 +1994,64 @@ impl Core {
     }
 
     /// Compile `jobs` on `threads` threads and define their code in the inner module, in order
-    /// (`define_function_bytes`: an inner module that does more in `define_function`, such as
-    /// an object file's unwind information, does not see it; the hook does).
+    /// (`define_function_bytes`; a function that only `define_function` records fully, one
+    /// with `try_call`, is compiled there, on this thread, in its turn).
     fn compile_parallel(
         &mut self,
         inner: &mut dyn Module,
-        jobs: Vec<(FuncId, ir::Function)>,
+        jobs: Vec<Job>,
         threads: usize,
         c: &mut Compiling,
     ) {
-        let done = parallel::compile_all(inner.isa(), jobs, threads, self.hook.is_some());
-        for (id, r) in done {
-            let comp = match r {
-                Ok(comp) => comp,
-                Err(parallel::Failure::Error(e, func)) => {
-                    c.fail(id, e, Some(*func));
-                    continue;
-                }
-                Err(parallel::Failure::Panic(msg)) => {
-                    c.fail(id, backend(format!("Cranelift panicked: {msg}")), None);
-                    continue;
-                }
-            };
-            if let Err(e) =
-                inner.define_function_bytes(id, comp.alignment, &comp.code, &comp.relocs)
-            {
-                c.fail(id, e, None);
+        // Which jobs stay on this thread, in the order of the jobs.
+        let on_caller: Vec<bool> = jobs.iter().map(Job::needs_define).collect();
+        let (serial, parallel): (Vec<Job>, Vec<Job>) =
+            jobs.into_iter().partition(Job::needs_define);
+        let isas = Isas {
+            inner: inner.isa(),
+            quiet: self.quiet.as_deref(),
+        };
+        let mut done =
+            parallel::compile_all(isas, parallel, threads, self.hook.is_some()).into_iter();
+        let mut serial = serial.into_iter();
+        // Defined in the order of the jobs, whatever the number of threads.
+        for here in on_caller {
+            if here {
+                let job = serial.next().expect("one per serial job");
+                self.compile(inner, job, c);
                 continue;
             }
-            self.note_compiled(id, comp.code.len());
-            if let (Some(h), Some(ctx)) = (&mut self.hook, &comp.ctx) {
-                h(id, ctx);
+            let (id, r) = done.next().expect("one per compiled job");
+            match r {
+                Ok(comp) => self.define_code(inner, id, comp.code, comp.ctx.as_ref(), c),
+                Err(f) => Self::fail_with(c, id, f),
             }
+        }
+    }
+
+    /// Define code compiled here as `id` in the inner module; `ctx` (when kept) holds it, for
+    /// the hook.
+    fn define_code(
+        &mut self,
+        inner: &mut dyn Module,
+        id: FuncId,
+        code: Code,
+        ctx: Option<&Context>,
+        c: &mut Compiling,
+    ) {
+        if let Err(e) = inner.define_function_bytes(id, code.alignment, &code.bytes, &code.relocs) {
+            return c.fail(id, e, None);
+        }
+        self.note_compiled(id, code.bytes.len());
+        if let (Some(h), Some(ctx)) = (&mut self.hook, ctx) {
+            h(id, ctx);
+        }
+    }
+
+    fn fail_with(c: &mut Compiling, id: FuncId, f: Failure) {
+        match f {
+            Failure::Error(e, func) => c.fail(id, e, Some(*func)),
+            Failure::Panic(msg) => c.fail(id, backend(format!("Cranelift panicked: {msg}")), None),
         }
     }
 
@@ -1842,17 +2063,30 @@ impl Core {
         self.state[id] = State::Compiled;
     }
 
-    /// Compile `func` as `id` into the inner module; a failure (a panic inside Cranelift
-    /// included) goes to `c`.
-    fn compile(
-        &mut self,
-        inner: &mut dyn Module,
-        id: FuncId,
-        func: ir::Function,
-        c: &mut Compiling,
-    ) {
+    /// Compile `job` into the inner module on this thread; a failure (a panic inside Cranelift
+    /// included) goes to `c`. A function Cranelift's verifier accepted already is compiled
+    /// here without the verifier's reruns and defined as bytes, where bytes are defined as
+    /// `define_function` would ([`Definer::Bytes`]); any other through `define_function`.
+    fn compile(&mut self, inner: &mut dyn Module, job: Job, c: &mut Compiling) {
+        let id = job.id;
+        let quiet = self.quiet.as_deref();
+        if self.definer == Definer::Bytes && job.verified && quiet.is_some() && !job.needs_define()
+        {
+            let isas = Isas {
+                inner: inner.isa(),
+                quiet,
+            };
+            let mut ctx = std::mem::replace(&mut self.ctx, Context::new());
+            let (_, r) = define::compile(isas, &mut ctx, job);
+            match r {
+                Ok(code) => self.define_code(inner, id, code, Some(&ctx), c),
+                Err(f) => Self::fail_with(c, id, f),
+            }
+            self.ctx = ctx;
+            return;
+        }
         self.ctx.clear();
-        self.ctx.func = func;
+        self.ctx.func = job.func;
         let ctx = &mut self.ctx;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             inner.define_function(id, ctx)

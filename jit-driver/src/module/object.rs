@@ -1,11 +1,23 @@
 //! `MergeModule<ObjectModule>`: object files where a merged function is an alias symbol.
 
-use super::{MergeModule, State};
+use super::{Definer, MergeModule, State};
 use cranelift_module::{Module, ModuleResult};
 use cranelift_object::object::write::SymbolSection;
 use cranelift_object::{ObjectModule, ObjectProduct};
 
 impl MergeModule<ObjectModule> {
+    /// Tell the module that its `ObjectBuilder` left `unwind_info` off (cranelift-object's
+    /// default). Its flushes then compile as a JIT's do: on the machine's threads
+    /// ([`MergeConfig::threads`](super::MergeConfig::threads)), and a function Cranelift's
+    /// verifier accepted at define without the verifier's reruns, the code defined as bytes.
+    /// cranelift-object keeps that setting to itself; without this call every function is
+    /// compiled through `ObjectModule::define_function`, on the caller's thread, so that the
+    /// unwind entries (FDEs) the builder may write are all there.
+    pub fn without_unwind_info(mut self) -> Self {
+        self.core.set_definer(self.inner.isa(), Definer::Bytes);
+        self
+    }
+
     /// Run the passes over the pending functions, compile what is left, and finish the object
     /// (`ObjectModule::finish`). A merged function has no code: its symbol is defined at its
     /// survivor's code, with the survivor's size (an alias, with its own name and

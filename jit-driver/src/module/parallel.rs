@@ -2,122 +2,69 @@
 //! functions of a flush are compiled on worker threads and their machine code defined in the
 //! inner module afterwards (`define_function_bytes`), in order, on the caller's thread.
 
+use super::define::{self, Code, Failure, Isas, Job};
 use super::panic_text;
-use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir;
-use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::Context;
-use cranelift_module::{FuncId, ModuleError, ModuleReloc};
+use cranelift_module::FuncId;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-/// A function compiled on a worker: its machine code, the code's alignment, its relocations
-/// as the module wants them, and, when asked for (`keep_contexts`), the context that compiled
-/// it (otherwise a worker reuses one context for all its functions: allocating and keeping a
-/// context per function made two threads fight over the allocator and page faults).
+/// A function compiled on a worker: its code and, when asked for (`keep_contexts`), the
+/// context that compiled it (otherwise a worker reuses one context for all its functions:
+/// allocating and keeping a context per function made two threads fight over the allocator
+/// and page faults).
 pub(crate) struct Compiled {
+    pub code: Code,
     pub ctx: Option<Context>,
-    pub code: Vec<u8>,
-    pub alignment: u64,
-    pub relocs: Vec<ModuleReloc>,
 }
 
-/// Why a function did not compile: the module's error, or a panic's message.
-pub(crate) enum Failure {
-    Error(ModuleError, Box<ir::Function>),
-    Panic(String),
-}
-
-/// Compile `jobs` on `threads` threads; results in the order of `jobs`.
+/// Compile `jobs` on `threads` threads, the caller's among them; results in the order of
+/// `jobs`. Each thread takes the next job not taken yet, so a long function does not hold up
+/// the others' share.
 pub(crate) fn compile_all(
-    isa: &dyn TargetIsa,
-    jobs: Vec<(FuncId, ir::Function)>,
+    isas: Isas,
+    jobs: Vec<Job>,
     threads: usize,
     keep_contexts: bool,
 ) -> Vec<(FuncId, Result<Compiled, Failure>)> {
     let n = jobs.len();
-    let ids: Vec<FuncId> = jobs.iter().map(|j| j.0).collect();
-    let threads = threads.clamp(1, n.max(1));
-    // Interleaved shares: neighbours (often alike in size) go to different threads.
-    let mut shares: Vec<Vec<(usize, FuncId, ir::Function)>> =
-        (0..threads).map(|_| Vec::new()).collect();
-    for (k, (id, f)) in jobs.into_iter().enumerate() {
-        shares[k % threads].push((k, id, f));
-    }
-    let mut out: Vec<Option<(FuncId, Result<Compiled, Failure>)>> = (0..n).map(|_| None).collect();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = shares
-            .into_iter()
-            .map(|share| {
-                s.spawn(move || {
-                    let mut ctx = Context::new();
-                    share
-                        .into_iter()
-                        .map(|(k, id, f)| (k, id, compile_one(isa, id, f, &mut ctx, keep_contexts)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for h in handles {
-            // A worker's panics are caught per function; should the thread die anyway, its
-            // functions are reported below, never silently left uncompiled.
-            if let Ok(done) = h.join() {
-                for (k, id, r) in done {
-                    out[k] = Some((id, r));
-                }
-            }
+    let ids: Vec<FuncId> = jobs.iter().map(|j| j.id).collect();
+    let jobs: Vec<Mutex<Option<Job>>> = jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
+    let done: Vec<Mutex<Option<Result<Compiled, Failure>>>> =
+        (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut ctx = Context::new();
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(job) = jobs.get(k).and_then(|j| j.lock().unwrap().take()) else {
+                break;
+            };
+            let mut own = keep_contexts.then(Context::new);
+            let c = own.as_mut().unwrap_or(&mut ctx);
+            let (_, r) = define::compile(isas, c, job);
+            let r = r.map(|code| Compiled { code, ctx: own });
+            *done[k].lock().unwrap() = Some(r);
         }
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads.clamp(1, n.max(1)) {
+            s.spawn(work);
+        }
+        // A panic outside Cranelift's compile (caught per function) ends only its thread; its
+        // function is reported below, never silently left uncompiled.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
     });
-    out.into_iter()
-        .zip(ids)
+    (done.into_iter().zip(ids))
         .map(|(r, id)| {
-            r.unwrap_or_else(|| (id, Err(Failure::Panic("a compile thread died".into()))))
+            let r = r.into_inner().unwrap_or_else(|p| p.into_inner());
+            (
+                id,
+                r.unwrap_or_else(|| Err(Failure::Panic("a compile thread died".into()))),
+            )
         })
         .collect()
-}
-
-fn compile_one(
-    isa: &dyn TargetIsa,
-    id: FuncId,
-    func: ir::Function,
-    reused: &mut Context,
-    keep: bool,
-) -> Result<Compiled, Failure> {
-    let mut own;
-    let ctx = if keep {
-        own = Context::for_function(func);
-        &mut own
-    } else {
-        reused.clear();
-        reused.func = func;
-        reused
-    };
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        ctx.compile(isa, &mut ControlPlane::default())
-            .map(|c| c.buffer.alignment as u64)
-            .map_err(|e| ModuleError::Compilation(e.inner))
-    }));
-    match r {
-        Ok(Ok(alignment)) => {
-            let code = ctx.compiled_code().expect("compiled");
-            let relocs = code
-                .buffer
-                .relocs()
-                .iter()
-                .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
-                .collect();
-            let code = code.code_buffer().to_vec();
-            Ok(Compiled {
-                ctx: keep.then(|| std::mem::replace(ctx, Context::new())),
-                code,
-                alignment,
-                relocs,
-            })
-        }
-        Ok(Err(e)) => Err(Failure::Error(
-            e,
-            Box::new(std::mem::replace(&mut ctx.func, ir::Function::new())),
-        )),
-        Err(p) => Err(Failure::Panic(panic_text(&p))),
-    }
 }
 
 /// Plain Cranelift, no Mergelift: compile `funcs` and define them in `module`, on `threads`
@@ -168,18 +115,29 @@ pub fn define_plain(
         }
         return Ok(bytes);
     }
-    for (id, r) in compile_all(module.isa(), funcs, threads, false) {
+    let isas = Isas {
+        inner: module.isa(),
+        quiet: None,
+    };
+    let jobs = (funcs.into_iter())
+        .map(|(id, func)| Job {
+            id,
+            func,
+            verified: false,
+        })
+        .collect();
+    for (id, r) in compile_all(isas, jobs, threads, false) {
         let c = match r {
-            Ok(c) => c,
+            Ok(c) => c.code,
             Err(Failure::Error(e, f)) => {
                 return refused(module, id, format!(": {}", super::error_text(&e, Some(&f))))
             }
             Err(Failure::Panic(p)) => return refused(module, id, format!(" (it panicked: {p})")),
         };
         module
-            .define_function_bytes(id, c.alignment, &c.code, &c.relocs)
+            .define_function_bytes(id, c.alignment, &c.bytes, &c.relocs)
             .map_err(|e| (id, format!("function {}: {e:#}", name(module, id))))?;
-        bytes.push(c.code.len());
+        bytes.push(c.bytes.len());
     }
     Ok(bytes)
 }

@@ -28,6 +28,22 @@ use cranelift_entity::EntityRef;
 use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 
+/// Which functions of a batch a flush lifts (`Core::plan_lift`).
+#[derive(Default)]
+pub(crate) struct Plan {
+    /// By position: compiled from its input without being lifted (empty: every function is
+    /// lifted).
+    pub skip: Vec<bool>,
+    /// The batch surveyed (empty when every function is lifted).
+    pub survey: Survey,
+    /// Functions compiled unlifted by earlier flushes that a function of this batch equals
+    /// up to renaming and callees, each with that function's copy that stands in for it.
+    pub stand_ins: Vec<(cranelift_module::FuncId, ir::Function)>,
+    /// The prints of the positions left unlifted, to index once they are compiled (a flush
+    /// that is not the last).
+    pub prints: Vec<(u32, super::input_index::Print)>,
+}
+
 /// What a flush learns of the functions of a batch before it decides which to lift, in one
 /// pass over each function's instructions: their shape keys, and what each would tell the
 /// passes about the others were it not lifted.
@@ -39,8 +55,9 @@ pub(crate) struct Survey {
     /// must know them (repeats are possible).
     pub refs: Vec<(u32, Reference)>,
     /// The user names (namespace, index) each function (by position) refers to as
-    /// `colocated` (the lifter marks a symbol near once any reference is).
-    pub near: Vec<(u32, u32, u32)>,
+    /// `colocated` (the lifter marks a symbol near once any reference is), and whether as a
+    /// function (a call or an address) or as data (a symbol global value).
+    pub near: Vec<(u32, u32, u32, bool)>,
     /// Scratch, per block of the function surveyed: the sum of its instructions' mixed
     /// opcodes, and whether the entry reaches it.
     block_sum: Vec<u64>,
@@ -78,11 +95,11 @@ impl Survey {
         func.signature.hash(&mut h);
         let names = func.params.user_named_funcs();
         let (refs, near) = (&mut self.refs, &mut self.near);
-        let mut user = |n: &ir::ExternalName, colocated: bool| match n {
+        let mut user = |n: &ir::ExternalName, colocated: bool, func: bool| match n {
             ir::ExternalName::User(r) => {
                 let u = names.get(*r)?;
                 if colocated {
-                    near.push((pos, u.namespace, u.index));
+                    near.push((pos, u.namespace, u.index, func));
                 }
                 (u.namespace == 0).then_some(u.index)
             }
@@ -94,7 +111,7 @@ impl Survey {
                 name, colocated, ..
             } = gv
             {
-                if let Some(i) = user(name, *colocated) {
+                if let Some(i) = user(name, *colocated, false) {
                     refs.push((pos, Reference::Observed(i)));
                 }
             }
@@ -116,7 +133,7 @@ impl Survey {
                     _ => continue,
                 };
                 let ext = &dfg.ext_funcs[fr];
-                if let Some(i) = user(&ext.name, ext.colocated) {
+                if let Some(i) = user(&ext.name, ext.colocated, true) {
                     refs.push((
                         pos,
                         if observed {
@@ -304,7 +321,7 @@ mod tests {
         use Reference::*;
         assert_eq!(refs(0), [Observed(3), Observed(5), Observed(6), Called(4)]);
         assert_eq!(refs(1), refs(0), "each function's own");
-        assert_eq!(s.near, [(0, 0, 4), (1, 0, 4)]);
+        assert_eq!(s.near, [(0, 0, 4, true), (1, 0, 4, true)]);
         assert_eq!(s.keys[0], s.keys[1]);
     }
 }

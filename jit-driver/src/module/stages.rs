@@ -70,18 +70,23 @@ fn through(m: &mut MergeModule<JITModule>, last: Stage) -> Through {
 }
 
 #[test]
-fn lift_batch_lifts_each_function_in_batch_order() {
+fn lift_batch_lifts_the_functions_that_could_merge_in_batch_order() {
     let (mut m, ids) = defined();
     let Through { lifted, .. } = through(&mut m, Stage::Lift);
+    // `f2` is the only function of its shape: it is compiled from its input, and its print
+    // waits to be indexed.
     let batch_ids: Vec<FuncId> = lifted.batch.iter().map(|&(id, _)| id).collect();
-    assert_eq!(batch_ids, ids);
+    assert_eq!(batch_ids, ids[..2]);
     for (pos, &(id, lid)) in lifted.batch.iter().enumerate() {
         assert_eq!(lifted.lid_at[pos].expand(), Some(lid));
         assert_eq!(m.core.lifted[id].expand(), Some(lid));
         assert!(m.core.lir.functions[lid].inst_count() > 0);
     }
+    assert!(lifted.lid_at[2].is_none() && m.core.lifted[ids[2]].is_none());
+    assert_eq!(lifted.prints.iter().map(|p| p.0).collect::<Vec<_>>(), [2]);
     assert!(lifted.late.is_empty());
     assert_eq!(m.core.stats.get("functions_in"), 3);
+    assert_eq!(m.core.stats.get("not_lifted"), 1);
 }
 
 #[test]
@@ -144,6 +149,38 @@ fn a_flush_freezes_what_it_compiled() {
     let lir = &m.core.lir;
     assert_eq!(m.core.pass_state.first_open as usize, lir.functions.len());
     assert_eq!(m.core.pass_state.open_function_ids(lir), Vec::new());
-    // The survivors are indexed for later batches (the merged one is not a survivor).
-    assert_eq!(m.core.pass_state.frozen.len(), 2);
+    // The lifted survivor is indexed by its fingerprint for later batches (the merged one is
+    // not a survivor), the unlifted one by its print, and the lifted one's shape is known.
+    assert_eq!(m.core.pass_state.frozen.len(), 1);
+    let keys = skip::Survey::of(parse_functions(BATCH).unwrap().iter()).keys;
+    assert!(m.core.input_index.has_shape(keys[2]));
+    assert!(m.core.lifted_shapes.contains(&keys[0]));
+    assert!(!m.core.lifted_shapes.contains(&keys[2]));
+}
+
+/// A later batch's function equal to one compiled unlifted merges into it: a stand-in is
+/// lifted and frozen in its place, and the pass merges into that.
+#[test]
+fn a_later_equal_function_merges_into_an_unlifted_one() {
+    let (mut m, ids) = defined();
+    m.flush().unwrap();
+    let text = "function %g(i64) -> i64 {\nblock0(v7: i64):\n v8 = iconst.i64 3\n v9 = imul v7, v8\n return v9\n}\n";
+    let f = parse_functions(text).unwrap().remove(0);
+    let g = m
+        .declare_function("g", Linkage::Export, &f.signature)
+        .unwrap();
+    let mut ctx = m.make_context();
+    ctx.func = f;
+    m.define_function(g, &mut ctx).unwrap();
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(g), Some(ids[2]));
+    assert_eq!(m.core.stats.get("stand_ins"), 1);
+    assert!(!m
+        .core
+        .input_index
+        .has_shape(skip::Survey::of([&ctx.func].into_iter()).keys[0]));
+    // SAFETY: `g` was compiled with signature (i64) -> i64.
+    let code: extern "C" fn(i64) -> i64 =
+        unsafe { std::mem::transmute(m.get_finalized_function(g)) };
+    assert_eq!(code(5), 15);
 }

@@ -1,0 +1,160 @@
+//! How compiled code reaches the inner module, and compiling a function for it.
+//!
+//! The plain module compiles in `define_function`, and Cranelift's verifier (when the ISA's
+//! `enable_verifier` is on) checks the function at the start of its compile, again at the start
+//! of `optimize`, and after each of its own passes. `MergeModule` verified each function at
+//! define already, so where it may define code itself it compiles a function it did not change
+//! with the same ISA but `enable_verifier` off, and then verifies the result once: what
+//! Cranelift's own passes made of it, as the plain compile's last check does. A function a pass
+//! rewrote is Mergelift's output: it is compiled with the inner module's ISA, so the verifier
+//! runs on it as the ISA says.
+//!
+//! Code compiled here is handed to the inner module with `define_function_bytes`, which for a
+//! `JITModule` (and for an object module whose builder writes no unwind information) records
+//! what `define_function` does, except the exception table of a function with `try_call`: such
+//! a function is always compiled by the inner module's own `define_function`. For any other
+//! module the flush compiles through `define_function` only, on the caller's thread.
+
+use super::panic_text;
+use cranelift_codegen::control::ControlPlane;
+use cranelift_codegen::ir;
+use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{CodegenError, Context};
+use cranelift_module::{FuncId, ModuleError, ModuleReloc};
+
+/// How the code of a flush may reach the inner module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Definer {
+    /// Only through its `define_function`, on the caller's thread (what else the module
+    /// records there is not known).
+    Exact,
+    /// Also as bytes compiled here, on any thread (`define_function_bytes` records everything
+    /// `define_function` would, but for exception tables).
+    Bytes,
+}
+
+impl Definer {
+    /// How code may reach `inner`.
+    pub(crate) fn of<M: cranelift_module::Module + 'static>(inner: &M) -> Definer {
+        let any: &dyn std::any::Any = inner;
+        #[cfg(feature = "jit")]
+        if any.is::<cranelift_jit::JITModule>() {
+            return Definer::Bytes;
+        }
+        let _ = any;
+        Definer::Exact
+    }
+}
+
+/// A function to compile, and whether Cranelift's verifier accepted it as it is (verified at
+/// define, and changed since only in which function a call calls, of the same signature).
+pub(crate) struct Job {
+    pub id: FuncId,
+    pub func: ir::Function,
+    pub verified: bool,
+}
+
+impl Job {
+    /// Must it go through the inner module's `define_function`? (Only that records a
+    /// `try_call`'s exception table.)
+    pub(crate) fn needs_define(&self) -> bool {
+        !self.func.dfg.exception_tables.is_empty()
+    }
+}
+
+/// `isa` with `enable_verifier` off (`None`: it is off already, or the ISA cannot be built
+/// again from its settings, which leaves every function to the verifying ISA).
+pub(crate) fn quiet_isa(isa: &dyn TargetIsa) -> Option<OwnedTargetIsa> {
+    if !isa.flags().enable_verifier() {
+        return None;
+    }
+    let mut shared = settings::builder();
+    for v in isa.flags().iter() {
+        let value = if v.name == "enable_verifier" {
+            "false".to_string()
+        } else {
+            v.value_string()
+        };
+        shared.set(v.name, &value).ok()?;
+    }
+    let mut b = cranelift_codegen::isa::lookup(isa.triple().clone()).ok()?;
+    for v in isa.isa_flags() {
+        b.set(v.name, &v.value_string()).ok()?;
+    }
+    let quiet = b.finish(settings::Flags::new(shared)).ok()?;
+    // The same target in every setting but the verifier, or not used at all.
+    let strings = |vs: Vec<settings::Value>| -> Vec<(&str, String)> {
+        vs.iter().map(|v| (v.name, v.value_string())).collect()
+    };
+    let same = strings(quiet.isa_flags()) == strings(isa.isa_flags())
+        && (quiet.flags().iter().zip(isa.flags().iter()))
+            .all(|(a, b)| a.name == "enable_verifier" || a.value_string() == b.value_string());
+    same.then_some(quiet)
+}
+
+/// The ISAs a flush compiles with: the inner module's, and the same without the verifier.
+#[derive(Clone, Copy)]
+pub(crate) struct Isas<'a> {
+    pub inner: &'a dyn TargetIsa,
+    pub quiet: Option<&'a dyn TargetIsa>,
+}
+
+/// Code compiled here for the inner module: its bytes, alignment and relocations.
+pub(crate) struct Code {
+    pub bytes: Vec<u8>,
+    pub alignment: u64,
+    pub relocs: Vec<ModuleReloc>,
+}
+
+/// Why a function did not compile: what the plain module's `define_function` would have
+/// returned (with the function, to show where), or a panic's message.
+pub(crate) enum Failure {
+    Error(ModuleError, Box<ir::Function>),
+    Panic(String),
+}
+
+/// Compile `job`'s function in `ctx` for the inner module (a verified one without the
+/// redundant verifier runs, then checked once), and take its code. `ctx` keeps the compiled
+/// code, for the `on_compiled` hook.
+pub(crate) fn compile(isas: Isas, ctx: &mut Context, job: Job) -> (FuncId, Result<Code, Failure>) {
+    let Job { id, func, verified } = job;
+    ctx.clear();
+    ctx.func = func;
+    let quiet = isas.quiet.filter(|_| verified);
+    let isa = quiet.unwrap_or(isas.inner);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let alignment = ctx
+            .compile(isa, &mut ControlPlane::default())
+            .map_err(|e| e.inner)?
+            .buffer
+            .alignment;
+        if quiet.is_some() {
+            // What Cranelift's own passes made of it, checked as the plain compile's last
+            // verifier run checks it.
+            ctx.verify(isas.inner).map_err(CodegenError::Verifier)?;
+        }
+        Ok::<_, CodegenError>(alignment)
+    }));
+    let alignment = match r {
+        Ok(Ok(a)) => u64::from(a),
+        Ok(Err(e)) => {
+            let func = std::mem::replace(&mut ctx.func, ir::Function::new());
+            return (
+                id,
+                Err(Failure::Error(ModuleError::Compilation(e), Box::new(func))),
+            );
+        }
+        Err(p) => return (id, Err(Failure::Panic(panic_text(&p)))),
+    };
+    let compiled = ctx.compiled_code().expect("compiled");
+    let relocs = (compiled.buffer.relocs().iter())
+        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
+        .collect();
+    let code = Code {
+        bytes: compiled.code_buffer().to_vec(),
+        alignment,
+        relocs,
+    };
+    (id, Ok(code))
+}
