@@ -185,7 +185,14 @@ enum Cmd {
     /// Code bytes are measured as `size` measures them, for x86-64 at `--opt-level`: a
     /// family's saving is its members' plain bytes less the body they share, and what no
     /// family accounts for (thunks, extra arguments set up in callers, lowering) is reported
-    /// apart, so the two add up to the saving `size` reports.
+    /// apart, so the two add up to the saving `size` reports. The totals per kind add up
+    /// too: a body a pass made counts under its members' kind (`mixed` when they are of
+    /// several).
+    ///
+    /// Every row names one function: a name several functions share carries the wasm
+    /// function's index (`[wasm function 12]`), or else its symbol (`[u0:12]`). The JSON and
+    /// CSV rows also give each function's symbol, as the object file of `size
+    /// --emit-object` names it.
     Report {
         /// Comma list of passes, as for `size`.
         #[arg(long, default_value = DEFAULT_PASSES)]
@@ -197,15 +204,17 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         top: Option<usize>,
         /// JSON: {"total_bytes", "saved_bytes", "other_saved_bytes", "functions" (their
-        /// number), "families": [{"saved_bytes", "members": [{"name", "bytes", "how", "kind"}]}],
-        /// "largest", "kinds"}. `other_saved_bytes` is what no family accounts for, usually
-        /// negative: the thunks merged functions keep, arguments set up in callers, code
-        /// that lowers differently, other passes. With --diff: {"old_total_bytes",
-        /// "new_total_bytes", "old_saved_bytes", "new_saved_bytes", "functions", "families":
-        /// [{"name", "change", "old_count", "new_count", ...}]}.
+        /// number), "families": [{"saved_bytes", "body_bytes", "body_symbol", "kinds",
+        /// "members": [{"name", "symbol", "bytes", "how", "kind"}]}], "largest", "kinds"}.
+        /// `other_saved_bytes` is what no family accounts for, usually negative: the thunks
+        /// merged functions keep, arguments set up in callers, code that lowers differently,
+        /// other passes. With --diff: {"old_total_bytes", "new_total_bytes",
+        /// "old_saved_bytes", "new_saved_bytes", "functions", "families": [{"name", "change",
+        /// "old_count", "new_count", ...}]}.
         #[arg(long, conflicts_with = "csv")]
         json: bool,
-        /// CSV, one row per family member: family,family_saved_bytes,how,kind,bytes,name.
+        /// CSV, one row per family member:
+        /// family,family_saved_bytes,family_body_bytes,how,kind,bytes,symbol,name.
         #[arg(long)]
         csv: bool,
         /// Also write a bar chart of the top families by saving to FILE (SVG).
@@ -213,7 +222,8 @@ enum Cmd {
         svg: Option<PathBuf>,
         /// Compare two builds of one program, OLD and NEW (each a file): functions and
         /// families that appeared, grew, shrank or went away, matched by demangled name
-        /// without Rust's legacy hash suffix.
+        /// without Rust's legacy hash suffix, and without the wasm index where the name is
+        /// unique in both builds (by name and index where it is not).
         #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["files", "csv", "svg"])]
         diff: Option<Vec<PathBuf>>,
         /// Threads that compile.
@@ -1412,7 +1422,7 @@ fn cmd_report(
     }
     let r = report_of(files)?;
     if let Some(path) = &out_opts.svg {
-        std::fs::write(path, r.to_svg(top))
+        std::fs::write(path, r.to_svg(top, &module_name(files)))
             .map_err(|e| anyhow!("{}: cannot write: {e}", path.display()))?;
     }
     if out_opts.json {
@@ -1424,6 +1434,26 @@ fn cmd_report(
     }
     out.finish()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a chart names the module the inputs `files` form: the file's name, or the names of
+/// all.
+fn module_name(files: &[PathBuf]) -> String {
+    let name = |p: &PathBuf| {
+        if p == Path::new("-") {
+            "<stdin>".to_string()
+        } else {
+            (p.file_name()).map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        }
+    };
+    match files {
+        [one] => name(one),
+        [first, rest @ ..] if rest.len() > 2 => format!("{} and {} more", name(first), rest.len()),
+        _ => files.iter().map(name).collect::<Vec<_>>().join(" + "),
+    }
 }
 
 /// Write a generated CLIF module to stdout, as it is or (`ll`) as LLVM IR.
