@@ -1,4 +1,6 @@
-//! The `mergelift` command: `opt`, `run`, `size`, `gen`, `fuzz`.
+//! The `mergelift` command: `opt`, `run`, `size`, `report`, `gen`, `fuzz`.
+
+mod inputs;
 
 use anyhow::{anyhow, bail, Result};
 use clap::{Parser, Subcommand};
@@ -7,11 +9,10 @@ use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use jit_driver::{
     lift_function_with, lower_function, mark_taken, LiftContext, OptLevel, OriginalNames,
 };
-use mergelift_tools::input::{collect_files, read_text};
 use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
 use midend::lir;
 use midend::state::MergeKind;
-use midend::verifier::{self, VerifierError};
+use midend::verifier;
 use midend::{PassKind, PassManager, PassState, Stats};
 use std::collections::HashMap;
 use std::io::Write;
@@ -84,13 +85,19 @@ enum Cmd {
         #[arg(long)]
         low_memory: bool,
         /// Input files (`.lir` or `.clif`), or one `.wasm` core module (with the `wasm`
-        /// feature: translated to Cranelift IR as wasmtime 48 does); all functions of all
-        /// inputs form one module. Every input function is in the output: a merged one as a
-        /// thunk calling its survivor.
+        /// feature: translated to Cranelift IR as wasmtime 48 does); `-` reads standard input
+        /// (its kind found by its first bytes). All functions of all inputs form one module,
+        /// which must have at least one. Every input function is in the output: a merged one
+        /// as a thunk calling its survivor.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
     /// Run the `; run:` lines of Cranelift test files through the pipeline and the JIT.
+    ///
+    /// Prints one line per failure, a line of files (run, skipped, without a run line), and
+    /// last `N passed, M failed`: run lines, each counted once per x86-64 target its file
+    /// names (a file naming no target runs on the host). Inputs without any run line are an
+    /// error.
     Run {
         #[arg(long, default_value = DEFAULT_PASSES)]
         passes: String,
@@ -166,8 +173,9 @@ enum Cmd {
         /// Functions `merge-aligned` must not merge (names separated by commas, without `%`).
         #[arg(long, value_name = "NAMES", value_delimiter = ',')]
         hot: Vec<String>,
-        /// `.clif` files or directories of them, or one `.wasm` module (with the `wasm`
-        /// feature).
+        /// `.clif` or `.lir` files, directories of `.clif` files, one `.wasm` module (with
+        /// the `wasm` feature), or `-` (standard input): one module, with at least one
+        /// function.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -181,8 +189,9 @@ enum Cmd {
     /// family without a survivor shares a body a pass made.
     ///
     /// FILES are one module: `.clif` (wasmtime's `;; Intermediate Representation of function
-    /// <NAME>` comments name its functions) or a `.wasm` core module (with the `wasm` feature).
-    /// Code bytes are measured as `size` measures them, for x86-64 at `--opt-level`: a
+    /// <NAME>` comments name its functions), `.lir`, or a `.wasm` core module (with the `wasm`
+    /// feature); `-` is standard input. Code bytes are measured as `size` measures them, for
+    /// x86-64 at `--opt-level`: a
     /// family's saving is its members' plain bytes less the body they share, and what no
     /// family accounts for (thunks, extra arguments set up in callers, lowering) is reported
     /// apart, so the two add up to the saving `size` reports. The totals per kind add up
@@ -237,7 +246,8 @@ enum Cmd {
         /// module: `trampoline`, `builtin`, `startup`. Totals stay the module's.
         #[arg(long, value_parser = ["function", "trampoline", "builtin", "startup"])]
         kind: Option<String>,
-        /// `.clif` or `.wasm` files, or directories of `.clif` files: one module.
+        /// `.clif`, `.lir` or `.wasm` files, directories of `.clif` files, or `-` (standard
+        /// input): one module, with at least one function.
         #[arg(required_unless_present = "diff")]
         files: Vec<PathBuf>,
     },
@@ -537,7 +547,7 @@ fn frontend_config() -> TargetFrontendConfig {
 /// fault there is the input's, and the error names its file and function. A `.clif` function
 /// LIR cannot represent is passed through (returned apart, its text kept if `keep_text`).
 fn load_module(
-    files: &[PathBuf],
+    inputs: &[inputs::Input],
     keep_text: bool,
     stats: &mut Stats,
 ) -> Result<(lir::Module, Vec<PassedThrough>)> {
@@ -549,36 +559,32 @@ fn load_module(
     let mut sigs = SignatureCheck::default();
     let mut lift_time = Duration::ZERO;
     let mut verify_time = Duration::ZERO;
-    one_module(files)?;
-    for (k, path) in files.iter().enumerate() {
-        if path.extension().is_some_and(|e| e == "lir") {
-            let text = read_text(path).map_err(|e| anyhow!(e))?;
-            let t = Instant::now();
+    one_module(inputs)?;
+    let files: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
+    let files = &files[..];
+    for (k, input) in inputs.iter().enumerate() {
+        let path = &input.path;
+        if input.format == inputs::Format::Lir {
             if files.len() > 1 {
                 bail!("{}: .lir input must be the only input", path.display());
             }
-            let (m, lines) = lir::parse::parse_module_with_lines(&text)
-                .map_err(|e| anyhow!("{}:{e}", path.display()))?;
+            let text = input.read_text()?;
+            let t = Instant::now();
+            let m = inputs::parse_lir(path, &text)?;
             stats.add_time("parse", t.elapsed());
-            // Every error with its line; opaque instructions checked as lowering needs them.
-            verifier::verify_module_for_lowering(&m, true).map_err(|errs| {
-                let at = |e: &VerifierError| match lines.error_line(e) {
-                    Some(n) => format!("{}:{n}: {e}", path.display()),
-                    None => format!("{}: {e}", path.display()),
-                };
-                let mut msg = at(&errs.0[0]);
-                for e in &errs.0[1..] {
-                    msg.push_str("\n    ");
-                    msg.push_str(&at(e));
-                }
-                anyhow!(msg)
-            })?;
             return Ok((m, passed));
         }
         // One function at a time: parsed, verified, lifted and dropped (a large module never
         // has all its text or all its Cranelift IR in memory).
         let t = Instant::now();
-        let mut stream = mergelift_tools::input::open_clif(path).map_err(|e| anyhow!(e))?;
+        let mut stream = match &input.text {
+            Some(text) => mergelift_tools::input::clif_stream(
+                path,
+                Box::new(std::io::Cursor::new(text.clone().into_bytes())),
+            ),
+            None => mergelift_tools::input::open_clif(path),
+        }
+        .map_err(|e| anyhow!(e))?;
         let mut parse_time = t.elapsed();
         // Verify as `run` and `size` compile: with the file's x86-64 target (or the host) and
         // its flags (a file with no `set` or `target` line keeps frame pointers, as wasmtime's
@@ -1008,7 +1014,11 @@ fn cmd_opt(
     );
     pm.verify = verify;
     let mut stats = Stats::default();
-    let (mut module, passed) = load_module(files, emit == "clif", &mut stats)?;
+    let inputs = inputs::inputs(files, &inputs::OPT)?;
+    let (mut module, passed) = load_module(&inputs, emit == "clif", &mut stats)?;
+    if module.functions.is_empty() && passed.is_empty() {
+        return Err(inputs::no_function(&inputs));
+    }
     let mut state = PassState::default();
     state.free_removed = low_memory;
     let functions_in = module.live_functions().count() + passed.len();
@@ -1162,10 +1172,47 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
         timeout: (cli.timeout > 0.0).then(|| Duration::from_secs_f64(cli.timeout)),
         verify: cli.verify,
     };
-    let paths = collect_files(files).map_err(|e| anyhow!(e))?;
+    let given = inputs::inputs(files, &inputs::RUN)?;
     let mut report = RunReport::default();
-    for p in &paths {
-        run_file(Path::new(p), &opts, &mut report, cli.verbose);
+    // Files by what became of them: run (some run line ran), skipped (no target or test
+    // this host runs), without a run line, with an input error; and targets skipped in
+    // files that ran.
+    let (mut ran, mut skipped, mut without, mut bad, mut targets_skipped) = (0, 0, 0, 0, 0);
+    for input in &given {
+        let before = (
+            report.passed + report.failed,
+            report.skips.len(),
+            report.errors.len(),
+        );
+        let has_runs = inputs::has_run_line(&input.path);
+        run_file(&input.path, &opts, &mut report, cli.verbose);
+        let skips = report.skips.len() - before.1;
+        if report.errors.len() > before.2 {
+            bad += 1;
+        } else if report.passed + report.failed > before.0 {
+            ran += 1;
+            targets_skipped += skips;
+        } else if skips > 0 && has_runs {
+            skipped += 1;
+        } else {
+            // (a file without run lines is skipped too, as `test interpret` only, unless it
+            // says `test run`: either way it has nothing to run)
+            report.skips.truncate(before.1);
+            without += 1;
+        }
+    }
+    if ran + skipped + bad == 0 {
+        let names: Vec<String> = given.iter().map(|i| i.path.display().to_string()).collect();
+        match &names[..] {
+            [one] => bail!("{one}: no run line in it (a `; run:` or `; print:` line)"),
+            [first, rest @ ..] => bail!(
+                "no run line in the {} inputs ({first} and {} more): none has a `; run:` or \
+                 `; print:` line",
+                names.len(),
+                rest.len()
+            ),
+            [] => unreachable!("an empty input list is refused"),
+        }
     }
     let mut out = Out::new();
     for f in &report.failures {
@@ -1176,7 +1223,29 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
             out.line(&format!("skipped {file}: {why}"))?;
         }
     }
-    out.line(&report.summary())?;
+    let mut files_line = format!("files: {} read, {ran} run", given.len());
+    if targets_skipped > 0 {
+        files_line.push_str(&format!(" ({targets_skipped} of their targets skipped)"));
+    }
+    if skipped > 0 {
+        files_line.push_str(&format!(", {skipped} skipped"));
+    }
+    if skipped + targets_skipped > 0 && !cli.verbose {
+        files_line.push_str(" (--verbose says why)");
+    }
+    if without > 0 {
+        files_line.push_str(&format!(", {without} without a run line"));
+    }
+    if bad > 0 {
+        files_line.push_str(&format!(", {bad} with an input error"));
+    }
+    out.line(&files_line)?;
+    // Run lines, each counted once per target it ran on.
+    let mut summary = format!("{} passed, {} failed", report.passed, report.failed);
+    if !report.errors.is_empty() {
+        summary.push_str(&format!(", {} input errors", report.errors.len()));
+    }
+    out.line(&summary)?;
     out.finish()?;
     for e in &report.errors {
         let _ = writeln!(std::io::stderr(), "error: {e}");
@@ -1217,7 +1286,7 @@ fn cmd_size(
     } = flags;
     let passes = midend::parse_pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
-    let (inputs, _, parse_ms) = read_inputs(files, false)?;
+    let (inputs, _, parse_ms) = read_inputs(files, &inputs::SIZE, false)?;
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
@@ -1288,50 +1357,54 @@ fn cmd_size(
 }
 
 /// A `.wasm` file is a module of its own: it is the only input, or an error says so.
-fn one_module(paths: &[PathBuf]) -> Result<()> {
-    let wasm = paths
+fn one_module(inputs: &[inputs::Input]) -> Result<()> {
+    let wasm = inputs
         .iter()
-        .filter(|p| mergelift_tools::input::is_wasm(p))
+        .filter(|i| i.format == inputs::Format::Wasm)
         .count();
-    if wasm > 0 && paths.len() > 1 {
+    if wasm > 0 && inputs.len() > 1 {
         bail!(
             "a .wasm file is a module of its own: give one .wasm file, or .clif files that \
              form one module (got {} files, {wasm} of them .wasm)",
-            paths.len()
+            inputs.len()
         );
     }
     Ok(())
 }
 
-/// Read and parse the inputs of `size` and `report` (`.clif`, `.wasm`, directories of
-/// `.clif`): the files, the names of their functions (`with_names`; else none), and the time
-/// it took in ms.
+/// Read and parse the inputs of `size` and `report` (`.clif`, `.lir`, `.wasm`, directories of
+/// `.clif`, `-`): the files, the names of their functions (`with_names`; else none), and the
+/// time it took in ms. Inputs that define no function are an error.
 fn read_inputs(
     files: &[PathBuf],
+    accepts: &inputs::Accepts,
     with_names: bool,
 ) -> Result<(
     Vec<mergelift_tools::input::ClifFile>,
     mergelift_tools::names::FunctionNames,
     f64,
 )> {
-    let paths = collect_files(files).map_err(|e| anyhow!(e))?;
-    if paths.is_empty() {
-        bail!(
-            "no input files: directories are searched for .clif files (name a .wasm file itself)"
-        );
-    }
-    one_module(&paths)?;
+    let given = inputs::inputs(files, accepts)?;
+    one_module(&given)?;
     let t = Instant::now();
-    let mut inputs = Vec::new();
+    let mut parsed = Vec::new();
     let mut names = mergelift_tools::names::FunctionNames::default();
-    for p in &paths {
-        let text = read_text(p).map_err(|e| anyhow!(e))?;
+    for input in &given {
+        let text = input.read_text()?;
+        let p = &input.path;
+        if input.format == inputs::Format::Lir {
+            parsed.push(inputs::lir_as_clif(p, &text)?);
+            continue;
+        }
         if with_names {
             names.extend(mergelift_tools::names::FunctionNames::from_clif(&text));
         }
-        inputs.push(mergelift_tools::input::parse_clif(p, &text).map_err(|e| anyhow!(e))?);
+        parsed.push(mergelift_tools::input::parse_clif(p, &text).map_err(|e| anyhow!(e))?);
     }
-    Ok((inputs, names, t.elapsed().as_secs_f64() * 1e3))
+    if parsed.iter().all(|f| f.functions.is_empty()) {
+        return Err(inputs::no_function(&given));
+    }
+    Ok((parsed, names, t.elapsed().as_secs_f64() * 1e3))
 }
 
 /// `size`'s measurement, with a progress bar on stderr once it takes more than a second
@@ -1398,7 +1471,7 @@ fn cmd_report(
         ..Default::default()
     };
     let report_of = |files: &[PathBuf]| -> Result<mergelift_tools::report::Report> {
-        let (inputs, names, parse_ms) = read_inputs(files, true)?;
+        let (inputs, names, parse_ms) = read_inputs(files, &inputs::REPORT, true)?;
         let size = measure(&inputs, &opts, parse_ms)?;
         let mut r = mergelift_tools::report::Report::new(&size, &names);
         if let Some(k) = out_opts.kind.as_deref() {
