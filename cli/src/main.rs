@@ -139,9 +139,17 @@ enum Cmd {
         /// Print one JSON object on stdout.
         #[arg(long)]
         json: bool,
-        /// Also write the optimised module as an object file (for `size`, `nm`, bloaty).
+        /// Also write the optimised module as an object file (for `size`, `nm`, bloaty). Its
+        /// symbols are the input's names (`u0:12`, `fib` for `%fib`); `--map` maps them to
+        /// the names `report` gives.
         #[arg(long, value_name = "FILE")]
         emit_object: Option<PathBuf>,
+        /// With --emit-object: also write a map of its function symbols, one tab-separated
+        /// line each: symbol, the name `report` gives it (demangled), its bytes (as `nm -S`
+        /// shows them), and its code (`own code`, `thunk to SYMBOL`, `alias of SYMBOL`,
+        /// `shared body`).
+        #[arg(long, value_name = "FILE", requires = "emit_object")]
+        map: Option<PathBuf>,
         /// Compile every function from its lowered LIR (by default a function that no pass
         /// changed is compiled from its input, exactly as given).
         #[arg(long)]
@@ -402,6 +410,7 @@ fn run(cli: Cli) -> ExitCode {
             opt_level,
             json,
             emit_object,
+            map,
             lower_all,
             lift_all,
             threads,
@@ -414,7 +423,7 @@ fn run(cli: Cli) -> ExitCode {
             &passes,
             &opt_level,
             json,
-            emit_object.as_deref(),
+            (emit_object.as_deref(), map.as_deref()),
             SizeFlags {
                 lower_all,
                 lift_all,
@@ -1272,7 +1281,7 @@ fn cmd_size(
     passes: &str,
     opt_level: &str,
     json: bool,
-    emit_object: Option<&Path>,
+    (emit_object, map): (Option<&Path>, Option<&Path>),
     flags: SizeFlags,
     (threads, pipeline_first): (usize, bool),
     files: &[PathBuf],
@@ -1286,7 +1295,7 @@ fn cmd_size(
     } = flags;
     let passes = midend::parse_pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
-    let (inputs, _, parse_ms) = read_inputs(files, &inputs::SIZE, false)?;
+    let (inputs, names, parse_ms) = read_inputs(files, &inputs::SIZE, map.is_some())?;
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
@@ -1310,6 +1319,13 @@ fn cmd_size(
     let r = measure(&inputs, &opts, parse_ms)?;
     if let (Some(path), Some(obj)) = (emit_object, &r.object) {
         std::fs::write(path, obj).map_err(|e| anyhow!("{}: cannot write: {e}", path.display()))?;
+        if let Some(map) = map {
+            let text = mergelift_tools::report::Report::new(&r, &names)
+                .symbol_map(obj)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            std::fs::write(map, text)
+                .map_err(|e| anyhow!("{}: cannot write: {e}", map.display()))?;
+        }
     }
     let mut out = Out::new();
     if json {

@@ -528,6 +528,85 @@ fn the_diff_matches_a_function_whose_index_changed() {
     assert_eq!(changes, ["dummy"], "{d}");
 }
 
+/// `size --emit-object --map`: every function symbol of the object (read as `nm` reads it)
+/// is in the map, with the name `report` gives the function and its size.
+#[test]
+fn the_object_map_names_every_symbol() {
+    use object::{Object, ObjectSymbol};
+    let p = wasm_module("mapped.clif", &[(0, ALPHA), (1, BETA), (2, GAMMA)]);
+    let (obj, map) = (dir().join("mapped.o"), dir().join("mapped.map"));
+    let (code, _, err) = mergelift(&[
+        "size",
+        "--emit-object",
+        obj.to_str().unwrap(),
+        "--map",
+        map.to_str().unwrap(),
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r = json(&["report", "--json", "--top", "100", p.to_str().unwrap()]);
+    let name_of: std::collections::HashMap<&str, &str> = (r["largest"].as_array().unwrap())
+        .iter()
+        .map(|f| (f["symbol"].as_str().unwrap(), f["name"].as_str().unwrap()))
+        .collect();
+    let map = std::fs::read_to_string(&map).unwrap();
+    assert!(map.starts_with("# symbol\tname\tbytes\tcode\n"), "{map}");
+    let rows: std::collections::HashMap<&str, Vec<&str>> = (map.lines().skip(1))
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cols.len(), 4, "{l}");
+            (cols[0], cols)
+        })
+        .collect();
+    let bytes = std::fs::read(&obj).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    let mut defined = 0;
+    for s in file.symbols() {
+        if s.kind() != object::SymbolKind::Text || !s.is_definition() {
+            continue;
+        }
+        defined += 1;
+        let sym = s.name().unwrap();
+        let row = rows
+            .get(sym)
+            .unwrap_or_else(|| panic!("{sym} not in the map:\n{map}"));
+        assert_eq!(row[2], s.size().to_string(), "{sym}");
+        match name_of.get(sym) {
+            Some(name) => assert_eq!(row[1], *name, "{sym}"),
+            // The body merge-similar made for the trampolines.
+            None => {
+                assert_eq!(row[3], "shared body", "{sym}");
+                assert!(row[1].starts_with("shared body of wasm[0]::array_to_wasm_trampoline for"));
+            }
+        }
+    }
+    // Every function of the input, and the shared body.
+    assert_eq!(defined, name_of.len() + 1, "{map}");
+    assert_eq!(rows.len(), defined, "{map}");
+    let thunks = rows
+        .values()
+        .filter(|r| r[3].starts_with("thunk to "))
+        .count();
+    assert_eq!(thunks, 3, "{map}");
+    // `nm`, where it is installed, reads the same symbols.
+    match std::process::Command::new("nm").arg(&obj).output() {
+        Ok(out) if out.status.success() => {
+            let nm = String::from_utf8_lossy(&out.stdout);
+            for sym in rows.keys() {
+                assert!(
+                    nm.lines().any(|l| l.ends_with(&format!(" {sym}"))),
+                    "{sym}: {nm}"
+                );
+            }
+        }
+        _ => eprintln!("no `nm` (binutils): the object was read with the `object` crate only"),
+    }
+    // --map without --emit-object is a usage error.
+    let (code, _, err) = mergelift(&["size", "--map", "x.map", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--emit-object"), "{err}");
+}
+
 /// The chart names the module, gives the families' sum and the net saving apart, and is
 /// wide enough for its longest label.
 #[test]
