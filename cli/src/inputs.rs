@@ -1,6 +1,7 @@
 //! What the subcommands read, checked alike by all of them: the paths of the command line
 //! (`-` is standard input), the kinds of file each subcommand takes, `.lir` for `size` and
-//! `report`, and input that defines no function.
+//! `report`, and input that defines no function. And the one way options that have no
+//! effect are reported: a `warning:` line on stderr.
 
 use anyhow::{anyhow, bail, Result};
 use mergelift_tools::input::{cannot_read, collect_files, not_a_regular_file, ClifFile};
@@ -353,4 +354,53 @@ pub fn has_run_line(path: &Path) -> bool {
             })
         }
     })
+}
+
+/// Report an option that has no effect as given: one `warning:` line on stderr.
+pub fn warn(msg: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "warning: {msg}");
+}
+
+/// A pass list (`--passes`), with a warning for a pass listed more than once (it runs each
+/// time it is listed).
+pub fn pass_list(list: &str) -> Result<Vec<midend::PassKind>> {
+    let passes = midend::parse_pass_list(list)?;
+    let mut warned = Vec::new();
+    for p in &passes {
+        let n = passes.iter().filter(|q| *q == p).count();
+        if n > 1 && !warned.contains(p) {
+            warned.push(*p);
+            warn(format_args!(
+                "--passes lists {} {n} times: it runs {n} times",
+                p.name()
+            ));
+        }
+    }
+    Ok(passes)
+}
+
+/// `--hot`: a warning when it cannot have an effect, because `merge-aligned` (the only pass
+/// it affects) is not in `passes`, or for names no function of the input has (`defined`).
+pub fn check_hot(hot: &[String], passes: &[midend::PassKind], defined: impl Fn(&str) -> bool) {
+    if hot.is_empty() {
+        return;
+    }
+    if !passes.contains(&midend::PassKind::MergeAligned) {
+        warn(
+            "--hot has no effect: it keeps functions out of merge-aligned, which --passes does \
+             not run",
+        );
+        return;
+    }
+    let missing: Vec<&str> = (hot.iter())
+        .map(|n| n.trim().trim_start_matches('%'))
+        .filter(|n| !defined(n))
+        .collect();
+    if !missing.is_empty() {
+        warn(format_args!(
+            "--hot names no function of the input: {}",
+            missing.join(", ")
+        ));
+    }
 }

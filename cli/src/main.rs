@@ -40,13 +40,14 @@ const GEN_MAX_FUNCTIONS: u64 = 1_000_000;
     about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
     long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
 (LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
-JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, merge-similar, merge-aligned, \
+JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list, run in the order given): merge, merge-similar, merge-aligned, \
 lvn, gvn, dce; `none` means lift and lower only. Default: merge,merge-similar (the library's \
 default). `merge-aligned` also merges functions whose instructions differ, into one body that \
 branches and selects on a function identifier; `--hot NAMES` keeps named functions out of it.\n\nExit status: 0 success; 1 test \
 failures (`run`: a run line failed or its file did not compile; `fuzz`: a mismatch); 2 bad input \
 or usage (a file that cannot be read, parsed or verified, an unknown pass, a bad option) and \
-any other error, reported as one `error:` line on stderr. A closed stdout (`| head`) ends a \
+any other error, reported as one `error:` line on stderr. An option that has no effect as \
+given is reported by one `warning:` line on stderr. A closed stdout (`| head`) ends a \
 command quietly with 0."
 )]
 struct Cli {
@@ -54,18 +55,38 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// The help of `--passes`, alike in every subcommand (clap adds the default).
+const PASSES_HELP: &str = "Comma list of passes, run in the order given: merge, merge-similar, \
+merge-aligned, lvn, gvn, dce; `none`: lift and lower only";
+
+/// The help of `--hot`.
+const HOT_HELP: &str = "Functions merge-aligned must not merge (hot code that should not \
+branch on a function identifier): names separated by commas, as the input spells them, without \
+`%` [default: none]";
+
+/// The help of `--threads`.
+const THREADS_HELP: &str = "Threads that compile, on both sides alike (the plain compile and \
+the pipeline's), so that the ratio stays fair: 1 to 64; 1 = everything on one thread";
+
+/// How many characters of a name `report`'s tables show by default.
+const DEFAULT_WIDTH: usize = 100;
+
+/// `--width`: 0, or at least 5 (the cut keeps a head, `...` and a tail).
+fn parse_width(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n == 0 || n >= 5 => Ok(n),
+        Ok(_) => Err("0 (names are not cut) or at least 5".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
-    /// Transform `.lir` or `.clif` files and print the result on stdout.
+    /// Transform `.lir`, `.clif` or `.wasm` input and print the result on stdout.
     Opt {
-        /// Comma list of passes (merge, merge-similar, merge-aligned, lvn, gvn, dce; `none` =
-        /// round trip only).
-        #[arg(long, default_value = DEFAULT_PASSES)]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
-        /// Functions `merge-aligned` must not merge (hot code that should not branch on a
-        /// function identifier): names separated by commas, as the input spells them
-        /// without `%`.
-        #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+        #[arg(long, value_name = "NAMES", value_delimiter = ',', help = HOT_HELP)]
         hot: Vec<String>,
         /// What to print: the LIR, the lowered Cranelift IR, or nothing.
         #[arg(long, default_value = "lir", value_parser = ["clif", "lir", "none"])]
@@ -99,9 +120,10 @@ enum Cmd {
     /// names (a file naming no target runs on the host). Inputs without any run line are an
     /// error.
     Run {
-        #[arg(long, default_value = DEFAULT_PASSES)]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
-        /// Override the files' Cranelift opt level (none or speed).
+        /// Override the files' Cranelift opt level [default: each file's own `set
+        /// opt_level`, or none]
         #[arg(long, value_parser = ["none", "speed"])]
         opt_level: Option<String>,
         /// Also print why files or targets were skipped.
@@ -111,8 +133,8 @@ enum Cmd {
         /// changed is compiled from its input, exactly as given).
         #[arg(long)]
         lower_all: bool,
-        /// Seconds one run line may take before it is killed and counted as failed (0: no
-        /// limit).
+        /// Seconds one run line may take before it is killed and counted as failed: 0 or
+        /// more, fractions allowed; 0: no limit.
         #[arg(
             long,
             default_value_t = 10.0,
@@ -130,8 +152,13 @@ enum Cmd {
     },
     /// Compile all functions of all inputs (one module) without and with the mid-end, and
     /// report functions, instructions, machine-code bytes and phase times.
+    ///
+    /// "functions" counts the functions compiled on each side: after the passes, the input
+    /// functions that keep their own code, the thunks merged functions keep, and the bodies
+    /// the passes made; a merged function with no code of its own (an alias of its
+    /// survivor) is not among them.
     Size {
-        #[arg(long, default_value = DEFAULT_PASSES)]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
         /// Cranelift opt level of both compiles.
         #[arg(long, default_value = "none", value_parser = ["none", "speed"])]
@@ -160,9 +187,8 @@ enum Cmd {
         /// The output is the same either way.
         #[arg(long)]
         lift_all: bool,
-        /// Threads for compiling, on both sides alike (the plain compile and the pipeline's),
-        /// so that the ratio stays fair; 1 = everything on one thread.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+        #[arg(long, default_value_t = 1, help = THREADS_HELP,
+              value_parser = clap::value_parser!(u64).range(1..=64))]
         threads: u64,
         /// Which side compiles first in this process. The first runs in a heap the process
         /// has not used yet; the second reuses what the first freed, which can make it
@@ -178,8 +204,7 @@ enum Cmd {
         /// shared body needs no code of its own (`MergeConfig::fetch_locals` off).
         #[arg(long)]
         no_fetch_locals: bool,
-        /// Functions `merge-aligned` must not merge (names separated by commas, without `%`).
-        #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+        #[arg(long, value_name = "NAMES", value_delimiter = ',', help = HOT_HELP)]
         hot: Vec<String>,
         /// `.clif` or `.lir` files, directories of `.clif` files, one `.wasm` module (with
         /// the `wasm` feature), or `-` (standard input): one module, with at least one
@@ -199,25 +224,24 @@ enum Cmd {
     /// FILES are one module: `.clif` (wasmtime's `;; Intermediate Representation of function
     /// <NAME>` comments name its functions), `.lir`, or a `.wasm` core module (with the `wasm`
     /// feature); `-` is standard input. Code bytes are measured as `size` measures them, for
-    /// x86-64 at `--opt-level`: a
-    /// family's saving is its members' plain bytes less the body they share, and what no
-    /// family accounts for (thunks, extra arguments set up in callers, lowering) is reported
-    /// apart, so the two add up to the saving `size` reports. The totals per kind add up
-    /// too: a body a pass made counts under its members' kind (`mixed` when they are of
-    /// several).
+    /// x86-64 at `--opt-level`: a family's saving is its members' plain bytes less the body
+    /// they share, and what no family accounts for (thunks, extra arguments set up in
+    /// callers, lowering) is reported apart, so the two add up to the saving `size` reports.
+    /// The totals per kind add up too: a body a pass made counts under its members' kind
+    /// (`mixed` when they are of several).
     ///
     /// Every row names one function: a name several functions share carries the wasm
     /// function's index (`[wasm function 12]`), or else its symbol (`[u0:12]`). The JSON and
     /// CSV rows also give each function's symbol, as the object file of `size
     /// --emit-object` names it.
     Report {
-        /// Comma list of passes, as for `size`.
-        #[arg(long, default_value = DEFAULT_PASSES)]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
+        /// Cranelift opt level of both compiles.
         #[arg(long, default_value = "none", value_parser = ["none", "speed"])]
         opt_level: String,
-        /// How many families and largest functions to show (default 10 in the table; all
-        /// families in --json and --csv).
+        /// How many families and largest functions to show: 0 or more [default: 10 in the
+        /// table and the chart; all families and 10 largest functions in --json and --csv]
         #[arg(long, value_name = "N")]
         top: Option<usize>,
         /// JSON: {"total_bytes", "saved_bytes", "other_saved_bytes", "functions" (their
@@ -243,15 +267,17 @@ enum Cmd {
         /// unique in both builds (by name and index where it is not).
         #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["files", "csv", "svg"])]
         diff: Option<Vec<PathBuf>>,
-        /// Threads that compile.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+        #[arg(long, default_value_t = 1, help = THREADS_HELP,
+              value_parser = clap::value_parser!(u64).range(1..=64))]
         threads: u64,
-        /// Cut names to this many characters in the table (their middle goes).
-        #[arg(long, default_value_t = 100, value_name = "CHARS")]
-        width: usize,
+        /// Cut names to this many characters in the table (their middle goes): 0 (names
+        /// are not cut) or at least 5 [default: 100]
+        #[arg(long, value_name = "CHARS", value_parser = parse_width)]
+        width: Option<usize>,
         /// Show only families with a member of this kind of code, and only such functions
         /// among the largest: `function` (the program's own), or what wasmtime adds to a
-        /// module: `trampoline`, `builtin`, `startup`. Totals stay the module's.
+        /// module: `trampoline`, `builtin`, `startup`. Totals stay the module's [default:
+        /// every kind]
         #[arg(long, value_parser = ["function", "trampoline", "builtin", "startup"])]
         kind: Option<String>,
         /// `.clif`, `.lir` or `.wasm` files, directories of `.clif` files, or `-` (standard
@@ -261,22 +287,24 @@ enum Cmd {
     },
     /// Generate a deterministic template-heavy CLIF module on stdout; counts on stderr.
     Gen {
-        /// Number of functions (1 to 1,000,000; written as they are made).
+        /// Number of functions: 1 to 1,000,000 (written as they are made).
         #[arg(long, default_value_t = 1000,
               value_parser = clap::value_parser!(u64).range(1..=GEN_MAX_FUNCTIONS))]
         functions: u64,
         /// Fraction of identical duplicates (including those equal only after their callees
-        /// merge), from 0 to 1.
+        /// merge): 0 to 1; the three ratios add up to at most 1.
         #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
         dup_ratio: f64,
-        /// Fraction of near-duplicates (one constant apart), from 0 to 1.
+        /// Fraction of near-duplicates (one constant apart): 0 to 1.
         #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
         near_ratio: f64,
-        /// Fraction of structural near-duplicates, from 0 to 1: copies of another function
+        /// Fraction of structural near-duplicates, 0 to 1: copies of another function
         /// with another constant and with operations inserted, removed or replaced (what
         /// `merge-aligned` merges and `merge-similar` does not).
         #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
         edit_ratio: f64,
+        /// Seed of the generator: any number from 0 to 2^64 - 1 (the same seed gives the
+        /// same module).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Instead of a template-heavy module, small functions calling each other in one
@@ -284,7 +312,8 @@ enum Cmd {
         /// `chain-const` (a chain with the constant i % 7), `ring` (a cycle of equal
         /// functions), `star` (callers of two equal leaves each), `tree` (a binary call
         /// tree), `fan-in` (all call one), `fan-out` (dispatchers of 64 leaves each). For
-        /// measuring how merging scales with the call graph.
+        /// measuring how merging scales with the call graph [default: none, a template-heavy
+        /// module]
         #[arg(long, value_parser = ["chain", "chain-const", "ring", "star", "tree", "fan-in", "fan-out"],
               conflicts_with_all = ["dup_ratio", "near_ratio", "edit_ratio", "seed"])]
         shape: Option<String>,
@@ -298,19 +327,25 @@ enum Cmd {
     /// Differential fuzzing: random CLIF modules run by cranelift-interpreter (the oracle) and
     /// through the pipeline + JIT; mismatches write minimized reproducers.
     Fuzz {
-        #[arg(long, default_value_t = 1000)]
-        iterations: usize,
+        /// Modules to generate and compare: 1 or more.
+        #[arg(long, default_value_t = 1000,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        iterations: u64,
+        /// Seed of the run, from which each module's seed is drawn: any number from 0 to
+        /// 2^64 - 1 (the same seed gives the same modules; a failure's reproducer names its
+        /// module's seed).
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        #[arg(long, default_value = "merge,merge-similar,lvn")]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
-        /// Where reproducers of failures are written.
+        /// Where reproducers of failures are written (made when a failure is found).
         #[arg(long, default_value = "fuzz-failures")]
         out_dir: PathBuf,
         /// Define and finalize the pipeline side in batches of N functions, as a lazy JIT
         /// does (all declared first; `finalize_definitions` after each batch; later batches
         /// merge into the frozen code of earlier ones; a function waits for what it calls,
-        /// and recursive ones share a batch). 0: one batch; `random`: 1 to 4 per module.
+        /// and recursive ones share a batch): N from 1 up; 0: one batch; `random`: 1 to 4
+        /// per module.
         #[arg(long, default_value = "0", value_name = "N|random")]
         batch: mergelift_tools::fuzz::BatchMode,
         /// With --batch: let a function take the address of one defined in an earlier batch
@@ -378,15 +413,7 @@ fn run(cli: Cli) -> ExitCode {
             no_verify,
             low_memory,
             files,
-        } => cmd_opt(
-            &passes,
-            hot_functions(hot),
-            &emit,
-            stats,
-            !no_verify,
-            low_memory,
-            &files,
-        ),
+        } => cmd_opt(&passes, &hot, &emit, stats, !no_verify, low_memory, &files),
         Cmd::Run {
             passes,
             opt_level,
@@ -429,7 +456,7 @@ fn run(cli: Cli) -> ExitCode {
                 lift_all,
                 local,
                 fetch_locals: !no_fetch_locals,
-                hot: hot_functions(hot),
+                hot,
             },
             (threads as usize, first == "pipeline"),
             &files,
@@ -485,7 +512,13 @@ fn run(cli: Cli) -> ExitCode {
             out_dir,
             batch,
             late_addresses,
-        } => cmd_fuzz(iterations, seed, &passes, out_dir, (batch, late_addresses)),
+        } => cmd_fuzz(
+            iterations as usize,
+            seed,
+            &passes,
+            out_dir,
+            (batch, late_addresses),
+        ),
     };
     match r {
         Ok(code) => code,
@@ -1007,17 +1040,30 @@ fn hot_functions(names: Vec<String>) -> Option<midend::passes::merge::HotFunctio
 
 fn cmd_opt(
     passes: &str,
-    hot: Option<midend::passes::merge::HotFunctions>,
+    hot: &[String],
     emit: &str,
     want_stats: bool,
     verify: bool,
     low_memory: bool,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
+    let kinds = inputs::pass_list(passes)?;
+    let merging = kinds.iter().any(|k| {
+        matches!(
+            k,
+            PassKind::Merge | PassKind::MergeSimilar | PassKind::MergeAligned
+        )
+    });
+    if low_memory && !merging {
+        inputs::warn("--low-memory has no effect: --passes merges no function");
+    }
+    if !verify && kinds.is_empty() {
+        inputs::warn("--no-verify has no effect with --passes none (no pass to verify after)");
+    }
     let mut pm = PassManager::from_kinds_with(
-        &midend::parse_pass_list(passes)?,
+        &kinds,
         &midend::passes::PassOptions {
-            hot,
+            hot: hot_functions(hot.to_vec()),
             ..Default::default()
         },
     );
@@ -1028,6 +1074,13 @@ fn cmd_opt(
     if module.functions.is_empty() && passed.is_empty() {
         return Err(inputs::no_function(&inputs));
     }
+    inputs::check_hot(hot, &kinds, |name| {
+        module
+            .lookup_symbol(name)
+            .and_then(|s| module.defined(s))
+            .is_some()
+            || passed.iter().any(|p| p.key == name)
+    });
     let mut state = PassState::default();
     state.free_removed = low_memory;
     let functions_in = module.live_functions().count() + passed.len();
@@ -1036,9 +1089,7 @@ fn cmd_opt(
     let n_input = module.functions.len();
     // Functions folded by merge-similar are emitted as they came in (they are local, and
     // nothing calls them any more, but the output keeps every input function).
-    let input = (emit == "clif"
-        && midend::parse_pass_list(passes)?.contains(&PassKind::MergeSimilar))
-    .then(|| module.clone());
+    let input = (emit == "clif" && kinds.contains(&PassKind::MergeSimilar)).then(|| module.clone());
     let peak_after_load = midend::mem::peak_rss_kib();
     pm.run(&mut module, &mut state, &mut stats)?;
     let functions_out = module.live_functions().count() + passed.len();
@@ -1175,7 +1226,7 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
         bail!("--timeout must be a number of seconds, 0 or more");
     }
     let opts = RunOptions {
-        passes: midend::parse_pass_list(passes)?,
+        passes: inputs::pass_list(passes)?,
         opt_level: cli.opt_level.and_then(OptLevel::parse),
         lower_all: cli.lower_all,
         timeout: (cli.timeout > 0.0).then(|| Duration::from_secs_f64(cli.timeout)),
@@ -1274,7 +1325,7 @@ struct SizeFlags {
     lift_all: bool,
     local: bool,
     fetch_locals: bool,
-    hot: Option<midend::passes::merge::HotFunctions>,
+    hot: Vec<String>,
 }
 
 fn cmd_size(
@@ -1293,9 +1344,27 @@ fn cmd_size(
         fetch_locals,
         hot,
     } = flags;
-    let passes = midend::parse_pass_list(passes)?;
+    let passes = inputs::pass_list(passes)?;
+    if !fetch_locals && !local {
+        inputs::warn("--no-fetch-locals has no effect without --local");
+    }
+    if lift_all {
+        if lower_all {
+            inputs::warn("--lift-all has no effect with --lower-all, which lifts every function");
+        } else if !(passes.iter()).all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar)) {
+            inputs::warn(
+                "--lift-all has no effect: every function is lifted when --passes has a pass \
+                 other than merge and merge-similar",
+            );
+        }
+    }
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
     let (inputs, names, parse_ms) = read_inputs(files, &inputs::SIZE, map.is_some())?;
+    inputs::check_hot(&hot, &passes, |name| {
+        (inputs.iter())
+            .flat_map(|f| &f.functions)
+            .any(|f| jit_driver::opmap::func_name(&f.name) == name)
+    });
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
@@ -1304,7 +1373,7 @@ fn cmd_size(
             lift_all,
             threads: jit_driver::Threads::Count(threads),
             fetch_locals,
-            hot,
+            hot: hot_functions(hot),
             ..Default::default()
         },
         local,
@@ -1331,9 +1400,26 @@ fn cmd_size(
     if json {
         out.line(&r.to_json().to_string())?;
     } else {
+        // What the functions after are: input functions that keep code of their own, thunks
+        // of merged functions, and bodies the passes made.
+        let own = r.functions.iter().filter(|f| f.merged.is_none()).count();
+        let thunks = (r.functions.iter())
+            .filter(|f| f.merged.is_some() && f.bytes_after > 0)
+            .count();
+        let made = r.made.iter().filter(|f| f.bytes_after > 0).count();
+        let no_code = (r.functions.iter())
+            .filter(|f| f.merged.is_some() && f.bytes_after == 0)
+            .count();
+        out.line(&format!("{:<15} {:>10}    {:>10}", "", "plain", "pipeline"))?;
         out.line(&format!(
-            "functions       {:>10} -> {:>10}  (merged {}: replaced {}, aliased {}, thunked {})",
-            r.functions_in, r.functions_out, r.merged, r.replaced, r.aliased, r.thunked
+            "functions       {:>10} -> {:>10}  compiled: {own} with their own code, {thunks} \
+             thunks of merged functions, {made} bodies the passes made",
+            r.functions_in, r.functions_out
+        ))?;
+        out.line(&format!(
+            "{:<15} {:>10}    {:>10}  {} thunked; {no_code} with no code of their own \
+             (replaced {}, aliased {}, folded {})",
+            "merged", "", r.merged, r.thunked, r.replaced, r.aliased, r.folded
         ))?;
         out.line(&format!(
             "LIR insts       {:>10} -> {:>10}  ({} functions no pass could merge not lifted)",
@@ -1348,8 +1434,11 @@ fn cmd_size(
             "code bytes      {:>10} -> {:>10}  ({pct:+.2}%)",
             r.code_bytes_before, r.code_bytes_after
         ))?;
+        let w = (r.time_ms.iter().map(|(p, _)| p.len()).max())
+            .unwrap_or(0)
+            .max(10);
         for (phase, ms) in &r.time_ms {
-            out.line(&format!("time {phase:<14} {ms:>10.1} ms"))?;
+            out.line(&format!("time {phase:<w$} {ms:>10.1} ms"))?;
         }
         let before = r.time("compile_before");
         if before > 0.0 {
@@ -1462,7 +1551,8 @@ struct ReportOutput {
     json: bool,
     csv: bool,
     svg: Option<PathBuf>,
-    width: usize,
+    /// `None`: not given ([`DEFAULT_WIDTH`]).
+    width: Option<usize>,
     kind: Option<String>,
 }
 
@@ -1474,8 +1564,15 @@ fn cmd_report(
     diff: Option<Vec<PathBuf>>,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
-    let passes = midend::parse_pass_list(passes)?;
+    let passes = inputs::pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
+    if out_opts.width.is_some() && (out_opts.json || out_opts.csv) {
+        inputs::warn(format_args!(
+            "--width has no effect with {}: names are written whole",
+            if out_opts.json { "--json" } else { "--csv" }
+        ));
+    }
+    let width = out_opts.width.unwrap_or(DEFAULT_WIDTH);
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
@@ -1504,7 +1601,7 @@ fn cmd_report(
         if out_opts.json {
             out.line(&d.to_json(out_opts.top).to_string())?;
         } else {
-            out.put(&d.to_text(top, out_opts.width))?;
+            out.put(&d.to_text(top, width))?;
         }
         out.finish()?;
         return Ok(ExitCode::SUCCESS);
@@ -1519,7 +1616,7 @@ fn cmd_report(
     } else if out_opts.csv {
         out.put(&r.to_csv(out_opts.top))?;
     } else {
-        out.put(&r.to_text(top, out_opts.width))?;
+        out.put(&r.to_text(top, width))?;
     }
     out.finish()?;
     Ok(ExitCode::SUCCESS)
@@ -1613,7 +1710,10 @@ fn cmd_fuzz(
     out_dir: PathBuf,
     (batch, late_addresses): (mergelift_tools::fuzz::BatchMode, bool),
 ) -> Result<ExitCode> {
-    PassManager::from_names(passes)?;
+    inputs::pass_list(passes)?;
+    if late_addresses && batch == mergelift_tools::fuzz::BatchMode::One {
+        inputs::warn("--late-addresses has no effect without --batch N or --batch random");
+    }
     let r = mergelift_tools::fuzz::fuzz(&mergelift_tools::fuzz::FuzzOptions {
         iterations,
         seed,

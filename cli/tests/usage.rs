@@ -1,7 +1,8 @@
 //! The command as a new user meets it: every subcommand reads its inputs alike (the same
 //! words for a file that is missing, unreadable, a directory or a FIFO; `-` is standard
-//! input; kinds it does not take are refused by name), and input with nothing in it is an
-//! error.
+//! input; kinds it does not take are refused by name), input with nothing in it is an error,
+//! an option that has no effect says so in one `warning:` line, and the help gives every
+//! option's range and default.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -63,6 +64,15 @@ fn assert_error(r: &(i32, String, String), expected: &str) {
         format!("error: {expected}"),
         "stdout:\n{out}"
     );
+}
+
+/// A clean run with one warning: exit 0 and exactly `warning: {expected}` on stderr.
+#[track_caller]
+fn assert_warns(r: &(i32, String, String), expected: &str) {
+    let (code, out, err) = r;
+    assert_eq!(*code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings, [format!("warning: {expected}")], "stderr:\n{err}");
 }
 
 const DUPS_CLIF: &str = "function %twice_a(i32) -> i32 {
@@ -338,6 +348,158 @@ fn dash_is_standard_input() {
     );
 }
 
+#[test]
+fn options_without_effect_warn_in_one_line() {
+    let p = file("warn.clif", DUPS_CLIF);
+    let f = s(&p);
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["size", "--no-fetch-locals"],
+            "--no-fetch-locals has no effect without --local",
+        ),
+        (
+            &["size", "--hot", "twice_a"],
+            "--hot has no effect: it keeps functions out of merge-aligned, which --passes does \
+             not run",
+        ),
+        (
+            &["opt", "--emit", "none", "--hot", "twice_a"],
+            "--hot has no effect: it keeps functions out of merge-aligned, which --passes does \
+             not run",
+        ),
+        (
+            &[
+                "opt",
+                "--emit",
+                "none",
+                "--passes",
+                "merge,merge-similar,merge-aligned",
+                "--hot",
+                "twice_a,nosuch",
+            ],
+            "--hot names no function of the input: nosuch",
+        ),
+        (
+            &["opt", "--emit", "none", "--passes", "merge,merge"],
+            "--passes lists merge 2 times: it runs 2 times",
+        ),
+        (
+            &["size", "--passes", "merge,lvn,merge"],
+            "--passes lists merge 2 times: it runs 2 times",
+        ),
+        (
+            &["size", "--lift-all", "--passes", "lvn"],
+            "--lift-all has no effect: every function is lifted when --passes has a pass other \
+             than merge and merge-similar",
+        ),
+        (
+            &["report", "--json", "--width", "40"],
+            "--width has no effect with --json: names are written whole",
+        ),
+        (
+            &["opt", "--emit", "none", "--low-memory", "--passes", "lvn"],
+            "--low-memory has no effect: --passes merges no function",
+        ),
+    ];
+    for (args, warning) in cases {
+        let mut all = args.to_vec();
+        all.push(f);
+        assert_warns(&mergelift(&all), warning);
+    }
+    // Given where they have an effect: no warning.
+    for args in [
+        &["size", "--local", "--no-fetch-locals", f][..],
+        &[
+            "size",
+            "--passes",
+            "merge,merge-similar,merge-aligned",
+            "--hot",
+            "twice_a",
+            f,
+        ],
+        &["report", "--width", "40", f],
+    ] {
+        let (code, _, err) = mergelift(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!err.contains("warning:"), "{args:?}: {err}");
+    }
+    assert_warns(
+        &mergelift(&["fuzz", "--iterations", "1", "--late-addresses"]),
+        "--late-addresses has no effect without --batch N or --batch random",
+    );
+}
+
+/// Every option that takes a value says its default (or that it has none, as an output
+/// file) and the range of numbers; `--passes` has the same help and default everywhere.
+#[test]
+fn help_gives_every_default_and_range() {
+    let mut passes_help = Vec::new();
+    for cmd in ["opt", "run", "size", "report", "gen", "fuzz"] {
+        let (code, help, err) = mergelift(&[cmd, "--help"]);
+        assert_eq!(code, 0, "{err}");
+        // Each option's paragraph: from its `--name` line to the next.
+        let mut paragraphs: Vec<(String, String)> = Vec::new();
+        for line in help.lines() {
+            let t = line.trim_start();
+            if t.starts_with("--") || t.starts_with("-v, ") || t.starts_with("-h, ") {
+                let name = t.split_whitespace().find(|w| w.starts_with("--")).unwrap();
+                paragraphs.push((name.to_string(), line.to_string()));
+            } else if let Some(p) = paragraphs.last_mut() {
+                p.1.push('\n');
+                p.1.push_str(line);
+            }
+        }
+        assert!(!paragraphs.is_empty(), "{cmd}: {help}");
+        for (name, text) in &paragraphs {
+            let takes_value = text.lines().next().unwrap().contains('<');
+            // Files written, and the two builds compared, have no default.
+            let output =
+                ["--emit-object", "--map", "--svg", "--diff", "--out-dir"].contains(&name.as_str());
+            if takes_value && !output {
+                assert!(
+                    text.contains("[default: "),
+                    "{cmd} {name}: no default in its help:\n{text}"
+                );
+            }
+            if name == "--passes" {
+                assert!(
+                    text.contains("merge-aligned, lvn, gvn, dce"),
+                    "{cmd}: {text}"
+                );
+                let default = text.split("[default: ").nth(1).unwrap();
+                passes_help.push(default.split(']').next().unwrap().to_string());
+            }
+        }
+        for (name, range) in [
+            ("--threads", "1 to 64"),
+            ("--width", "0 (names are not cut) or at least 5"),
+            ("--timeout", "0 or more"),
+            ("--functions", "1 to 1,000,000"),
+            ("--top", "0 or more"),
+            ("--iterations", "1 or more"),
+            ("--seed", "from 0 to 2^64 - 1"),
+        ] {
+            if let Some((_, text)) = paragraphs.iter().find(|(n, _)| n == name) {
+                let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert!(
+                    flat.contains(range),
+                    "{cmd} {name}: `{range}` not in {flat}"
+                );
+            }
+        }
+    }
+    // One default pipeline, in every subcommand that runs passes.
+    assert_eq!(passes_help.len(), 5, "{passes_help:?}");
+    assert!(
+        passes_help.iter().all(|d| d == "merge,merge-similar"),
+        "{passes_help:?}"
+    );
+    // `--width 0` keeps names whole; 1 to 4 is refused.
+    let r = mergelift(&["report", "--width", "3", "x.clif"]);
+    assert_eq!(r.0, 2);
+    assert!(r.2.contains("0 (names are not cut) or at least 5"), "{r:?}");
+}
+
 /// `run` counts run lines (once per target they run on) apart from files.
 #[test]
 fn run_counts_run_lines_and_files_apart() {
@@ -374,4 +536,39 @@ fn run_counts_run_lines_and_files_apart() {
         "{out}"
     );
     assert!(!out.contains("plain.clif"), "{out}");
+}
+
+/// `size` says what its "functions" count: those compiled, of three sorts that add up.
+#[test]
+fn size_says_what_functions_after_counts() {
+    let p = file("size-dups.clif", DUPS_CLIF);
+    let (code, out, err) = mergelift(&["size", s(&p)]);
+    assert_eq!(code, 0, "{err}");
+    let (code, json, _) = mergelift(&["size", "--json", s(&p)]);
+    assert_eq!(code, 0);
+    let j: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["plain", "pipeline"],
+        "{out}"
+    );
+    let functions = lines[1];
+    let nums: Vec<u64> = functions
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert!(
+        functions.contains("compiled: ")
+            && functions.contains("with their own code")
+            && functions.contains("thunks of merged functions")
+            && functions.contains("bodies the passes made"),
+        "{out}"
+    );
+    assert_eq!(nums[0], j["functions_in"].as_u64().unwrap());
+    assert_eq!(nums[1], j["functions_out"].as_u64().unwrap());
+    assert_eq!(nums[2] + nums[3] + nums[4], nums[1], "{functions}");
+    assert!(lines[2].starts_with("merged "), "{out}");
+    assert!(lines[2].contains("with no code of their own"), "{out}");
 }
