@@ -45,8 +45,8 @@ lvn, gvn, dce; `none` means lift and lower only. Default: merge,merge-similar (t
 default). `merge-aligned` also merges functions whose instructions differ, into one body that \
 branches and selects on a function identifier; `--hot NAMES` keeps named functions out of it.\n\nExit status: 0 success; 1 test \
 failures (`run`: a run line failed or its file did not compile; `fuzz`: a mismatch); 2 bad input \
-or usage (a file that cannot be read, parsed or verified, an unknown pass, a bad option) and \
-any other error, reported as one `error:` line on stderr. An option that has no effect as \
+or usage (a file that cannot be read, parsed or verified, input with no function, an unknown \
+pass, a bad option) and any other error, reported as one `error:` line on stderr. An option that has no effect as \
 given is reported by one `warning:` line on stderr. A closed stdout (`| head`) ends a \
 command quietly with 0."
 )]
@@ -1153,7 +1153,10 @@ fn cmd_opt(
             "time_ms": time,
         });
         for (k, v) in &stats.counters {
-            obj[k.as_str()] = serde_json::json!(v);
+            // (`merge` counts its own merges as `merged`; above, `merged` counts every pass's,
+            // as `size` does)
+            let k = if k == "merged" { "merged_exact" } else { k };
+            obj[k] = serde_json::json!(v);
         }
         if let (Some(load), Some(end)) = (peak_after_load, midend::mem::peak_rss_kib()) {
             obj["peak_rss_kib"] = serde_json::json!({ "after_load": load, "end": end });
@@ -1422,8 +1425,13 @@ fn cmd_size(
             "merged", "", r.merged, r.thunked, r.replaced, r.aliased, r.folded
         ))?;
         out.line(&format!(
-            "LIR insts       {:>10} -> {:>10}  ({} functions no pass could merge not lifted)",
-            r.lir_insts_before, r.lir_insts_after, r.not_lifted
+            "LIR insts       {:>10} -> {:>10}  ({} no pass could merge, not lifted)",
+            r.lir_insts_before,
+            r.lir_insts_after,
+            match r.not_lifted {
+                1 => "1 function".to_string(),
+                n => format!("{n} functions"),
+            }
         ))?;
         let pct = if r.code_bytes_before > 0 {
             100.0 * (r.code_bytes_after as f64 / r.code_bytes_before as f64 - 1.0)

@@ -572,3 +572,27 @@ fn size_says_what_functions_after_counts() {
     assert!(lines[2].starts_with("merged "), "{out}");
     assert!(lines[2].contains("with no code of their own"), "{out}");
 }
+
+/// `opt --stats`'s `merged` counts the merges of every pass, as `size`'s does (`merge`'s own
+/// count is `merged_exact`).
+#[test]
+fn opt_stats_count_every_merge() {
+    let (code, gen, err) = mergelift(&["gen", "--functions", "60", "--seed", "3"]);
+    assert_eq!(code, 0, "{err}");
+    let g = file("stats.clif", &gen);
+    let (code, _, err) = mergelift(&["opt", "--emit", "none", "--stats", s(&g)]);
+    assert_eq!(code, 0, "{err}");
+    let o: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    let n = |k: &str| o[k].as_u64().unwrap_or_else(|| panic!("no {k}: {o}"));
+    assert!(n("merged_similar") > 0, "{o}");
+    assert_eq!(
+        n("merged"),
+        n("replaced") + n("aliased") + n("thunked") + n("folded"),
+        "{o}"
+    );
+    assert_eq!(n("merged"), n("merged_exact") + n("merged_similar"), "{o}");
+    let (code, out, err) = mergelift(&["size", "--json", s(&g)]);
+    assert_eq!(code, 0, "{err}");
+    let sz: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(sz["merged"], o["merged"], "size {sz}\nopt {o}");
+}
