@@ -1,4 +1,6 @@
-//! The `mergelift` command: `opt`, `run`, `size`, `gen`, `fuzz`.
+//! The `mergelift` command: `opt`, `run`, `size`, `report`, `gen`, `fuzz`.
+
+mod inputs;
 
 use anyhow::{anyhow, bail, Result};
 use clap::{Parser, Subcommand};
@@ -7,11 +9,10 @@ use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use jit_driver::{
     lift_function_with, lower_function, mark_taken, LiftContext, OptLevel, OriginalNames,
 };
-use mergelift_tools::input::{collect_files, read_text};
 use mergelift_tools::runtest::{run_file, RunOptions, RunReport};
 use midend::lir;
 use midend::state::MergeKind;
-use midend::verifier::{self, VerifierError};
+use midend::verifier;
 use midend::{PassKind, PassManager, PassState, Stats};
 use std::collections::HashMap;
 use std::io::Write;
@@ -39,13 +40,14 @@ const GEN_MAX_FUNCTIONS: u64 = 1_000_000;
     about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
     long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
 (LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
-JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, merge-similar, merge-aligned, \
+JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list, run in the order given): merge, merge-similar, merge-aligned, \
 lvn, gvn, dce; `none` means lift and lower only. Default: merge,merge-similar (the library's \
 default). `merge-aligned` also merges functions whose instructions differ, into one body that \
 branches and selects on a function identifier; `--hot NAMES` keeps named functions out of it.\n\nExit status: 0 success; 1 test \
 failures (`run`: a run line failed or its file did not compile; `fuzz`: a mismatch); 2 bad input \
-or usage (a file that cannot be read, parsed or verified, an unknown pass, a bad option) and \
-any other error, reported as one `error:` line on stderr. A closed stdout (`| head`) ends a \
+or usage (a file that cannot be read, parsed or verified, input with no function, an unknown \
+pass, a bad option) and any other error, reported as one `error:` line on stderr. An option that has no effect as \
+given is reported by one `warning:` line on stderr. A closed stdout (`| head`) ends a \
 command quietly with 0."
 )]
 struct Cli {
@@ -53,18 +55,38 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// The help of `--passes`, alike in every subcommand (clap adds the default).
+const PASSES_HELP: &str = "Comma list of passes, run in the order given: merge, merge-similar, \
+merge-aligned, lvn, gvn, dce; `none`: lift and lower only";
+
+/// The help of `--hot`.
+const HOT_HELP: &str = "Functions merge-aligned must not merge (hot code that should not \
+branch on a function identifier): names separated by commas, as the input spells them, without \
+`%` [default: none]";
+
+/// The help of `--threads`.
+const THREADS_HELP: &str = "Threads that compile, on both sides alike (the plain compile and \
+the pipeline's), so that the ratio stays fair: 1 to 64; 1 = everything on one thread";
+
+/// How many characters of a name `report`'s tables show by default.
+const DEFAULT_WIDTH: usize = 100;
+
+/// `--width`: 0, or at least 5 (the cut keeps a head, `...` and a tail).
+fn parse_width(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n == 0 || n >= 5 => Ok(n),
+        Ok(_) => Err("0 (names are not cut) or at least 5".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
-    /// Transform `.lir` or `.clif` files and print the result on stdout.
+    /// Transform `.lir`, `.clif` or `.wasm` input and print the result on stdout.
     Opt {
-        /// Comma list of passes (merge, merge-similar, merge-aligned, lvn, gvn, dce; `none` =
-        /// round trip only).
-        #[arg(long, default_value = DEFAULT_PASSES)]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
-        /// Functions `merge-aligned` must not merge (hot code that should not branch on a
-        /// function identifier): names separated by commas, as the input spells them
-        /// without `%`.
-        #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+        #[arg(long, value_name = "NAMES", value_delimiter = ',', help = HOT_HELP)]
         hot: Vec<String>,
         /// What to print: the LIR, the lowered Cranelift IR, or nothing.
         #[arg(long, default_value = "lir", value_parser = ["clif", "lir", "none"])]
@@ -84,17 +106,24 @@ enum Cmd {
         #[arg(long)]
         low_memory: bool,
         /// Input files (`.lir` or `.clif`), or one `.wasm` core module (with the `wasm`
-        /// feature: translated to Cranelift IR as wasmtime 48 does); all functions of all
-        /// inputs form one module. Every input function is in the output: a merged one as a
-        /// thunk calling its survivor.
+        /// feature: translated to Cranelift IR as wasmtime 48 does); `-` reads standard input
+        /// (its kind found by its first bytes). All functions of all inputs form one module,
+        /// which must have at least one. Every input function is in the output: a merged one
+        /// as a thunk calling its survivor.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
     /// Run the `; run:` lines of Cranelift test files through the pipeline and the JIT.
+    ///
+    /// Prints one line per failure, a line of files (run, skipped, without a run line), and
+    /// last `N passed, M failed`: run lines, each counted once per x86-64 target its file
+    /// names (a file naming no target runs on the host). Inputs without any run line are an
+    /// error.
     Run {
-        #[arg(long, default_value = DEFAULT_PASSES)]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
-        /// Override the files' Cranelift opt level (none or speed).
+        /// Override the files' Cranelift opt level [default: each file's own `set
+        /// opt_level`, or none]
         #[arg(long, value_parser = ["none", "speed"])]
         opt_level: Option<String>,
         /// Also print why files or targets were skipped.
@@ -104,8 +133,8 @@ enum Cmd {
         /// changed is compiled from its input, exactly as given).
         #[arg(long)]
         lower_all: bool,
-        /// Seconds one run line may take before it is killed and counted as failed (0: no
-        /// limit).
+        /// Seconds one run line may take before it is killed and counted as failed: 0 or
+        /// more, fractions allowed; 0: no limit.
         #[arg(
             long,
             default_value_t = 10.0,
@@ -123,8 +152,13 @@ enum Cmd {
     },
     /// Compile all functions of all inputs (one module) without and with the mid-end, and
     /// report functions, instructions, machine-code bytes and phase times.
+    ///
+    /// "functions" counts the functions compiled on each side: after the passes, the input
+    /// functions that keep their own code, the thunks merged functions keep, and the bodies
+    /// the passes made; a merged function with no code of its own (an alias of its
+    /// survivor) is not among them.
     Size {
-        #[arg(long, default_value = DEFAULT_PASSES)]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
         /// Cranelift opt level of both compiles.
         #[arg(long, default_value = "none", value_parser = ["none", "speed"])]
@@ -132,9 +166,17 @@ enum Cmd {
         /// Print one JSON object on stdout.
         #[arg(long)]
         json: bool,
-        /// Also write the optimised module as an object file (for `size`, `nm`, bloaty).
+        /// Also write the optimised module as an object file (for `size`, `nm`, bloaty). Its
+        /// symbols are the input's names (`u0:12`, `fib` for `%fib`); `--map` maps them to
+        /// the names `report` gives.
         #[arg(long, value_name = "FILE")]
         emit_object: Option<PathBuf>,
+        /// With --emit-object: also write a map of its function symbols, one tab-separated
+        /// line each: symbol, the name `report` gives it (demangled), its bytes (as `nm -S`
+        /// shows them), and its code (`own code`, `thunk to SYMBOL`, `alias of SYMBOL`,
+        /// `shared body`).
+        #[arg(long, value_name = "FILE", requires = "emit_object")]
+        map: Option<PathBuf>,
         /// Compile every function from its lowered LIR (by default a function that no pass
         /// changed is compiled from its input, exactly as given).
         #[arg(long)]
@@ -145,9 +187,8 @@ enum Cmd {
         /// The output is the same either way.
         #[arg(long)]
         lift_all: bool,
-        /// Threads for compiling, on both sides alike (the plain compile and the pipeline's),
-        /// so that the ratio stays fair; 1 = everything on one thread.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+        #[arg(long, default_value_t = 1, help = THREADS_HELP,
+              value_parser = clap::value_parser!(u64).range(1..=64))]
         threads: u64,
         /// Which side compiles first in this process. The first runs in a heap the process
         /// has not used yet; the second reuses what the first freed, which can make it
@@ -163,17 +204,17 @@ enum Cmd {
         /// shared body needs no code of its own (`MergeConfig::fetch_locals` off).
         #[arg(long)]
         no_fetch_locals: bool,
-        /// Functions `merge-aligned` must not merge (names separated by commas, without `%`).
-        #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+        #[arg(long, value_name = "NAMES", value_delimiter = ',', help = HOT_HELP)]
         hot: Vec<String>,
-        /// Compile the pipeline's side in batches of N functions, in input order, as a JIT
-        /// that finalizes after every N definitions: each batch merges with itself and into
-        /// what earlier batches compiled (default: the whole module in one batch, as an object
-        /// file's `finish` compiles it).
+        /// Compile the pipeline's side in batches of N functions (N at least 1), in input
+        /// order, as a JIT that finalizes after every N definitions: each batch merges with
+        /// itself and into what earlier batches compiled [default: the whole module in one
+        /// batch, as an object file's `finish` compiles it]
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         batch: Option<u64>,
-        /// `.clif` files or directories of them, or one `.wasm` module (with the `wasm`
-        /// feature).
+        /// `.clif` or `.lir` files, directories of `.clif` files, one `.wasm` module (with
+        /// the `wasm` feature), or `-` (standard input): one module, with at least one
+        /// function.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -187,31 +228,40 @@ enum Cmd {
     /// family without a survivor shares a body a pass made.
     ///
     /// FILES are one module: `.clif` (wasmtime's `;; Intermediate Representation of function
-    /// <NAME>` comments name its functions) or a `.wasm` core module (with the `wasm` feature).
-    /// Code bytes are measured as `size` measures them, for x86-64 at `--opt-level`: a
-    /// family's saving is its members' plain bytes less the body they share, and what no
-    /// family accounts for (thunks, extra arguments set up in callers, lowering) is reported
-    /// apart, so the two add up to the saving `size` reports.
+    /// <NAME>` comments name its functions), `.lir`, or a `.wasm` core module (with the `wasm`
+    /// feature); `-` is standard input. Code bytes are measured as `size` measures them, for
+    /// x86-64 at `--opt-level`: a family's saving is its members' plain bytes less the body
+    /// they share, and what no family accounts for (thunks, extra arguments set up in
+    /// callers, lowering) is reported apart, so the two add up to the saving `size` reports.
+    /// The totals per kind add up too: a body a pass made counts under its members' kind
+    /// (`mixed` when they are of several).
+    ///
+    /// Every row names one function: a name several functions share carries the wasm
+    /// function's index (`[wasm function 12]`), or else its symbol (`[u0:12]`). The JSON and
+    /// CSV rows also give each function's symbol, as the object file of `size
+    /// --emit-object` names it.
     Report {
-        /// Comma list of passes, as for `size`.
-        #[arg(long, default_value = DEFAULT_PASSES)]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
+        /// Cranelift opt level of both compiles.
         #[arg(long, default_value = "none", value_parser = ["none", "speed"])]
         opt_level: String,
-        /// How many families and largest functions to show (default 10 in the table; all
-        /// families in --json and --csv).
+        /// How many families and largest functions to show: 0 or more [default: 10 in the
+        /// table and the chart; all families and 10 largest functions in --json and --csv]
         #[arg(long, value_name = "N")]
         top: Option<usize>,
         /// JSON: {"total_bytes", "saved_bytes", "other_saved_bytes", "functions" (their
-        /// number), "families": [{"saved_bytes", "members": [{"name", "bytes", "how", "kind"}]}],
-        /// "largest", "kinds"}. `other_saved_bytes` is what no family accounts for, usually
-        /// negative: the thunks merged functions keep, arguments set up in callers, code
-        /// that lowers differently, other passes. With --diff: {"old_total_bytes",
-        /// "new_total_bytes", "old_saved_bytes", "new_saved_bytes", "functions", "families":
-        /// [{"name", "change", "old_count", "new_count", ...}]}.
+        /// number), "families": [{"saved_bytes", "body_bytes", "body_symbol", "kinds",
+        /// "members": [{"name", "symbol", "bytes", "how", "kind"}]}], "largest", "kinds"}.
+        /// `other_saved_bytes` is what no family accounts for, usually negative: the thunks
+        /// merged functions keep, arguments set up in callers, code that lowers differently,
+        /// other passes. With --diff: {"old_total_bytes", "new_total_bytes",
+        /// "old_saved_bytes", "new_saved_bytes", "functions", "families": [{"name", "change",
+        /// "old_count", "new_count", ...}]}.
         #[arg(long, conflicts_with = "csv")]
         json: bool,
-        /// CSV, one row per family member: family,family_saved_bytes,how,kind,bytes,name.
+        /// CSV, one row per family member:
+        /// family,family_saved_bytes,family_body_bytes,how,kind,bytes,symbol,name.
         #[arg(long)]
         csv: bool,
         /// Also write a bar chart of the top families by saving to FILE (SVG).
@@ -219,42 +269,48 @@ enum Cmd {
         svg: Option<PathBuf>,
         /// Compare two builds of one program, OLD and NEW (each a file): functions and
         /// families that appeared, grew, shrank or went away, matched by demangled name
-        /// without Rust's legacy hash suffix.
+        /// without Rust's legacy hash suffix, and without the wasm index where the name is
+        /// unique in both builds (by name and index where it is not).
         #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["files", "csv", "svg"])]
         diff: Option<Vec<PathBuf>>,
-        /// Threads that compile.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+        #[arg(long, default_value_t = 1, help = THREADS_HELP,
+              value_parser = clap::value_parser!(u64).range(1..=64))]
         threads: u64,
-        /// Cut names to this many characters in the table (their middle goes).
-        #[arg(long, default_value_t = 100, value_name = "CHARS")]
-        width: usize,
+        /// Cut names to this many characters in the table (their middle goes): 0 (names
+        /// are not cut) or at least 5 [default: 100]
+        #[arg(long, value_name = "CHARS", value_parser = parse_width)]
+        width: Option<usize>,
         /// Show only families with a member of this kind of code, and only such functions
         /// among the largest: `function` (the program's own), or what wasmtime adds to a
-        /// module: `trampoline`, `builtin`, `startup`. Totals stay the module's.
+        /// module: `trampoline`, `builtin`, `startup`. Totals stay the module's [default:
+        /// every kind]
         #[arg(long, value_parser = ["function", "trampoline", "builtin", "startup"])]
         kind: Option<String>,
-        /// `.clif` or `.wasm` files, or directories of `.clif` files: one module.
+        /// `.clif`, `.lir` or `.wasm` files, directories of `.clif` files, or `-` (standard
+        /// input): one module, with at least one function.
         #[arg(required_unless_present = "diff")]
         files: Vec<PathBuf>,
     },
     /// Generate a deterministic template-heavy CLIF module on stdout; counts on stderr.
     Gen {
-        /// Number of functions (1 to 1,000,000; written as they are made).
+        /// Number of functions: 1 to 1,000,000 (written as they are made).
         #[arg(long, default_value_t = 1000,
               value_parser = clap::value_parser!(u64).range(1..=GEN_MAX_FUNCTIONS))]
         functions: u64,
         /// Fraction of identical duplicates (including those equal only after their callees
-        /// merge), from 0 to 1.
+        /// merge): 0 to 1; the three ratios add up to at most 1.
         #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
         dup_ratio: f64,
-        /// Fraction of near-duplicates (one constant apart), from 0 to 1.
+        /// Fraction of near-duplicates (one constant apart): 0 to 1.
         #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
         near_ratio: f64,
-        /// Fraction of structural near-duplicates, from 0 to 1: copies of another function
+        /// Fraction of structural near-duplicates, 0 to 1: copies of another function
         /// with another constant and with operations inserted, removed or replaced (what
         /// `merge-aligned` merges and `merge-similar` does not).
         #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
         edit_ratio: f64,
+        /// Seed of the generator: any number from 0 to 2^64 - 1 (the same seed gives the
+        /// same module).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Instead of a template-heavy module, small functions calling each other in one
@@ -262,7 +318,8 @@ enum Cmd {
         /// `chain-const` (a chain with the constant i % 7), `ring` (a cycle of equal
         /// functions), `star` (callers of two equal leaves each), `tree` (a binary call
         /// tree), `fan-in` (all call one), `fan-out` (dispatchers of 64 leaves each). For
-        /// measuring how merging scales with the call graph.
+        /// measuring how merging scales with the call graph [default: none, a template-heavy
+        /// module]
         #[arg(long, value_parser = ["chain", "chain-const", "ring", "star", "tree", "fan-in", "fan-out"],
               conflicts_with_all = ["dup_ratio", "near_ratio", "edit_ratio", "seed"])]
         shape: Option<String>,
@@ -276,19 +333,25 @@ enum Cmd {
     /// Differential fuzzing: random CLIF modules run by cranelift-interpreter (the oracle) and
     /// through the pipeline + JIT; mismatches write minimized reproducers.
     Fuzz {
-        #[arg(long, default_value_t = 1000)]
-        iterations: usize,
+        /// Modules to generate and compare: 1 or more.
+        #[arg(long, default_value_t = 1000,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        iterations: u64,
+        /// Seed of the run, from which each module's seed is drawn: any number from 0 to
+        /// 2^64 - 1 (the same seed gives the same modules; a failure's reproducer names its
+        /// module's seed).
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        #[arg(long, default_value = "merge,merge-similar,lvn")]
+        #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
-        /// Where reproducers of failures are written.
+        /// Where reproducers of failures are written (made when a failure is found).
         #[arg(long, default_value = "fuzz-failures")]
         out_dir: PathBuf,
         /// Define and finalize the pipeline side in batches of N functions, as a lazy JIT
         /// does (all declared first; `finalize_definitions` after each batch; later batches
         /// merge into the frozen code of earlier ones; a function waits for what it calls,
-        /// and recursive ones share a batch). 0: one batch; `random`: 1 to 4 per module.
+        /// and recursive ones share a batch): N from 1 up; 0: one batch; `random`: 1 to 4
+        /// per module.
         #[arg(long, default_value = "0", value_name = "N|random")]
         batch: mergelift_tools::fuzz::BatchMode,
         /// With --batch: let a function take the address of one defined in an earlier batch
@@ -356,15 +419,7 @@ fn run(cli: Cli) -> ExitCode {
             no_verify,
             low_memory,
             files,
-        } => cmd_opt(
-            &passes,
-            hot_functions(hot),
-            &emit,
-            stats,
-            !no_verify,
-            low_memory,
-            &files,
-        ),
+        } => cmd_opt(&passes, &hot, &emit, stats, !no_verify, low_memory, &files),
         Cmd::Run {
             passes,
             opt_level,
@@ -388,6 +443,7 @@ fn run(cli: Cli) -> ExitCode {
             opt_level,
             json,
             emit_object,
+            map,
             lower_all,
             lift_all,
             threads,
@@ -401,13 +457,13 @@ fn run(cli: Cli) -> ExitCode {
             &passes,
             &opt_level,
             json,
-            emit_object.as_deref(),
+            (emit_object.as_deref(), map.as_deref()),
             SizeFlags {
                 lower_all,
                 lift_all,
                 local,
                 fetch_locals: !no_fetch_locals,
-                hot: hot_functions(hot),
+                hot,
                 batch: batch.map(|b| b as usize),
             },
             (threads as usize, first == "pipeline"),
@@ -464,7 +520,13 @@ fn run(cli: Cli) -> ExitCode {
             out_dir,
             batch,
             late_addresses,
-        } => cmd_fuzz(iterations, seed, &passes, out_dir, (batch, late_addresses)),
+        } => cmd_fuzz(
+            iterations as usize,
+            seed,
+            &passes,
+            out_dir,
+            (batch, late_addresses),
+        ),
     };
     match r {
         Ok(code) => code,
@@ -535,7 +597,7 @@ fn frontend_config() -> TargetFrontendConfig {
 /// fault there is the input's, and the error names its file and function. A `.clif` function
 /// LIR cannot represent is passed through (returned apart, its text kept if `keep_text`).
 fn load_module(
-    files: &[PathBuf],
+    inputs: &[inputs::Input],
     keep_text: bool,
     stats: &mut Stats,
 ) -> Result<(lir::Module, Vec<PassedThrough>)> {
@@ -547,36 +609,32 @@ fn load_module(
     let mut sigs = SignatureCheck::default();
     let mut lift_time = Duration::ZERO;
     let mut verify_time = Duration::ZERO;
-    one_module(files)?;
-    for (k, path) in files.iter().enumerate() {
-        if path.extension().is_some_and(|e| e == "lir") {
-            let text = read_text(path).map_err(|e| anyhow!(e))?;
-            let t = Instant::now();
+    one_module(inputs)?;
+    let files: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
+    let files = &files[..];
+    for (k, input) in inputs.iter().enumerate() {
+        let path = &input.path;
+        if input.format == inputs::Format::Lir {
             if files.len() > 1 {
                 bail!("{}: .lir input must be the only input", path.display());
             }
-            let (m, lines) = lir::parse::parse_module_with_lines(&text)
-                .map_err(|e| anyhow!("{}:{e}", path.display()))?;
+            let text = input.read_text()?;
+            let t = Instant::now();
+            let m = inputs::parse_lir(path, &text)?;
             stats.add_time("parse", t.elapsed());
-            // Every error with its line; opaque instructions checked as lowering needs them.
-            verifier::verify_module_for_lowering(&m, true).map_err(|errs| {
-                let at = |e: &VerifierError| match lines.error_line(e) {
-                    Some(n) => format!("{}:{n}: {e}", path.display()),
-                    None => format!("{}: {e}", path.display()),
-                };
-                let mut msg = at(&errs.0[0]);
-                for e in &errs.0[1..] {
-                    msg.push_str("\n    ");
-                    msg.push_str(&at(e));
-                }
-                anyhow!(msg)
-            })?;
             return Ok((m, passed));
         }
         // One function at a time: parsed, verified, lifted and dropped (a large module never
         // has all its text or all its Cranelift IR in memory).
         let t = Instant::now();
-        let mut stream = mergelift_tools::input::open_clif(path).map_err(|e| anyhow!(e))?;
+        let mut stream = match &input.text {
+            Some(text) => mergelift_tools::input::clif_stream(
+                path,
+                Box::new(std::io::Cursor::new(text.clone().into_bytes())),
+            ),
+            None => mergelift_tools::input::open_clif(path),
+        }
+        .map_err(|e| anyhow!(e))?;
         let mut parse_time = t.elapsed();
         // Verify as `run` and `size` compile: with the file's x86-64 target (or the host) and
         // its flags (a file with no `set` or `target` line keeps frame pointers, as wasmtime's
@@ -990,23 +1048,47 @@ fn hot_functions(names: Vec<String>) -> Option<midend::passes::merge::HotFunctio
 
 fn cmd_opt(
     passes: &str,
-    hot: Option<midend::passes::merge::HotFunctions>,
+    hot: &[String],
     emit: &str,
     want_stats: bool,
     verify: bool,
     low_memory: bool,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
+    let kinds = inputs::pass_list(passes)?;
+    let merging = kinds.iter().any(|k| {
+        matches!(
+            k,
+            PassKind::Merge | PassKind::MergeSimilar | PassKind::MergeAligned
+        )
+    });
+    if low_memory && !merging {
+        inputs::warn("--low-memory has no effect: --passes merges no function");
+    }
+    if !verify && kinds.is_empty() {
+        inputs::warn("--no-verify has no effect with --passes none (no pass to verify after)");
+    }
     let mut pm = PassManager::from_kinds_with(
-        &midend::parse_pass_list(passes)?,
+        &kinds,
         &midend::passes::PassOptions {
-            hot,
+            hot: hot_functions(hot.to_vec()),
             ..Default::default()
         },
     );
     pm.verify = verify;
     let mut stats = Stats::default();
-    let (mut module, passed) = load_module(files, emit == "clif", &mut stats)?;
+    let inputs = inputs::inputs(files, &inputs::OPT)?;
+    let (mut module, passed) = load_module(&inputs, emit == "clif", &mut stats)?;
+    if module.functions.is_empty() && passed.is_empty() {
+        return Err(inputs::no_function(&inputs));
+    }
+    inputs::check_hot(hot, &kinds, |name| {
+        module
+            .lookup_symbol(name)
+            .and_then(|s| module.defined(s))
+            .is_some()
+            || passed.iter().any(|p| p.key == name)
+    });
     let mut state = PassState::default();
     state.free_removed = low_memory;
     let functions_in = module.live_functions().count() + passed.len();
@@ -1015,9 +1097,7 @@ fn cmd_opt(
     let n_input = module.functions.len();
     // Functions folded by merge-similar are emitted as they came in (they are local, and
     // nothing calls them any more, but the output keeps every input function).
-    let input = (emit == "clif"
-        && midend::parse_pass_list(passes)?.contains(&PassKind::MergeSimilar))
-    .then(|| module.clone());
+    let input = (emit == "clif" && kinds.contains(&PassKind::MergeSimilar)).then(|| module.clone());
     let peak_after_load = midend::mem::peak_rss_kib();
     pm.run(&mut module, &mut state, &mut stats)?;
     let functions_out = module.live_functions().count() + passed.len();
@@ -1081,7 +1161,10 @@ fn cmd_opt(
             "time_ms": time,
         });
         for (k, v) in &stats.counters {
-            obj[k.as_str()] = serde_json::json!(v);
+            // (`merge` counts its own merges as `merged`; above, `merged` counts every pass's,
+            // as `size` does)
+            let k = if k == "merged" { "merged_exact" } else { k };
+            obj[k] = serde_json::json!(v);
         }
         if let (Some(load), Some(end)) = (peak_after_load, midend::mem::peak_rss_kib()) {
             obj["peak_rss_kib"] = serde_json::json!({ "after_load": load, "end": end });
@@ -1154,16 +1237,53 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
         bail!("--timeout must be a number of seconds, 0 or more");
     }
     let opts = RunOptions {
-        passes: midend::parse_pass_list(passes)?,
+        passes: inputs::pass_list(passes)?,
         opt_level: cli.opt_level.and_then(OptLevel::parse),
         lower_all: cli.lower_all,
         timeout: (cli.timeout > 0.0).then(|| Duration::from_secs_f64(cli.timeout)),
         verify: cli.verify,
     };
-    let paths = collect_files(files).map_err(|e| anyhow!(e))?;
+    let given = inputs::inputs(files, &inputs::RUN)?;
     let mut report = RunReport::default();
-    for p in &paths {
-        run_file(Path::new(p), &opts, &mut report, cli.verbose);
+    // Files by what became of them: run (some run line ran), skipped (no target or test
+    // this host runs), without a run line, with an input error; and targets skipped in
+    // files that ran.
+    let (mut ran, mut skipped, mut without, mut bad, mut targets_skipped) = (0, 0, 0, 0, 0);
+    for input in &given {
+        let before = (
+            report.passed + report.failed,
+            report.skips.len(),
+            report.errors.len(),
+        );
+        let has_runs = inputs::has_run_line(&input.path);
+        run_file(&input.path, &opts, &mut report, cli.verbose);
+        let skips = report.skips.len() - before.1;
+        if report.errors.len() > before.2 {
+            bad += 1;
+        } else if report.passed + report.failed > before.0 {
+            ran += 1;
+            targets_skipped += skips;
+        } else if skips > 0 && has_runs {
+            skipped += 1;
+        } else {
+            // (a file without run lines is skipped too, as `test interpret` only, unless it
+            // says `test run`: either way it has nothing to run)
+            report.skips.truncate(before.1);
+            without += 1;
+        }
+    }
+    if ran + skipped + bad == 0 {
+        let names: Vec<String> = given.iter().map(|i| i.path.display().to_string()).collect();
+        match &names[..] {
+            [one] => bail!("{one}: no run line in it (a `; run:` or `; print:` line)"),
+            [first, rest @ ..] => bail!(
+                "no run line in the {} inputs ({first} and {} more): none has a `; run:` or \
+                 `; print:` line",
+                names.len(),
+                rest.len()
+            ),
+            [] => unreachable!("an empty input list is refused"),
+        }
     }
     let mut out = Out::new();
     for f in &report.failures {
@@ -1174,7 +1294,29 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
             out.line(&format!("skipped {file}: {why}"))?;
         }
     }
-    out.line(&report.summary())?;
+    let mut files_line = format!("files: {} read, {ran} run", given.len());
+    if targets_skipped > 0 {
+        files_line.push_str(&format!(" ({targets_skipped} of their targets skipped)"));
+    }
+    if skipped > 0 {
+        files_line.push_str(&format!(", {skipped} skipped"));
+    }
+    if skipped + targets_skipped > 0 && !cli.verbose {
+        files_line.push_str(" (--verbose says why)");
+    }
+    if without > 0 {
+        files_line.push_str(&format!(", {without} without a run line"));
+    }
+    if bad > 0 {
+        files_line.push_str(&format!(", {bad} with an input error"));
+    }
+    out.line(&files_line)?;
+    // Run lines, each counted once per target it ran on.
+    let mut summary = format!("{} passed, {} failed", report.passed, report.failed);
+    if !report.errors.is_empty() {
+        summary.push_str(&format!(", {} input errors", report.errors.len()));
+    }
+    out.line(&summary)?;
     out.finish()?;
     for e in &report.errors {
         let _ = writeln!(std::io::stderr(), "error: {e}");
@@ -1194,7 +1336,7 @@ struct SizeFlags {
     lift_all: bool,
     local: bool,
     fetch_locals: bool,
-    hot: Option<midend::passes::merge::HotFunctions>,
+    hot: Vec<String>,
     /// Functions per batch (`None`: one batch).
     batch: Option<usize>,
 }
@@ -1203,7 +1345,7 @@ fn cmd_size(
     passes: &str,
     opt_level: &str,
     json: bool,
-    emit_object: Option<&Path>,
+    (emit_object, map): (Option<&Path>, Option<&Path>),
     flags: SizeFlags,
     (threads, pipeline_first): (usize, bool),
     files: &[PathBuf],
@@ -1216,9 +1358,27 @@ fn cmd_size(
         hot,
         batch,
     } = flags;
-    let passes = midend::parse_pass_list(passes)?;
+    let passes = inputs::pass_list(passes)?;
+    if !fetch_locals && !local {
+        inputs::warn("--no-fetch-locals has no effect without --local");
+    }
+    if lift_all {
+        if lower_all {
+            inputs::warn("--lift-all has no effect with --lower-all, which lifts every function");
+        } else if !(passes.iter()).all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar)) {
+            inputs::warn(
+                "--lift-all has no effect: every function is lifted when --passes has a pass \
+                 other than merge and merge-similar",
+            );
+        }
+    }
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
-    let (inputs, _, parse_ms) = read_inputs(files, false)?;
+    let (inputs, names, parse_ms) = read_inputs(files, &inputs::SIZE, map.is_some())?;
+    inputs::check_hot(&hot, &passes, |name| {
+        (inputs.iter())
+            .flat_map(|f| &f.functions)
+            .any(|f| jit_driver::opmap::func_name(&f.name) == name)
+    });
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
@@ -1227,7 +1387,7 @@ fn cmd_size(
             lift_all,
             threads: jit_driver::Threads::Count(threads),
             fetch_locals,
-            hot,
+            hot: hot_functions(hot),
             ..Default::default()
         },
         local,
@@ -1243,18 +1403,47 @@ fn cmd_size(
     let r = measure(&inputs, &opts, parse_ms)?;
     if let (Some(path), Some(obj)) = (emit_object, &r.object) {
         std::fs::write(path, obj).map_err(|e| anyhow!("{}: cannot write: {e}", path.display()))?;
+        if let Some(map) = map {
+            let text = mergelift_tools::report::Report::new(&r, &names)
+                .symbol_map(obj)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            std::fs::write(map, text)
+                .map_err(|e| anyhow!("{}: cannot write: {e}", map.display()))?;
+        }
     }
     let mut out = Out::new();
     if json {
         out.line(&r.to_json().to_string())?;
     } else {
+        // What the functions after are: input functions that keep code of their own, thunks
+        // of merged functions, and bodies the passes made.
+        let own = r.functions.iter().filter(|f| f.merged.is_none()).count();
+        let thunks = (r.functions.iter())
+            .filter(|f| f.merged.is_some() && f.bytes_after > 0)
+            .count();
+        let made = r.made.iter().filter(|f| f.bytes_after > 0).count();
+        let no_code = (r.functions.iter())
+            .filter(|f| f.merged.is_some() && f.bytes_after == 0)
+            .count();
+        out.line(&format!("{:<15} {:>10}    {:>10}", "", "plain", "pipeline"))?;
         out.line(&format!(
-            "functions       {:>10} -> {:>10}  (merged {}: replaced {}, aliased {}, thunked {})",
-            r.functions_in, r.functions_out, r.merged, r.replaced, r.aliased, r.thunked
+            "functions       {:>10} -> {:>10}  compiled: {own} with their own code, {thunks} \
+             thunks of merged functions, {made} bodies the passes made",
+            r.functions_in, r.functions_out
         ))?;
         out.line(&format!(
-            "LIR insts       {:>10} -> {:>10}  ({} functions no pass could merge not lifted)",
-            r.lir_insts_before, r.lir_insts_after, r.not_lifted
+            "{:<15} {:>10}    {:>10}  {} thunked; {no_code} with no code of their own \
+             (replaced {}, aliased {}, folded {})",
+            "merged", "", r.merged, r.thunked, r.replaced, r.aliased, r.folded
+        ))?;
+        out.line(&format!(
+            "LIR insts       {:>10} -> {:>10}  ({} no pass could merge, not lifted)",
+            r.lir_insts_before,
+            r.lir_insts_after,
+            match r.not_lifted {
+                1 => "1 function".to_string(),
+                n => format!("{n} functions"),
+            }
         ))?;
         let pct = if r.code_bytes_before > 0 {
             100.0 * (r.code_bytes_after as f64 / r.code_bytes_before as f64 - 1.0)
@@ -1265,8 +1454,11 @@ fn cmd_size(
             "code bytes      {:>10} -> {:>10}  ({pct:+.2}%)",
             r.code_bytes_before, r.code_bytes_after
         ))?;
+        let w = (r.time_ms.iter().map(|(p, _)| p.len()).max())
+            .unwrap_or(0)
+            .max(10);
         for (phase, ms) in &r.time_ms {
-            out.line(&format!("time {phase:<14} {ms:>10.1} ms"))?;
+            out.line(&format!("time {phase:<w$} {ms:>10.1} ms"))?;
         }
         let before = r.time("compile_before");
         if before > 0.0 {
@@ -1290,50 +1482,54 @@ fn cmd_size(
 }
 
 /// A `.wasm` file is a module of its own: it is the only input, or an error says so.
-fn one_module(paths: &[PathBuf]) -> Result<()> {
-    let wasm = paths
+fn one_module(inputs: &[inputs::Input]) -> Result<()> {
+    let wasm = inputs
         .iter()
-        .filter(|p| mergelift_tools::input::is_wasm(p))
+        .filter(|i| i.format == inputs::Format::Wasm)
         .count();
-    if wasm > 0 && paths.len() > 1 {
+    if wasm > 0 && inputs.len() > 1 {
         bail!(
             "a .wasm file is a module of its own: give one .wasm file, or .clif files that \
              form one module (got {} files, {wasm} of them .wasm)",
-            paths.len()
+            inputs.len()
         );
     }
     Ok(())
 }
 
-/// Read and parse the inputs of `size` and `report` (`.clif`, `.wasm`, directories of
-/// `.clif`): the files, the names of their functions (`with_names`; else none), and the time
-/// it took in ms.
+/// Read and parse the inputs of `size` and `report` (`.clif`, `.lir`, `.wasm`, directories of
+/// `.clif`, `-`): the files, the names of their functions (`with_names`; else none), and the
+/// time it took in ms. Inputs that define no function are an error.
 fn read_inputs(
     files: &[PathBuf],
+    accepts: &inputs::Accepts,
     with_names: bool,
 ) -> Result<(
     Vec<mergelift_tools::input::ClifFile>,
     mergelift_tools::names::FunctionNames,
     f64,
 )> {
-    let paths = collect_files(files).map_err(|e| anyhow!(e))?;
-    if paths.is_empty() {
-        bail!(
-            "no input files: directories are searched for .clif files (name a .wasm file itself)"
-        );
-    }
-    one_module(&paths)?;
+    let given = inputs::inputs(files, accepts)?;
+    one_module(&given)?;
     let t = Instant::now();
-    let mut inputs = Vec::new();
+    let mut parsed = Vec::new();
     let mut names = mergelift_tools::names::FunctionNames::default();
-    for p in &paths {
-        let text = read_text(p).map_err(|e| anyhow!(e))?;
+    for input in &given {
+        let text = input.read_text()?;
+        let p = &input.path;
+        if input.format == inputs::Format::Lir {
+            parsed.push(inputs::lir_as_clif(p, &text)?);
+            continue;
+        }
         if with_names {
             names.extend(mergelift_tools::names::FunctionNames::from_clif(&text));
         }
-        inputs.push(mergelift_tools::input::parse_clif(p, &text).map_err(|e| anyhow!(e))?);
+        parsed.push(mergelift_tools::input::parse_clif(p, &text).map_err(|e| anyhow!(e))?);
     }
-    Ok((inputs, names, t.elapsed().as_secs_f64() * 1e3))
+    if parsed.iter().all(|f| f.functions.is_empty()) {
+        return Err(inputs::no_function(&given));
+    }
+    Ok((parsed, names, t.elapsed().as_secs_f64() * 1e3))
 }
 
 /// `size`'s measurement, with a progress bar on stderr once it takes more than a second
@@ -1375,7 +1571,8 @@ struct ReportOutput {
     json: bool,
     csv: bool,
     svg: Option<PathBuf>,
-    width: usize,
+    /// `None`: not given ([`DEFAULT_WIDTH`]).
+    width: Option<usize>,
     kind: Option<String>,
 }
 
@@ -1387,8 +1584,15 @@ fn cmd_report(
     diff: Option<Vec<PathBuf>>,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
-    let passes = midend::parse_pass_list(passes)?;
+    let passes = inputs::pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
+    if out_opts.width.is_some() && (out_opts.json || out_opts.csv) {
+        inputs::warn(format_args!(
+            "--width has no effect with {}: names are written whole",
+            if out_opts.json { "--json" } else { "--csv" }
+        ));
+    }
+    let width = out_opts.width.unwrap_or(DEFAULT_WIDTH);
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
@@ -1400,7 +1604,7 @@ fn cmd_report(
         ..Default::default()
     };
     let report_of = |files: &[PathBuf]| -> Result<mergelift_tools::report::Report> {
-        let (inputs, names, parse_ms) = read_inputs(files, true)?;
+        let (inputs, names, parse_ms) = read_inputs(files, &inputs::REPORT, true)?;
         let size = measure(&inputs, &opts, parse_ms)?;
         let mut r = mergelift_tools::report::Report::new(&size, &names);
         if let Some(k) = out_opts.kind.as_deref() {
@@ -1417,14 +1621,14 @@ fn cmd_report(
         if out_opts.json {
             out.line(&d.to_json(out_opts.top).to_string())?;
         } else {
-            out.put(&d.to_text(top, out_opts.width))?;
+            out.put(&d.to_text(top, width))?;
         }
         out.finish()?;
         return Ok(ExitCode::SUCCESS);
     }
     let r = report_of(files)?;
     if let Some(path) = &out_opts.svg {
-        std::fs::write(path, r.to_svg(top))
+        std::fs::write(path, r.to_svg(top, &module_name(files)))
             .map_err(|e| anyhow!("{}: cannot write: {e}", path.display()))?;
     }
     if out_opts.json {
@@ -1432,10 +1636,30 @@ fn cmd_report(
     } else if out_opts.csv {
         out.put(&r.to_csv(out_opts.top))?;
     } else {
-        out.put(&r.to_text(top, out_opts.width))?;
+        out.put(&r.to_text(top, width))?;
     }
     out.finish()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a chart names the module the inputs `files` form: the file's name, or the names of
+/// all.
+fn module_name(files: &[PathBuf]) -> String {
+    let name = |p: &PathBuf| {
+        if p == Path::new("-") {
+            "<stdin>".to_string()
+        } else {
+            (p.file_name()).map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        }
+    };
+    match files {
+        [one] => name(one),
+        [first, rest @ ..] if rest.len() > 2 => format!("{} and {} more", name(first), rest.len()),
+        _ => files.iter().map(name).collect::<Vec<_>>().join(" + "),
+    }
 }
 
 /// Write a generated CLIF module to stdout, as it is or (`ll`) as LLVM IR.
@@ -1506,7 +1730,10 @@ fn cmd_fuzz(
     out_dir: PathBuf,
     (batch, late_addresses): (mergelift_tools::fuzz::BatchMode, bool),
 ) -> Result<ExitCode> {
-    PassManager::from_names(passes)?;
+    inputs::pass_list(passes)?;
+    if late_addresses && batch == mergelift_tools::fuzz::BatchMode::One {
+        inputs::warn("--late-addresses has no effect without --batch N or --batch random");
+    }
     let r = mergelift_tools::fuzz::fuzz(&mergelift_tools::fuzz::FuzzOptions {
         iterations,
         seed,

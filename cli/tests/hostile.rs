@@ -262,13 +262,14 @@ fn fifos_and_directories_are_not_read() {
         let o = bounded(&[cmd, s(&fifo)]);
         assert_clean(&o, 2, &["pipe.clif", "not a regular file"]);
     }
-    // In a directory: skipped.
-    let o = bounded(&["run", s(&dir)]);
-    assert_clean(&o, 0, &[]);
-    assert_eq!(o.stdout.lines().last(), Some("0 passed, 0 failed"));
+    // In a directory: skipped, and then the directory has no .clif file to read.
+    for cmd in ["run", "size", "report"] {
+        let o = bounded(&[cmd, s(&dir)]);
+        assert_clean(&o, 2, &["fifo-dir: no .clif file in this directory"]);
+    }
     // A directory where a file is expected.
     let o = bounded(&["opt", s(&dir)]);
-    assert_clean(&o, 2, &["not a regular file"]);
+    assert_clean(&o, 2, &["fifo-dir: cannot read: a directory (opt takes "]);
 }
 
 #[test]

@@ -204,3 +204,29 @@ fn malformed_modules_get_one_error_line() {
         assert!(err.contains("give one .wasm file"), "{cmd}: {err}");
     }
 }
+
+/// A `.wasm` module on standard input (`-`) reads as the file does.
+#[test]
+fn a_module_on_standard_input_is_read_as_the_file() {
+    use std::io::Write;
+    let bytes = module();
+    let p = write("stdin.wasm", &bytes);
+    let (code, from_file, err) = mergelift(&["report", "--json", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mergelift"))
+        .args(["report", "--json", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), from_file);
+}

@@ -45,7 +45,7 @@ pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 
 #[cfg(feature = "wasm")]
 fn wasm_text(path: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| cannot_read(path, &e))?;
     crate::wasm::wasm_to_clif(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -71,19 +71,57 @@ pub fn read_text(path: &Path) -> Result<String, String> {
     if is_wasm(path) {
         return wasm_text(path);
     }
-    std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+    std::fs::read_to_string(path).map_err(|e| cannot_read(path, &e))
+}
+
+/// Why an input cannot be read, in the words every command uses: `PATH: cannot read:
+/// REASON` (`no such file or directory`, `permission denied`, ...).
+pub fn cannot_read(path: &Path, e: &std::io::Error) -> String {
+    let reason = match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
+        _ => {
+            // The system's words, without "(os error N)", in lower case as ours.
+            let s = e.to_string();
+            let s = s.split(" (os error").next().unwrap_or(&s);
+            let mut c = s.chars();
+            c.next()
+                .map(|f| f.to_lowercase().chain(c).collect())
+                .unwrap_or_default()
+        }
+    };
+    format!("{}: cannot read: {reason}", path.display())
+}
+
+/// The error for an input that is not a regular file: a directory where files are read, a
+/// FIFO, socket or device (which could block or never end).
+pub fn not_a_regular_file(path: &Path, meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        return format!("{}: cannot read: a directory", path.display());
+    }
+    let what = if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
+    };
+    format!(
+        "{}: cannot read: not a regular file ({what})",
+        path.display()
+    )
 }
 
 /// A regular file of at most [`MAX_INPUT_BYTES`].
 fn check_input_file(path: &Path) -> Result<(), String> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let meta = std::fs::metadata(path).map_err(|e| cannot_read(path, &e))?;
     if !meta.is_file() {
-        return Err(format!(
-            "{}: cannot read: not a regular file{}",
-            path.display(),
-            if meta.is_dir() { " (a directory)" } else { "" }
-        ));
+        return Err(not_a_regular_file(path, &meta));
     }
     if meta.len() > MAX_INPUT_BYTES {
         return Err(format!(
@@ -269,14 +307,22 @@ pub struct ClifStream {
 /// at most [`MAX_INPUT_BYTES`], UTF-8) and parses its header.
 /// A `.wasm` file is translated first ([`read_text`]).
 pub fn open_clif(path: &Path) -> Result<ClifStream, String> {
-    let mut reader: Box<dyn std::io::BufRead> = if is_wasm(path) {
+    let reader: Box<dyn std::io::BufRead> = if is_wasm(path) {
         Box::new(std::io::Cursor::new(read_text(path)?))
     } else {
         check_input_file(path)?;
-        let f = std::fs::File::open(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let f = std::fs::File::open(path).map_err(|e| cannot_read(path, &e))?;
         Box::new(std::io::BufReader::with_capacity(1 << 16, f))
     };
+    clif_stream(path, reader)
+}
+
+/// A [`ClifStream`] over `reader` (standard input, or text read already), its messages
+/// naming `path`.
+pub fn clif_stream(
+    path: &Path,
+    mut reader: Box<dyn std::io::BufRead>,
+) -> Result<ClifStream, String> {
     let mut header = String::new();
     let mut line = 0;
     let next = read_until_function(&mut reader, &mut line, &mut header)
@@ -364,7 +410,7 @@ fn read_error(path: &Path, line: usize, e: std::io::Error) -> String {
     if e.kind() == std::io::ErrorKind::InvalidData {
         format!("{}:{line}: cannot read: not UTF-8 text", path.display())
     } else {
-        format!("{}: cannot read: {e}", path.display())
+        cannot_read(path, &e)
     }
 }
 
@@ -501,10 +547,7 @@ pub fn collect_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         }
     };
     for p in inputs {
-        let meta = std::fs::metadata(p).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("{}: no such file or directory", p.display()),
-            _ => format!("{}: {e}", p.display()),
-        })?;
+        let meta = std::fs::metadata(p).map_err(|e| cannot_read(p, &e))?;
         if !meta.is_dir() {
             // Named on the command line: taken as it is (reading it says what is wrong).
             take(p.clone(), &mut out);
@@ -518,7 +561,7 @@ pub fn collect_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             if !seen_dirs.insert((dm.dev(), dm.ino())) {
                 continue; // walked already (a link back up, or two links to one place)
             }
-            let rd = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+            let rd = std::fs::read_dir(&d).map_err(|e| cannot_read(&d, &e))?;
             for e in rd.flatten() {
                 let path = e.path();
                 // Follows links; a dangling link is skipped.

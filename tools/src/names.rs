@@ -48,6 +48,10 @@ pub struct FunctionName {
     /// Demangled where the symbol is a mangled Rust or C++ name.
     pub display: String,
     pub kind: FunctionKind,
+    /// The index of the wasm function it is (`wasm[0]::function[7]`) or enters (a
+    /// trampoline, `wasm[0]::array_to_wasm_trampoline[7]`): what tells apart functions a
+    /// name section names alike (`Report` adds it to such names).
+    pub wasm_index: Option<u32>,
 }
 
 /// The names of a module's functions, by the name the function has in the Cranelift IR
@@ -57,7 +61,7 @@ pub struct FunctionNames {
     names: HashMap<String, FunctionName>,
     /// The name of each wasm function, by its index in the module (`wasm[0]::function[7]`),
     /// for the trampolines that enter it (`wasm[0]::array_to_wasm_trampoline[7]`).
-    by_index: HashMap<String, String>,
+    by_index: HashMap<u32, String>,
 }
 
 impl FunctionNames {
@@ -84,12 +88,10 @@ impl FunctionNames {
     /// Name the function `ir` after the symbol `symbol` (wasmtime's, or a linker's).
     pub fn insert(&mut self, ir: &str, symbol: &str) {
         let name = from_symbol(symbol);
-        if let Some((index, _)) = symbol
-            .strip_prefix("wasm[0]::function[")
-            .and_then(|rest| rest.split_once("]::"))
-        {
-            self.by_index
-                .insert(index.to_string(), name.display.clone());
+        if symbol.starts_with("wasm[0]::function[") && symbol.contains("]::") {
+            if let Some(index) = name.wasm_index {
+                self.by_index.insert(index, name.display.clone());
+            }
         }
         self.names.insert(ir.to_string(), name);
     }
@@ -109,49 +111,52 @@ impl FunctionNames {
             return FunctionName {
                 display: demangle(ir),
                 kind: FunctionKind::Function,
+                wasm_index: None,
             };
         };
-        let entered = (name
-            .display
-            .strip_prefix("wasm[0]::array_to_wasm_trampoline["))
-        .and_then(|rest| rest.strip_suffix(']'))
-        .and_then(|index| self.by_index.get(index));
+        let entered = (name.display)
+            .starts_with("wasm[0]::array_to_wasm_trampoline[")
+            .then_some(name.wasm_index)
+            .flatten()
+            .and_then(|index| self.by_index.get(&index));
         match entered {
             Some(f) => FunctionName {
                 display: format!("wasm[0]::array_to_wasm_trampoline for {f}"),
-                kind: name.kind,
+                ..name.clone()
             },
             None => name.clone(),
         }
     }
 }
 
-/// How many characters of a name wasmtime keeps in its symbols.
-const WASMTIME_NAME_CUT: usize = 96;
-
 /// A wasmtime symbol (`wasm[0]::function[7]::NAME`, `wasm[0]::array_to_wasm_trampoline[7]`,
 /// `signatures[3]::wasm_to_array_trampoline`, `wasmtime_builtin_memory_grow`,
 /// `module_start[0]::Wasm`) as a name and kind; any other symbol is a function's own.
+///
+/// wasmtime's own `--emit-clif` comments cut names at 96 characters: such a name demangles
+/// to its whole elements and `...` ([`demangle`]).
 fn from_symbol(symbol: &str) -> FunctionName {
-    let function = |display: String| FunctionName {
-        display,
-        kind: FunctionKind::Function,
+    let index_in = |s: &str| {
+        s.split_once(']')
+            .and_then(|(index, _)| index.parse::<u32>().ok())
     };
     if let Some(rest) = symbol.strip_prefix("wasm[0]::function[") {
-        // A name given to several functions has the index at its end (see `crate::wasm`).
-        if let Some((head, index)) = rest.rsplit_once(" [wasm function ") {
-            if let Some((_, name)) = head.split_once("]::") {
-                return function(format!("{} [wasm function {index}", demangle(name)));
+        let wasm_index = index_in(rest);
+        let display = match rest.split_once("]::") {
+            // (a `[wasm function N]` suffix, as older versions wrote it, is the index again)
+            Some((_, name)) => {
+                let name = match name.rsplit_once(" [wasm function ") {
+                    Some((head, _)) => head,
+                    None => name,
+                };
+                demangle(name)
             }
-        }
-        return match rest.split_once("]::") {
-            // wasmtime cuts names at 96 characters: a cut one keeps the function's index,
-            // which tells apart names that were equal up to the cut.
-            Some((index, name)) if name.chars().count() == WASMTIME_NAME_CUT => {
-                function(format!("{} [wasm function {index}]", demangle(name)))
-            }
-            Some((_, name)) => function(demangle(name)),
-            None => function(format!("wasm-function[{}", rest)),
+            None => format!("wasm-function[{rest}"),
+        };
+        return FunctionName {
+            display,
+            kind: FunctionKind::Function,
+            wasm_index,
         };
     }
     let kind = if symbol.contains("trampoline") {
@@ -161,11 +166,19 @@ fn from_symbol(symbol: &str) -> FunctionName {
     } else if symbol.starts_with("module_start[") {
         FunctionKind::Startup
     } else {
-        return function(demangle(symbol));
+        return FunctionName {
+            display: demangle(symbol),
+            kind: FunctionKind::Function,
+            wasm_index: None,
+        };
     };
+    let wasm_index = symbol
+        .strip_prefix("wasm[0]::array_to_wasm_trampoline[")
+        .and_then(index_in);
     FunctionName {
         display: symbol.to_string(),
         kind,
+        wasm_index,
     }
 }
 
@@ -215,7 +228,11 @@ fn cut_rust_legacy(name: &str) -> Vec<String> {
         };
         let start = at + digits;
         if start + len > b.len() {
-            let cut = &rest[start..];
+            let mut cut = &rest[start..];
+            // (an escape the cut left open, `$LT` of `$LT$`, goes)
+            if cut.matches('$').count() % 2 == 1 {
+                cut = &cut[..cut.rfind('$').unwrap_or(0)];
+            }
             let mut out = Vec::new();
             if !cut.is_empty() {
                 out.push(format!("_ZN{whole}{}{cut}E", cut.len()));
@@ -227,6 +244,10 @@ fn cut_rust_legacy(name: &str) -> Vec<String> {
         }
         whole.push_str(&rest[at..start + len]);
         at = start + len;
+    }
+    // Cut just after a whole element (the hash's, or the `E`, lost).
+    if at == b.len() && !whole.is_empty() {
+        return vec![format!("_ZN{whole}E")];
     }
     Vec::new()
 }
@@ -264,6 +285,15 @@ mod tests {
         assert_eq!(
             demangle("_ZN4core3fmt12Form$LT$u8"),
             "core::fmt::Form<u8..."
+        );
+        // Cut inside an escape, and just after an element.
+        assert_eq!(
+            demangle("_ZN5alloc5boxed40From$LT$alloc..string..String$G"),
+            "alloc::boxed::From<alloc::string::String..."
+        );
+        assert_eq!(
+            demangle("_ZN81_$LT$std..io..default_write_fmt..Adapter$LT$T$GT$$u20$as$u20$core..fmt..Write$GT$9write_str"),
+            "<std::io::default_write_fmt::Adapter<T> as core::fmt::Write>::write_str..."
         );
         assert_eq!(
             without_hash("core::fmt::Formatter::pad::h0123456789abcdef"),

@@ -38,10 +38,6 @@ pub fn wasm_to_clif(bytes: &[u8]) -> Result<String, String> {
         Ok(Err(e)) => return Err(bad(&format_args!("{e:#}"))),
         Err(_) => return Err("wasmtime panicked translating the module".into()),
     }
-    let mut shared: HashMap<&str, usize> = HashMap::new();
-    for name in names.values() {
-        *shared.entry(name.as_str()).or_default() += 1;
-    }
     let mut funcs = Vec::new();
     let entries = std::fs::read_dir(dir.path()).map_err(|e| format!("wasmtime's output: {e}"))?;
     for e in entries {
@@ -53,7 +49,7 @@ pub fn wasm_to_clif(bytes: &[u8]) -> Result<String, String> {
             .strip_prefix(";; Intermediate Representation of function <")
             .and_then(|s| s.strip_suffix(">:"))
             .ok_or_else(|| format!("wasmtime's output {}: no symbol comment", path.display()))?;
-        let symbol = full_symbol(symbol, &names, &shared);
+        let symbol = full_symbol(symbol, &names);
         funcs.push((sort_key(&symbol), symbol, body.to_string()));
     }
     funcs.sort();
@@ -71,26 +67,18 @@ pub fn wasm_to_clif(bytes: &[u8]) -> Result<String, String> {
 }
 
 /// `wasm[0]::function[F]` with the name section's name of F, if it has one, appended; other
-/// symbols as they are. A name the section gives to more than one function (`shared`: how
-/// many have each) keeps the function's index.
-fn full_symbol(
-    symbol: &str,
-    names: &HashMap<u32, String>,
-    shared: &HashMap<&str, usize>,
-) -> String {
+/// symbols as they are. (A name the section gives to more than one function is told apart
+/// by its index in the symbol, which `report` shows beside such names.)
+fn full_symbol(symbol: &str, names: &HashMap<u32, String>) -> String {
     let index = symbol
         .strip_prefix("wasm[0]::function[")
         .and_then(|s| s.strip_suffix(']'))
         .and_then(|s| s.parse::<u32>().ok());
-    match index.and_then(|f| Some((f, names.get(&f)?))) {
+    match index.and_then(|f| names.get(&f)) {
         // (one line: a name's control characters would end the comment)
-        Some((f, name)) => {
+        Some(name) => {
             let clean = name.replace(|c: char| c.is_control(), "?");
-            if shared.get(name.as_str()).is_some_and(|&n| n > 1) {
-                format!("{symbol}::{clean} [wasm function {f}]")
-            } else {
-                format!("{symbol}::{clean}")
-            }
+            format!("{symbol}::{clean}")
         }
         None => symbol.to_string(),
     }
