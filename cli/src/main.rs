@@ -116,6 +116,13 @@ enum Cmd {
         /// Do not run the LIR verifier after each pass.
         #[arg(long)]
         no_verify: bool,
+        /// Run the files' targets of this architecture: the host's (the default) through the
+        /// JIT, or aarch64, riscv64 or s390x as object files (cranelift-object) linked with a
+        /// C harness by the cross gcc and run under qemu-user, both plainly and through the
+        /// pipeline (the plain compile's counts are printed beside). Needs Debian's
+        /// `qemu-user` and `gcc-<arch>-linux-gnu`.
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
         /// `.clif` files or directories (searched recursively; each directory once, however
         /// many links lead to it; only regular files).
         #[arg(required = true)]
@@ -366,6 +373,7 @@ fn run(cli: Cli) -> ExitCode {
             lower_all,
             timeout,
             no_verify,
+            target,
             files,
         } => {
             let opts = RunCli {
@@ -374,6 +382,7 @@ fn run(cli: Cli) -> ExitCode {
                 lower_all,
                 timeout,
                 verify: !no_verify,
+                target: target.as_deref(),
             };
             cmd_run(&passes, &opts, &files)
         }
@@ -1139,6 +1148,7 @@ struct RunCli<'a> {
     lower_all: bool,
     timeout: f64,
     verify: bool,
+    target: Option<&'a str>,
 }
 
 fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
@@ -1153,6 +1163,12 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
         verify: cli.verify,
     };
     let paths = collect_files(files).map_err(|e| anyhow!(e))?;
+    let triple = cli.target.map(target_triple).transpose()?;
+    if let Some(arch) = triple.as_ref().and_then(mergelift_tools::cross::Arch::of) {
+        if Some(arch) != mergelift_tools::cross::Arch::of(&target_lexicon::Triple::host()) {
+            return cmd_run_cross(arch, &opts, cli.verbose, &paths);
+        }
+    }
     let mut report = RunReport::default();
     for p in &paths {
         run_file(Path::new(p), &opts, &mut report, cli.verbose);
@@ -1178,6 +1194,53 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `run --target` for a foreign architecture: under qemu-user, plainly and through the
+/// pipeline.
+fn cmd_run_cross(
+    arch: mergelift_tools::cross::Arch,
+    opts: &RunOptions,
+    verbose: bool,
+    paths: &[PathBuf],
+) -> Result<ExitCode> {
+    let tc = mergelift_tools::cross::Toolchain::find(arch).map_err(|e| anyhow!(e))?;
+    let r = mergelift_tools::cross_run::run_files(paths, opts, &tc);
+    let mut out = Out::new();
+    for f in &r.plain.failures {
+        out.line(&format!("plain compile: {f}"))?;
+    }
+    for f in &r.pipeline.failures {
+        out.line(f)?;
+    }
+    if verbose {
+        for (file, why) in &r.pipeline.skips {
+            out.line(&format!("skipped {file}: {why}"))?;
+        }
+        out.line(&r.pipeline_summary())?;
+    }
+    out.line(&format!("plain compile ({arch}): {}", r.plain.summary()))?;
+    out.line(&format!(
+        "{} ({arch}, through the pipeline; {} fail only there)",
+        r.pipeline.summary(),
+        r.regressions.len()
+    ))?;
+    out.finish()?;
+    for e in &r.pipeline.errors {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
+    }
+    Ok(if !r.pipeline.errors.is_empty() {
+        ExitCode::from(EXIT_BAD_INPUT)
+    } else if r.pipeline.failed > 0 {
+        ExitCode::from(EXIT_FAILURES)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A `--target` value as a triple (an architecture name or a full triple).
+fn target_triple(s: &str) -> Result<target_lexicon::Triple> {
+    mergelift_tools::cross::parse_target(s).map_err(|e| anyhow!(e))
 }
 
 /// The switches of `size` that shape the pipeline's side.
