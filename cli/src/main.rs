@@ -39,7 +39,8 @@ const GEN_MAX_FUNCTIONS: u64 = 1_000_000;
     about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
     long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
 (LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
-JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list): merge, merge-similar, merge-aligned, \
+compiles it for x86-64, aarch64, riscv64 or s390x (`--target`; by default the host's or the \
+input's target).\n\nPasses (--passes, a comma list): merge, merge-similar, merge-aligned, \
 lvn, gvn, dce; `none` means lift and lower only. Default: merge,merge-similar (the library's \
 default). `merge-aligned` also merges functions whose instructions differ, into one body that \
 branches and selects on a function identifier; `--hot NAMES` keeps named functions out of it.\n\nExit status: 0 success; 1 test \
@@ -83,6 +84,13 @@ enum Cmd {
         /// generated functions) for about 1.4 µs more per merged function in the passes.
         #[arg(long)]
         low_memory: bool,
+        /// Compile for this target where the inputs name none: an architecture (x86_64,
+        /// aarch64, riscv64, s390x: Linux) or a triple (aarch64-apple-darwin), then ISA flags
+        /// as a `target` line spells them ("riscv64 has_v"). Inputs with `target` lines use
+        /// their line of this architecture (these flags on top). Default: the host, or the
+        /// first target an input names when none is the host's.
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
         /// Input files (`.lir` or `.clif`), or one `.wasm` core module (with the `wasm`
         /// feature: translated to Cranelift IR as wasmtime 48 does); all functions of all
         /// inputs form one module. Every input function is in the output: a merged one as a
@@ -173,6 +181,13 @@ enum Cmd {
         /// Functions `merge-aligned` must not merge (names separated by commas, without `%`).
         #[arg(long, value_name = "NAMES", value_delimiter = ',')]
         hot: Vec<String>,
+        /// Compile for this target where the inputs name none: an architecture (x86_64,
+        /// aarch64, riscv64, s390x: Linux) or a triple (aarch64-apple-darwin), then ISA flags
+        /// as a `target` line spells them ("riscv64 has_v"). Inputs with `target` lines use
+        /// their line of this architecture (these flags on top). Default: the host, or the
+        /// first target an input names when none is the host's.
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
         /// `.clif` files or directories of them, or one `.wasm` module (with the `wasm`
         /// feature).
         #[arg(required = true)]
@@ -189,10 +204,10 @@ enum Cmd {
     ///
     /// FILES are one module: `.clif` (wasmtime's `;; Intermediate Representation of function
     /// <NAME>` comments name its functions) or a `.wasm` core module (with the `wasm` feature).
-    /// Code bytes are measured as `size` measures them, for x86-64 at `--opt-level`: a
-    /// family's saving is its members' plain bytes less the body they share, and what no
-    /// family accounts for (thunks, extra arguments set up in callers, lowering) is reported
-    /// apart, so the two add up to the saving `size` reports.
+    /// Code bytes are measured as `size` measures them, for the host's ISA (or `--target`)
+    /// at `--opt-level`: a family's saving is its members' plain bytes less the body they
+    /// share, and what no family accounts for (thunks, extra arguments set up in callers,
+    /// lowering) is reported apart, so the two add up to the saving `size` reports.
     Report {
         /// Comma list of passes, as for `size`.
         #[arg(long, default_value = DEFAULT_PASSES)]
@@ -234,6 +249,14 @@ enum Cmd {
         /// module: `trampoline`, `builtin`, `startup`. Totals stay the module's.
         #[arg(long, value_parser = ["function", "trampoline", "builtin", "startup"])]
         kind: Option<String>,
+        /// Compile for this target where the inputs name none: an architecture (x86_64,
+        /// aarch64, riscv64, s390x: Linux) or a triple (aarch64-apple-darwin), then ISA flags
+        /// as a `target` line spells them ("riscv64 has_v"). Inputs with `target` lines use
+        /// their line of this architecture (these flags on top). Default: the host, or the
+        /// first target an input names when none is the host's.
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
+
         /// `.clif` or `.wasm` files, or directories of `.clif` files: one module.
         #[arg(required_unless_present = "diff")]
         files: Vec<PathBuf>,
@@ -356,16 +379,23 @@ fn run(cli: Cli) -> ExitCode {
             stats,
             no_verify,
             low_memory,
+            target,
             files,
-        } => cmd_opt(
-            &passes,
-            hot_functions(hot),
-            &emit,
-            stats,
-            !no_verify,
-            low_memory,
-            &files,
-        ),
+        } => target
+            .as_deref()
+            .map(target_triple)
+            .transpose()
+            .and_then(|target| {
+                cmd_opt(
+                    &passes,
+                    hot_functions(hot),
+                    &emit,
+                    stats,
+                    (!no_verify, low_memory),
+                    target.as_ref(),
+                    &files,
+                )
+            }),
         Cmd::Run {
             passes,
             opt_level,
@@ -398,6 +428,7 @@ fn run(cli: Cli) -> ExitCode {
             local,
             no_fetch_locals,
             hot,
+            target,
             files,
         } => cmd_size(
             &passes,
@@ -410,6 +441,7 @@ fn run(cli: Cli) -> ExitCode {
                 local,
                 fetch_locals: !no_fetch_locals,
                 hot: hot_functions(hot),
+                target,
             },
             (threads as usize, first == "pipeline"),
             &files,
@@ -425,6 +457,7 @@ fn run(cli: Cli) -> ExitCode {
             threads,
             width,
             kind,
+            target,
             files,
         } => cmd_report(
             &passes,
@@ -436,6 +469,7 @@ fn run(cli: Cli) -> ExitCode {
                 svg,
                 width,
                 kind,
+                target,
             },
             threads as usize,
             diff,
@@ -538,6 +572,7 @@ fn frontend_config() -> TargetFrontendConfig {
 fn load_module(
     files: &[PathBuf],
     keep_text: bool,
+    target: Option<&mergelift_tools::cross::Target>,
     stats: &mut Stats,
 ) -> Result<(lir::Module, Vec<PassedThrough>)> {
     let mut module = lir::Module::new();
@@ -579,10 +614,15 @@ fn load_module(
         let t = Instant::now();
         let mut stream = mergelift_tools::input::open_clif(path).map_err(|e| anyhow!(e))?;
         let mut parse_time = t.elapsed();
-        // Verify as `run` and `size` compile: with the file's x86-64 target (or the host) and
-        // its flags (a file with no `set` or `target` line keeps frame pointers, as wasmtime's
-        // CLIF needs); some instructions (`get_frame_pointer`) are checked only against an ISA.
-        let isa = mergelift_tools::input::file_isa(&stream.file, None).ok();
+        // Verify as `run` and `size` compile: for the file's target (or `--target`, or the
+        // host) with its flags (a file with no `set` or `target` line keeps frame pointers, as
+        // wasmtime's CLIF needs); some instructions (`get_frame_pointer`) are checked only
+        // against an ISA. A file naming no target of `--target`'s architecture is an error.
+        let isa = match mergelift_tools::input::file_isa(&stream.file, None, target) {
+            Ok(isa) => Some(isa),
+            Err(e) if target.is_some() => bail!(e),
+            Err(_) => None,
+        };
         loop {
             let t = Instant::now();
             let Some(f) = stream.next_function() else {
@@ -994,8 +1034,8 @@ fn cmd_opt(
     hot: Option<midend::passes::merge::HotFunctions>,
     emit: &str,
     want_stats: bool,
-    verify: bool,
-    low_memory: bool,
+    (verify, low_memory): (bool, bool),
+    target: Option<&mergelift_tools::cross::Target>,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
     let mut pm = PassManager::from_kinds_with(
@@ -1007,7 +1047,7 @@ fn cmd_opt(
     );
     pm.verify = verify;
     let mut stats = Stats::default();
-    let (mut module, passed) = load_module(files, emit == "clif", &mut stats)?;
+    let (mut module, passed) = load_module(files, emit == "clif", target, &mut stats)?;
     let mut state = PassState::default();
     state.free_removed = low_memory;
     let functions_in = module.live_functions().count() + passed.len();
@@ -1163,8 +1203,21 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
         verify: cli.verify,
     };
     let paths = collect_files(files).map_err(|e| anyhow!(e))?;
-    let triple = cli.target.map(target_triple).transpose()?;
-    if let Some(arch) = triple.as_ref().and_then(mergelift_tools::cross::Arch::of) {
+    let target = cli.target.map(target_triple).transpose()?;
+    if target.as_ref().is_some_and(|t| !t.flags.is_empty()) {
+        bail!("run --target takes an architecture or a triple, no ISA flags: each file's target lines say its flags");
+    }
+    if let Some(t) = target.as_ref().filter(|t| t.arch().is_some()) {
+        use target_lexicon::OperatingSystem as Os;
+        if !matches!(t.triple.operating_system, Os::Linux | Os::Unknown) {
+            bail!(
+                "run --target {}: foreign code runs on Linux under qemu-user; give the \
+                 architecture alone",
+                t.triple
+            );
+        }
+    }
+    if let Some(arch) = target.as_ref().and_then(|t| t.arch()) {
         if Some(arch) != mergelift_tools::cross::Arch::of(&target_lexicon::Triple::host()) {
             return cmd_run_cross(arch, &opts, cli.verbose, &paths);
         }
@@ -1238,9 +1291,9 @@ fn cmd_run_cross(
     })
 }
 
-/// A `--target` value as a triple (an architecture name or a full triple).
-fn target_triple(s: &str) -> Result<target_lexicon::Triple> {
-    mergelift_tools::cross::parse_target(s).map_err(|e| anyhow!(e))
+/// A `--target` value: an architecture name or a triple, then ISA flags.
+fn target_triple(s: &str) -> Result<mergelift_tools::cross::Target> {
+    mergelift_tools::cross::Target::parse(s).map_err(|e| anyhow!(e))
 }
 
 /// The switches of `size` that shape the pipeline's side.
@@ -1250,6 +1303,7 @@ struct SizeFlags {
     local: bool,
     fetch_locals: bool,
     hot: Option<midend::passes::merge::HotFunctions>,
+    target: Option<String>,
 }
 
 fn cmd_size(
@@ -1267,7 +1321,9 @@ fn cmd_size(
         local,
         fetch_locals,
         hot,
+        target,
     } = flags;
+    let target = target.as_deref().map(target_triple).transpose()?;
     let passes = midend::parse_pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
     let (inputs, _, parse_ms) = read_inputs(files, false)?;
@@ -1284,6 +1340,7 @@ fn cmd_size(
         },
         local,
         opt_level: Some(opt),
+        target,
         object: emit_object.is_some(),
         sides: if pipeline_first {
             mergelift_tools::size::Sides::PipelineFirst
@@ -1428,6 +1485,7 @@ struct ReportOutput {
     svg: Option<PathBuf>,
     width: usize,
     kind: Option<String>,
+    target: Option<String>,
 }
 
 fn cmd_report(
@@ -1448,6 +1506,7 @@ fn cmd_report(
             ..Default::default()
         },
         opt_level: Some(opt),
+        target: out_opts.target.as_deref().map(target_triple).transpose()?,
         ..Default::default()
     };
     let report_of = |files: &[PathBuf]| -> Result<mergelift_tools::report::Report> {

@@ -123,37 +123,106 @@ impl std::fmt::Display for Arch {
     }
 }
 
-/// Parse a `--target` value: an architecture name (`x86_64`, `aarch64`, `riscv64`, `s390x`:
-/// Linux, or the host's system for the host's architecture) or a full target triple
-/// (`aarch64-apple-darwin`). Errors name what Cranelift supports.
-pub fn parse_target(s: &str) -> Result<Triple, String> {
-    let short = match s {
-        "aarch64" | "arm64" => Some(Arch::Aarch64.linux_triple()),
-        "riscv64" | "riscv64gc" => Some(Arch::Riscv64.linux_triple()),
-        "s390x" => Some(Arch::S390x.linux_triple()),
-        "x86_64" | "x86-64" | "x64" => {
-            let host = Triple::host();
-            Some(if host.architecture == Architecture::X86_64 {
-                host
-            } else {
-                "x86_64-unknown-linux-gnu".parse().expect("a known triple")
+/// A `--target`: a triple and ISA flags, spelled as a `target` line of a `.clif` file spells
+/// them (`riscv64 has_v`, `x86_64 has_avx`, `aarch64-apple-darwin`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub triple: Triple,
+    /// ISA flags to set, by name (`name` alone sets a boolean flag).
+    pub flags: Vec<(String, String)>,
+}
+
+impl Target {
+    /// Parse a `--target` value: an architecture name (`x86_64`, `aarch64`, `riscv64`,
+    /// `s390x`: Linux, or the host itself for the host's architecture) or a full triple, then
+    /// ISA flags. Errors name what Cranelift supports, or the flag it does not know.
+    pub fn parse(s: &str) -> Result<Target, String> {
+        let mut words = s.split_whitespace();
+        let arch = words.next().ok_or("--target: empty")?;
+        let short = match arch {
+            "aarch64" | "arm64" => Some(Arch::Aarch64.linux_triple()),
+            "riscv64" | "riscv64gc" => Some(Arch::Riscv64.linux_triple()),
+            "s390x" => Some(Arch::S390x.linux_triple()),
+            "x86_64" | "x86-64" | "x64" => {
+                let host = Triple::host();
+                Some(if host.architecture == Architecture::X86_64 {
+                    host
+                } else {
+                    "x86_64-unknown-linux-gnu".parse().expect("a known triple")
+                })
+            }
+            _ => None,
+        };
+        let triple = match short {
+            Some(t) => t,
+            None => arch
+                .parse::<Triple>()
+                .map_err(|e| format!("--target {arch}: not a target triple ({e})"))?,
+        };
+        let flags = words
+            .map(|w| match w.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                None => (w.to_string(), "true".to_string()),
             })
+            .collect();
+        let t = Target { triple, flags };
+        // Cranelift knows the triple and every flag.
+        t.builder()?;
+        Ok(t)
+    }
+
+    /// The foreign architecture, if it is one.
+    pub fn arch(&self) -> Option<Arch> {
+        Arch::of(&self.triple)
+    }
+
+    /// Is this the host as it is (its triple, no flags)? Then the host's own features
+    /// (`cranelift_native`) are used.
+    pub fn is_host(&self) -> bool {
+        self.triple == Triple::host() && self.flags.is_empty()
+    }
+
+    /// An ISA builder for the triple (the host's, with every feature it detects, for
+    /// [`Target::is_host`]) with the flags set.
+    pub fn builder(&self) -> Result<cranelift_codegen::isa::Builder, String> {
+        let mut b = if self.is_host() {
+            cranelift_native::builder().map_err(|e| format!("this host: {e}"))?
+        } else {
+            cranelift_codegen::isa::lookup(self.triple.clone()).map_err(|e| {
+                format!(
+                    "--target {}: Cranelift cannot compile for it ({e}); its targets are \
+                     x86_64, aarch64, riscv64 and s390x",
+                    self.triple
+                )
+            })?
+        };
+        self.set_flags(&mut b)?;
+        Ok(b)
+    }
+
+    /// Set the flags in `b` (an ISA builder of this architecture).
+    pub fn set_flags(&self, b: &mut cranelift_codegen::isa::Builder) -> Result<(), String> {
+        for (k, v) in &self.flags {
+            b.set(k, v)
+                .map_err(|e| format!("--target: {} has no ISA flag {k}={v} ({e})", self.triple))?;
         }
-        _ => None,
-    };
-    let triple = match short {
-        Some(t) => t,
-        None => s
-            .parse::<Triple>()
-            .map_err(|e| format!("--target {s}: not a target triple ({e})"))?,
-    };
-    cranelift_codegen::isa::lookup(triple.clone()).map_err(|e| {
-        format!(
-            "--target {s}: Cranelift cannot compile for {triple} ({e}); its targets are x86_64, \
-             aarch64, riscv64 and s390x"
-        )
-    })?;
-    Ok(triple)
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.triple)?;
+        for (k, v) in &self.flags {
+            write!(f, " {k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The architecture of `triple` as a `target` line spells it (`riscv64`, not `riscv64gc`).
+pub fn arch_name(triple: &Triple) -> String {
+    Arch::of(triple).map_or_else(|| triple.architecture.to_string(), |a| a.name().to_string())
 }
 
 /// Do two triples name the same architecture (`riscv64` and `riscv64gc` do)?
@@ -879,27 +948,30 @@ mod tests {
 
     #[test]
     fn targets_parse() {
+        let arch = |s: &str| Target::parse(s).unwrap().arch();
+        assert_eq!(arch("aarch64"), Some(Arch::Aarch64));
+        assert_eq!(arch("riscv64"), Some(Arch::Riscv64));
+        assert_eq!(arch("s390x-unknown-linux-gnu"), Some(Arch::S390x));
+        let mac = Target::parse("aarch64-apple-darwin").unwrap();
         assert_eq!(
-            Arch::of(&parse_target("aarch64").unwrap()),
-            Some(Arch::Aarch64)
-        );
-        assert_eq!(
-            Arch::of(&parse_target("riscv64").unwrap()),
-            Some(Arch::Riscv64)
-        );
-        assert_eq!(
-            Arch::of(&parse_target("s390x-unknown-linux-gnu").unwrap()),
-            Some(Arch::S390x)
-        );
-        let mac = parse_target("aarch64-apple-darwin").unwrap();
-        assert_eq!(
-            mac.operating_system,
+            mac.triple.operating_system,
             target_lexicon::OperatingSystem::Darwin(None)
         );
-        assert!(parse_target("mips64")
+        let v = Target::parse("riscv64 has_v has_zbb=false").unwrap();
+        assert_eq!(
+            v.flags,
+            [
+                ("has_v".to_string(), "true".to_string()),
+                ("has_zbb".to_string(), "false".to_string())
+            ]
+        );
+        assert!(Target::parse("mips64")
             .unwrap_err()
             .contains("x86_64, aarch64"));
-        assert!(parse_target("not a triple").is_err());
+        assert!(Target::parse("aarch64 has_avx")
+            .unwrap_err()
+            .contains("has_avx"));
+        assert!(Target::parse("not-a-triple").is_err());
     }
 
     #[test]

@@ -267,7 +267,13 @@ fn prepare(
             let mut fs = funcs.clone();
             let symbols = cross::prefix_names(&mut fs, &prefix).into_iter().collect();
             let linked = fs.into_iter().map(|f| (Linkage::Export, f)).collect();
-            let object = compile_object(isa.clone(), linked, side, &sigs, &format!("{prefix}t"));
+            let object = compile_object(
+                isa.clone(),
+                linked,
+                side,
+                &sigs,
+                &format!("{prefix}trampoline"),
+            );
             SideObject {
                 object,
                 symbols,

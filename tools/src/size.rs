@@ -1,7 +1,8 @@
 //! Code size and compile time, without and with Mergelift: the functions of the inputs are
 //! compiled into a plain `ObjectModule` ("before"), then into a `MergeModule<ObjectModule>`
-//! ("after"), for the ISA the inputs' `set` and `target` lines ask for. Both sides link the
-//! same way (by name, imports left undefined), so the difference is Mergelift's alone.
+//! ("after"), for the ISA the inputs' `set` and `target` lines ask for (or `--target`). Both
+//! sides link the same way (by name, imports left undefined), so the difference is
+//! Mergelift's alone.
 
 use crate::input::{file_isa, isa_signature, ClifFile};
 use cranelift_codegen::isa::OwnedTargetIsa;
@@ -27,6 +28,9 @@ pub struct SizeOptions {
     /// `Export`: `merge-similar` then folds them, each with a thunk while
     /// `config.fetch_locals` keeps them fetchable.
     pub local: bool,
+    /// Compile for this target (`--target`): the inputs' target lines of its architecture,
+    /// or this triple where they name none. `None`: the host's, or what the inputs name.
+    pub target: Option<crate::cross::Target>,
 }
 
 /// What `mergelift size` reports.
@@ -144,8 +148,12 @@ impl SizeReport {
     }
 }
 
-/// The ISA all `files` ask for; they must agree.
-pub fn common_isa(files: &[ClifFile], opt: Option<OptLevel>) -> Result<OwnedTargetIsa, String> {
+/// The ISA all `files` ask for (for `target`, see [`file_isa`]); they must agree.
+pub fn common_isa(
+    files: &[ClifFile],
+    opt: Option<OptLevel>,
+    target: Option<&crate::cross::Target>,
+) -> Result<OwnedTargetIsa, String> {
     let first = files.first().ok_or("no input files")?;
     let sig = isa_signature(first);
     for f in &files[1..] {
@@ -158,7 +166,7 @@ pub fn common_isa(files: &[ClifFile], opt: Option<OptLevel>) -> Result<OwnedTarg
             ));
         }
     }
-    file_isa(first, opt)
+    file_isa(first, opt, target)
 }
 
 fn object_module(isa: OwnedTargetIsa) -> Result<ObjectModule, String> {
@@ -292,7 +300,7 @@ fn compile_plain(
     file_of: &FileOf,
     r: &mut SizeReport,
 ) -> Result<(), String> {
-    let mut plain = object_module(common_isa(files, opts.opt_level)?)?;
+    let mut plain = object_module(common_isa(files, opts.opt_level, opts.target.as_ref())?)?;
     let declared = declare_by_name(&mut plain, funcs).map_err(|e| format!("{e:#}"))?;
     let n = declared.len();
     let threads = opts.config.threads.get();
@@ -324,7 +332,7 @@ fn compile_pipeline(
     file_of: &FileOf,
     r: &mut SizeReport,
 ) -> Result<(), String> {
-    let inner = object_module(common_isa(files, opts.opt_level)?)?;
+    let inner = object_module(common_isa(files, opts.opt_level, opts.target.as_ref())?)?;
     let mut m = MergeModule::with_config(inner, opts.config.clone());
     let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
     let ids: Vec<FuncId> = declared.iter().map(|(_, id, _)| *id).collect();
