@@ -320,6 +320,13 @@ enum Cmd {
         /// function merged away in an earlier batch when a later one takes its address.
         #[arg(long)]
         late_addresses: bool,
+        /// Compile for this target: the host's architecture (the default) through the JIT,
+        /// or aarch64, riscv64 or s390x (then ISA flags, "riscv64 has_zbb") as object files
+        /// linked with a C harness and run under qemu-user, plainly and through the pipeline
+        /// (with --batch: `flush` after each batch), both compared with the interpreter.
+        /// Needs Debian's `qemu-user` and `gcc-<arch>-linux-gnu`.
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
     },
 }
 
@@ -499,7 +506,15 @@ fn run(cli: Cli) -> ExitCode {
             out_dir,
             batch,
             late_addresses,
-        } => cmd_fuzz(iterations, seed, &passes, out_dir, (batch, late_addresses)),
+            target,
+        } => cmd_fuzz(
+            iterations,
+            seed,
+            &passes,
+            out_dir,
+            (batch, late_addresses),
+            target.as_deref(),
+        ),
     };
     match r {
         Ok(code) => code,
@@ -1615,19 +1630,41 @@ fn cmd_fuzz(
     passes: &str,
     out_dir: PathBuf,
     (batch, late_addresses): (mergelift_tools::fuzz::BatchMode, bool),
+    target: Option<&str>,
 ) -> Result<ExitCode> {
     PassManager::from_names(passes)?;
-    let r = mergelift_tools::fuzz::fuzz(&mergelift_tools::fuzz::FuzzOptions {
+    let target = target.map(target_triple).transpose()?;
+    let opts = mergelift_tools::fuzz::FuzzOptions {
         iterations,
         seed,
         passes: passes.to_string(),
         out_dir,
         batch,
         late_addresses,
-    });
+    };
+    let host = mergelift_tools::cross::Arch::of(&target_lexicon::Triple::host());
+    let foreign = target.filter(|t| t.arch().is_some() && t.arch() != host);
+    let r = match &foreign {
+        Some(t) => {
+            let arch = t.arch().expect("foreign");
+            let tc = mergelift_tools::cross::Toolchain::find(arch).map_err(|e| anyhow!(e))?;
+            mergelift_tools::fuzz_cross::fuzz(&opts, &tc, t)
+        }
+        None => mergelift_tools::fuzz::fuzz(&opts),
+    };
     let mut out = Out::new();
+    for f in &r.plain_failures {
+        out.line(&format!("plain compile: {f}"))?;
+    }
     for f in &r.failures {
         out.line(f)?;
+    }
+    if let Some(t) = &foreign {
+        out.line(&format!(
+            "plain compile ({}): {} modules disagree with the interpreter",
+            mergelift_tools::cross::arch_name(&t.triple),
+            r.plain_failed
+        ))?;
     }
     out.line(&r.summary())?;
     out.finish()?;

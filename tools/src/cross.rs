@@ -693,9 +693,13 @@ int main(void) {
 }
 "#;
 
-/// The C source of a harness making `calls` (at least one), each with a time limit of `timeout` (none: a
-/// day).
-fn harness_source(calls: &[HarnessCall], timeout: Option<Duration>) -> Result<String, String> {
+/// The C source of a harness making `calls` (at least one), each with a time limit of
+/// `timeout` (none: a day), defining the data symbols `data` (64 bytes each).
+fn harness_source(
+    calls: &[HarnessCall],
+    timeout: Option<Duration>,
+    data: &[String],
+) -> Result<String, String> {
     use std::collections::BTreeMap;
     use std::fmt::Write as _;
     let mut s = String::from(
@@ -720,6 +724,15 @@ fn harness_source(calls: &[HarnessCall], timeout: Option<Duration>) -> Result<St
     }
     for (name, k) in &functions {
         let _ = writeln!(s, "extern char ml_f{k}[] __asm__(\"{name}\");");
+    }
+    for (k, name) in data.iter().enumerate() {
+        if !plain_symbol(name) {
+            return Err(format!("`{name}` is not a symbol the harness can name"));
+        }
+        let _ = writeln!(
+            s,
+            "char ml_d{k}[64] __asm__(\"{name}\") __attribute__((aligned(16)));"
+        );
     }
     for (name, k) in &trampolines {
         let _ = writeln!(
@@ -790,16 +803,17 @@ fn first_lines(s: &str, n: usize) -> String {
 }
 
 /// Link `objects` (object files for `tc`'s architecture, every symbol of `calls` defined in
-/// one of them) with a harness making `calls`, in `dir`: the program's path.
+/// one of them) with a harness making `calls` and defining `data`, in `dir`: the program's
+/// path.
 fn link(
     tc: &Toolchain,
     dir: &Path,
     objects: &[Vec<u8>],
     calls: &[HarnessCall],
-    timeout: Option<Duration>,
+    (timeout, data): (Option<Duration>, &[String]),
 ) -> Result<PathBuf, String> {
     let src = dir.join("harness.c");
-    std::fs::write(&src, harness_source(calls, timeout)?)
+    std::fs::write(&src, harness_source(calls, timeout, data)?)
         .map_err(|e| format!("{}: {e}", src.display()))?;
     let mut cmd = Command::new(&tc.gcc);
     cmd.args(["-O1", "-static", "-no-pie", "-w"]).arg(&src);
@@ -890,19 +904,21 @@ fn run_program(
 
 /// Link `objects` with a harness making `calls` and run it under qemu: the outcome of each
 /// call, in order. Each call may take `timeout` (`None`: no limit); the whole program is
-/// killed after the sum of the limits and a minute. An error: the program could not be
-/// linked or started (the message quotes the linker).
+/// killed after the sum of the limits and a minute. The harness defines the data symbols
+/// `data` (64 bytes each, for code that takes their addresses). An error: the program could
+/// not be linked or started (the message quotes the linker).
 pub fn run_harness(
     tc: &Toolchain,
     objects: &[Vec<u8>],
     calls: &[HarnessCall],
     timeout: Option<Duration>,
+    data: &[String],
 ) -> Result<Vec<CallOutcome>, String> {
     if calls.is_empty() {
         return Ok(Vec::new());
     }
     let dir = TempDir::new()?;
-    let exe = link(tc, &dir.0, objects, calls, timeout)?;
+    let exe = link(tc, &dir.0, objects, calls, (timeout, data))?;
     let limit = match timeout {
         Some(t) => t * (calls.len() as u32 + 1) + Duration::from_secs(60),
         None => Duration::from_secs(86_400),
@@ -931,6 +947,38 @@ pub fn run_harness(
         .into_iter()
         .map(|o| o.unwrap_or_else(|| CallOutcome::Lost(why.clone())))
         .collect())
+}
+
+/// Link the C program `source` with `objects` statically by `tc`'s cross gcc and run it
+/// under qemu (for at most a minute): what it printed, or why it did not link or run to a
+/// successful end.
+pub fn run_c_program(tc: &Toolchain, source: &str, objects: &[Vec<u8>]) -> Result<String, String> {
+    let dir = TempDir::new()?;
+    let src = dir.0.join("main.c");
+    std::fs::write(&src, source).map_err(|e| format!("{}: {e}", src.display()))?;
+    let exe = dir.0.join("main");
+    let mut cmd = Command::new(&tc.gcc);
+    cmd.args(["-O1", "-static", "-no-pie", "-w"]).arg(&src);
+    for (k, o) in objects.iter().enumerate() {
+        let p = dir.0.join(format!("m{k}.o"));
+        std::fs::write(&p, o).map_err(|e| format!("{}: {e}", p.display()))?;
+        cmd.arg(&p);
+    }
+    let out =
+        (cmd.arg("-lm").arg("-o").arg(&exe).output()).map_err(|e| format!("{}: {e}", tc.gcc))?;
+    if !out.status.success() {
+        return Err(format!(
+            "linking with {} failed:\n    {}",
+            tc.gcc,
+            first_lines(&String::from_utf8_lossy(&out.stderr), 8)
+        ));
+    }
+    let (stdout, how) = run_program(tc, &exe, Duration::from_secs(60))?;
+    if how.is_empty() {
+        Ok(stdout)
+    } else {
+        Err(how)
+    }
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {

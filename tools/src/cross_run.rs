@@ -360,7 +360,7 @@ fn run_units(tc: &Toolchain, opts: &RunOptions, units: Vec<Unit>, report: &mut C
             }
         }
     }
-    let together = cross::run_harness(tc, &objects, &calls, opts.timeout);
+    let together = cross::run_harness(tc, &objects, &calls, opts.timeout, &[]);
     for (u, unit) in units.iter().enumerate() {
         let mut outcomes: [Outcomes; 2] = [Vec::new(), Vec::new()];
         for (s, side) in unit.sides.iter().enumerate() {
@@ -374,6 +374,7 @@ fn run_units(tc: &Toolchain, opts: &RunOptions, units: Vec<Unit>, report: &mut C
                     std::slice::from_ref(&o.bytes),
                     &calls_of(arch, unit, side),
                     opts.timeout,
+                    &[],
                 )
                 .map_err(|e| unprefixed(&e, side)),
             };
