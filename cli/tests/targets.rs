@@ -272,3 +272,69 @@ block1(v1: i32):
         }
     }
 }
+
+/// `tests/data/NAME`.
+fn data(name: &str) -> String {
+    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The numbers of a summary line (`P passed, F failed`, then what follows).
+fn numbers(line: &str) -> Vec<u64> {
+    line.split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
+
+/// What the lift and lower must keep on every target (`tests/data/portable.clif`: `tail`
+/// with extended arguments and `return_call`, i128 and vector arguments, aligned stack
+/// slots, frame pointer and return address, atomics and a fence, near and far calls and
+/// addresses, PIC and not; `tests/data/aarch64-conventions.clif`: Apple's and Winch's
+/// conventions), through three pipelines: every run line passes plainly and through the
+/// passes, which merge functions (exactly and as near-duplicates) on the way.
+#[test]
+fn target_features_survive_the_passes() {
+    let pipelines: [&[&str]; 3] = [
+        &["--passes", "merge,merge-similar"],
+        &["--passes", "merge,merge-similar,lvn,gvn,dce", "--lower-all"],
+        &["--passes", "merge,merge-similar,merge-aligned"],
+    ];
+    let portable = data("portable.clif");
+    let conventions = data("aarch64-conventions.clif");
+    // On the host, through the JIT: two targets of 16 lines.
+    for p in pipelines {
+        let (code, out, err) = mergelift(&[&["run"], p, &[portable.as_str()]].concat());
+        assert_eq!(code, 0, "{p:?}: {out}{err}");
+        assert_eq!(out.lines().last(), Some("32 passed, 0 failed"), "{out}");
+    }
+    let mut cases = vec![(Arch::Aarch64, conventions.as_str(), 20)];
+    cases.extend(Arch::ALL.map(|a| (a, portable.as_str(), 32)));
+    for (arch, file, lines) in cases {
+        if toolchain_for_test(arch).is_none() {
+            continue;
+        }
+        for p in pipelines {
+            let args = [&["run", "-v", "--target", arch.name()], p, &[file]].concat();
+            let (code, out, err) = mergelift(&args);
+            assert_eq!(code, 0, "{arch} {p:?} {file}: {out}{err}");
+            let last: Vec<&str> = out.lines().rev().take(3).collect();
+            assert_eq!(
+                last[0],
+                format!(
+                    "{lines} passed, 0 failed ({arch}, through the pipeline; 0 fail only there)"
+                ),
+                "{out}"
+            );
+            assert_eq!(
+                last[1],
+                format!("plain compile ({arch}): {lines} passed, 0 failed")
+            );
+            // `pipeline: N functions in; merged: E as equal, S by merge-similar, ...`
+            let n = numbers(last[2]);
+            assert!(
+                last[2].starts_with("pipeline:") && n[1] > 0 && n[2] > 0,
+                "{out}"
+            );
+        }
+    }
+}

@@ -296,8 +296,7 @@ pub fn toolchain_for_test(arch: Arch) -> Option<Toolchain> {
 }
 
 /// `isa` (its ISA flags and shared flags) rebuilt for `arch`'s Linux triple, with `overrides`
-/// of shared flags. The code links statically into a program that is not position
-/// independent, as the harness is.
+/// of shared flags. (The harness links code statically, PIC or not.)
 pub fn linux_isa(
     arch: Arch,
     isa: &dyn TargetIsa,

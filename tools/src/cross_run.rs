@@ -176,7 +176,8 @@ fn prepare(
     if !test.commands.iter().any(|c| c.command == "run") {
         return skip(report, &file, "interpret-only test (no `test run`)".into());
     }
-    let mut overrides = vec![("is_pic", "false"), ("use_colocated_libcalls", "false")];
+    // The file's flags as they are (PIC or not: the harness links either statically).
+    let mut overrides = Vec::new();
     if let Some(o) = opts.opt_level {
         overrides.push(("opt_level", o.name()));
     }
