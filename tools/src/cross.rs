@@ -79,6 +79,16 @@ impl Arch {
         }
     }
 
+    /// The Debian package of the target's C library for static linking (a package the cross
+    /// gcc only recommends).
+    fn libc_package(self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "libc6-dev-arm64-cross",
+            Arch::Riscv64 => "libc6-dev-riscv64-cross",
+            Arch::S390x => "libc6-dev-s390x-cross",
+        }
+    }
+
     /// The emulator (Debian package `qemu-user`).
     fn qemu(self) -> &'static str {
         match self {
@@ -247,6 +257,14 @@ fn runs(program: &str, arg: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Does `gcc` find the target's static C library? (It prints the bare name when not.)
+fn has_static_libc(gcc: &str) -> bool {
+    Command::new(gcc)
+        .arg("-print-file-name=libc.a")
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains('/'))
+}
+
 impl Toolchain {
     /// Find the cross gcc and qemu-user of `arch`. The error names each program missing and
     /// the Debian package that has it.
@@ -256,6 +274,8 @@ impl Toolchain {
         let mut missing = Vec::new();
         if !runs(gcc, "--version") {
             missing.push((gcc, gcc_pkg));
+        } else if !has_static_libc(gcc) {
+            missing.push(("libc.a", arch.libc_package()));
         }
         if !runs(qemu, "-version") {
             missing.push((qemu, "qemu-user"));
