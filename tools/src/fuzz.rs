@@ -2950,8 +2950,8 @@ pub fn compile_pipeline_batched(
         let mut rng = SplitMix64::new(plan.len() as u64 ^ (funcs.len() as u64) << 32);
         for (k, b) in plan.iter().enumerate() {
             let draw = rng.next_u64();
-            let bad = (draw & 3 == 0).then(|| define_unverifiable(m, k));
-            let failing = (draw & 12 == 0).then(|| define_uncompilable(m, k));
+            let bad = (draw & 3 == 0).then(|| define_unverifiable(m, "", k));
+            let failing = (draw & 12 == 0).then(|| define_uncompilable(m, "", k));
             for &i in b {
                 let (name, id, f) = bodies[i].take().expect("each function in one batch");
                 ctx.clear();
@@ -3021,12 +3021,14 @@ fn define_invalid<M: Module>(
 }
 
 /// Define a function Cranelift's verifier rejects (it returns nothing from a function that
-/// returns an `i64`): `Ok` when `define_function` refuses it as the plain module does.
+/// returns an `i64`), named `{prefix}__fuzz_unverifiable{batch}`: `Ok` when `define_function`
+/// refuses it as the plain module does.
 pub(crate) fn define_unverifiable<M: Module>(
     m: &mut MergeModule<M>,
+    prefix: &str,
     batch: usize,
 ) -> Result<(), String> {
-    let name = format!("__fuzz_unverifiable{batch}");
+    let name = format!("{prefix}__fuzz_unverifiable{batch}");
     match define_invalid(m, &name, |b, _| {
         b.ins().return_(&[]);
     })?
@@ -3041,12 +3043,14 @@ pub(crate) fn define_unverifiable<M: Module>(
 }
 
 /// Define a function that passes Cranelift's verifier but not its compile (two stack slots
-/// larger than any frame); its id, or why it could not be defined.
+/// larger than any frame), named `{prefix}__fuzz_uncompilable{batch}`; its id, or why it
+/// could not be defined.
 pub(crate) fn define_uncompilable<M: Module>(
     m: &mut MergeModule<M>,
+    prefix: &str,
     batch: usize,
 ) -> Result<FuncId, String> {
-    let name = format!("__fuzz_uncompilable{batch}");
+    let name = format!("{prefix}__fuzz_uncompilable{batch}");
     let (r, id) = define_invalid(m, &name, |b, x| {
         for _ in 0..2 {
             b.create_sized_stack_slot(StackSlotData::new(

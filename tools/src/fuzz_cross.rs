@@ -162,8 +162,8 @@ fn renamed(
     (linked, names.into_iter().collect())
 }
 
-/// The pipeline's object of `linked` in batches (indices into `linked`, as `batch_plan` makes
-/// them), each followed by `flush`, with the invalid functions `fuzz`'s batched compile mixes
+/// The pipeline's object of `linked` (its symbols under `prefix`) in batches (indices into
+/// `linked`, as `batch_plan` makes them), each followed by `flush`, with the invalid functions `fuzz`'s batched compile mixes
 /// in (one the verifier rejects, which `define_function` must refuse; one that fails to
 /// compile, which that batch's flush must name alone).
 fn batched_object(
@@ -171,7 +171,7 @@ fn batched_object(
     linked: Vec<(Linkage, Function)>,
     config: MergeConfig,
     plan: &[Vec<usize>],
-    tramp_prefix: &str,
+    prefix: &str,
 ) -> Result<CompiledObject, String> {
     let backend = |e: String| ModuleError::Backend(anyhow::anyhow!(e));
     let n = linked.len();
@@ -187,8 +187,8 @@ fn batched_object(
         let mut rng = SplitMix64::new(plan.len() as u64 ^ (n as u64) << 32);
         for (k, b) in plan.iter().enumerate() {
             let draw = rng.next_u64();
-            let bad = (draw & 3 == 0).then(|| define_unverifiable(&mut m, k));
-            let failing = (draw & 12 == 0).then(|| define_uncompilable(&mut m, k));
+            let bad = (draw & 3 == 0).then(|| define_unverifiable(&mut m, prefix, k));
+            let failing = (draw & 12 == 0).then(|| define_uncompilable(&mut m, prefix, k));
             for &i in b {
                 let (id, f) = bodies[i].take().expect("each function in one batch");
                 ctx.clear();
@@ -211,8 +211,8 @@ fn batched_object(
             // An object file defines every function it exports: each invalid one is defined
             // again, validly (as a user must before `finish`), in the next batch.
             for name in [
-                format!("__fuzz_unverifiable{k}"),
-                format!("__fuzz_uncompilable{k}"),
+                format!("{prefix}__fuzz_unverifiable{k}"),
+                format!("{prefix}__fuzz_uncompilable{k}"),
             ] {
                 if let Some(cranelift_module::FuncOrDataId::Func(id)) =
                     m.declarations().get_name(&name)
@@ -221,8 +221,12 @@ fn batched_object(
                 }
             }
         }
-        let trampolines =
-            define_trampolines(&mut m, &[wrapper_signature()], tramp_prefix).map_err(backend)?;
+        let trampolines = define_trampolines(
+            &mut m,
+            &[wrapper_signature()],
+            &format!("{prefix}trampoline"),
+        )
+        .map_err(backend)?;
         m.flush_last()?;
         let mut stats = m.stats().clone();
         stats.add("fuzz.invalid_refused", refused);
@@ -291,7 +295,7 @@ fn compile_side(
         };
         if setup.batch > 0 {
             let plan = batch_plan(funcs, setup.batch, setup.late_addresses);
-            batched_object(isa, linked, config, &plan, &tramp)?
+            batched_object(isa, linked, config, &plan, prefix)?
         } else {
             compile_object(isa, linked, Side::Pipeline(&config), &sigs, &tramp)?
         }
