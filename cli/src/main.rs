@@ -98,7 +98,9 @@ enum Cmd {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Run the `; run:` lines of Cranelift test files through the pipeline and the JIT.
+    /// Run the `; run:` lines of Cranelift test files through the pipeline and the JIT (with
+    /// `--target aarch64|riscv64|s390x`: as object files under qemu-user, plainly and through
+    /// the pipeline).
     Run {
         #[arg(long, default_value = DEFAULT_PASSES)]
         passes: String,
@@ -298,7 +300,8 @@ enum Cmd {
         emit: String,
     },
     /// Differential fuzzing: random CLIF modules run by cranelift-interpreter (the oracle) and
-    /// through the pipeline + JIT; mismatches write minimized reproducers.
+    /// through the pipeline + JIT (with `--target`: as object files under qemu-user);
+    /// mismatches write minimized reproducers.
     Fuzz {
         #[arg(long, default_value_t = 1000)]
         iterations: usize,
