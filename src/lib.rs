@@ -126,6 +126,27 @@
 //! | `finish` | infallible | returns `ModuleResult`: a function that fails to compile there is an error naming it | the compiles happen in `finish` |
 //! | a fault in Mergelift's own passes | — | that flush fails naming every function of the batch, and the module refuses later flushes | its IR can no longer be trusted |
 //!
+//! # Targets
+//!
+//! `MergeModule` wraps a module of any Cranelift backend: x86-64, aarch64 (Linux and macOS),
+//! riscv64 and s390x. LIR and the passes do not depend on the target; the lift and lower keep
+//! calling conventions (`apple_aarch64`, `tail`, `winch`, ...) and argument extensions, i128
+//! and vector arguments, stack-slot alignment, the frame pointer and return address, atomics
+//! and fences, and `colocated` references as they came. What differs:
+//!
+//! - **Thunks.** On x86-64 (not PIC) a thunk whose survivor takes every argument in a
+//!   register is written as machine code, a few `mov`s and a jump
+//!   ([`MergeConfig::native_thunks`]); on every other target, and otherwise, a thunk is a
+//!   small function compiled by Cranelift: a call of its survivor, with a frame. On the wasm
+//!   corpus a thunk is 45 bytes on aarch64, 32 compiled by Cranelift on x86-64.
+//! - **Tail calls.** Merging makes `return_call` thunks where the ISA compiles them: on
+//!   x86-64 only with `preserve_frame_pointers`, on the others always.
+//!
+//! How each target is tested: x86-64 natively (the JIT); aarch64, riscv64 and s390x as
+//! object files linked with a C harness by Debian's cross gcc and run under qemu-user
+//! (Cranelift's run tests, the differential fuzzer, and the object-file conformance tests),
+//! each plainly and through the passes (README: Targets).
+//!
 //! # What is underneath
 //!
 //! [`midend`] is the optimizer (LIR, the passes, no dependency on Cranelift's code

@@ -103,10 +103,6 @@ fn jit_module(isa: OwnedTargetIsa) -> JITModule {
     JITModule::new(b)
 }
 
-fn object_module(isa: OwnedTargetIsa) -> ObjectModule {
-    ObjectModule::new(ObjectBuilder::new(isa, "dropin", default_libcall_names()).unwrap())
-}
-
 /// The configurations `MergeModule` is checked under.
 fn configs() -> Vec<(&'static str, MergeConfig)> {
     vec![
@@ -1267,17 +1263,9 @@ fn function_symbols(
     (symbols, problems)
 }
 
-/// Link `object` with a C driver calling each of `callable` with every input (in `dir`, as
-/// `tag`), run it, and return what it printed, or why not.
-fn link_and_run(
-    dir: &Path,
-    tag: &str,
-    object: &[u8],
-    callable: &[String],
-    pic: bool,
-) -> Result<String, String> {
-    let obj = dir.join(format!("{tag}.o"));
-    std::fs::write(&obj, object).unwrap();
+/// The C driver of the object-file tests: it calls each of `callable` with every input and
+/// prints `name input result`.
+fn driver_source(callable: &[String]) -> String {
     let mut c = String::from("#include <stdio.h>\n");
     for f in callable {
         c += &format!("extern long long {f}(long long);\n");
@@ -1292,8 +1280,22 @@ fn link_and_run(
         c += &format!("        printf(\"{f} %lld %lld\\n\", xs[i], {f}(xs[i]));\n");
     }
     c += "    }\n    return 0;\n}\n";
+    c
+}
+
+/// Link `object` with the C driver calling each of `callable` with every input (in `dir`,
+/// as `tag`) by the host's `cc`, run it, and return what it printed, or why not.
+fn link_and_run(
+    dir: &Path,
+    tag: &str,
+    object: &[u8],
+    callable: &[String],
+    pic: bool,
+) -> Result<String, String> {
+    let obj = dir.join(format!("{tag}.o"));
+    std::fs::write(&obj, object).unwrap();
     let driver = dir.join(format!("{tag}.c"));
-    std::fs::write(&driver, c).unwrap();
+    std::fs::write(&driver, driver_source(callable)).unwrap();
     let exe = dir.join(tag);
     let mut cc = Command::new("cc");
     if !pic {
@@ -1326,43 +1328,106 @@ fn cc_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Object files, PIC and not: `MergeModule<ObjectModule>` accepts what the plain module
-/// does and emits the functions it does, with the same symbol kinds, scopes and weakness;
-/// every function symbol has code of its own or exactly its survivor's (never 0 bytes, never
-/// outside code, never overlapping other code); and a C program linked with either object
-/// prints the same.
-#[test]
-fn object_files_conform() {
-    let cc = cc_available();
-    if !cc {
-        println!("object_files_conform: no `cc`, the link test is skipped");
+/// The start (section, offset) of each FDE of the object's `.eh_frame`, read from the
+/// relocations of the FDEs' initial locations.
+fn fde_starts(bytes: &[u8]) -> Vec<(object::SectionIndex, u64)> {
+    use object::ObjectSymbolTable as _;
+    let file = object::File::parse(bytes).unwrap();
+    let Some(eh) = file.section_by_name(".eh_frame") else {
+        return Vec::new();
+    };
+    let symbols = file.symbol_table().expect("a symbol table");
+    let mut out = Vec::new();
+    for (_, r) in eh.relocations() {
+        let object::RelocationTarget::Symbol(i) = r.target() else {
+            continue;
+        };
+        let sym = symbols.symbol_by_index(i).unwrap();
+        if let Some(section) = sym.section_index() {
+            out.push((section, sym.address().wrapping_add(r.addend() as u64)));
+        }
     }
-    let dir = std::env::temp_dir().join(format!("mergelift-dropin-{}", std::process::id()));
+    out
+}
+
+/// What is wrong with the unwind information of `e`: a function symbol with code (an alias
+/// included) whose start no FDE covers.
+fn unwind_problems(e: &Emitted, symbols: &BTreeMap<String, FnSymbol>) -> Vec<String> {
+    let fdes = fde_starts(&e.bytes);
+    if fdes.is_empty() {
+        return vec!["no FDE in .eh_frame".into()];
+    }
+    symbols
+        .iter()
+        .filter(|(_, s)| !fdes.contains(&(s.section.unwrap(), s.start)))
+        .map(|(name, s)| format!("{name}: no FDE starts at its code ({:#x})", s.start))
+        .collect()
+}
+
+/// The ISA of an object-file test with some shared flags set.
+type IsaWith<'a> = dyn Fn(&[(&str, &str)]) -> OwnedTargetIsa + 'a;
+
+/// `(dir, tag, object, callable, pic)`: what the C driver linked with the object printed.
+type RunDriver<'a> = dyn Fn(&Path, &str, &[u8], &[String], bool) -> Result<String, String> + 'a;
+
+/// A target of the object-file tests: how its ISA is built and, where the tools are there,
+/// how a C program linked with an object file runs.
+struct ObjectTarget<'a> {
+    what: &'a str,
+    isa: &'a IsaWith<'a>,
+    run: Option<&'a RunDriver<'a>>,
+    /// Emit `.eh_frame` (`ObjectBuilder::unwind_info`) and check an FDE for every function.
+    unwind: bool,
+}
+
+/// Object files of `t`, PIC and not: `MergeModule<ObjectModule>` accepts what the plain
+/// module does and emits the functions it does, with the same symbol kinds, scopes and
+/// weakness; every function symbol has code of its own or exactly its survivor's (never 0
+/// bytes, never outside code, never overlapping other code), and with unwind information an
+/// FDE at its start (an alias shares its survivor's); a C program linked with either object
+/// prints the same. The failures, one entry per configuration.
+fn check_object_files(t: &ObjectTarget) -> Vec<String> {
+    let object_module = |isa: OwnedTargetIsa| {
+        let mut b = ObjectBuilder::new(isa, "dropin", default_libcall_names()).unwrap();
+        b.unwind_info(t.unwind);
+        ObjectModule::new(b)
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "mergelift-dropin-{}-{}",
+        t.what,
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let mut failures = Vec::new();
     for pic in [false, true] {
         let flags: &[(&str, &str)] = if pic { &[("is_pic", "true")] } else { &[] };
-        let what = if pic { "PIC" } else { "non-PIC" };
+        let what = format!("{}, {}", t.what, if pic { "PIC" } else { "non-PIC" });
 
-        let mut plain = object_module(host_isa(flags));
+        let mut plain = object_module((t.isa)(flags));
         let mut r = Run::new(&mut plain);
         let callable = object_functions(&mut r);
         let plain_log = r.log;
         let plain_object = emit(plain.finish());
-        let (plain_syms, plain_problems) = function_symbols(&plain_object, &HashMap::new());
+        let (plain_syms, mut plain_problems) = function_symbols(&plain_object, &HashMap::new());
+        if t.unwind {
+            plain_problems.extend(unwind_problems(&plain_object, &plain_syms));
+        }
         assert!(
             plain_problems.is_empty(),
-            "plain object: {plain_problems:?}"
+            "{what}: plain object: {plain_problems:?}"
         );
-        let want = cc.then(|| {
-            let out = link_and_run(&dir, "plain", &plain_object.bytes, &callable, pic)
+        let want = t.run.map(|run| {
+            let out = run(&dir, "plain", &plain_object.bytes, &callable, pic)
                 .unwrap_or_else(|e| panic!("{what} plain object: {e}"));
             assert_eq!(out.lines().count(), callable.len() * INPUTS.len());
             out
         });
 
         for (label, config) in configs() {
-            let mut m = MergeModule::with_config(object_module(host_isa(flags)), config);
+            // Every function with code has its FDE, threads or not: an object module whose
+            // builder may write unwind information compiles through `define_function`.
+            let unwind = t.unwind;
+            let mut m = MergeModule::with_config(object_module((t.isa)(flags)), config);
             let mut r = Run::new(&mut m);
             assert_eq!(callable, object_functions(&mut r));
             let mut problems = Log::differences(&plain_log, &r.log);
@@ -1385,6 +1450,10 @@ fn object_files_conform() {
 
             let (syms, bad) = function_symbols(&merged_object, &survivors);
             problems.extend(bad.into_iter().map(|p| format!("  {p}")));
+            if unwind {
+                let bad = unwind_problems(&merged_object, &syms);
+                problems.extend(bad.into_iter().map(|p| format!("  {p}")));
+            }
             for (name, p) in &plain_syms {
                 let attrs = |s: &FnSymbol| (s.kind, s.scope, s.weak);
                 match syms.get(name) {
@@ -1398,8 +1467,8 @@ fn object_files_conform() {
                 }
             }
 
-            if let Some(want) = &want {
-                match link_and_run(&dir, "merged", &merged_object.bytes, &callable, pic) {
+            if let (Some(want), Some(run)) = (&want, t.run) {
+                match run(&dir, "merged", &merged_object.bytes, &callable, pic) {
                     Err(e) => problems.push(format!("  C driver: {e}")),
                     Ok(got) if got.lines().count() != want.lines().count() => {
                         problems.push(format!("  C driver printed {got:?}, plain {want:?}"))
@@ -1417,6 +1486,55 @@ fn object_files_conform() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+    failures
+}
+
+/// Object files for the host (x86-64: native thunks, no unwind information asked for),
+/// linked by `cc`.
+#[test]
+fn object_files_conform() {
+    let cc = cc_available();
+    if !cc {
+        println!("object_files_conform: no `cc`, the link test is skipped");
+    }
+    let failures = check_object_files(&ObjectTarget {
+        what: "host",
+        isa: &host_isa,
+        run: cc.then_some(&link_and_run),
+        unwind: false,
+    });
+    assert!(
+        failures.is_empty(),
+        "MergeModule<ObjectModule> differs from ObjectModule:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Object files for aarch64, riscv64 and s390x (thunks compiled by Cranelift), with
+/// `.eh_frame`, linked statically with the C driver by the target's cross gcc and run under
+/// qemu-user. Without those tools the link is skipped with a message naming the packages
+/// (under CI=true that fails).
+#[test]
+fn object_files_conform_on_every_target() {
+    use mergelift_tools::cross::{linux_isa, run_c_program, toolchain_for_test, Arch};
+    let mut failures = Vec::new();
+    for arch in Arch::ALL {
+        let isa = |flags: &[(&str, &str)]| {
+            let base = isa_with(isa::lookup(arch.linux_triple()).unwrap(), &[]);
+            linux_isa(arch, &*base, flags).unwrap()
+        };
+        let tc = toolchain_for_test(arch);
+        let run = |_: &Path, _: &str, object: &[u8], callable: &[String], _: bool| {
+            let tc = tc.as_ref().expect("checked");
+            run_c_program(tc, &driver_source(callable), &[object.to_vec()])
+        };
+        failures.extend(check_object_files(&ObjectTarget {
+            what: arch.name(),
+            isa: &isa,
+            run: tc.is_some().then_some(&run),
+            unwind: true,
+        }));
+    }
     assert!(
         failures.is_empty(),
         "MergeModule<ObjectModule> differs from ObjectModule:\n{}",

@@ -40,7 +40,8 @@ const GEN_MAX_FUNCTIONS: u64 = 1_000_000;
     about = "A mid-end optimizer for Cranelift: MergeFunctions and value numbering over LIR",
     long_about = "Mergelift lifts Cranelift IR into its own low-level IR (LIR), merges equal functions \
 (LLVM's MergeFunctions design), value-numbers what is left, lowers back to Cranelift IR and \
-JIT-compiles it for x86-64.\n\nPasses (--passes, a comma list, run in the order given): merge, merge-similar, merge-aligned, \
+compiles it for x86-64, aarch64, riscv64 or s390x (`--target`; by default the host's or the \
+input's target).\n\nPasses (--passes, a comma list, run in the order given): merge, merge-similar, merge-aligned, \
 lvn, gvn, dce; `none` means lift and lower only. Default: merge,merge-similar (the library's \
 default). `merge-aligned` also merges functions whose instructions differ, into one body that \
 branches and selects on a function identifier; `--hot NAMES` keeps named functions out of it.\n\nExit status: 0 success; 1 test \
@@ -105,6 +106,13 @@ enum Cmd {
         /// generated functions) for about 1.4 µs more per merged function in the passes.
         #[arg(long)]
         low_memory: bool,
+        /// Compile for this target where the inputs name none: an architecture (x86_64,
+        /// aarch64, riscv64, s390x: Linux) or a triple (aarch64-apple-darwin), then ISA flags
+        /// as a `target` line spells them ("riscv64 has_v"). Inputs with `target` lines use
+        /// their line of this architecture (these flags on top) [default: the host, or the
+        /// first target an input names when none is the host's]
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
         /// Input files (`.lir` or `.clif`), or one `.wasm` core module (with the `wasm`
         /// feature: translated to Cranelift IR as wasmtime 48 does); `-` reads standard input
         /// (its kind found by its first bytes). All functions of all inputs form one module,
@@ -113,12 +121,13 @@ enum Cmd {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Run the `; run:` lines of Cranelift test files through the pipeline and the JIT.
+    /// Run the `; run:` lines of Cranelift test files through the pipeline and the JIT (with
+    /// `--target aarch64|riscv64|s390x`: as object files under qemu-user, plainly and through
+    /// the pipeline).
     ///
     /// Prints one line per failure, a line of files (run, skipped, without a run line), and
-    /// last `N passed, M failed`: run lines, each counted once per x86-64 target its file
-    /// names (a file naming no target runs on the host). Inputs without any run line are an
-    /// error.
+    /// last `N passed, M failed`: run lines, each counted once per target its file names (a
+    /// file naming no target runs on the host). Inputs without any run line are an error.
     Run {
         #[arg(long, default_value = DEFAULT_PASSES, help = PASSES_HELP)]
         passes: String,
@@ -145,6 +154,13 @@ enum Cmd {
         /// Do not run the LIR verifier after each pass.
         #[arg(long)]
         no_verify: bool,
+        /// Run the files' targets of this architecture: the host's (the default) through the
+        /// JIT, or aarch64, riscv64 or s390x as object files (cranelift-object) linked with a
+        /// C harness by the cross gcc and run under qemu-user, both plainly and through the
+        /// pipeline (the plain compile's counts are printed beside). Needs Debian's
+        /// `qemu-user` and `gcc-<arch>-linux-gnu` [default: the host's]
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
         /// `.clif` files or directories (searched recursively; each directory once, however
         /// many links lead to it; only regular files).
         #[arg(required = true)]
@@ -212,6 +228,13 @@ enum Cmd {
         /// batch, as an object file's `finish` compiles it]
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         batch: Option<u64>,
+        /// Compile for this target where the inputs name none: an architecture (x86_64,
+        /// aarch64, riscv64, s390x: Linux) or a triple (aarch64-apple-darwin), then ISA flags
+        /// as a `target` line spells them ("riscv64 has_v"). Inputs with `target` lines use
+        /// their line of this architecture (these flags on top) [default: the host, or the
+        /// first target an input names when none is the host's]
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
         /// `.clif` or `.lir` files, directories of `.clif` files, one `.wasm` module (with
         /// the `wasm` feature), or `-` (standard input): one module, with at least one
         /// function.
@@ -230,7 +253,7 @@ enum Cmd {
     /// FILES are one module: `.clif` (wasmtime's `;; Intermediate Representation of function
     /// <NAME>` comments name its functions), `.lir`, or a `.wasm` core module (with the `wasm`
     /// feature); `-` is standard input. Code bytes are measured as `size` measures them, for
-    /// x86-64 at `--opt-level`: a family's saving is its members' plain bytes less the body
+    /// the host's ISA (or `--target`) at `--opt-level`: a family's saving is its members' plain bytes less the body
     /// they share, and what no family accounts for (thunks, extra arguments set up in
     /// callers, lowering) is reported apart, so the two add up to the saving `size` reports.
     /// The totals per kind add up too: a body a pass made counts under its members' kind
@@ -286,6 +309,14 @@ enum Cmd {
         /// every kind]
         #[arg(long, value_parser = ["function", "trampoline", "builtin", "startup"])]
         kind: Option<String>,
+        /// Compile for this target where the inputs name none: an architecture (x86_64,
+        /// aarch64, riscv64, s390x: Linux) or a triple (aarch64-apple-darwin), then ISA flags
+        /// as a `target` line spells them ("riscv64 has_v"). Inputs with `target` lines use
+        /// their line of this architecture (these flags on top) [default: the host, or the
+        /// first target an input names when none is the host's]
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
+
         /// `.clif`, `.lir` or `.wasm` files, directories of `.clif` files, or `-` (standard
         /// input): one module, with at least one function.
         #[arg(required_unless_present = "diff")]
@@ -331,7 +362,8 @@ enum Cmd {
         emit: String,
     },
     /// Differential fuzzing: random CLIF modules run by cranelift-interpreter (the oracle) and
-    /// through the pipeline + JIT; mismatches write minimized reproducers.
+    /// through the pipeline + JIT (with `--target`: as object files under qemu-user);
+    /// mismatches write minimized reproducers.
     Fuzz {
         /// Modules to generate and compare: 1 or more.
         #[arg(long, default_value_t = 1000,
@@ -359,6 +391,13 @@ enum Cmd {
         /// function merged away in an earlier batch when a later one takes its address.
         #[arg(long)]
         late_addresses: bool,
+        /// Compile for this target: the host's architecture (the default) through the JIT,
+        /// or aarch64, riscv64 or s390x (then ISA flags, "riscv64 has_zbb") as object files
+        /// linked with a C harness and run under qemu-user, plainly and through the pipeline
+        /// (with --batch: `flush` after each batch), both compared with the interpreter.
+        /// Needs Debian's `qemu-user` and `gcc-<arch>-linux-gnu` [default: the host's]
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
     },
 }
 
@@ -418,8 +457,23 @@ fn run(cli: Cli) -> ExitCode {
             stats,
             no_verify,
             low_memory,
+            target,
             files,
-        } => cmd_opt(&passes, &hot, &emit, stats, !no_verify, low_memory, &files),
+        } => target
+            .as_deref()
+            .map(target_triple)
+            .transpose()
+            .and_then(|target| {
+                cmd_opt(
+                    &passes,
+                    &hot,
+                    &emit,
+                    stats,
+                    (!no_verify, low_memory),
+                    target.as_ref(),
+                    &files,
+                )
+            }),
         Cmd::Run {
             passes,
             opt_level,
@@ -427,6 +481,7 @@ fn run(cli: Cli) -> ExitCode {
             lower_all,
             timeout,
             no_verify,
+            target,
             files,
         } => {
             let opts = RunCli {
@@ -435,6 +490,7 @@ fn run(cli: Cli) -> ExitCode {
                 lower_all,
                 timeout,
                 verify: !no_verify,
+                target: target.as_deref(),
             };
             cmd_run(&passes, &opts, &files)
         }
@@ -452,6 +508,7 @@ fn run(cli: Cli) -> ExitCode {
             no_fetch_locals,
             hot,
             batch,
+            target,
             files,
         } => cmd_size(
             &passes,
@@ -465,6 +522,7 @@ fn run(cli: Cli) -> ExitCode {
                 fetch_locals: !no_fetch_locals,
                 hot,
                 batch: batch.map(|b| b as usize),
+                target,
             },
             (threads as usize, first == "pipeline"),
             &files,
@@ -480,6 +538,7 @@ fn run(cli: Cli) -> ExitCode {
             threads,
             width,
             kind,
+            target,
             files,
         } => cmd_report(
             &passes,
@@ -491,6 +550,7 @@ fn run(cli: Cli) -> ExitCode {
                 svg,
                 width,
                 kind,
+                target,
             },
             threads as usize,
             diff,
@@ -520,12 +580,14 @@ fn run(cli: Cli) -> ExitCode {
             out_dir,
             batch,
             late_addresses,
+            target,
         } => cmd_fuzz(
             iterations as usize,
             seed,
             &passes,
             out_dir,
             (batch, late_addresses),
+            target.as_deref(),
         ),
     };
     match r {
@@ -599,6 +661,7 @@ fn frontend_config() -> TargetFrontendConfig {
 fn load_module(
     inputs: &[inputs::Input],
     keep_text: bool,
+    target: Option<&mergelift_tools::cross::Target>,
     stats: &mut Stats,
 ) -> Result<(lir::Module, Vec<PassedThrough>)> {
     let mut module = lir::Module::new();
@@ -636,10 +699,15 @@ fn load_module(
         }
         .map_err(|e| anyhow!(e))?;
         let mut parse_time = t.elapsed();
-        // Verify as `run` and `size` compile: with the file's x86-64 target (or the host) and
-        // its flags (a file with no `set` or `target` line keeps frame pointers, as wasmtime's
-        // CLIF needs); some instructions (`get_frame_pointer`) are checked only against an ISA.
-        let isa = mergelift_tools::input::file_isa(&stream.file, None).ok();
+        // Verify as `run` and `size` compile: for the file's target (or `--target`, or the
+        // host) with its flags (a file with no `set` or `target` line keeps frame pointers, as
+        // wasmtime's CLIF needs); some instructions (`get_frame_pointer`) are checked only
+        // against an ISA. A file naming no target of `--target`'s architecture is an error.
+        let isa = match mergelift_tools::input::file_isa(&stream.file, None, target) {
+            Ok(isa) => Some(isa),
+            Err(e) if target.is_some() => bail!(e),
+            Err(_) => None,
+        };
         loop {
             let t = Instant::now();
             let Some(f) = stream.next_function() else {
@@ -1051,8 +1119,8 @@ fn cmd_opt(
     hot: &[String],
     emit: &str,
     want_stats: bool,
-    verify: bool,
-    low_memory: bool,
+    (verify, low_memory): (bool, bool),
+    target: Option<&mergelift_tools::cross::Target>,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
     let kinds = inputs::pass_list(passes)?;
@@ -1078,7 +1146,7 @@ fn cmd_opt(
     pm.verify = verify;
     let mut stats = Stats::default();
     let inputs = inputs::inputs(files, &inputs::OPT)?;
-    let (mut module, passed) = load_module(&inputs, emit == "clif", &mut stats)?;
+    let (mut module, passed) = load_module(&inputs, emit == "clif", target, &mut stats)?;
     if module.functions.is_empty() && passed.is_empty() {
         return Err(inputs::no_function(&inputs));
     }
@@ -1230,6 +1298,7 @@ struct RunCli<'a> {
     lower_all: bool,
     timeout: f64,
     verify: bool,
+    target: Option<&'a str>,
 }
 
 fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
@@ -1244,6 +1313,26 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
         verify: cli.verify,
     };
     let given = inputs::inputs(files, &inputs::RUN)?;
+    let target = cli.target.map(target_triple).transpose()?;
+    if target.as_ref().is_some_and(|t| !t.flags.is_empty()) {
+        bail!("run --target takes an architecture or a triple, no ISA flags: each file's target lines say its flags");
+    }
+    if let Some(t) = target.as_ref().filter(|t| t.arch().is_some()) {
+        use target_lexicon::OperatingSystem as Os;
+        if !matches!(t.triple.operating_system, Os::Linux | Os::Unknown) {
+            bail!(
+                "run --target {}: foreign code runs on Linux under qemu-user; give the \
+                 architecture alone",
+                t.triple
+            );
+        }
+    }
+    if let Some(arch) = target.as_ref().and_then(|t| t.arch()) {
+        if Some(arch) != mergelift_tools::cross::Arch::of(&target_lexicon::Triple::host()) {
+            let paths: Vec<PathBuf> = given.iter().map(|i| i.path.clone()).collect();
+            return cmd_run_cross(arch, &opts, cli.verbose, &paths);
+        }
+    }
     let mut report = RunReport::default();
     // Files by what became of them: run (some run line ran), skipped (no target or test
     // this host runs), without a run line, with an input error; and targets skipped in
@@ -1330,6 +1419,53 @@ fn cmd_run(passes: &str, cli: &RunCli, files: &[PathBuf]) -> Result<ExitCode> {
     })
 }
 
+/// `run --target` for a foreign architecture: under qemu-user, plainly and through the
+/// pipeline.
+fn cmd_run_cross(
+    arch: mergelift_tools::cross::Arch,
+    opts: &RunOptions,
+    verbose: bool,
+    paths: &[PathBuf],
+) -> Result<ExitCode> {
+    let tc = mergelift_tools::cross::Toolchain::find(arch).map_err(|e| anyhow!(e))?;
+    let r = mergelift_tools::cross_run::run_files(paths, opts, &tc);
+    let mut out = Out::new();
+    for f in &r.plain.failures {
+        out.line(&format!("plain compile: {f}"))?;
+    }
+    for f in &r.pipeline.failures {
+        out.line(f)?;
+    }
+    if verbose {
+        for (file, why) in &r.pipeline.skips {
+            out.line(&format!("skipped {file}: {why}"))?;
+        }
+        out.line(&r.pipeline_summary())?;
+    }
+    out.line(&format!("plain compile ({arch}): {}", r.plain.summary()))?;
+    out.line(&format!(
+        "{} ({arch}, through the pipeline; {} fail only there)",
+        r.pipeline.summary(),
+        r.regressions.len()
+    ))?;
+    out.finish()?;
+    for e in &r.pipeline.errors {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
+    }
+    Ok(if !r.pipeline.errors.is_empty() {
+        ExitCode::from(EXIT_BAD_INPUT)
+    } else if r.pipeline.failed > 0 {
+        ExitCode::from(EXIT_FAILURES)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A `--target` value: an architecture name or a triple, then ISA flags.
+fn target_triple(s: &str) -> Result<mergelift_tools::cross::Target> {
+    mergelift_tools::cross::Target::parse(s).map_err(|e| anyhow!(e))
+}
+
 /// The switches of `size` that shape the pipeline's side.
 struct SizeFlags {
     lower_all: bool,
@@ -1339,6 +1475,7 @@ struct SizeFlags {
     hot: Vec<String>,
     /// Functions per batch (`None`: one batch).
     batch: Option<usize>,
+    target: Option<String>,
 }
 
 fn cmd_size(
@@ -1357,7 +1494,9 @@ fn cmd_size(
         fetch_locals,
         hot,
         batch,
+        target,
     } = flags;
+    let target = target.as_deref().map(target_triple).transpose()?;
     let passes = inputs::pass_list(passes)?;
     if !fetch_locals && !local {
         inputs::warn("--no-fetch-locals has no effect without --local");
@@ -1393,6 +1532,7 @@ fn cmd_size(
         local,
         batch,
         opt_level: Some(opt),
+        target,
         object: emit_object.is_some(),
         sides: if pipeline_first {
             mergelift_tools::size::Sides::PipelineFirst
@@ -1574,6 +1714,7 @@ struct ReportOutput {
     /// `None`: not given ([`DEFAULT_WIDTH`]).
     width: Option<usize>,
     kind: Option<String>,
+    target: Option<String>,
 }
 
 fn cmd_report(
@@ -1601,6 +1742,7 @@ fn cmd_report(
             ..Default::default()
         },
         opt_level: Some(opt),
+        target: out_opts.target.as_deref().map(target_triple).transpose()?,
         ..Default::default()
     };
     let report_of = |files: &[PathBuf]| -> Result<mergelift_tools::report::Report> {
@@ -1729,22 +1871,44 @@ fn cmd_fuzz(
     passes: &str,
     out_dir: PathBuf,
     (batch, late_addresses): (mergelift_tools::fuzz::BatchMode, bool),
+    target: Option<&str>,
 ) -> Result<ExitCode> {
     inputs::pass_list(passes)?;
     if late_addresses && batch == mergelift_tools::fuzz::BatchMode::One {
         inputs::warn("--late-addresses has no effect without --batch N or --batch random");
     }
-    let r = mergelift_tools::fuzz::fuzz(&mergelift_tools::fuzz::FuzzOptions {
+    let target = target.map(target_triple).transpose()?;
+    let opts = mergelift_tools::fuzz::FuzzOptions {
         iterations,
         seed,
         passes: passes.to_string(),
         out_dir,
         batch,
         late_addresses,
-    });
+    };
+    let host = mergelift_tools::cross::Arch::of(&target_lexicon::Triple::host());
+    let foreign = target.filter(|t| t.arch().is_some() && t.arch() != host);
+    let r = match &foreign {
+        Some(t) => {
+            let arch = t.arch().expect("foreign");
+            let tc = mergelift_tools::cross::Toolchain::find(arch).map_err(|e| anyhow!(e))?;
+            mergelift_tools::fuzz_cross::fuzz(&opts, &tc, t)
+        }
+        None => mergelift_tools::fuzz::fuzz(&opts),
+    };
     let mut out = Out::new();
+    for f in &r.plain_failures {
+        out.line(&format!("plain compile: {f}"))?;
+    }
     for f in &r.failures {
         out.line(f)?;
+    }
+    if let Some(t) = &foreign {
+        out.line(&format!(
+            "plain compile ({}): {} modules disagree with the interpreter",
+            mergelift_tools::cross::arch_name(&t.triple),
+            r.plain_failed
+        ))?;
     }
     out.line(&r.summary())?;
     out.finish()?;

@@ -679,3 +679,58 @@ block0(v0: i64):
     assert_eq!(r["merged"], 1, "{out}");
     assert!(r["code_bytes_after"].as_u64().unwrap() > 0, "{out}");
 }
+
+/// Cranelift's `stack_switch` filetest (`stack_switch_model=basic`, x86-64): a function
+/// Cranelift compiles and LIR cannot represent passes through. `opt --emit clif` exits 0 and
+/// prints it exactly as Cranelift prints it, `--emit lir` says why it was not lifted, and
+/// `size` compiles it beside a function that merges.
+#[test]
+fn stack_switch_passes_through() {
+    let text = "test compile precise-output
+set opt_level=speed
+set stack_switch_model=basic
+target x86_64
+
+function %switch(i64, i64, i64) -> i64 {
+block0(v0: i64, v1: i64, v2: i64):
+    v3 = stack_switch v0, v1, v2
+    return v3
+}
+
+function %a(i64) -> i64 {
+block0(v0: i64):
+    v1 = iadd v0, v0
+    return v1
+}
+
+function %b(i64) -> i64 {
+block0(v0: i64):
+    v1 = iadd v0, v0
+    return v1
+}
+";
+    let f = temp_file("stack_switch.clif", text);
+    let f = f.to_str().unwrap();
+    let parsed =
+        cranelift_reader::parse_test(text, cranelift_reader::ParseOptions::default()).unwrap();
+    let switch = format!("{}\n", parsed.functions[0].0.display());
+
+    let (code, out, err) = mergelift(&["opt", "--emit", "clif", "--stats", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&switch), "{out}");
+    assert_eq!(stats_of(&err)["passed_through"], 1, "{err}");
+    assert_eq!(stats_of(&err)["merged"], 1, "{err}");
+
+    let (code, lir, err) = mergelift(&["opt", "--emit", "lir", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        lir.contains("; not lifted: %switch: unsupported instruction stack_switch\n"),
+        "{lir}"
+    );
+
+    let (code, out, err) = mergelift(&["size", "--json", f]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["functions_in"], 3, "{out}");
+    assert_eq!(r["merged"], 1, "{out}");
+}

@@ -1,6 +1,8 @@
 //! Cranelift's run tests (`../shared/corpus/runtests`) through the `mergelift run` command:
-//! every run line that targets x86-64 must pass after the pipeline. Without the corpus the
-//! test says so and passes, except under CI=true, where a missing corpus is a failure.
+//! every run line that targets x86-64 must pass after the pipeline, and on aarch64, riscv64
+//! and s390x (`run --target`, under qemu-user) every run line the plain compile passes. Without
+//! the corpus, or without a target's cross gcc and qemu-user, a test says so and passes, except
+//! under CI=true, where a missing corpus or toolchain is a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -133,4 +135,107 @@ fn runtests_merge_aligned_lvn_gvn_dce_lowered() {
 #[test]
 fn runtests_reverse_order() {
     check("dce,gvn,lvn,merge-similar,merge", false);
+}
+
+// ---------------------------------------------------------------------------------------
+// Foreign targets, under qemu-user.
+
+/// The counts of a `run --target` over the corpus.
+struct CrossCounts {
+    plain_passed: usize,
+    plain_failed: usize,
+    passed: usize,
+    failed: usize,
+    /// Lines failing only through the pipeline.
+    only: usize,
+}
+
+/// Run the corpus on `arch` with `passes`: the counts and the output.
+fn run_cross(
+    arch: mergelift_tools::cross::Arch,
+    passes: &str,
+    lower_all: bool,
+) -> Option<(CrossCounts, String)> {
+    let dir = corpus()?;
+    mergelift_tools::cross::toolchain_for_test(arch)?;
+    let out = Command::new(env!("CARGO_BIN_EXE_mergelift"))
+        .args(["run", "--target", arch.name(), "--passes", passes])
+        .args(if lower_all { &["--lower-all"][..] } else { &[] })
+        .arg(&dir)
+        .output()
+        .expect("run mergelift");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let numbers = |line: &str| -> Vec<usize> {
+        line.split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| s.parse().ok())
+            .collect()
+    };
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines.len() >= 2,
+        "no summary lines in output:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `plain compile (aarch64): P passed, F failed, S skipped`, then `P passed, F failed, S
+    // skipped (aarch64, through the pipeline; R fail only there)`.
+    let plain = numbers(lines[lines.len() - 2].split_once(':').unwrap().1);
+    let pipeline = numbers(&lines[lines.len() - 1].replace(arch.name(), ""));
+    assert!(
+        plain.len() >= 2 && pipeline.len() >= 4,
+        "unexpected summary lines:\n{stdout}"
+    );
+    let counts = CrossCounts {
+        plain_passed: plain[0],
+        plain_failed: plain[1],
+        passed: pipeline[0],
+        failed: pipeline[1],
+        only: *pipeline.last().unwrap(),
+    };
+    Some((counts, stdout))
+}
+
+/// On `arch`, every run line the plain compile passes passes through `passes` too; and the
+/// plain compile passes every line it runs (what the emulator cannot run is skipped).
+fn check_cross(arch: mergelift_tools::cross::Arch, passes: &str, lower_all: bool) {
+    let Some((c, out)) = run_cross(arch, passes, lower_all) else {
+        return;
+    };
+    assert!(
+        c.plain_passed > 5_000,
+        "only {} run lines passed plainly on {arch}",
+        c.plain_passed
+    );
+    assert_eq!(
+        c.only, 0,
+        "{} lines fail only through {passes} on {arch}:\n{out}",
+        c.only
+    );
+    assert_eq!(
+        (c.passed, c.failed),
+        (c.plain_passed, c.plain_failed),
+        "{passes} on {arch}:\n{out}"
+    );
+    assert_eq!(c.plain_failed, 0, "the plain compile on {arch}:\n{out}");
+}
+
+#[test]
+fn runtests_aarch64() {
+    use mergelift_tools::cross::Arch;
+    check_cross(Arch::Aarch64, "merge,merge-similar,lvn,gvn,dce", true);
+    check_cross(Arch::Aarch64, "merge,merge-similar,merge-aligned", false);
+}
+
+#[test]
+fn runtests_riscv64() {
+    use mergelift_tools::cross::Arch;
+    check_cross(Arch::Riscv64, "merge,merge-similar,lvn,gvn,dce", true);
+    check_cross(Arch::Riscv64, "merge,merge-similar,merge-aligned", false);
+}
+
+#[test]
+fn runtests_s390x() {
+    use mergelift_tools::cross::Arch;
+    check_cross(Arch::S390x, "merge,merge-similar,lvn,gvn,dce", true);
+    check_cross(Arch::S390x, "merge,merge-similar,merge-aligned", false);
 }

@@ -1028,6 +1028,11 @@ impl<'a> Lifter<'a> {
         use std::fmt::Write as _;
         let mut name = lir::Name::default();
         let _ = write!(name, "{opcode}");
+        // Only opcodes the lowering can rebuild ride as opaque instructions: any other
+        // (`stack_switch`) leaves the function unlifted, compiled as it came.
+        if midend::verifier::opaque_opcode(&name).is_none() {
+            return Err(self.err(format!("unsupported instruction {opcode}")));
+        }
         let o = self.f.opaques.push(lir::OpaqueData {
             name,
             imms,

@@ -209,6 +209,10 @@ pub struct FuzzReport {
     pub batched_modules: usize,
     /// `finalize_definitions` calls of the batched modules, over all modules.
     pub batches: usize,
+    /// On a foreign target (`fuzz_cross`): modules whose plain compile (cranelift-object
+    /// alone) disagrees with the interpreter, and a line for each. Not Mergelift's failures.
+    pub plain_failed: usize,
+    pub plain_failures: Vec<String>,
 }
 
 impl FuzzReport {
@@ -347,6 +351,12 @@ pub fn host_tail_calls() -> bool {
 /// compiled without frame pointers (and then, on x86-64, have no `return_call`). Every module
 /// has near-duplicates (issue 14).
 pub fn config_for_seed(seed: u64) -> GenConfig {
+    config_for_seed_on(seed, &tail_calls_on)
+}
+
+/// `config_for_seed` for a pipeline whose ISA can compile `return_call` with or without frame
+/// pointers as `tail_calls_on(frame_pointers)` says.
+pub fn config_for_seed_on(seed: u64, tail_calls_on: &dyn Fn(bool) -> bool) -> GenConfig {
     let r = SplitMix64::new(seed ^ 0xED6E_5EED_0000_0013).next_u64();
     let edges = if r.is_multiple_of(3) {
         match (r >> 8) as u32 & EDGE_ALL {
@@ -367,7 +377,7 @@ pub fn config_for_seed(seed: u64) -> GenConfig {
 
 /// Libc symbols `symbol_value` names (the JIT resolves them in the process; only differences of
 /// two values of one symbol are observed, so their addresses do not matter).
-const EXTERN_SYMBOLS: [&str; 4] = ["malloc", "free", "memcpy", "memset"];
+pub(crate) const EXTERN_SYMBOLS: [&str; 4] = ["malloc", "free", "memcpy", "memset"];
 
 /// Offsets of non-colocated symbols (an absolute 64-bit relocation: the address plus the
 /// offset must stay a valid user-space address, which +-2^44 around libc does).
@@ -2470,6 +2480,12 @@ pub fn oracle_form(f: &Function) -> Function {
 
 /// Run `entry(args)` in Cranelift's interpreter.
 pub fn interpret(funcs: &[Function], entry: &str, args: &[i64]) -> Outcome {
+    interpret_on(funcs, entry, args, cfg!(target_endian = "big"))
+}
+
+/// `interpret` for a target of the given byte order (memory accesses without an explicit
+/// one take the target's).
+pub fn interpret_on(funcs: &[Function], entry: &str, args: &[i64], big_endian: bool) -> Outcome {
     let rewritten: Vec<Option<Function>> = funcs
         .iter()
         .map(|f| needs_oracle_form(f).then(|| oracle_form(f)))
@@ -2478,8 +2494,13 @@ pub fn interpret(funcs: &[Function], entry: &str, args: &[i64]) -> Outcome {
     for (f, r) in funcs.iter().zip(&rewritten) {
         store.add(f.name.to_string(), r.as_ref().unwrap_or(f));
     }
-    let mut interp = Interpreter::new(InterpreterState::default().with_function_store(store))
-        .with_fuel(Some(FUEL));
+    let mut state = InterpreterState::default().with_function_store(store);
+    state.native_endianness = if big_endian {
+        ir::Endianness::Big
+    } else {
+        ir::Endianness::Little
+    };
+    let mut interp = Interpreter::new(state).with_fuel(Some(FUEL));
     let dv: Vec<DataValue> = args.iter().map(|&a| DataValue::I64(a)).collect();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         interp.call_by_name(&format!("%{entry}"), &dv)
@@ -2929,8 +2950,8 @@ pub fn compile_pipeline_batched(
         let mut rng = SplitMix64::new(plan.len() as u64 ^ (funcs.len() as u64) << 32);
         for (k, b) in plan.iter().enumerate() {
             let draw = rng.next_u64();
-            let bad = (draw & 3 == 0).then(|| define_unverifiable(m, k));
-            let failing = (draw & 12 == 0).then(|| define_uncompilable(m, k));
+            let bad = (draw & 3 == 0).then(|| define_unverifiable(m, "", k));
+            let failing = (draw & 12 == 0).then(|| define_uncompilable(m, "", k));
             for &i in b {
                 let (name, id, f) = bodies[i].take().expect("each function in one batch");
                 ctx.clear();
@@ -2974,8 +2995,8 @@ pub fn compile_pipeline_batched(
 
 /// Declare `name`, `(i64) -> i64`, and define it with the body `body` builds in its one
 /// block (given the parameter): what `define_function` returned, and the id.
-fn define_invalid(
-    m: &mut MergeModule<JITModule>,
+fn define_invalid<M: Module>(
+    m: &mut MergeModule<M>,
     name: &str,
     body: impl FnOnce(&mut FunctionBuilder, Value),
 ) -> Result<(cranelift_module::ModuleResult<()>, FuncId), String> {
@@ -3000,9 +3021,14 @@ fn define_invalid(
 }
 
 /// Define a function Cranelift's verifier rejects (it returns nothing from a function that
-/// returns an `i64`): `Ok` when `define_function` refuses it as the plain module does.
-fn define_unverifiable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<(), String> {
-    let name = format!("__fuzz_unverifiable{batch}");
+/// returns an `i64`), named `{prefix}__fuzz_unverifiable{batch}`: `Ok` when `define_function`
+/// refuses it as the plain module does.
+pub(crate) fn define_unverifiable<M: Module>(
+    m: &mut MergeModule<M>,
+    prefix: &str,
+    batch: usize,
+) -> Result<(), String> {
+    let name = format!("{prefix}__fuzz_unverifiable{batch}");
     match define_invalid(m, &name, |b, _| {
         b.ins().return_(&[]);
     })?
@@ -3017,9 +3043,14 @@ fn define_unverifiable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<(
 }
 
 /// Define a function that passes Cranelift's verifier but not its compile (two stack slots
-/// larger than any frame); its id, or why it could not be defined.
-fn define_uncompilable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<FuncId, String> {
-    let name = format!("__fuzz_uncompilable{batch}");
+/// larger than any frame), named `{prefix}__fuzz_uncompilable{batch}`; its id, or why it
+/// could not be defined.
+pub(crate) fn define_uncompilable<M: Module>(
+    m: &mut MergeModule<M>,
+    prefix: &str,
+    batch: usize,
+) -> Result<FuncId, String> {
+    let name = format!("{prefix}__fuzz_uncompilable{batch}");
     let (r, id) = define_invalid(m, &name, |b, x| {
         for _ in 0..2 {
             b.create_sized_stack_slot(StackSlotData::new(
@@ -3035,7 +3066,7 @@ fn define_uncompilable(m: &mut MergeModule<JITModule>, batch: usize) -> Result<F
 }
 
 /// The functions a flush error names as failed, if it is a `FunctionError`.
-fn failed_ids(e: &ModuleError) -> Option<Vec<FuncId>> {
+pub(crate) fn failed_ids(e: &ModuleError) -> Option<Vec<FuncId>> {
     let ModuleError::Backend(b) = e else {
         return None;
     };
@@ -3199,13 +3230,30 @@ fn called_names(f: &Function) -> Vec<String> {
 /// Minimize a failing (functions, call) pair: drop functions nothing remaining calls, then zero
 /// arguments, as long as it still fails.
 fn minimize(
-    mut funcs: Vec<Function>,
-    mut call: (String, Vec<i64>),
+    funcs: Vec<Function>,
+    call: (String, Vec<i64>),
     setup: Setup,
 ) -> (Vec<Function>, (String, Vec<i64>), String) {
     let fails = |fs: &[Function], c: &(String, Vec<i64>)| {
         first_mismatch(fs, std::slice::from_ref(c), setup, None).map(|(_, d, _)| d)
     };
+    // Batched, symbols (`symbol_value`) count too: a module without the function a symbol
+    // names fails otherwise (in one batch, as this minimizer always did).
+    minimize_with(funcs, call, setup.4 .0 > 0, &fails)
+}
+
+/// A minimizer's test: the difference, if (functions, call) still fails.
+pub(crate) type StillFails<'a> = dyn Fn(&[Function], &(String, Vec<i64>)) -> Option<String> + 'a;
+
+/// `minimize` with the test `fails` (the difference, if the pair still fails). A function is
+/// kept while another calls it, or with `by_reference`, refers to it in any way (an object
+/// file must define every symbol its code names).
+pub(crate) fn minimize_with(
+    mut funcs: Vec<Function>,
+    mut call: (String, Vec<i64>),
+    by_reference: bool,
+    fails: &StillFails<'_>,
+) -> (Vec<Function>, (String, Vec<i64>), String) {
     let mut desc = fails(&funcs, &call).unwrap_or_else(|| "not reproducible alone".into());
     let entry = format!("%{}", call.0);
     loop {
@@ -3213,13 +3261,10 @@ fn minimize(
         let mut i = 0;
         while i < funcs.len() {
             let name = funcs[i].name.to_string();
-            // Batched, symbols (`symbol_value`) count too: a module without the function a
-            // symbol names fails otherwise (in one batch, as this minimizer always did).
-            let batched = setup.4 .0 > 0;
             let referenced = name == entry
                 || funcs.iter().enumerate().any(|(j, f)| {
                     j != i
-                        && if batched {
+                        && if by_reference {
                             referenced_names(f).iter().any(|(n, _)| *n == name)
                         } else {
                             called_names(f).contains(&name)
@@ -3268,10 +3313,27 @@ pub fn reproducer_text(
     oracle: &Outcome,
     header: &str,
 ) -> String {
+    reproducer_text_for(
+        funcs,
+        call,
+        oracle,
+        header,
+        &format!("{FP_SETTING}target x86_64"),
+    )
+}
+
+/// `reproducer_text` with `settings` (`set` and `target` lines) for its header.
+pub(crate) fn reproducer_text_for(
+    funcs: &[Function],
+    call: &(String, Vec<i64>),
+    oracle: &Outcome,
+    header: &str,
+    settings: &str,
+) -> String {
     let mut s = String::new();
     s.push_str("test interpret\ntest run\n");
-    s.push_str(FP_SETTING);
-    s.push_str("target x86_64\n\n");
+    s.push_str(settings);
+    s.push_str("\n\n");
     for line in header.lines() {
         s.push_str(&format!("; {line}\n"));
     }
@@ -3303,9 +3365,9 @@ pub fn reproducer_text(
 }
 
 /// Inputs per wrapper.
-const INPUTS: usize = 3;
+pub(crate) const INPUTS: usize = 3;
 
-fn random_input(rng: &mut SplitMix64) -> Vec<i64> {
+pub(crate) fn random_input(rng: &mut SplitMix64) -> Vec<i64> {
     (0..4)
         .map(|_| match rng.next_u64() % 4 {
             0 => (rng.next_u64() % 9) as i64 - 4,

@@ -2,22 +2,24 @@
 //! parsing them with cranelift-reader, and choosing the ISA their `set` and `target` lines ask
 //! for.
 
+use crate::cross::Target;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_reader::{parse_test, IsaSpec, ParseOptions};
 use jit_driver::OptLevel;
 use std::path::{Path, PathBuf};
+use target_lexicon::Triple;
 
 /// A parsed `.clif` file: its functions and the ISA settings its header asks for.
 pub struct ClifFile {
     pub path: PathBuf,
     pub functions: Vec<ir::Function>,
-    /// The `set` lines (shared flags) and, when the file names targets, the first x86-64 one.
+    /// The `set` lines (shared flags).
     pub flags: settings::Flags,
-    pub target: Option<OwnedTargetIsa>,
-    /// The file names targets, but none is x86-64.
-    pub foreign_only: bool,
+    /// The targets its `target` lines name, in order (none: it is compiled for the host, or
+    /// for the tool's `--target`).
+    pub targets: Vec<OwnedTargetIsa>,
     /// The file has no `set` and no `target` line: it is compiled with [`HEADERLESS_FLAGS`].
     pub headerless: bool,
 }
@@ -334,14 +336,13 @@ pub fn clif_stream(
     } else {
         ParseOptions::default().default_calling_convention
     };
-    let (flags, target, foreign_only) = isa_of(test.isa_spec);
+    let (flags, targets) = isa_of(test.isa_spec);
     Ok(ClifStream {
         file: ClifFile {
             path: path.to_path_buf(),
             functions: Vec::new(),
             flags,
-            target,
-            foreign_only,
+            targets,
             headerless: !has_header(&header),
         },
         reader,
@@ -432,40 +433,35 @@ fn quoted(msg: &str) -> Option<&str> {
 /// Parse the text of a `.clif` file.
 pub fn parse_clif(path: &Path, text: &str) -> Result<ClifFile, String> {
     let test = parse_test_text(path, text)?;
-    let (flags, target, foreign_only) = isa_of(test.isa_spec);
+    let (flags, targets) = isa_of(test.isa_spec);
     Ok(ClifFile {
         path: path.to_path_buf(),
         functions: test.functions.into_iter().map(|(f, _)| f).collect(),
         flags,
-        target,
-        foreign_only,
+        targets,
         headerless: !has_header(text),
     })
 }
 
-/// The shared flags, the first x86-64 target, and whether targets are named but none is
-/// x86-64.
-fn isa_of(spec: IsaSpec) -> (settings::Flags, Option<OwnedTargetIsa>, bool) {
+/// The shared flags and the targets.
+fn isa_of(spec: IsaSpec) -> (settings::Flags, Vec<OwnedTargetIsa>) {
     match spec {
-        IsaSpec::None(flags) => (flags, None, false),
+        IsaSpec::None(flags) => (flags, Vec::new()),
         IsaSpec::Some(list) => {
             let flags = list
                 .first()
                 .map(|i| i.flags().clone())
                 .unwrap_or_else(|| settings::Flags::new(settings::builder()));
-            let x64 = list
-                .into_iter()
-                .find(|i| i.triple().architecture == target_lexicon::Architecture::X86_64);
-            let foreign = x64.is_none();
-            (flags, x64, foreign)
+            (flags, list)
         }
     }
 }
 
-/// Rebuild an ISA: `base`'s triple and ISA flags (the host's when `base` is `None`), the
-/// shared `flags`, then `overrides`.
+/// Build an ISA for `target` (the host when `None`), with the ISA flags of `isa_flags` (when
+/// given: a target line's) and then `target`'s, the shared `flags`, then `overrides`.
 pub fn build_isa(
-    base: Option<&dyn TargetIsa>,
+    target: Option<&Target>,
+    isa_flags: Option<&dyn TargetIsa>,
     flags: &settings::Flags,
     overrides: &[(&str, &str)],
 ) -> Result<OwnedTargetIsa, String> {
@@ -476,38 +472,86 @@ pub fn build_isa(
     for (k, v) in overrides {
         fb.set(k, v).map_err(|e| format!("setting {k}={v}: {e}"))?;
     }
-    let ib = match base {
-        Some(isa) => {
-            let mut ib =
-                cranelift_codegen::isa::lookup(isa.triple().clone()).map_err(|e| e.to_string())?;
-            for v in isa.isa_flags() {
-                let _ = ib.set(v.name, &v.value_string());
-            }
-            ib
-        }
+    let mut ib = match target {
+        Some(t) => t.builder()?,
         None => cranelift_native::builder()
             .map_err(|e| format!("this host is not supported by Cranelift: {e}"))?,
     };
+    if let Some(isa) = isa_flags {
+        for v in isa.isa_flags() {
+            let _ = ib.set(v.name, &v.value_string());
+        }
+        if let Some(t) = target {
+            t.set_flags(&mut ib)?;
+        }
+    }
     ib.finish(settings::Flags::new(fb))
         .map_err(|e| e.to_string())
 }
 
-/// The ISA of a file (its x86-64 target, or the host, with its `set` lines), the opt level
-/// overridden by `opt`.
-pub fn file_isa(file: &ClifFile, opt: Option<OptLevel>) -> Result<OwnedTargetIsa, String> {
-    if file.foreign_only {
-        return Err(format!(
-            "{}: names no x86_64 target (Mergelift compiles for x86-64)",
-            file.path.display()
-        ));
+/// The target line of `file` a compile for `target` (the host when `None`) takes: its first
+/// target of that architecture; without `target`, its first target when none is of the
+/// host's (Mergelift compiles for the ISA the input names). An error when `target` is given
+/// and the file names targets, none of its architecture.
+pub fn file_target<'a>(
+    file: &'a ClifFile,
+    target: Option<&Target>,
+) -> Result<Option<&'a dyn TargetIsa>, String> {
+    if file.targets.is_empty() {
+        return Ok(None);
     }
+    let want = target.map_or_else(Triple::host, |t| t.triple.clone());
+    let same = file
+        .targets
+        .iter()
+        .find(|i| crate::cross::same_arch(i.triple(), &want));
+    match (same, target) {
+        (Some(i), _) => Ok(Some(&**i)),
+        (None, None) => Ok(Some(&*file.targets[0])),
+        (None, Some(t)) => {
+            let named: Vec<String> = (file.targets.iter())
+                .map(|i| crate::cross::arch_name(i.triple()))
+                .collect();
+            Err(format!(
+                "{}: names no {} target (its targets: {}); leave out --target to compile for \
+                 the first",
+                file.path.display(),
+                crate::cross::arch_name(&t.triple),
+                named.join(", ")
+            ))
+        }
+    }
+}
+
+/// The ISA of a file for `target` ([`file_target`]'s target line, for `target`'s triple and
+/// with its flags when given; `target` itself, or the host, when the file names none), with
+/// its `set` lines, the opt level overridden by `opt`.
+pub fn file_isa(
+    file: &ClifFile,
+    opt: Option<OptLevel>,
+    target: Option<&Target>,
+) -> Result<OwnedTargetIsa, String> {
+    let line = file_target(file, target)?;
+    // (a target line without `--target`: its own triple)
+    let own;
+    let target = match (target, line) {
+        (Some(t), _) => Some(t),
+        (None, Some(l)) => {
+            own = Target {
+                triple: l.triple().clone(),
+                flags: Vec::new(),
+            };
+            Some(&own)
+        }
+        (None, None) => None,
+    };
     let o = opt.map(|o| o.name());
     let mut overrides: Vec<(&str, &str)> = Vec::new();
     if file.headerless {
         overrides.extend_from_slice(HEADERLESS_FLAGS);
     }
     overrides.extend(o.iter().map(|o| ("opt_level", *o)));
-    build_isa(file.target.as_deref(), &file.flags, &overrides)
+    build_isa(target, line, &file.flags, &overrides)
         .map_err(|e| format!("{}: {e}", file.path.display()))
 }
 
@@ -521,7 +565,7 @@ pub fn isa_signature(file: &ClifFile) -> String {
     if file.headerless {
         s.push("headerless".into());
     }
-    if let Some(t) = &file.target {
+    for t in &file.targets {
         s.push(t.triple().to_string());
         s.extend(
             t.isa_flags()

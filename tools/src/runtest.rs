@@ -1,7 +1,8 @@
 //! Run Cranelift's `.clif` run tests through the pipeline: parse with cranelift-reader, keep
-//! the x86-64 targets this host can run, lift every function of the file into one LIR module,
-//! run the passes, JIT-compile, and execute every `; run:` and `; print:` line. Each call runs
-//! in a forked child, so a trap fails that line and the run goes on.
+//! the targets of the host's architecture that this host can run (the other architectures run
+//! under qemu-user: `cross_run`), lift every function of the file into one LIR module, run the
+//! passes, JIT-compile, and execute every `; run:` and `; print:` line. Each call runs in a
+//! forked child, so a trap fails that line and the run goes on.
 
 use crate::harness::Harness;
 use cranelift_codegen::data_value::DataValue;
@@ -72,11 +73,11 @@ impl RunReport {
         }
         s
     }
-    fn fail(&mut self, line: String) {
+    pub(crate) fn fail(&mut self, line: String) {
         self.failed += 1;
         self.failures.push(line);
     }
-    fn error(&mut self, line: String) {
+    pub(crate) fn error(&mut self, line: String) {
         self.errors.push(line);
     }
 }
@@ -119,7 +120,7 @@ fn jit_isa(
         .map_err(|e| e.to_string())
 }
 
-fn line_of(text: &str, sub: &str) -> usize {
+pub(crate) fn line_of(text: &str, sub: &str) -> usize {
     let off = (sub.as_ptr() as usize)
         .saturating_sub(text.as_ptr() as usize)
         .min(text.len());
@@ -222,7 +223,7 @@ fn call_isolated(
 }
 
 /// The first lines of a long message (a verifier error quotes the whole function).
-fn clip(e: &str) -> String {
+pub(crate) fn clip(e: &str) -> String {
     const LINES: usize = 12;
     let n = e.lines().count();
     if n <= LINES {
@@ -263,7 +264,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
         report.skipped += 1;
         report.skips.push((
             file,
-            "interpret-only test (no `test run`): no x86_64 target".into(),
+            "interpret-only test (no `test run`): no native target".into(),
         ));
         return;
     }
@@ -283,7 +284,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
         }
         IsaSpec::Some(list) => {
             for isa in list {
-                if isa.triple().architecture != target_lexicon::Architecture::X86_64 {
+                if !crate::cross::same_arch(isa.triple(), &target_lexicon::Triple::host()) {
                     continue;
                 }
                 let missing: Vec<String> = isa
@@ -303,7 +304,11 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
                 }
             }
             if isas.is_empty() && reasons.is_empty() {
-                reasons.push("no x86_64 target".into());
+                reasons.push(format!(
+                    "no {} target (`--target aarch64|riscv64|s390x` runs the others under \
+                     qemu-user)",
+                    target_lexicon::Triple::host().architecture
+                ));
             }
         }
     }
@@ -315,26 +320,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
     if isas.is_empty() {
         return;
     }
-    // Run commands per function.
-    let mut commands: Vec<(usize, String, ir::Signature, RunCommand)> = Vec::new();
-    for (func, details) in &test.functions {
-        for c in &details.comments {
-            match parse_run_command(c.text, &func.signature) {
-                Ok(Some(cmd)) => commands.push((
-                    line_of(&text, c.text),
-                    jit_driver::opmap::func_name(&func.name),
-                    func.signature.clone(),
-                    cmd,
-                )),
-                Ok(None) => {}
-                Err(e) => report.error(format!(
-                    "{file}:{}: bad run command: {}",
-                    line_of(&text, c.text),
-                    e.message
-                )),
-            }
-        }
-    }
+    let commands = run_lines(&test, &text, &file, report);
     if commands.is_empty() {
         return;
     }
@@ -348,7 +334,7 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
             ));
         }
     }
-    let sigs: Vec<ir::Signature> = commands.iter().map(|c| c.2.clone()).collect();
+    let sigs: Vec<ir::Signature> = commands.iter().map(|c| c.sig.clone()).collect();
     for isa in isas {
         let funcs: Vec<ir::Function> = test.functions.iter().map(|(f, _)| f.clone()).collect();
         let config = MergeConfig {
@@ -373,52 +359,106 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
                 continue;
             }
         };
-        for (line, name, sig, cmd) in &commands {
-            let (inv, expect) = match cmd {
-                RunCommand::Print(inv) => (inv, None),
-                RunCommand::Run(inv, cmp, vals) => (inv, Some((cmp, vals))),
-            };
-            let call = format!(
-                "%{}({})",
-                inv.func,
-                inv.args
-                    .iter()
-                    .map(|a| a.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+        for rl in &commands {
             // As in Cranelift's filetests, a run line calls the function it follows; the name
             // it spells is informational.
-            let (target, tsig) = (name.as_str(), sig.clone());
-            let got = call_isolated(&compiled, target, &tsig, &inv.args, opts.timeout);
-            match (got, expect) {
-                (Ok(_), None) => report.passed += 1,
-                (Ok(actual), Some((cmp, expected))) => {
-                    let eq = actual.len() == expected.len()
-                        && actual
-                            .iter()
-                            .zip(expected.iter())
-                            .all(|(a, b)| a.bitwise_eq(b));
-                    let ok = match cmp {
-                        Comparison::Equals => eq,
-                        Comparison::NotEquals => !eq,
-                    };
-                    if ok {
-                        report.passed += 1;
-                    } else {
-                        report.fail(format!(
-                            "{file}:{line}: {call} {cmp} {}, got {}",
-                            show(expected),
-                            show(&actual)
-                        ));
-                    }
-                }
-                (Err(e), Some((cmp, expected))) => report.fail(format!(
-                    "{file}:{line}: {call} {cmp} {}, got {e}",
-                    show(expected)
+            let args = match &rl.cmd {
+                RunCommand::Print(inv) | RunCommand::Run(inv, _, _) => &inv.args,
+            };
+            let got = call_isolated(&compiled, &rl.name, &rl.sig, args, opts.timeout);
+            judge(report, &file, "", rl, got);
+        }
+    }
+}
+
+/// One `; run:` or `; print:` line of a file: its line number, the function it follows (its
+/// name and signature) and the command.
+pub(crate) struct RunLine {
+    pub line: usize,
+    pub name: String,
+    pub sig: ir::Signature,
+    pub cmd: RunCommand,
+}
+
+/// The run lines of `test` (the parse of `text`); a malformed one is an input error of
+/// `file`.
+pub(crate) fn run_lines(
+    test: &cranelift_reader::TestFile,
+    text: &str,
+    file: &str,
+    report: &mut RunReport,
+) -> Vec<RunLine> {
+    let mut out = Vec::new();
+    for (func, details) in &test.functions {
+        for c in &details.comments {
+            match parse_run_command(c.text, &func.signature) {
+                Ok(Some(cmd)) => out.push(RunLine {
+                    line: line_of(text, c.text),
+                    name: jit_driver::opmap::func_name(&func.name),
+                    sig: func.signature.clone(),
+                    cmd,
+                }),
+                Ok(None) => {}
+                Err(e) => report.error(format!(
+                    "{file}:{}: bad run command: {}",
+                    line_of(text, c.text),
+                    e.message
                 )),
-                (Err(e), None) => report.fail(format!("{file}:{line}: {call}, got {e}")),
             }
         }
+    }
+    out
+}
+
+/// Count the outcome of run line `rl` of `file` in `report`: `got` is what the call returned
+/// or why it did not. A failure line names the file and line (then `tag`, when not empty),
+/// the call, what was expected and what came.
+pub(crate) fn judge(
+    report: &mut RunReport,
+    file: &str,
+    tag: &str,
+    rl: &RunLine,
+    got: Result<Vec<DataValue>, String>,
+) {
+    let (inv, expect) = match &rl.cmd {
+        RunCommand::Print(inv) => (inv, None),
+        RunCommand::Run(inv, cmp, vals) => (inv, Some((cmp, vals))),
+    };
+    let call = format!(
+        "%{}({})",
+        inv.func,
+        inv.args
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let at = format!("{file}:{}:{tag}", rl.line);
+    match (got, expect) {
+        (Ok(_), None) => report.passed += 1,
+        (Ok(actual), Some((cmp, expected))) => {
+            let eq = actual.len() == expected.len()
+                && actual
+                    .iter()
+                    .zip(expected.iter())
+                    .all(|(a, b)| a.bitwise_eq(b));
+            let ok = match cmp {
+                Comparison::Equals => eq,
+                Comparison::NotEquals => !eq,
+            };
+            if ok {
+                report.passed += 1;
+            } else {
+                report.fail(format!(
+                    "{at} {call} {cmp} {}, got {}",
+                    show(expected),
+                    show(&actual)
+                ));
+            }
+        }
+        (Err(e), Some((cmp, expected))) => {
+            report.fail(format!("{at} {call} {cmp} {}, got {e}", show(expected)))
+        }
+        (Err(e), None) => report.fail(format!("{at} {call}, got {e}")),
     }
 }

@@ -1,7 +1,8 @@
 //! Code size and compile time, without and with Mergelift: the functions of the inputs are
 //! compiled into a plain `ObjectModule` ("before"), then into a `MergeModule<ObjectModule>`
-//! ("after"), for the ISA the inputs' `set` and `target` lines ask for. Both sides link the
-//! same way (by name, imports left undefined), so the difference is Mergelift's alone.
+//! ("after"), for the ISA the inputs' `set` and `target` lines ask for (or `--target`). Both
+//! sides link the same way (by name, imports left undefined), so the difference is
+//! Mergelift's alone.
 
 use crate::input::{file_isa, isa_signature, ClifFile};
 use cranelift_codegen::isa::OwnedTargetIsa;
@@ -31,6 +32,9 @@ pub struct SizeOptions {
     /// finalizes as it goes (`MergeModule::flush` after each; later batches merge into what
     /// earlier ones compiled). `None`: one last batch, as an object file's `finish`.
     pub batch: Option<usize>,
+    /// Compile for this target (`--target`): the inputs' target lines of its architecture,
+    /// or this triple where they name none. `None`: the host's, or what the inputs name.
+    pub target: Option<crate::cross::Target>,
 }
 
 /// What `mergelift size` reports.
@@ -148,8 +152,12 @@ impl SizeReport {
     }
 }
 
-/// The ISA all `files` ask for; they must agree.
-pub fn common_isa(files: &[ClifFile], opt: Option<OptLevel>) -> Result<OwnedTargetIsa, String> {
+/// The ISA all `files` ask for (for `target`, see [`file_isa`]); they must agree.
+pub fn common_isa(
+    files: &[ClifFile],
+    opt: Option<OptLevel>,
+    target: Option<&crate::cross::Target>,
+) -> Result<OwnedTargetIsa, String> {
     let first = files.first().ok_or("no input files")?;
     let sig = isa_signature(first);
     for f in &files[1..] {
@@ -162,7 +170,7 @@ pub fn common_isa(files: &[ClifFile], opt: Option<OptLevel>) -> Result<OwnedTarg
             ));
         }
     }
-    file_isa(first, opt)
+    file_isa(first, opt, target)
 }
 
 fn object_module(isa: OwnedTargetIsa) -> Result<ObjectModule, String> {
@@ -296,7 +304,7 @@ fn compile_plain(
     file_of: &FileOf,
     r: &mut SizeReport,
 ) -> Result<(), String> {
-    let mut plain = object_module(common_isa(files, opts.opt_level)?)?;
+    let mut plain = object_module(common_isa(files, opts.opt_level, opts.target.as_ref())?)?;
     let declared = declare_by_name(&mut plain, funcs).map_err(|e| format!("{e:#}"))?;
     let n = declared.len();
     let threads = opts.config.threads.get();
@@ -328,7 +336,7 @@ fn compile_pipeline(
     file_of: &FileOf,
     r: &mut SizeReport,
 ) -> Result<(), String> {
-    let inner = object_module(common_isa(files, opts.opt_level)?)?;
+    let inner = object_module(common_isa(files, opts.opt_level, opts.target.as_ref())?)?;
     // (`object_module`'s builder writes no unwind information.)
     let mut m = MergeModule::with_config(inner, opts.config.clone()).without_unwind_info();
     let declared = declare_by_name(&mut m, funcs).map_err(|e| format!("{e:#}"))?;
