@@ -165,25 +165,35 @@ fn wasm_size_threads_measure_the_same_code() {
 }
 
 /// Compiled in batches of 50 functions, as a JIT compiles as it goes: the functions nothing so
-/// far could merge with are not lifted, and later batches still merge into them. Every merge
-/// of lifting every function (`--lift-all`) is found, and on some modules a few more: a
-/// function of a later batch whose callee is compiled unlifted in its own batch can be
-/// compared at once (an unlifted function never merges away), where with every function
-/// lifted that callee is still open and the comparison waits.
+/// far could merge with are not lifted, and later batches still merge into them. The merges
+/// are those of lifting every function (`--lift-all`) but where the order of the merges
+/// changes which of two ways a function merges: a function of a later batch whose callee
+/// is compiled unlifted in its own batch is compared at once (an unlifted function never
+/// merges away), and one equal to an unlifted function merges before the passes run (by
+/// its print), so a caller of it may merge exactly where with every function lifted it
+/// joins a shared body. Over a module that moves a few merges either way and at most a few
+/// bytes in ten thousand.
 #[test]
-fn wasm_batches_merge_at_least_as_when_everything_is_lifted() {
+fn wasm_batches_merge_as_when_everything_is_lifted() {
     for m in modules() {
         let lazy = size(&["--batch", "50"], &m);
         let all = size(&["--batch", "50", "--lift-all"], &m);
-        let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap();
+        let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap() as f64;
         let what = m.display();
-        assert!(n(&lazy, "merged") >= n(&all, "merged"), "{what}");
         assert!(
-            n(&lazy, "code_bytes_after") <= n(&all, "code_bytes_after"),
-            "{what}"
+            n(&lazy, "merged") >= 0.99 * n(&all, "merged"),
+            "{what}: {} merged, {} with every function lifted",
+            n(&lazy, "merged"),
+            n(&all, "merged")
         );
-        assert!(n(&lazy, "not_lifted") > 0, "{what}");
-        assert_eq!(n(&all, "not_lifted"), 0, "{what}");
+        assert!(
+            n(&lazy, "code_bytes_after") <= 1.0005 * n(&all, "code_bytes_after"),
+            "{what}: {} code bytes, {} with every function lifted",
+            n(&lazy, "code_bytes_after"),
+            n(&all, "code_bytes_after")
+        );
+        assert!(n(&lazy, "not_lifted") > 0.0, "{what}");
+        assert_eq!(n(&all, "not_lifted"), 0.0, "{what}");
     }
 }
 

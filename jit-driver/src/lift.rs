@@ -1379,6 +1379,46 @@ pub fn lift_function_with(
     Ok(id)
 }
 
+/// The LIR function of `func` without its body: its name, signature and linkage, as a
+/// function merged away keeps them once its body is gone (a driver that merges a function
+/// without lifting it records the merge on this).
+pub fn lift_header(
+    module: &mut lir::Module,
+    func: &ir::Function,
+    linkage: lir::Linkage,
+    ctx: &mut LiftContext,
+) -> Result<lir::FuncId, Error> {
+    let name = opmap::func_lir_name(&func.name);
+    ctx.clear_for(func);
+    let id = module.functions.push(lir::Function::new(
+        name,
+        lir::Signature::new(lir::CallConv::SystemV),
+        linkage,
+    ));
+    let (f, syms) = module.function_and_symbols(id);
+    let mut l = Lifter {
+        src: func,
+        syms,
+        f,
+        ctx,
+        cur_inst: None,
+        entry: None,
+    };
+    match l.sig(&func.signature) {
+        Ok(sig) => l.f.sig = sig,
+        Err(e) => {
+            module.pop_last_function(id);
+            return Err(*e);
+        }
+    }
+    module.define_last_function(id).map_err(|msg| Error::Lift {
+        function: opmap::func_name(&func.name),
+        inst: None,
+        msg,
+    })?;
+    Ok(id)
+}
+
 /// Lift `l.src` into `l.f`.
 #[inline]
 fn lift_into(l: &mut Lifter) -> LResult<()> {

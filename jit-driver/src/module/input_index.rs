@@ -49,15 +49,53 @@ pub(crate) struct Print {
 
 impl Print {
     fn hash(&self) -> u64 {
-        let mut h = FxHasher::default();
-        let pairs = self.words.chunks_exact(2);
-        if let [last] = pairs.remainder() {
-            h.write_u32(*last);
-        }
-        for p in pairs {
-            h.write_u64(u64::from(p[0]) | u64::from(p[1]) << 32);
-        }
-        h.finish()
+        hash_words(&self.words)
+    }
+}
+
+fn hash_words(words: &[u32]) -> u64 {
+    let mut h = FxHasher::default();
+    let pairs = words.chunks_exact(2);
+    if let [last] = pairs.remainder() {
+        h.write_u32(*last);
+    }
+    for p in pairs {
+        h.write_u64(u64::from(p[0]) | u64::from(p[1]) << 32);
+    }
+    h.finish()
+}
+
+/// The prints of several functions, one after another: each is a position (of a batch), its
+/// shape key, and its words and callees.
+#[derive(Default)]
+pub(crate) struct Prints {
+    words: Vec<u32>,
+    entries: Vec<(u32, u64, u32, u32)>,
+}
+
+impl Prints {
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.entries.clear();
+    }
+
+    pub fn push(&mut self, pos: u32, key: u64, p: &Print) {
+        self.words.extend_from_slice(&p.words);
+        self.words.extend_from_slice(&p.callees);
+        self.entries
+            .push((pos, key, p.words.len() as u32, p.callees.len() as u32));
+    }
+
+    /// Each print: its position, shape key, words and callees.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64, &[u32], &[u32])> {
+        let mut at = 0usize;
+        self.entries.iter().map(move |&(pos, key, n, c)| {
+            let (n, c) = (n as usize, c as usize);
+            let words = &self.words[at..at + n];
+            let callees = &self.words[at + n..at + n + c];
+            at += n + c;
+            (pos, key, words, callees)
+        })
     }
 }
 
@@ -226,7 +264,7 @@ impl Printer {
             let params = dfg.block_params(b);
             out.words.push(params.len() as u32);
             for &p in params {
-                let v = self.value(dfg, p);
+                let v = self.def(p);
                 out.words.extend([v, ty(dfg.value_type(p))?]);
             }
             for inst in func.layout.block_insts(b) {
@@ -251,7 +289,7 @@ impl Printer {
         out.words
             .push(data.opcode() as u32 | (results.len() as u32) << 16);
         for &r in results {
-            let v = self.value(dfg, r);
+            let v = self.def(r);
             out.words.extend([v, ty(dfg.value_type(r))?]);
         }
         let pool = &dfg.value_lists;
@@ -452,15 +490,30 @@ impl Printer {
         }
     }
 
-    /// The number of `v` (through aliases): its first appearance.
-    fn value(&mut self, dfg: &ir::DataFlowGraph, v: ir::Value) -> u32 {
-        let v = dfg.resolve_aliases(v);
+    /// The number of `v`, defined here (a result or a block parameter, never an alias): its
+    /// first appearance.
+    #[inline]
+    fn def(&mut self, v: ir::Value) -> u32 {
         let slot = &mut self.values[v.index()];
         if *slot == 0 {
             self.seen_values += 1;
             *slot = self.seen_values;
         }
         *slot
+    }
+
+    /// The number of `v`, used here: an alias's is that of the value it stands for (resolved
+    /// once, at its first appearance).
+    #[inline]
+    fn value(&mut self, dfg: &ir::DataFlowGraph, v: ir::Value) -> u32 {
+        match self.values[v.index()] {
+            0 => {
+                let n = self.def(dfg.resolve_aliases(v));
+                self.values[v.index()] = n;
+                n
+            }
+            n => n,
+        }
     }
 
     fn block(&mut self, b: ir::Block) -> u32 {
@@ -553,18 +606,35 @@ impl InputIndex {
         !self.shapes.is_empty() && self.shapes.contains_key(&key)
     }
 
-    /// Index `id`, of shape key `key`, by its print `p`.
-    pub fn insert(&mut self, id: FuncId, key: u64, p: &Print) {
+    /// Index `id`, of shape key `key`, by its print (`words`, `callees`).
+    pub fn insert(&mut self, id: FuncId, key: u64, words: &[u32], callees: &[u32]) {
         let start = self.words.len() as u32;
-        self.words.extend_from_slice(&p.words);
-        self.words.extend_from_slice(&p.callees);
-        self.table.entry(p.hash()).or_default().push((
+        self.words.extend_from_slice(words);
+        self.words.extend_from_slice(callees);
+        self.table.entry(hash_words(words)).or_default().push((
             id,
             start,
-            p.words.len() as u32,
-            p.callees.len() as u32,
+            words.len() as u32,
+            callees.len() as u32,
         ));
         *self.shapes.entry(key).or_default() += 1;
+    }
+
+    /// The indexed functions (of shape key `key`) whose print has the words of `p`, each with
+    /// its callees (they stay indexed).
+    pub fn equal(&self, key: u64, p: &Print) -> Vec<(FuncId, &[u32])> {
+        if !self.has_shape(key) {
+            return Vec::new();
+        }
+        let Some(entries) = self.table.get(&p.hash()) else {
+            return Vec::new();
+        };
+        (entries.iter())
+            .filter_map(|&(id, start, n, c)| {
+                let (s, n, c) = (start as usize, n as usize, c as usize);
+                (self.words[s..s + n] == p.words[..]).then(|| (id, &self.words[s + n..s + n + c]))
+            })
+            .collect()
     }
 
     /// The indexed functions (of shape key `key`) whose print has the words of `p`, each with

@@ -155,6 +155,19 @@ struct Core {
     /// with one of them is lifted (it may equal one of those, which are frozen).
     lifted_shapes: FxHashSet<u64>,
     printer: input_index::Printer,
+    /// Room a flush uses and the next reuses.
+    scratch: Scratch,
+}
+
+/// What every flush needs room for, kept from one flush to the next (a JIT that finalizes
+/// one function at a time would otherwise allocate it all for each).
+#[derive(Default)]
+struct Scratch {
+    survey: skip::Survey,
+    /// How many functions of the batch have each shape key, up to two.
+    count: FxHashMap<u64, u8>,
+    print: input_index::Print,
+    prints: input_index::Prints,
 }
 
 /// The smallest flush, in Cranelift instructions, that `Threads::Available` compiles on more
@@ -328,6 +341,7 @@ impl<M: Module> MergeModule<M> {
                 input_index: Default::default(),
                 lifted_shapes: Default::default(),
                 printer: Default::default(),
+                scratch: Default::default(),
             },
         };
         m.core.set_definer(m.inner.isa(), definer);
@@ -673,6 +687,23 @@ impl<M: Module> Module for MergeModule<M> {
     }
 }
 
+/// Where direct calls of `g` go: through the survivors of merges that redirect them, to the
+/// last (`g` itself when they stay).
+fn final_target(merged: &SecondaryMap<FuncId, Option<Merged>>, mut g: FuncId) -> FuncId {
+    // (Each step goes to a survivor: the chain is no longer than the module.)
+    for _ in 0..=merged.capacity() {
+        match merged.get(g) {
+            Some(Some(Merged {
+                into: f,
+                redirect: true,
+                ..
+            })) => g = *f,
+            _ => break,
+        }
+    }
+    g
+}
+
 /// LIR linkage of a module linkage (`Import` has no body and never reaches here).
 fn lir_linkage(l: Linkage) -> lir::Linkage {
     match l {
@@ -748,10 +779,13 @@ struct Lifted {
     lid_at: Vec<PackedOption<lir::FuncId>>,
     /// Functions merged away by an earlier batch whose address this batch takes.
     late: Vec<FuncId>,
-    /// The shape key of each position (empty: every function was lifted).
-    keys: Vec<u64>,
+    /// The batch surveyed: the shape key of each position (none: every function was
+    /// lifted).
+    survey: skip::Survey,
     /// The prints of the positions left unlifted, to index (`skip::Plan::prints`).
-    prints: Vec<(u32, input_index::Print)>,
+    prints: input_index::Prints,
+    /// The positions merged by their prints, not lifted (`Core::merge_by_print`).
+    by_print: Vec<u32>,
 }
 
 /// The books of stage 3 of a flush.
@@ -842,23 +876,9 @@ impl Core {
     }
 
     /// The final survivor of `g` when direct calls to it go elsewhere.
-    fn call_target(&self, mut g: FuncId) -> Option<FuncId> {
-        let mut moved = false;
-        let mut steps = 0;
-        while let Some(Some(Merged {
-            into: f,
-            redirect: true,
-            ..
-        })) = self.merged.get(g)
-        {
-            g = *f;
-            moved = true;
-            steps += 1;
-            if steps > self.merged.capacity() {
-                break;
-            }
-        }
-        moved.then_some(g)
+    fn call_target(&self, g: FuncId) -> Option<FuncId> {
+        let f = final_target(&self.merged, g);
+        (f != g).then_some(f)
     }
 
     /// The function whose code `g` uses: `g` itself, or, through merged functions (a chain
@@ -901,8 +921,9 @@ impl Core {
         }
         self.pass_state.allow_tail_calls = tail_calls_allowed(inner.isa());
         self.pass_state.incremental = !last;
-        let lifted = self.lift_batch(inner, config, last, &mut pending);
+        // (Lifting records the merges of functions equal to one compiled unlifted before.)
         let merges_before = self.pass_state.merges.len();
+        let lifted = self.lift_batch(inner, config, last, &mut pending);
         let hot =
             (config.hot.as_ref()).map(|h| Self::hot_in_lir(h, inner, &self.lir, &lifted.batch));
         // (A batch of which nothing was lifted gives the passes nothing to merge.)
@@ -926,9 +947,7 @@ impl Core {
         // What was compiled never changes again; later batches merge into it.
         let open = self.pass_state.open_function_ids(&self.lir);
         midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &open, !last);
-        if !last {
-            self.index_batch(&pending, lifted);
-        }
+        self.index_batch(&pending, lifted, last);
         if !config.keep_lir && !last {
             // Later batches merge into these by the fingerprints just taken: the bodies
             // are no longer needed.
@@ -937,6 +956,9 @@ impl Core {
             }
         }
         self.stats.add("flushes", 1);
+        // (Its room, for the next batch.)
+        pending.clear();
+        self.pending = pending;
         match failed {
             None => Ok(()),
             Some(e) => Err(e.into()),
@@ -955,10 +977,16 @@ impl Core {
         let t = Instant::now();
         let skip::Plan {
             skip,
-            mut survey,
             stand_ins,
             prints,
-        } = self.plan_lift(config, last, pending);
+            merged_at,
+        } = self.plan_lift(inner, config, last, pending);
+        // (Taken for the flush, given back by `index_batch`; empty when every function is
+        // lifted.)
+        let mut survey = std::mem::take(&mut self.scratch.survey);
+        if skip.is_empty() {
+            survey.fill(std::iter::empty());
+        }
         self.lift_stand_ins(inner, config, stand_ins);
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
         // The LIR function of each position of `pending` (none: not lifted).
@@ -985,10 +1013,18 @@ impl Core {
                 self.sym_func[sym] = (*id).into();
             }
         }
+        let mut merged_at = merged_at.into_iter().peekable();
+        let mut by_print = Vec::new();
         for (pos, (id, func)) in pending.iter_mut().enumerate() {
             let id = *id;
             let decl = inner.declarations().get_function_decl(id);
             func.name = ir::UserFuncName::user(0, id.as_u32());
+            if let Some((_, into)) = merged_at.next_if(|&(p, _)| p as usize == pos) {
+                let lid = self.merge_by_print(id, func, decl.linkage, into);
+                lid_at.push(lid.into());
+                by_print.push(pos as u32);
+                continue;
+            }
             if !lifted(pos) {
                 lid_at.push(None.into());
                 continue;
@@ -1083,14 +1119,60 @@ impl Core {
         if unlifted > 0 {
             self.stats.add("not_lifted", unlifted as u64);
         }
-        let keys = std::mem::take(&mut survey.keys);
         Lifted {
             batch,
             lid_at,
             late,
-            keys,
+            survey,
             prints,
+            by_print,
         }
+    }
+
+    /// Merge `id` (defined as `func`) into `into`, a function an earlier flush compiled
+    /// unlifted whose print and callees `func` shares (`plan_lift` checked that it needs no
+    /// address of its own), as the merge pass merges a function into a frozen one: an alias
+    /// (a local one replaced), its calls redirected. Its LIR is what a merged function's is
+    /// once its body is gone: a name and a signature, for a thunk should a later batch take
+    /// its address. Returns it (`None`: the signature is not LIR's; then it is compiled).
+    fn merge_by_print(
+        &mut self,
+        id: FuncId,
+        func: &ir::Function,
+        linkage: Linkage,
+        into: FuncId,
+    ) -> Option<lir::FuncId> {
+        let lid = crate::lift::lift_header(
+            &mut self.lir,
+            func,
+            lir_linkage(linkage),
+            &mut self.lift_ctx,
+        )
+        .ok()?;
+        let gs = self.lir.symbol_of(lid)?;
+        let fs = (self.lir).symbol(&func_symbol_name(into), lir::SymbolKind::Function);
+        self.sym_func[gs] = id.into();
+        self.sym_func[fs] = into.into();
+        self.lifted[id] = lid.into();
+        self.pass_state.remove_function(&mut self.lir, lid);
+        self.lir.symbols[gs].def = None.into();
+        self.lir.aliases.insert(gs, fs);
+        self.pass_state.move_external_calls(gs, fs);
+        let kind = if linkage == Linkage::Local {
+            MergeKind::Replaced
+        } else {
+            MergeKind::Aliased
+        };
+        self.pass_state.merges.push(midend::state::MergeRecord {
+            merged: gs,
+            survivor: fs,
+            kind,
+            by: MergedBy::Exact,
+            callers_redirected: true,
+        });
+        self.stats.add("merged", 1);
+        self.stats.add("merge.by_print", 1);
+        Some(lid)
     }
 
     /// Lift the stand-ins of functions compiled unlifted by earlier flushes and freeze them,
@@ -1142,18 +1224,26 @@ impl Core {
 
     /// What later batches find this one's functions by: the shape keys of the lifted ones
     /// (frozen, with their fingerprints), and the prints of those compiled unlifted.
-    fn index_batch(&mut self, pending: &[(FuncId, ir::Function)], lifted: Lifted) {
-        for (pos, &key) in lifted.keys.iter().enumerate() {
-            if lifted.lid_at[pos].is_some() {
-                self.lifted_shapes.insert(key);
+    fn index_batch(&mut self, pending: &[(FuncId, ir::Function)], lifted: Lifted, last: bool) {
+        if !last {
+            let mut by_print = lifted.by_print.iter().peekable();
+            for (pos, &key) in lifted.survey.keys.iter().enumerate() {
+                if by_print.next_if(|&&p| p as usize == pos).is_some() {
+                    continue;
+                }
+                if lifted.lid_at[pos].is_some() {
+                    self.lifted_shapes.insert(key);
+                }
+            }
+            for (pos, key, words, callees) in lifted.prints.iter() {
+                let id = pending[pos as usize].0;
+                if self.state[id] == State::Compiled {
+                    self.input_index.insert(id, key, words, callees);
+                }
             }
         }
-        for (pos, print) in lifted.prints {
-            let (id, key) = (pending[pos as usize].0, lifted.keys[pos as usize]);
-            if self.state[id] == State::Compiled {
-                self.input_index.insert(id, key, &print);
-            }
-        }
+        self.scratch.survey = lifted.survey;
+        self.scratch.prints = lifted.prints;
     }
 
     /// `id` is compiled as it came, never merged: the lifter cannot represent it (`why`).
@@ -1736,6 +1826,7 @@ impl Core {
     /// for later flushes to find it by.
     fn plan_lift(
         &mut self,
+        inner: &dyn Module,
         config: &MergeConfig,
         last: bool,
         pending: &[(FuncId, ir::Function)],
@@ -1744,30 +1835,80 @@ impl Core {
             .passes
             .iter()
             .all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar));
+        let mut plan = skip::Plan {
+            prints: std::mem::take(&mut self.scratch.prints),
+            ..Default::default()
+        };
+        plan.prints.clear();
         if !merging_only || config.lift_all || config.lower_all || config.keep_lir {
-            return skip::Plan::default();
+            return plan;
         }
-        let survey = skip::Survey::of(pending.iter().map(|(_, f)| f));
+        let survey = &mut self.scratch.survey;
+        survey.fill(pending.iter().map(|(_, f)| f));
         // How many functions have each key, up to two.
-        let mut count: FxHashMap<u64, u8> = FxHashMap::default();
-        count.reserve(survey.keys.len());
+        let count = &mut self.scratch.count;
+        count.clear();
         for &k in &survey.keys {
             let c = count.entry(k).or_insert(0);
             *c = (*c + 1).min(2);
         }
-        let mut plan = skip::Plan {
-            skip: Vec::with_capacity(pending.len()),
-            ..Default::default()
-        };
-        let mut print = input_index::Print::default();
-        for (pos, (_, func)) in pending.iter().enumerate() {
+        plan.skip.reserve(pending.len());
+        let print = &mut self.scratch.print;
+        // The module functions whose address the batch observes (made when first needed).
+        let mut observed: Option<FxHashSet<u32>> = None;
+        for (pos, (id, func)) in pending.iter().enumerate() {
             let key = survey.keys[pos];
             // A function of this shape was left unlifted before: is this one equal to it?
             let (mut printed, mut found) = (false, false);
             if self.input_index.has_shape(key) {
-                printed = self.printer.print(func, &mut print);
+                printed = self.printer.print(func, print);
                 if printed {
-                    for (f, callees) in self.input_index.take_equal(key, &print) {
+                    // Equal, callees and all: merged into it as the merge pass would, where
+                    // that makes it an alias (and nothing needs its body).
+                    let decls = inner.declarations();
+                    let linkage = decls.get_function_decl(*id).linkage;
+                    let observed = observed.get_or_insert_with(|| {
+                        (survey.refs.iter())
+                            .filter_map(|&(_, r)| match r {
+                                skip::Reference::Observed(i) => Some(i),
+                                skip::Reference::Called(_) => None,
+                            })
+                            .collect()
+                    });
+                    let own_address = self.taken[*id]
+                        || observed.contains(&id.as_u32())
+                        || linkage == Linkage::Preemptible
+                        || (config.address_policy == AddressPolicy::Distinct
+                            && linkage != Linkage::Local);
+                    let same = |callees: &[u32]| {
+                        (print.callees.iter().zip(callees)).all(|(&a, &b)| {
+                            // (`u32::MAX`: not a module function, spelt out in the words.)
+                            let fin = |c: u32| match c {
+                                u32::MAX => c,
+                                c => final_target(&self.merged, FuncId::from_u32(c)).as_u32(),
+                            };
+                            fin(a) == fin(b)
+                        })
+                    };
+                    let into = (!own_address)
+                        .then(|| {
+                            (self.input_index.equal(key, print).into_iter())
+                                .find(|&(f, callees)| {
+                                    self.state[f] == State::Compiled
+                                        && decls.get_function_decl(f).linkage
+                                            != Linkage::Preemptible
+                                        && *id != f
+                                        && same(callees)
+                                })
+                                .map(|(f, _)| f)
+                        })
+                        .flatten();
+                    if let Some(f) = into {
+                        plan.merged_at.push((pos as u32, f));
+                        plan.skip.push(true);
+                        continue;
+                    }
+                    for (f, callees) in self.input_index.take_equal(key, print) {
                         let stand_in = input_index::with_callees(func, &callees);
                         plan.stand_ins.push((f, stand_in));
                         found = true;
@@ -1781,14 +1922,13 @@ impl Core {
             }
             // Left unlifted, and later flushes must be able to find it: by its print (a
             // function without one is lifted).
-            if !printed && !self.printer.print(func, &mut print) {
+            if !printed && !self.printer.print(func, print) {
                 plan.skip.push(false);
                 continue;
             }
             plan.skip.push(true);
-            plan.prints.push((pos as u32, std::mem::take(&mut print)));
+            plan.prints.push(pos as u32, key, print);
         }
-        plan.survey = survey;
         plan
     }
 

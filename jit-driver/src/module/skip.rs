@@ -34,14 +34,15 @@ pub(crate) struct Plan {
     /// By position: compiled from its input without being lifted (empty: every function is
     /// lifted).
     pub skip: Vec<bool>,
-    /// The batch surveyed (empty when every function is lifted).
-    pub survey: Survey,
     /// Functions compiled unlifted by earlier flushes that a function of this batch equals
     /// up to renaming and callees, each with that function's copy that stands in for it.
     pub stand_ins: Vec<(cranelift_module::FuncId, ir::Function)>,
     /// The prints of the positions left unlifted, to index once they are compiled (a flush
     /// that is not the last).
-    pub prints: Vec<(u32, super::input_index::Print)>,
+    pub prints: super::input_index::Prints,
+    /// Positions equal to a function an earlier flush compiled unlifted, callees and all,
+    /// with that function: merged into it without being lifted (in position order).
+    pub merged_at: Vec<(u32, cranelift_module::FuncId)>,
 }
 
 /// What a flush learns of the functions of a batch before it decides which to lift, in one
@@ -69,15 +70,21 @@ pub(crate) struct Survey {
 
 impl Survey {
     pub(crate) fn of<'a>(funcs: impl ExactSizeIterator<Item = &'a ir::Function>) -> Survey {
-        let mut s = Survey {
-            keys: Vec::with_capacity(funcs.len()),
-            ..Default::default()
-        };
-        for (pos, f) in funcs.enumerate() {
-            let key = s.function(pos as u32, f);
-            s.keys.push(key);
-        }
+        let mut s = Survey::default();
+        s.fill(funcs);
         s
+    }
+
+    /// Survey `funcs`, reusing this survey's room (what it held before is gone).
+    pub(crate) fn fill<'a>(&mut self, funcs: impl ExactSizeIterator<Item = &'a ir::Function>) {
+        self.keys.clear();
+        self.refs.clear();
+        self.near.clear();
+        self.keys.reserve(funcs.len());
+        for (pos, f) in funcs.enumerate() {
+            let key = self.function(pos as u32, f);
+            self.keys.push(key);
+        }
     }
 
     /// The shape key of `func`: its signature, and the number of blocks and multiset of

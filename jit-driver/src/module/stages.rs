@@ -158,29 +158,95 @@ fn a_flush_freezes_what_it_compiled() {
     assert!(!m.core.lifted_shapes.contains(&keys[2]));
 }
 
-/// A later batch's function equal to one compiled unlifted merges into it: a stand-in is
-/// lifted and frozen in its place, and the pass merges into that.
-#[test]
-fn a_later_equal_function_merges_into_an_unlifted_one() {
-    let (mut m, ids) = defined();
-    m.flush().unwrap();
-    let text = "function %g(i64) -> i64 {\nblock0(v7: i64):\n v8 = iconst.i64 3\n v9 = imul v7, v8\n return v9\n}\n";
+/// Define `text`'s one function as `name` (exported) in `m`, and return its id.
+fn define_text(m: &mut MergeModule<JITModule>, name: &str, text: &str) -> FuncId {
     let f = parse_functions(text).unwrap().remove(0);
-    let g = m
-        .declare_function("g", Linkage::Export, &f.signature)
+    let id = m
+        .declare_function(name, Linkage::Export, &f.signature)
         .unwrap();
     let mut ctx = m.make_context();
     ctx.func = f;
-    m.define_function(g, &mut ctx).unwrap();
+    m.define_function(id, &mut ctx).unwrap();
+    id
+}
+
+fn call(m: &MergeModule<JITModule>, id: FuncId, x: i64) -> i64 {
+    // SAFETY: every function these tests call has signature (i64) -> i64.
+    let f: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(m.get_finalized_function(id)) };
+    f(x)
+}
+
+/// A later batch's function equal to one compiled unlifted, renamed but with the same
+/// callees, merges into it by its print alone, never lifted; a third batch that takes its
+/// address gets a thunk of its own for it, which calls the survivor.
+#[test]
+fn a_later_equal_function_merges_into_an_unlifted_one_by_its_print() {
+    let (mut m, ids) = defined();
+    m.flush().unwrap();
+    let text = "function %g(i64) -> i64 {\nblock0(v7: i64):\n v8 = iconst.i64 3\n v9 = imul v7, v8\n return v9\n}\n";
+    let g = define_text(&mut m, "g", text);
     m.finalize_definitions().unwrap();
     assert_eq!(m.merged_into(g), Some(ids[2]));
+    assert_eq!(m.core.stats.get("merge.by_print"), 1);
+    assert_eq!(m.core.stats.get("stand_ins"), 0);
+    assert_eq!(m.core.stats.get("compiled"), 2, "g has no code of its own");
+    assert_eq!(call(&m, g, 5), 15);
+    // `h` returns `g`'s address: `g` needs code of its own now, a thunk to `f2`.
+    let sig = m.declarations().get_function_decl(g).signature.clone();
+    let h = m.declare_function("h", Linkage::Export, &sig).unwrap();
+    let mut ctx = m.make_context();
+    ctx.func.signature = sig;
+    let gr = m.declare_func_in_func(g, &mut ctx.func);
+    let mut fctx = cranelift_frontend::FunctionBuilderContext::new();
+    let mut b = cranelift_frontend::FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    let a = b.ins().func_addr(ir::types::I64, gr);
+    b.ins().return_(&[a]);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    m.define_function(h, &mut ctx).unwrap();
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.core.stats.get("late_thunks"), 1);
+    let addr = call(&m, h, 0);
+    assert_ne!(addr as usize, m.get_finalized_function(ids[2]) as usize);
+    // SAFETY: `addr` is `g`'s code, of signature (i64) -> i64.
+    let through: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(addr as usize) };
+    assert_eq!(through(7), 21);
+}
+
+/// A later batch's function equal to one compiled unlifted once its callee merges: a
+/// stand-in is lifted and frozen in the unlifted one's place, and the pass merges into it.
+#[test]
+fn a_later_function_equal_once_its_callee_merges_merges_through_a_stand_in() {
+    let isa = crate::isa::host_isa(crate::isa::OptLevel::None).expect("host ISA");
+    let mut m = MergeModule::new(JITModule::new(crate::jit::jit_builder(isa, &[])));
+    let callee = |k: u32| {
+        format!("function %c{k}(i64) -> i64 {{\nblock0(v0: i64):\n v1 = iconst.i64 5\n v2 = iadd v0, v1\n return v2\n}}\n")
+    };
+    let caller = |k: u32| {
+        format!("function %u{k}(i64) -> i64 {{\n fn0 = colocated u0:{k} (i64) -> i64\nblock0(v0: i64):\n v1 = call fn0(v0)\n v2 = imul v1, v1\n return v2\n}}\n")
+    };
+    // Batch 1: `c0` and `u0` (which calls `c0`), each of its own shape: both unlifted.
+    let c0 = define_text(&mut m, "c0", &callee(0));
+    let u0 = define_text(&mut m, "u0", &caller(c0.as_u32()));
+    m.finalize_definitions().unwrap();
+    // Batch 2: `c1`, equal to `c0`, and `u1`, equal to `u0` once `c1` is merged.
+    let c1 = m
+        .declare_function(
+            "c1",
+            Linkage::Export,
+            &m.declarations().get_function_decl(c0).signature.clone(),
+        )
+        .unwrap();
+    let u1 = define_text(&mut m, "u1", &caller(c1.as_u32()));
+    let mut ctx = m.make_context();
+    ctx.func = parse_functions(&callee(1)).unwrap().remove(0);
+    m.define_function(c1, &mut ctx).unwrap();
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(c1), Some(c0));
+    assert_eq!(m.merged_into(u1), Some(u0));
     assert_eq!(m.core.stats.get("stand_ins"), 1);
-    assert!(!m
-        .core
-        .input_index
-        .has_shape(skip::Survey::of([&ctx.func].into_iter()).keys[0]));
-    // SAFETY: `g` was compiled with signature (i64) -> i64.
-    let code: extern "C" fn(i64) -> i64 =
-        unsafe { std::mem::transmute(m.get_finalized_function(g)) };
-    assert_eq!(code(5), 15);
+    assert_eq!(call(&m, u1, 2), 49);
 }
