@@ -6,11 +6,13 @@
 //!   repl-unique N   500 functions compiled first, then N steps of declare, define and
 //!                   finalize, each a function unlike any before (a REPL)
 //!   repl-equal N    the same, each step equal to one of the first 500
-//!   batch N B       N generated functions with no duplicates, finalized every B
-//!   batch-dup N B   N generated functions, half of them duplicates, finalized every B
+//!   batch N B       N generated functions with no duplicates (a tenth near-duplicates),
+//!                   finalized every B
+//!   batch-dup N B   the same with half of them duplicates
 //! ```
 //!
-//! `--plain` runs cranelift-jit alone; `--verifier` sets Cranelift's `enable_verifier` (default
+//! `--phases` also prints `MergeModule`'s time in each phase (`MergeModule::stats`, every
+//! function's). `--plain` runs cranelift-jit alone; `--verifier` sets Cranelift's `enable_verifier` (default
 //! on, Cranelift's default); `--threads` is `MergeConfig::threads`: `1` is `Threads::None`,
 //! `default` the default. Prints the µs per function of the timed part (wall and this thread's
 //! CPU) and the number of functions timed. Instructions: run it under `valgrind
@@ -79,12 +81,13 @@ fn work(pattern: &str, args: &[usize], cfg: cranelift_codegen::isa::TargetFronte
             }
         }
         ("batch" | "batch-dup", &[n, b]) => {
+            // (`mergelift gen --functions N --dup-ratio 0|0.5 --seed 1`: a tenth of the
+            // functions are near-duplicates, which `merge-similar` merges.)
             let text = generate(&GenOptions {
                 functions: n,
                 dup_ratio: if pattern == "batch-dup" { 0.5 } else { 0.0 },
-                near_ratio: 0.0,
-                edit_ratio: 0.0,
                 seed: 1,
+                ..Default::default()
             })
             .text;
             let funcs = cranelift_reader::parse_functions(&text)
@@ -104,8 +107,10 @@ fn work(pattern: &str, args: &[usize], cfg: cranelift_codegen::isa::TargetFronte
 
 /// Declare every function, then define and finalize them `w.batch` at a time; the part after
 /// the first `w.warm` functions is `measured`.
-fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> (f64, f64) {
-    let ids: Vec<FuncId> = if w.warm > 0 {
+fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64), M) {
+    // A generated module's functions, declared first, with their references to each other
+    // made module references (`declare_by_name`).
+    let declared: Vec<(FuncId, Function)> = if w.warm > 0 {
         Vec::new()
     } else {
         let funcs = w
@@ -116,18 +121,21 @@ fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> (f64, f64) {
         declare_by_name(&mut m, funcs)
             .unwrap()
             .into_iter()
-            .map(|(_, id, _)| id)
+            .map(|(_, id, f)| (id, f))
             .collect()
     };
     // One context for every definition, cleared in between, as cranelift-jit-demo keeps one.
     let mut ctx = m.make_context();
     let mut step = |m: &mut M, k: usize| {
-        let (name, f) = &w.funcs[k];
-        let id = match ids.get(k) {
-            Some(&id) => id,
-            None => m
-                .declare_function(name, Linkage::Export, &f.signature)
-                .unwrap(),
+        let (id, f) = match declared.get(k) {
+            Some((id, f)) => (*id, f),
+            None => {
+                let (name, f) = &w.funcs[k];
+                let id = m
+                    .declare_function(name, Linkage::Export, &f.signature)
+                    .unwrap();
+                (id, f)
+            }
         };
         m.clear_context(&mut ctx);
         ctx.func = f.clone();
@@ -143,10 +151,11 @@ fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> (f64, f64) {
     let cpu = thread_cpu_us();
     measured(&mut m, w.warm..w.funcs.len(), step);
     let n = (w.funcs.len() - w.warm) as f64;
-    (
+    let times = (
         t.elapsed().as_secs_f64() * 1e6 / n,
         (thread_cpu_us() - cpu) / n,
-    )
+    );
+    (times, m)
 }
 
 /// The timed part (callgrind's `--toggle-collect` names it).
@@ -162,10 +171,12 @@ fn main() {
     let Some(pattern) = args.first() else { usage() };
     let mut nums = Vec::new();
     let (mut plain, mut verifier, mut opt, mut threads) = (false, true, "none", "1");
+    let mut phases = false;
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--plain" => plain = true,
+            "--phases" => phases = true,
             "--verifier" => verifier = it.next().map(|s| s == "on").unwrap_or_else(|| usage()),
             "--opt" => opt = it.next().map(String::as_str).unwrap_or_else(|| usage()),
             "--threads" => threads = it.next().map(String::as_str).unwrap_or_else(|| usage()),
@@ -184,13 +195,19 @@ fn main() {
     };
     let jit = JITModule::new(jit_builder(isa, &[]));
     let (us, cpu) = if plain {
-        run(jit, |m| m.finalize_definitions().unwrap(), &w)
+        run(jit, |m| m.finalize_definitions().unwrap(), &w).0
     } else {
-        run(
+        let ((us, cpu), m) = run(
             MergeModule::with_config(jit, config),
             |m| m.finalize_definitions().unwrap(),
             &w,
-        )
+        );
+        if phases {
+            for (phase, d) in &m.stats().times {
+                println!("  {phase}: {:.2} ms", d.as_secs_f64() * 1e3);
+            }
+        }
+        (us, cpu)
     };
     println!(
         "{pattern} {} verifier={} opt={opt} threads={threads}: {us:.1} us per function \
