@@ -24,11 +24,22 @@
 #   scripts/bench_tables.sh wasmtime FILE.wasm...# Mergelift's plain compile of .wasm modules
 #                                                # beside wasmtime's own (needs the CLI built
 #                                                # with --features wasm)
+#   scripts/bench_tables.sh binaryen [--opt-level L] FILE.wasm...
+#                                                # Binaryen's function merging against
+#                                                # Mergelift's, in wasmtime 48's code bytes:
+#                                                # plain; `wasm-opt --duplicate-function-
+#                                                # elimination --merge-similar-functions`
+#                                                # then plain; Mergelift's default passes;
+#                                                # and with merge-aligned (needs `wasm-opt`,
+#                                                # Debian package binaryen; builds the CLI
+#                                                # with --features wasm; opt level default
+#                                                # none; $WASM_OPT_FEATURES overrides the
+#                                                # --enable-* flags given to wasm-opt)
 #
 # Build first: `cargo build --release -p mergelift-cli`. Each row is one cold process.
 set -euo pipefail
 BIN=${MERGELIFT:-target/release/mergelift}
-[[ ${1:-} == merged-calls || -x $BIN ]] || { echo "$BIN: not built (cargo build --release -p mergelift-cli)" >&2; exit 2; }
+[[ ${1:-} == merged-calls || ${1:-} == binaryen || -x $BIN ]] || { echo "$BIN: not built (cargo build --release -p mergelift-cli)" >&2; exit 2; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 case ${1:-} in
   bytes)
@@ -185,5 +196,60 @@ print(sum(1 for b in bodies if thunk.fullmatch(b)))')
       echo "| $(basename "$f" .wasm) | $level | $before |$syms|$text| $after |"
     done
     ;;
-  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...] | llvm [N...] | wasmtime FILE.wasm..." >&2; exit 2;;
+  binaryen)
+    shift
+    level=none
+    if [[ ${1:-} == --opt-level ]]; then level=${2:?--opt-level needs none or speed}; shift 2; fi
+    [[ $# -gt 0 ]] || { echo "usage: $0 binaryen [--opt-level L] FILE.wasm..." >&2; exit 2; }
+    command -v wasm-opt >/dev/null || {
+      echo "wasm-opt not found: install Binaryen (Debian package \`binaryen\`: apt-get install binaryen)" >&2; exit 2; }
+    # Only the features the modules use: with -all wasm-opt writes encodings wasmtime 48 rejects.
+    features=${WASM_OPT_FEATURES:---enable-sign-ext --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int --enable-mutable-globals --enable-multivalue}
+    if [[ -z ${MERGELIFT:-} ]]; then cargo build -q --release -p mergelift-cli --features wasm; fi
+    [[ -x $BIN ]] || { echo "$BIN: not built (cargo build --release -p mergelift-cli --features wasm)" >&2; exit 2; }
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    status=0
+    for f in "$@"; do
+      m=$(basename "$f" .wasm)
+      # shellcheck disable=SC2086
+      if ! wasm-opt $features --duplicate-function-elimination --merge-similar-functions "$f" -o "$tmp/$m.wasm" 2> "$tmp/$m.err" ||
+         ! wasm-opt $features "$f" -o "$tmp/$m.rt.wasm" 2>> "$tmp/$m.err"; then
+        echo "$m: wasm-opt failed:" >&2; cat "$tmp/$m.err" >&2; status=1; continue
+      fi
+      pd=$("$BIN" size --json --opt-level "$level" "$f" | json "d['code_bytes_before'], d['code_bytes_after']")
+      read -r plain dflt <<< "$(echo "$pd" | tr -d '(),')"
+      # The control: wasm-opt's round trip alone (no pass), which changes the code by itself.
+      rt=$("$BIN" size --json --opt-level "$level" --passes none "$tmp/$m.rt.wasm" | json "d['code_bytes_before']")
+      bin=$("$BIN" size --json --opt-level "$level" --passes none "$tmp/$m.wasm" | json "d['code_bytes_before']")
+      aligned=$("$BIN" size --json --opt-level "$level" --passes merge,merge-similar,merge-aligned "$f" | json "d['code_bytes_after']")
+      echo "$m $plain $rt $bin $dflt $aligned" >> "$tmp/rows"
+    done
+    [[ -s $tmp/rows ]] || exit 1
+    python3 - "$tmp/rows" "$level" "$(wasm-opt --version)" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+level, version = sys.argv[2], sys.argv[3]
+rows = [(m, *map(int, r)) for m, *r in rows]
+rows.append(("**total**", *(sum(r[i] for r in rows) for i in range(1, 6))))
+pct = lambda p, x: f"{100 * (p - x) / p:.2f}%"
+print(f"Opt level `{level}`; Binaryen is {version}.")
+print()
+print("| module | plain | wasm-opt, no pass | Binaryen DFE + merge-similar | saved | Mergelift default | saved | + `merge-aligned` | saved |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for m, p, r, b, d, a in rows:
+    print(f"| {m} | {p} | {r} | {b} | {pct(p, b)} | {d} | {pct(p, d)} | {a} | {pct(p, a)} |")
+_, p, r, b, d, a = rows[-1]
+print()
+if p > b:
+    times = lambda x: f"{(p - x) / (p - b):.1f}x"
+    print(f"In total, Mergelift default saves {times(d)} what Binaryen saves; with `merge-aligned`, {times(a)}.")
+else:
+    print(f"In total Binaryen saves nothing (the code grows {pct(p, b)[1:]}); Mergelift default saves {pct(p, d)},"
+          f" with `merge-aligned` {pct(p, a)}.")
+print(f"Saved is of plain. wasm-opt's round trip alone (no pass) changes the code by {100 * (r - p) / p:+.2f}%;"
+      f" against it, Binaryen's two passes save {pct(r, b)}.")
+PY
+    exit $status
+    ;;
+  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...] | llvm [N...] | wasmtime FILE.wasm... | binaryen [--opt-level L] FILE.wasm..." >&2; exit 2;;
 esac
