@@ -4,7 +4,12 @@
 # timings do. They leave out what instruction counts cannot see (cache misses, first touches
 # of fresh memory, page faults), which `ratios.sh` measures; read the two side by side.
 #
-#   scripts/iratios.sh [--opt-level none|speed] [--passes LIST] FILES...
+#   scripts/iratios.sh [--opt-level none|speed] [--passes LIST] [--verifier on|off] FILES...
+#
+# `--verifier off` compiles a copy of each file headed `set enable_verifier=false` (with the
+# frame pointers a headerless file gets), as production runtimes such as wasmtime run;
+# the default is Cranelift's default, on. A file with its own `set` or `target` lines is
+# taken as it is.
 #
 # Needs valgrind (callgrind). Runs `mergelift size --first plain FILE` once per file under
 # callgrind, which dumps its counters when the pipeline starts: the first part holds the plain
@@ -22,10 +27,12 @@ set -euo pipefail
 BIN=${MERGELIFT:-target/release/mergelift}
 OPT=none
 PASSES=merge,merge-similar
+VERIFIER=on
 while [[ $# -gt 0 ]]; do
   case $1 in
     --opt-level) OPT=$2; shift 2;;
     --passes) PASSES=$2; shift 2;;
+    --verifier) VERIFIER=$2; shift 2;;
     *) break;;
   esac
 done
@@ -34,8 +41,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '%-22s %14s %14s %7s %12s %7s %8s\n' module plain pipeline ratio own own% compile
 for f in "$@"; do
+  input=$f
+  if [[ $VERIFIER == off ]] && ! grep -q -m1 -E '^(set|target) ' "$f"; then
+    input=$tmp/$(basename "$f")
+    { printf 'set preserve_frame_pointers=true\nset enable_verifier=false\ntarget x86_64\n'; cat "$f"; } >"$input"
+  fi
   valgrind --tool=callgrind --dump-before='*size::compile_pipeline' \
-    --callgrind-out-file="$tmp/cg" "$BIN" size --json --first plain --opt-level "$OPT" --passes "$PASSES" "$f" \
+    --callgrind-out-file="$tmp/cg" "$BIN" size --json --first plain --opt-level "$OPT" --passes "$PASSES" "$input" \
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
   plain=$(callgrind_annotate --inclusive=yes "$tmp/cg.1" 2>/dev/null |
     awk '/size::compile_plain \[/ {gsub(",", "", $1); if (!n++) print $1}')
@@ -56,5 +68,5 @@ own = (pipe - clp) - (plain - cl0)
 print('%-22s %14s %14s %7.3f %12s %6.1f%% %7.3f' % (name, format(plain, ','), format(pipe, ','),
       pipe / plain, format(own, ','), 100 * own / plain, clp / cl0))
 " "$f" "$plain" "$pipe" "$cl_pipe" "$cl_plain"
-  rm -f "$tmp"/cg*
+  rm -f "$tmp"/cg* "$tmp"/*.clif
 done

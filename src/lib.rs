@@ -75,6 +75,12 @@
 //!   at define). The failed functions are undefined again and can be defined anew; the module
 //!   goes on. Where a failed function was a merge survivor or a shared body, the functions
 //!   merged into it get code of their own.
+//! - **Compile time**: with the ISA's `enable_verifier` on, Cranelift's verifier runs at
+//!   define, as in the plain module; a function no pass changed is then compiled with it off
+//!   and its compiled IR checked once (two runs where the plain compile makes four at opt
+//!   level none). With it off nothing is verified. A function is lifted to Mergelift's IR
+//!   only when a merge could involve it (its fingerprint or its shape matches another's);
+//!   any other is compiled from its own Cranelift IR.
 //! - **Batches**: functions defined after a `finalize_definitions` are merged with each other
 //!   and against everything compiled before; one equal to compiled code gets that code and is
 //!   not compiled at all. Calls from new code into old code work as before.
@@ -96,8 +102,9 @@
 //!   ([`MergeConfig::fetch_locals`] turns that off for a runtime that never fetches its local
 //!   functions).
 //! - **Configuration** ([`MergeConfig`]): the passes as values ([`PassKind`]; default
-//!   `merge`, `merge-similar`; `merge-aligned` is opt-in), threads (default: none), the
-//!   address policy, whether local functions stay fetchable, and the hot functions
+//!   `merge`, `merge-similar`; `merge-aligned` is opt-in), threads ([`Threads`]; by default
+//!   a large flush compiles on the machine's cores, and a host that runs its own compile
+//!   threads sets `Threads::None`), the address policy, whether local functions stay fetchable, and the hot functions
 //!   `merge-aligned` must leave alone ([`MergeConfig::hot`]).
 //! - **Reports**: [`MergeModule::merged_into`], [`MergeModule::merges`],
 //!   [`MergeModule::stats`], [`MergeModule::code_bytes`], [`MergeModule::passed_through`].

@@ -215,8 +215,8 @@ pub fn merge_jit(
 }
 
 /// A function of about 25 instructions, `(i64) -> i64`, whose constant `k` makes it unique:
-/// the function a lazy-JIT step defines in `benches/module.rs` and
-/// `tools/examples/lazy_jit_probe.rs` (equal `k`, equal functions).
+/// the function a REPL step defines in `benches/module.rs` and `tools/examples/jit_patterns.rs`
+/// (equal `k`, equal functions).
 pub fn lazy_step_function(
     cfg: cranelift_codegen::isa::TargetFrontendConfig,
     k: i64,
