@@ -1104,9 +1104,9 @@ fn mismatch(
 }
 
 /// The functions `--hot` names, for `merge-aligned`.
-fn hot_functions(names: Vec<String>) -> Option<midend::passes::merge::HotFunctions> {
+fn hot_functions(names: Vec<String>) -> Option<midend::passes::aligned::HotFunctions> {
     (!names.is_empty()).then(|| {
-        midend::passes::merge::HotFunctions::named(
+        midend::passes::aligned::HotFunctions::named(
             names
                 .into_iter()
                 .map(|n| n.trim().trim_start_matches('%').to_string()),
