@@ -1,6 +1,7 @@
-//! Mergelift's mid-end: the LIR (seed 002), its analyses, and the passes that run over it
-//! (MergeFunctions, local and global value numbering, dead-code removal). It does not depend
-//! on Cranelift's code generator: `jit-driver` is the bridge.
+//! Mergelift's mid-end: the LIR (a three-address, load/store IR), its analyses, and the
+//! passes that run over it (LLVM's MergeFunctions, local and global value numbering,
+//! dead-code removal). It does not depend on Cranelift's code generator: `jit-driver` is the
+//! bridge.
 //!
 //! # Writing a pass
 //!
