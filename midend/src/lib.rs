@@ -48,7 +48,6 @@ pub mod analysis;
 mod error;
 pub mod hash;
 pub mod lir;
-pub mod mem;
 pub mod pass;
 pub mod passes;
 pub mod state;
