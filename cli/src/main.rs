@@ -1,6 +1,7 @@
 //! The `mergelift` command: `opt`, `run`, `size`, `report`, `gen`, `fuzz`.
 
 mod inputs;
+mod mem;
 
 use anyhow::{anyhow, bail, Result};
 use clap::{Parser, Subcommand};
@@ -1104,9 +1105,9 @@ fn mismatch(
 }
 
 /// The functions `--hot` names, for `merge-aligned`.
-fn hot_functions(names: Vec<String>) -> Option<midend::passes::merge::HotFunctions> {
+fn hot_functions(names: Vec<String>) -> Option<midend::passes::aligned::HotFunctions> {
     (!names.is_empty()).then(|| {
-        midend::passes::merge::HotFunctions::named(
+        midend::passes::aligned::HotFunctions::named(
             names
                 .into_iter()
                 .map(|n| n.trim().trim_start_matches('%').to_string()),
@@ -1166,7 +1167,7 @@ fn cmd_opt(
     // Functions folded by merge-similar are emitted as they came in (they are local, and
     // nothing calls them any more, but the output keeps every input function).
     let input = (emit == "clif" && kinds.contains(&PassKind::MergeSimilar)).then(|| module.clone());
-    let peak_after_load = midend::mem::peak_rss_kib();
+    let peak_after_load = mem::peak_rss_kib();
     pm.run(&mut module, &mut state, &mut stats)?;
     let functions_out = module.live_functions().count() + passed.len();
     let insts_after = module.inst_count();
@@ -1234,7 +1235,7 @@ fn cmd_opt(
             let k = if k == "merged" { "merged_exact" } else { k };
             obj[k] = serde_json::json!(v);
         }
-        if let (Some(load), Some(end)) = (peak_after_load, midend::mem::peak_rss_kib()) {
+        if let (Some(load), Some(end)) = (peak_after_load, mem::peak_rss_kib()) {
             obj["peak_rss_kib"] = serde_json::json!({ "after_load": load, "end": end });
         }
         let _ = writeln!(std::io::stderr(), "{obj}");

@@ -1,6 +1,7 @@
-//! Mergelift's mid-end: the LIR (seed 002), its analyses, and the passes that run over it
-//! (MergeFunctions, local and global value numbering, dead-code removal). It does not depend
-//! on Cranelift's code generator: `jit-driver` is the bridge.
+//! Mergelift's mid-end: the LIR (a three-address, load/store IR), its analyses, and the
+//! passes that run over it (LLVM's MergeFunctions, local and global value numbering,
+//! dead-code removal). It does not depend on Cranelift's code generator: `jit-driver` is the
+//! bridge.
 //!
 //! # Writing a pass
 //!
@@ -47,7 +48,6 @@ pub mod analysis;
 mod error;
 pub mod hash;
 pub mod lir;
-pub mod mem;
 pub mod pass;
 pub mod passes;
 pub mod state;

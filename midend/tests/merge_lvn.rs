@@ -5,10 +5,8 @@
 use cranelift_entity::SecondaryMap;
 use midend::lir::*;
 use midend::passes::lvn::{LocalValueNumbering, LvnStats};
-use midend::passes::merge::{
-    function_hash, function_hashes, merge_functions, validate_merge, FunctionComparator,
-    HashScratch, WalkOut,
-};
+use midend::passes::merge::internals::{function_hashes, HashScratch, WalkOut};
+use midend::passes::merge::{function_hash, merge_functions, validate_merge, FunctionComparator};
 use midend::state::MergeKind;
 use midend::verifier::*;
 use midend::{PassManager, PassState, Stats};

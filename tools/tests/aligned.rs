@@ -498,25 +498,25 @@ fn functions_with_try_call_are_left_alone() {
 }
 
 /// Run `passes` over the functions of `body` (lifted), with `hot` as the hot functions.
-fn pass_stats(body: &str, hot: Option<midend::passes::merge::HotFunctions>) -> midend::Stats {
+fn pass_stats(body: &str, hot: Option<midend::passes::aligned::HotFunctions>) -> midend::Stats {
     run_passes(body, hot).1
 }
 
 /// `merge-aligned`'s report on `body` lifted, run alone with `min_similarity`.
-fn aligned_report(body: &str, min_similarity: f64) -> midend::passes::merge::AlignedReport {
+fn aligned_report(body: &str, min_similarity: f64) -> midend::passes::aligned::AlignedReport {
     let funcs = cranelift_reader::parse_functions(body).unwrap();
     let mut m = jit_driver::lift_functions(funcs.iter(), &mut midend::Stats::default()).unwrap();
-    let opts = midend::passes::merge::AlignedOptions {
+    let opts = midend::passes::aligned::AlignedOptions {
         min_similarity,
         ..Default::default()
     };
-    midend::passes::merge::merge_aligned(&mut m, &mut midend::PassState::default(), &opts)
+    midend::passes::aligned::merge_aligned(&mut m, &mut midend::PassState::default(), &opts)
 }
 
 /// `pass_stats`, and the module after the passes.
 fn run_passes(
     body: &str,
-    hot: Option<midend::passes::merge::HotFunctions>,
+    hot: Option<midend::passes::aligned::HotFunctions>,
 ) -> (midend::lir::Module, midend::Stats) {
     let funcs = cranelift_reader::parse_functions(body).unwrap();
     let mut stats = midend::Stats::default();
@@ -541,7 +541,7 @@ fn hot_functions_are_never_merged_by_alignment() {
     for hot in ["a", "b"] {
         let stats = pass_stats(
             &body,
-            Some(midend::passes::merge::HotFunctions::named([hot])),
+            Some(midend::passes::aligned::HotFunctions::named([hot])),
         );
         assert_eq!(stats.get("merged_aligned"), 0, "{hot} is hot");
         assert_eq!(stats.get("aligned.hot"), 1);
@@ -597,7 +597,7 @@ fn merge_module_takes_hot_functions_by_their_declared_names() {
         let opts = mergelift_tools::size::SizeOptions {
             config: jit_driver::MergeConfig {
                 passes: midend::parse_pass_list(ALIGNED).unwrap(),
-                hot: hot.map(|h| midend::passes::merge::HotFunctions::named([h])),
+                hot: hot.map(|h| midend::passes::aligned::HotFunctions::named([h])),
                 ..Default::default()
             },
             ..Default::default()

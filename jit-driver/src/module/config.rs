@@ -117,7 +117,7 @@ pub struct MergeConfig {
     /// merged body branches and selects on which function it runs as, which a hot loop
     /// should not pay. The other passes ignore this. The predicate sees each function's
     /// name as it was declared (`Module::declare_function`).
-    pub hot: Option<midend::passes::merge::HotFunctions>,
+    pub hot: Option<midend::passes::aligned::HotFunctions>,
 }
 
 impl Default for MergeConfig {

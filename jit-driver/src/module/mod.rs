@@ -56,7 +56,7 @@ use cranelift_module::{
 };
 use define::{Code, Definer, Failure, Isas, Job};
 use midend::lir;
-use midend::passes::merge::HotFunctions;
+use midend::passes::aligned::HotFunctions;
 use midend::state::{Edit, ExtraArg, MergeKind, MergedBy};
 use midend::{PassKind, PassManager, PassOptions, PassState, Stats};
 use rustc_hash::{FxHashMap, FxHashSet};

@@ -71,6 +71,7 @@ impl Function {
     /// count a function's operands in advance would otherwise reserve more than it uses in
     /// fresh memory, which costs its page faults whether it is used or not. The pool must
     /// be empty.
+    #[doc(hidden)]
     pub fn build_operands_in(&mut self, room: &mut OperandRoom) {
         debug_assert!(self.operand_pool.is_empty());
         core::mem::swap(&mut self.operand_pool, &mut room.0);
@@ -79,6 +80,7 @@ impl Function {
 
     /// End `build_operands_in`: the pool is copied to an array of exactly its length, and
     /// `room` gets its memory back.
+    #[doc(hidden)]
     pub fn cut_operands_from(&mut self, room: &mut OperandRoom) {
         let exact = self.operand_pool.to_vec();
         room.0 = core::mem::replace(&mut self.operand_pool, exact);
@@ -87,6 +89,7 @@ impl Function {
     /// `make_inst` for operands the caller has pushed onto the end of the operand pool
     /// (`push_operand`): the last `n` entries become the instruction's operands, where they
     /// are.
+    #[doc(hidden)]
     #[inline]
     pub fn make_inst_pooled(
         &mut self,
@@ -99,6 +102,7 @@ impl Function {
     }
 
     /// `make_inst_pooled` with `aux` set, inlined into the caller (the lifter's hot path).
+    #[doc(hidden)]
     #[inline(always)]
     pub fn make_inst_pooled_aux(
         &mut self,

@@ -64,7 +64,7 @@ pub mod effects {
     pub const TERM: u8 = 16;
     /// Operands may be swapped.
     pub const COMM: u8 = 32;
-    /// Call-like (seed 002's `isCall`).
+    /// Call-like (a call, or an instruction that behaves as one).
     pub const CALL: u8 = 64;
 }
 
@@ -364,7 +364,7 @@ impl Opcode {
 
 /// A range in one of a function's pools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct PoolRange {
+pub(crate) struct PoolRange {
     pub(crate) start: u32,
     pub(crate) len: u32,
 }
@@ -408,7 +408,7 @@ impl InstData {
     /// An instruction with these results and operands (ranges as `results()` and
     /// `operands()` describe them; at most `MAX_RESULTS` results).
     #[inline]
-    pub fn new(
+    pub(crate) fn new(
         opcode: Opcode,
         ty: Type,
         aux: u32,
@@ -434,7 +434,7 @@ impl InstData {
     /// The results: a range of `Function::result_pool`, or for one result the register index
     /// itself in `start`.
     #[inline(always)]
-    pub fn results(&self) -> PoolRange {
+    pub(crate) fn results(&self) -> PoolRange {
         PoolRange {
             start: self.results_start,
             len: self.n_results as u32,
@@ -443,7 +443,7 @@ impl InstData {
 
     /// The operands: a range of `Function::operand_pool`.
     #[inline(always)]
-    pub fn operands(&self) -> PoolRange {
+    pub(crate) fn operands(&self) -> PoolRange {
         PoolRange {
             start: self.operands_start,
             len: self.n_operands,

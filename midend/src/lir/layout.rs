@@ -107,6 +107,7 @@ impl Function {
     /// `place_inst_range(b, first, n, n)`: fill block `b` with the consecutive instructions
     /// `first..first + n` and no room to spare, at the end of the function's array (a
     /// builder's step for each block it fills once; see `place_inst_range`).
+    #[doc(hidden)]
     #[inline]
     pub fn place_inst_range_exact(&mut self, b: Block, first: Inst, n: usize) {
         let d = self.blocks[b];

@@ -1,4 +1,4 @@
-//! The eight operand kinds of seed 002, and the small immediates they carry.
+//! The eight operand kinds of LIR, and the small immediates they carry.
 
 use super::entities::{Block, Reg, StackObj, Symbol};
 use core::fmt;
@@ -180,7 +180,7 @@ impl fmt::Display for Cond {
     }
 }
 
-/// One operand of an instruction: the eight kinds of seed 002.
+/// One operand of an instruction: one of LIR's eight kinds.
 ///
 /// This is the operand as passes read and match it (16 bytes: constants and memory
 /// references are spelled out as variants of their own rather than wrapping `Imm` and
@@ -191,7 +191,7 @@ impl fmt::Display for Cond {
 pub enum Operand {
     /// A virtual register.
     Reg(Reg),
-    /// An integer constant (seed 002's constant, integer kind).
+    /// An integer constant.
     Int(i64),
     /// A 32-bit float constant, by its bit pattern.
     F32(u32),

@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-/// The class of a virtual register: seed 002 has an integer and a floating-point class.
+/// The class of a virtual register: an integer and a floating-point class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RegClass {
     /// General-purpose integer registers (also pointers and i128 pairs).

@@ -1,4 +1,4 @@
-//! Hash-based local value numbering (seed 002), block by block.
+//! Hash-based local value numbering, block by block.
 //!
 //! Each register gets a value number (VN). An instruction without side effects is keyed by its
 //! opcode, type, flags and operand VNs (commutative operands ordered by VN; comparisons
@@ -7,7 +7,7 @@
 //! deleted. Calls, phis and instructions with side effects get fresh VNs; terminators are
 //! ignored.
 //!
-//! Memory (seed 002, "Loads and stores"): a load's key includes a memory VN.
+//! Memory: a load's key includes a memory VN.
 //! - Stack objects and external symbols are *memory objects* split into segments by access,
 //!   each with its own memory VN and last-stored VN: a store to one segment leaves the others
 //!   (and other objects) alone, and a load reading exactly a stored segment with the same type
@@ -15,7 +15,7 @@
 //! - Generic references `[base + index*scale + disp]` use epochs: a store through a generic
 //!   reference clears all memory objects; a load forwards from the last generic store with the
 //!   same base, index, scale and displacement if memory did not change since.
-//! - Beyond the seed: `readonly` loads are never invalidated; a store in one alias region does
+//! - Beyond that: `readonly` loads are never invalidated; a store in one alias region does
 //!   not change the memory VN of loads in another region.
 //! - Calls and instructions with other side effects invalidate everything.
 //!
@@ -531,7 +531,7 @@ impl LocalValueNumbering {
             let i = segs.partition_point(|s| s.end <= at);
             let s = segs[i];
             if s.off < at {
-                // Both halves keep the parent's VNs, as in the seed's walk-through; a partial
+                // Both halves keep the parent's VNs, as in the hash-based LVN design; a partial
                 // last-stored value no longer describes either half.
                 segs[i] = Segment {
                     end: at,

@@ -3,10 +3,15 @@
 //! align), `lvn` (local value numbering), `gvn` (dominator-scoped value numbering), `dce`
 //! (dead-code removal).
 
+pub mod aligned;
 pub mod dce;
+mod fold;
 pub mod gvn;
 pub mod lvn;
 pub mod merge;
+pub mod similar;
+
+pub use fold::CostModel;
 
 use crate::error::Error;
 use crate::pass::{Pass, PassManager};
@@ -22,7 +27,7 @@ pub struct PassOptions {
     pub locals_named: bool,
     /// Functions the host marks hot (by name): `merge-aligned` never merges them, so that
     /// they run without branches on a function identifier.
-    pub hot: Option<merge::HotFunctions>,
+    pub hot: Option<aligned::HotFunctions>,
 }
 
 /// A pass, as a value: what `--passes` names and what library users configure.
@@ -35,7 +40,7 @@ pub enum PassKind {
     /// Pairs of functions whose instructions align share one body that branches and
     /// selects on a function identifier.
     MergeAligned,
-    /// Local value numbering (seed 002), with store-to-load forwarding.
+    /// Hash-based local value numbering, with store-to-load forwarding.
     Lvn,
     /// Value numbering scoped along the dominator tree.
     Gvn,
@@ -85,14 +90,14 @@ impl PassKind {
                 },
                 ..Default::default()
             }),
-            PassKind::MergeSimilar => Box::new(merge::MergeSimilar {
-                opts: merge::SimilarOptions {
+            PassKind::MergeSimilar => Box::new(similar::MergeSimilar {
+                opts: similar::SimilarOptions {
                     locals_named: opts.locals_named,
                     ..Default::default()
                 },
             }),
-            PassKind::MergeAligned => Box::new(merge::MergeAligned {
-                opts: merge::AlignedOptions {
+            PassKind::MergeAligned => Box::new(aligned::MergeAligned {
+                opts: aligned::AlignedOptions {
                     hot: opts.hot.clone(),
                     locals_named: opts.locals_named,
                     ..Default::default()

@@ -32,7 +32,7 @@ pub struct FunctionComparator<'m> {
 }
 
 /// The reusable tables of a comparator.
-pub struct ComparatorState {
+pub(crate) struct ComparatorState {
     sn_l: SecondaryMap<Reg, u32>,
     sn_r: SecondaryMap<Reg, u32>,
     bn_l: SecondaryMap<Block, u32>,
@@ -47,7 +47,7 @@ fn cmp<T: Ord>(a: T, b: T) -> Ordering {
 
 impl<'m> FunctionComparator<'m> {
     /// Keep the comparator's tables (their capacity) for reuse with another borrow.
-    pub fn into_state(self) -> ComparatorState {
+    pub(crate) fn into_state(self) -> ComparatorState {
         ComparatorState {
             sn_l: self.sn_l,
             sn_r: self.sn_r,
@@ -65,7 +65,11 @@ impl<'m> FunctionComparator<'m> {
     }
 
     /// A comparator reusing tables from `into_state`.
-    pub fn from_state(module: &'m Module, class: &'m dyn Classes, s: ComparatorState) -> Self {
+    pub(crate) fn from_state(
+        module: &'m Module,
+        class: &'m dyn Classes,
+        s: ComparatorState,
+    ) -> Self {
         FunctionComparator {
             module,
             class,

@@ -1,19 +1,20 @@
-//! Exact merging: FnTree and Deferred (seeds 000 and 001), the lookup of frozen functions, and
+//! Exact merging: FnTree and Deferred (LLVM's MergeFunctions), the lookup of frozen functions, and
 //! folding each merged function into its survivor.
 
 #[cfg(debug_assertions)]
 use super::comparator::validate_merge;
-use super::comparator::FunctionComparator;
+use super::comparator::{ComparatorState, FunctionComparator};
 use super::index::{fingerprint, fingerprint_of};
 use super::refine::refine_classes;
 use super::scope::{ScopeMap, SymIndex, SymTable};
 use super::walk::{
-    function_hashes, priority, walk_module, Callee, HashScratch, WalkOut, PRIO_FROZEN,
+    function_hashes, priority, walk_module, Callee, HashScratch, WalkOut, Walked, PRIO_FROZEN,
     PRIO_PREEMPTIBLE,
 };
 use super::{MergeOptions, MergeReport};
 use crate::hash::HashMap;
 use crate::lir::*;
+use crate::passes::fold::make_thunk_with;
 use crate::state::*;
 use core::cmp::Ordering;
 use cranelift_entity::packed_option::PackedOption;
@@ -23,7 +24,7 @@ use std::time::Instant;
 /// Buffers of the pass kept from one run to the next: a lazy JIT runs it once per function,
 /// and a batch of one function needs nothing else (see `merge_one`).
 #[derive(Default)]
-pub struct MergeScratch {
+pub(crate) struct MergeScratch {
     ids: Vec<FuncId>,
     hash: HashScratch,
     walk: WalkOut,
@@ -44,8 +45,10 @@ pub fn merge_functions_with(m: &mut Module, ps: &mut PassState, opts: MergeOptio
     merge_functions_reusing(m, ps, opts, &mut MergeScratch::default())
 }
 
-/// `merge_functions_with`, with buffers kept across runs in `scratch`.
-pub fn merge_functions_reusing(
+/// `merge_functions_with`, with buffers kept across runs in `scratch`. Its phases, each timed
+/// in the report: the walk (hashes and shapes), refinement, FnTree and Deferred, the lookup
+/// of frozen functions, redirecting calls.
+pub(crate) fn merge_functions_reusing(
     m: &mut Module,
     ps: &mut PassState,
     opts: MergeOptions,
@@ -79,164 +82,285 @@ pub fn merge_functions_reusing(
     let (class, strong) = refine_classes(m, &w, &candidates, &mut report);
     report.lap("merge.refine", &mut clock);
 
-    // The symbol of each function, and the candidates calling each symbol (to re-queue them).
-    let n = m.functions.len();
-    let mut sym_of: ScopeMap<Option<Symbol>> = ScopeMap::new(base, n, None);
-    for &f in &ids {
-        sym_of[f] = m.symbol_of(f);
-    }
-    // Each (callee, caller) pair once: a caller's callees are deduplicated among themselves
-    // (a short list); candidates come in id order, so `SymIndex`'s grouping, which keeps
-    // order, lists each symbol's callers in id order with no sort of the whole list.
-    let mut callers: Vec<(Symbol, FuncId)> = Vec::new();
-    let mut callees: SmallVec<[Symbol; 16]> = SmallVec::new();
-    for &c in &candidates {
-        let (a, b) = w.calls[c];
-        callees.clear();
-        callees.extend(w.sites[a as usize..b as usize].iter().map(|&(s, _)| s));
-        callees.sort_unstable();
-        callees.dedup();
-        callers.extend(callees.iter().map(|&s| (s, c)));
-    }
-    // The symbols this run touches: its functions' and their callees'.
-    let touched = ids.len() + callers.len();
-    let symbols = m.symbols.len();
-    // The callers of each symbol (looked up once per merge), by `SymIndex`'s rule.
-    let callers = SymIndex::new(&callers, touched, symbols);
-    let callers_of = |s: Symbol| callers.get(s).iter().copied();
-
-    let mut in_tree: ScopeMap<bool> = ScopeMap::new(base, n, false);
-    let mut merged_into: ScopeMap<Option<FuncId>> = ScopeMap::new(base, n, None);
+    let calls = CallIndex::new(m, &w, base, &ids, &candidates);
+    let mut merged_into: ScopeMap<Option<FuncId>> = ScopeMap::new(base, m.functions.len(), None);
     if !candidates.is_empty() {
-        // Deferred: strong functions first, then preemptible ones.
-        let mut deferred = by_priority(&candidates, |f| w.prio[f]);
-        deferred.reverse(); // pop from the end
-        let mut state = Some(FunctionComparator::new(m, &class).into_state());
-        // FnTree: ordered by (strong hash, FunctionComparator); each entry is the short list of
-        // unique functions sharing a strong hash, kept in comparator order. Refinement proved
-        // members of one class equal under the comparator, so a lookup meeting its own class
-        // needs no body walk; any other meeting is compared in full. Nothing walks the tree in
-        // order, so its first level, the strong hash, is a hash map: one probe per lookup
-        // instead of a descent through a B-tree, a cache miss per level.
-        let mut fn_tree: HashMap<u64, SmallVec<[FuncId; 1]>> = HashMap::default();
-        fn_tree.reserve(candidates.len() / 2);
-        let mut requeue: Vec<FuncId> = Vec::new();
-        // Symbols folded into each survivor symbol (their callers now call the survivor), as
-        // a list per survivor: first and last member, and each member's successor. Indexed by
-        // symbol when the run touches enough symbols (no hashing, no regrowth as merges fill
-        // them), else hash maps.
-        let none: PackedOption<Symbol> = None.into();
-        let mut absorbed: SymTable<(PackedOption<Symbol>, PackedOption<Symbol>)> =
-            SymTable::new((none, none), touched, symbols);
-        let mut absorbed_next: SymTable<PackedOption<Symbol>> =
-            SymTable::new(none, touched, symbols);
-        while let Some(g) = deferred.pop() {
-            if m.removed[g] || merged_into[g].is_some() {
-                continue;
-            }
-            let found = {
-                // The comparator is made only when a lookup meets another class (a bucket
-                // holding its own class alone, the common case, needs none).
-                let mut cmpr: Option<FunctionComparator> = None;
-                let bucket = fn_tree.entry(strong[g]).or_default();
-                let pos = bucket.binary_search_by(|&x| {
-                    if class[x] == class[g] {
-                        return Ordering::Equal;
-                    }
-                    report.comparisons += 1;
-                    cmpr.get_or_insert_with(|| {
-                        FunctionComparator::from_state(m, &class, state.take().unwrap())
-                    })
-                    .compare(&m.functions[x], &m.functions[g])
-                });
-                if let Some(c) = cmpr {
-                    state = Some(c.into_state());
-                }
-                match pos {
-                    Err(p) => {
-                        bucket.insert(p, g);
-                        in_tree[g] = true;
-                        None
-                    }
-                    Ok(p) => {
-                        let f = bucket[p];
-                        // The better survivor stays in the tree.
-                        if w.prio[g] < w.prio[f] {
-                            bucket[p] = g;
-                            in_tree[g] = true;
-                            in_tree[f] = false;
-                            Some((g, f))
-                        } else {
-                            Some((f, g))
-                        }
-                    }
-                }
-            };
-            let Some((f, g)) = found else { continue };
-            if w.prio[f] == PRIO_PREEMPTIBLE {
-                continue; // no safe survivor (see the module comment)
-            }
-            if w.prio[g] == PRIO_FROZEN {
-                continue; // both compiled already: neither may change
-            }
-            // The merge validator re-checks every pair in debug builds (and in tests).
-            #[cfg(debug_assertions)]
-            if let Err(e) = validate_merge(m, &class, f, g) {
-                panic!("merge validator: {e}");
-            }
-            let (fs, gs) = (sym_of[f].expect("symbol"), sym_of[g].expect("symbol"));
-            let significant = w.significant[g] || w.taken.contains(&gs);
-            merge_two(m, ps, g, w.linkage[g], (fs, gs), significant, &mut report);
-            merged_into[g] = Some(f);
-            report.pairs.push((g, f));
-            // G's callers now call F (unless G is preemptible): they leave FnTree and return
-            // to Deferred.
-            if w.prio[g] != PRIO_PREEMPTIBLE {
-                requeue.clear();
-                requeue.extend(callers_of(gs));
-                // G and what G absorbed move to F's list.
-                let mut moved = (gs, gs);
-                let (first, last) = absorbed.take(gs);
-                if let (Some(first), Some(last)) = (first.expand(), last.expand()) {
-                    let mut s = Some(first);
-                    while let Some(x) = s {
-                        requeue.extend(callers_of(x));
-                        s = absorbed_next.get(x).expand();
-                    }
-                    absorbed_next.set(gs, first.into());
-                    moved.1 = last;
-                }
-                let entry = absorbed.get_mut(fs);
-                match (entry.0.expand(), entry.1.expand()) {
-                    (Some(first), Some(last)) => {
-                        *entry = (first.into(), moved.1.into());
-                        absorbed_next.set(last, moved.0.into());
-                    }
-                    _ => *entry = (moved.0.into(), moved.1.into()),
-                }
-                for &c in &requeue {
-                    if in_tree[c] && c != f {
-                        if let Some(bucket) = fn_tree.get_mut(&strong[c]) {
-                            bucket.retain(|x| *x != c);
-                        }
-                        in_tree[c] = false;
-                        deferred.push(c);
-                    }
-                }
-            }
-        }
+        let classes = (&class, &strong);
+        deferred(
+            m,
+            ps,
+            &w,
+            classes,
+            &candidates,
+            &calls,
+            &mut merged_into,
+            &mut report,
+        );
     }
     report.lap("merge.fn_tree", &mut clock);
 
     // Functions compiled by earlier batches: a survivor equal to one merges into it (and in an
     // incremental module every survivor's walk is kept for freezing it).
     if !ps.frozen.is_empty() || ps.incremental {
-        merge_into_frozen(m, ps, &w, &ids, &sym_of, &mut merged_into, &mut report);
+        merge_into_frozen(
+            m,
+            ps,
+            &w,
+            &ids,
+            &calls.sym_of,
+            &mut merged_into,
+            &mut report,
+        );
         report.lap("merge.frozen", &mut clock);
     }
 
-    // Direct calls to a merged function call its final survivor (a preemptible G may be
-    // replaced at link time: calls to it stay).
+    redirect_calls(m, &w, &ids, &calls, &merged_into, &report.pairs);
+    report.lap("merge.redirect", &mut clock);
+    if ps.free_pending(m) {
+        report.lap("merge.free", &mut clock);
+    }
+    report
+}
+
+/// The symbol of each function of a run, and the candidates calling each symbol (to re-queue
+/// them when it merges).
+struct CallIndex {
+    sym_of: ScopeMap<Option<Symbol>>,
+    /// The callers of each symbol (looked up once per merge), by `SymIndex`'s rule.
+    callers: SymIndex<FuncId>,
+    /// The symbols this run touches (its functions' and their callees'), and the module's:
+    /// what sizes the run's `SymTable`s.
+    touched: usize,
+    symbols: usize,
+}
+
+impl CallIndex {
+    fn new(m: &Module, w: &Walked, base: u32, ids: &[FuncId], candidates: &[FuncId]) -> Self {
+        let mut sym_of: ScopeMap<Option<Symbol>> = ScopeMap::new(base, m.functions.len(), None);
+        for &f in ids {
+            sym_of[f] = m.symbol_of(f);
+        }
+        // Each (callee, caller) pair once: a caller's callees are deduplicated among
+        // themselves (a short list); candidates come in id order, so `SymIndex`'s grouping,
+        // which keeps order, lists each symbol's callers in id order with no sort of the
+        // whole list.
+        let mut callers: Vec<(Symbol, FuncId)> = Vec::new();
+        let mut callees: SmallVec<[Symbol; 16]> = SmallVec::new();
+        for &c in candidates {
+            let (a, b) = w.calls[c];
+            callees.clear();
+            callees.extend(w.sites[a as usize..b as usize].iter().map(|&(s, _)| s));
+            callees.sort_unstable();
+            callees.dedup();
+            callers.extend(callees.iter().map(|&s| (s, c)));
+        }
+        let touched = ids.len() + callers.len();
+        let symbols = m.symbols.len();
+        CallIndex {
+            sym_of,
+            callers: SymIndex::new(&callers, touched, symbols),
+            touched,
+            symbols,
+        }
+    }
+
+    fn callers_of(&self, s: Symbol) -> impl Iterator<Item = FuncId> + '_ {
+        self.callers.get(s).iter().copied()
+    }
+}
+
+/// Deferred over the candidates: strong functions first, then preemptible ones; each is looked
+/// up in FnTree and merges into the equal function it finds; when G merges into F, G's
+/// callers now call F (unless G is preemptible): they leave FnTree and return to Deferred.
+#[allow(clippy::too_many_arguments)]
+fn deferred(
+    m: &mut Module,
+    ps: &mut PassState,
+    w: &Walked,
+    (class, strong): (&ScopeMap<u32>, &ScopeMap<u64>),
+    candidates: &[FuncId],
+    calls: &CallIndex,
+    merged_into: &mut ScopeMap<Option<FuncId>>,
+    report: &mut MergeReport,
+) {
+    let mut deferred = by_priority(candidates, |f| w.prio[f]);
+    deferred.reverse(); // pop from the end
+    let mut state = Some(FunctionComparator::new(m, class).into_state());
+    let mut tree = FnTree::new(calls.sym_of.base(), m.functions.len(), candidates.len());
+    let mut absorbed = Absorbed::new(calls.touched, calls.symbols);
+    let mut requeue: Vec<FuncId> = Vec::new();
+    while let Some(g) = deferred.pop() {
+        if m.removed[g] || merged_into[g].is_some() {
+            continue;
+        }
+        let found = tree.insert_or_find(m, (class, strong), &w.prio, &mut state, g, report);
+        let Some((f, g)) = found else { continue };
+        if w.prio[f] == PRIO_PREEMPTIBLE {
+            continue; // no safe survivor (see the module comment)
+        }
+        if w.prio[g] == PRIO_FROZEN {
+            continue; // both compiled already: neither may change
+        }
+        // The merge validator re-checks every pair in debug builds (and in tests).
+        #[cfg(debug_assertions)]
+        if let Err(e) = validate_merge(m, class, f, g) {
+            panic!("merge validator: {e}");
+        }
+        let (fs, gs) = (
+            calls.sym_of[f].expect("symbol"),
+            calls.sym_of[g].expect("symbol"),
+        );
+        let significant = w.significant[g] || w.taken.contains(&gs);
+        merge_two(m, ps, g, w.linkage[g], (fs, gs), significant, report);
+        merged_into[g] = Some(f);
+        report.pairs.push((g, f));
+        if w.prio[g] != PRIO_PREEMPTIBLE {
+            requeue.clear();
+            requeue.extend(calls.callers_of(gs));
+            absorbed.move_into(gs, fs, |x| requeue.extend(calls.callers_of(x)));
+            for &c in &requeue {
+                if c != f {
+                    tree.take_back(c, strong, &mut deferred);
+                }
+            }
+        }
+    }
+}
+
+/// FnTree: ordered by (strong hash, FunctionComparator); each entry is the short list of
+/// unique functions sharing a strong hash, kept in comparator order. Refinement proved
+/// members of one class equal under the comparator, so a lookup meeting its own class needs
+/// no body walk; any other meeting is compared in full. Nothing walks the tree in order, so
+/// its first level, the strong hash, is a hash map: one probe per lookup instead of a descent
+/// through a B-tree, a cache miss per level.
+struct FnTree {
+    buckets: HashMap<u64, SmallVec<[FuncId; 1]>>,
+    in_tree: ScopeMap<bool>,
+}
+
+impl FnTree {
+    fn new(base: u32, end: usize, candidates: usize) -> Self {
+        let mut buckets: HashMap<u64, SmallVec<[FuncId; 1]>> = HashMap::default();
+        buckets.reserve(candidates / 2);
+        FnTree {
+            buckets,
+            in_tree: ScopeMap::new(base, end, false),
+        }
+    }
+
+    /// Insert G, or find the function equal to it: then `(survivor, merged)`, and the better
+    /// survivor (by priority) is the one that stays in the tree.
+    fn insert_or_find(
+        &mut self,
+        m: &Module,
+        (class, strong): (&ScopeMap<u32>, &ScopeMap<u64>),
+        prio: &ScopeMap<u8>,
+        state: &mut Option<ComparatorState>,
+        g: FuncId,
+        report: &mut MergeReport,
+    ) -> Option<(FuncId, FuncId)> {
+        // The comparator is made only when a lookup meets another class (a bucket holding its
+        // own class alone, the common case, needs none).
+        let mut cmpr: Option<FunctionComparator> = None;
+        let bucket = self.buckets.entry(strong[g]).or_default();
+        let pos = bucket.binary_search_by(|&x| {
+            if class[x] == class[g] {
+                return Ordering::Equal;
+            }
+            report.comparisons += 1;
+            cmpr.get_or_insert_with(|| {
+                FunctionComparator::from_state(m, class, state.take().unwrap())
+            })
+            .compare(&m.functions[x], &m.functions[g])
+        });
+        if let Some(c) = cmpr {
+            *state = Some(c.into_state());
+        }
+        match pos {
+            Err(p) => {
+                bucket.insert(p, g);
+                self.in_tree[g] = true;
+                None
+            }
+            Ok(p) => {
+                let f = bucket[p];
+                if prio[g] < prio[f] {
+                    bucket[p] = g;
+                    self.in_tree[g] = true;
+                    self.in_tree[f] = false;
+                    Some((g, f))
+                } else {
+                    Some((f, g))
+                }
+            }
+        }
+    }
+
+    /// Take `c` out of the tree, if it is there, and return it to Deferred.
+    fn take_back(&mut self, c: FuncId, strong: &ScopeMap<u64>, deferred: &mut Vec<FuncId>) {
+        if self.in_tree[c] {
+            if let Some(bucket) = self.buckets.get_mut(&strong[c]) {
+                bucket.retain(|x| *x != c);
+            }
+            self.in_tree[c] = false;
+            deferred.push(c);
+        }
+    }
+}
+
+/// Symbols folded into each survivor symbol (their callers now call the survivor), as a list
+/// per survivor: first and last member, and each member's successor. Indexed by symbol when
+/// the run touches enough symbols (no hashing, no regrowth as merges fill them), else hash
+/// maps.
+struct Absorbed {
+    ends: SymTable<(PackedOption<Symbol>, PackedOption<Symbol>)>,
+    next: SymTable<PackedOption<Symbol>>,
+}
+
+impl Absorbed {
+    fn new(touched: usize, symbols: usize) -> Self {
+        let none: PackedOption<Symbol> = None.into();
+        Absorbed {
+            ends: SymTable::new((none, none), touched, symbols),
+            next: SymTable::new(none, touched, symbols),
+        }
+    }
+
+    /// G (symbol `gs`) merged into F (`fs`): G and what G absorbed move to F's list. `each`
+    /// sees every symbol G had absorbed.
+    fn move_into(&mut self, gs: Symbol, fs: Symbol, mut each: impl FnMut(Symbol)) {
+        let mut moved = (gs, gs);
+        let (first, last) = self.ends.take(gs);
+        if let (Some(first), Some(last)) = (first.expand(), last.expand()) {
+            let mut s = Some(first);
+            while let Some(x) = s {
+                each(x);
+                s = self.next.get(x).expand();
+            }
+            self.next.set(gs, first.into());
+            moved.1 = last;
+        }
+        let entry = self.ends.get_mut(fs);
+        match (entry.0.expand(), entry.1.expand()) {
+            (Some(first), Some(last)) => {
+                *entry = (first.into(), moved.1.into());
+                self.next.set(last, moved.0.into());
+            }
+            _ => *entry = (moved.0.into(), moved.1.into()),
+        }
+    }
+}
+
+/// Direct calls to a merged function (of `pairs`) call its final survivor (a preemptible G
+/// may be replaced at link time: calls to it stay).
+fn redirect_calls(
+    m: &mut Module,
+    w: &Walked,
+    ids: &[FuncId],
+    calls: &CallIndex,
+    merged_into: &ScopeMap<Option<FuncId>>,
+    pairs: &[(FuncId, FuncId)],
+) {
     let final_of = |mut f: FuncId| {
         while let Some(Some(h)) = merged_into.get(f) {
             f = *h;
@@ -245,50 +369,46 @@ pub fn merge_functions_reusing(
     };
     // The survivor's symbol for each merged symbol (a `SymTable`, made once anything
     // merged).
-    let (touched, symbols) = if report.pairs.is_empty() {
+    let (touched, symbols) = if pairs.is_empty() {
         (0, 0)
     } else {
-        (touched, symbols)
+        (calls.touched, calls.symbols)
     };
     let mut redirect: SymTable<PackedOption<Symbol>> = SymTable::new(None.into(), touched, symbols);
     let mut redirected = false;
-    for &(g, _) in &report.pairs {
+    for &(g, _) in pairs {
         if w.prio[g] == PRIO_PREEMPTIBLE {
             continue;
         }
         let f = final_of(g);
-        if let (Some(gs), Some(fs)) = (sym_of[g], m.symbol_of(f)) {
+        if let (Some(gs), Some(fs)) = (calls.sym_of[g], m.symbol_of(f)) {
             redirect.set(gs, fs.into());
             redirected = true;
         }
     }
-    if redirected {
-        // The call sites to rewrite, found from the walk's tables alone; then each rewrite,
-        // with the instruction data of the next functions on its way into the cache.
-        let mut edits: Vec<(FuncId, Inst, Symbol, Symbol)> = Vec::new();
-        for &c in &ids {
-            if m.removed[c] || merged_into[c].is_some() {
-                continue; // deleted, or its body is now a thunk
-            }
-            let (a, b) = w.calls[c];
-            for &(s, inst) in &w.sites[a as usize..b as usize] {
-                if let Some(t) = redirect.get(s).expand() {
-                    edits.push((c, inst, s, t));
-                }
-            }
+    if !redirected {
+        return;
+    }
+    // The call sites to rewrite, found from the walk's tables alone; then each rewrite, with
+    // the instruction data of the next functions on its way into the cache.
+    let mut edits: Vec<(FuncId, Inst, Symbol, Symbol)> = Vec::new();
+    for &c in ids {
+        if m.removed[c] || merged_into[c].is_some() {
+            continue; // deleted, or its body is now a thunk
         }
-        for &(c, inst, s, t) in &edits {
-            let f = &mut m.functions[c];
-            if f.operand(inst, 0) == Operand::Sym(s, 0) {
-                f.set_operand(inst, 0, Operand::Sym(t, 0));
+        let (a, b) = w.calls[c];
+        for &(s, inst) in &w.sites[a as usize..b as usize] {
+            if let Some(t) = redirect.get(s).expand() {
+                edits.push((c, inst, s, t));
             }
         }
     }
-    report.lap("merge.redirect", &mut clock);
-    if ps.free_pending(m) {
-        report.lap("merge.free", &mut clock);
+    for &(c, inst, s, t) in &edits {
+        let f = &mut m.functions[c];
+        if f.operand(inst, 0) == Operand::Sym(s, 0) {
+            f.set_operand(inst, 0, Operand::Sym(t, 0));
+        }
     }
-    report
 }
 
 /// `ids` (in increasing order) ordered by `(prio(f), f)`: a counting sort on the priority,
@@ -540,102 +660,6 @@ pub(super) fn merge_two(
 pub(super) fn make_thunk(m: &mut Module, ps: &mut PassState, g: FuncId, target: Symbol) {
     let sig = m.functions[g].sig.clone();
     make_thunk_with(m, ps, g, (target, sig), 0, true, |_, _, _| {});
-}
-
-/// `make_thunk` calling `target` with signature `call_sig`: G's arguments, then the
-/// `n_extra` operands `extra` sets up in the thunk's block (one instruction each) and appends
-/// to the call's operands. Returns G's old body, without its name and signature (the thunk
-/// took them), for a caller that wants to keep it; unless `keep_old`, the thunk is built in
-/// the old body's tables (cleared), which the old body returned no longer has.
-pub(super) fn make_thunk_with(
-    m: &mut Module,
-    ps: &mut PassState,
-    g: FuncId,
-    (target, call_sig): (Symbol, Signature),
-    n_extra: usize,
-    keep_old: bool,
-    extra: impl FnOnce(&mut Function, Block, &mut Vec<Operand>),
-) -> Function {
-    let tail_calls = ps.allow_tail_calls;
-    ps.record_edit(g, Edit::Modified);
-    let old = &mut m.functions[g];
-    let cc = old.sig.call_conv;
-    let sig = core::mem::replace(&mut old.sig, Signature::new(cc));
-    let mut t = Function::new(core::mem::take(&mut old.name), sig, old.linkage);
-    if !keep_old {
-        // The old body's allocations serve the thunk: none to free, none to make.
-        t.regs = core::mem::take(&mut old.regs);
-        t.regs.clear();
-        t.insts = core::mem::take(&mut old.insts);
-        t.insts.clear();
-        t.blocks = core::mem::take(&mut old.blocks);
-        t.blocks.clear();
-        t.layout = core::mem::take(&mut old.layout);
-        t.layout.clear();
-        t.operand_pool = core::mem::take(&mut old.operand_pool);
-        t.operand_pool.clear();
-        t.result_pool = core::mem::take(&mut old.result_pool);
-        t.result_pool.clear();
-    }
-    t.address_significant = old.address_significant;
-    t.stack_limit = None;
-    // Every table sized once: the copies of the arguments, the extra operands, the call (and
-    // the return).
-    let (np, nr) = (t.sig.params.len(), t.sig.returns.len());
-    let tail = t.sig.call_conv == CallConv::Tail && tail_calls;
-    let (nrets, ninsts) = if tail {
-        (0, np + n_extra + 1)
-    } else {
-        (nr, np + n_extra + 2)
-    };
-    t.regs.reserve_exact(np + n_extra + nrets);
-    t.insts.reserve_exact(ninsts);
-    t.operand_pool.reserve_exact(2 * (np + n_extra) + 1 + nrets);
-    if nrets != 1 {
-        t.result_pool.reserve_exact(nrets);
-    }
-    let sig = t.sigs.push(call_sig);
-    let b = t.new_block();
-    t.reserve_block(b, ninsts);
-    let mut ops = Vec::with_capacity(1 + np + n_extra);
-    ops.push(Operand::Sym(target, 0));
-    for k in 0..np {
-        let ty = t.sig.params[k].ty;
-        let r = t.new_reg(ty);
-        let i = t.make_inst(Opcode::Copy, ty, &[r], &[Operand::Arg(k as u32)]);
-        t.append_inst(b, i);
-        ops.push(Operand::Reg(r));
-    }
-    extra(&mut t, b, &mut ops);
-    if tail {
-        let i = t.make_inst(Opcode::TailCall, Type::VOID, &[], &ops);
-        t.insts[i].aux = sig.as_u32();
-        t.append_inst(b, i);
-    } else {
-        let mut rets: SmallVec<[Reg; 4]> = SmallVec::new();
-        for k in 0..nr {
-            let ty = t.sig.returns[k].ty;
-            rets.push(t.new_reg(ty));
-        }
-        let i = t.make_inst(Opcode::Call, Type::VOID, &rets, &ops);
-        t.insts[i].aux = sig.as_u32();
-        t.append_inst(b, i);
-        let rv: SmallVec<[Operand; 4]> = rets.into_iter().map(Operand::Reg).collect();
-        let i = t.make_inst(Opcode::Ret, Type::VOID, &[], &rv);
-        t.append_inst(b, i);
-    }
-    if !keep_old {
-        // Give back what the old body's two largest tables had beyond the thunk's needs (a
-        // shrink in place: no copy), for the allocations of the edits that follow; with
-        // `free_removed`, every table's.
-        if ps.free_removed {
-            t.shrink_to_fit();
-        } else {
-            t.insts.shrink_to_fit();
-            t.operand_pool.shrink_to_fit();
-        }
-    }
-    core::mem::replace(&mut m.functions[g], t)
 }
 
 /// Give code back to a function merged away (aliased, replaced or folded: it has no code)

@@ -1,4 +1,4 @@
-//! MergeFunctions over LIR (seeds 000 and 001, LLVM's design), and two steps beyond it.
+//! LLVM's MergeFunctions over LIR, and steps beyond it.
 //!
 //! 1. **Hash filter**: a cheap hash (signature, block count, opcode sequence in CFG order).
 //!    Functions with a unique hash are never compared; the hash is the first key of the order.
@@ -39,26 +39,27 @@
 //! Deferred, folding, redirecting calls), `index` (frozen functions), `scope` (per-function
 //! tables).
 
-mod aligned;
 mod comparator;
 mod exact;
 mod index;
 mod refine;
-mod scope;
-mod similar;
-mod walk;
+pub(crate) mod scope;
+pub(crate) mod walk;
 
-pub use aligned::{
-    merge_aligned, AlignedOptions, AlignedReport, HotFunctions, MergeAligned, Rejections,
-};
-pub use comparator::{validate_merge, ComparatorState, FunctionComparator};
-pub use exact::{
-    merge_functions_reusing, merge_functions_with, thunk_for_address, thunk_merged, MergeScratch,
-};
+pub use comparator::{validate_merge, FunctionComparator};
+pub use exact::{merge_functions_with, thunk_for_address, thunk_merged};
 pub use index::freeze;
-pub use scope::{Classes, ScopeMap};
-pub use similar::{merge_similar, CostModel, MergeSimilar, SimilarOptions, SimilarReport};
-pub use walk::{function_hash, function_hashes, HashScratch, WalkOut};
+pub use scope::Classes;
+pub use walk::function_hash;
+
+use exact::{merge_functions_reusing, MergeScratch};
+
+/// The hashing walk's own interface, for the tests that check its token streams against the
+/// comparator: not part of the API.
+#[doc(hidden)]
+pub mod internals {
+    pub use super::walk::{function_hashes, HashScratch, WalkOut};
+}
 
 use crate::error::Error;
 use crate::lir::{FuncId, Module};
@@ -72,7 +73,7 @@ pub struct Merge {
     /// The pass's options.
     pub opts: MergeOptions,
     /// Buffers kept from one run to the next (a lazy JIT runs the pass once per function).
-    pub scratch: MergeScratch,
+    pub(crate) scratch: MergeScratch,
 }
 
 impl Pass for Merge {
@@ -85,17 +86,7 @@ impl Pass for Merge {
         state: &mut PassState,
         stats: &mut Stats,
     ) -> Result<(), Error> {
-        let r = merge_functions_reusing(module, state, self.opts, &mut self.scratch);
-        stats.add("merged", r.merged as u64);
-        stats.add("merge.replaced", r.replaced as u64);
-        stats.add("merge.aliased", r.aliased as u64);
-        stats.add("merge.thunked", r.thunked as u64);
-        stats.add("merge.into_frozen", r.into_frozen as u64);
-        stats.add("merge.compared", r.comparisons);
-        stats.add("merge.classes_rounds", r.rounds as u64);
-        for (phase, d) in r.times {
-            stats.add_time(phase, d);
-        }
+        merge_functions_reusing(module, state, self.opts, &mut self.scratch).record(stats);
         Ok(())
     }
 }
@@ -137,6 +128,20 @@ pub struct MergeReport {
 }
 
 impl MergeReport {
+    /// Add the report's counters and phase times to `stats`.
+    pub fn record(&self, stats: &mut Stats) {
+        stats.add("merged", self.merged as u64);
+        stats.add("merge.replaced", self.replaced as u64);
+        stats.add("merge.aliased", self.aliased as u64);
+        stats.add("merge.thunked", self.thunked as u64);
+        stats.add("merge.into_frozen", self.into_frozen as u64);
+        stats.add("merge.compared", self.comparisons);
+        stats.add("merge.classes_rounds", self.rounds as u64);
+        for &(phase, d) in &self.times {
+            stats.add_time(phase, d);
+        }
+    }
+
     /// Record the time since `clock` under `phase` and restart the clock.
     fn lap(&mut self, phase: &'static str, clock: &mut Instant) {
         let now = Instant::now();

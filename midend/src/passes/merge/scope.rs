@@ -11,14 +11,14 @@ use cranelift_entity::{EntityRef, SecondaryMap};
 
 /// Data for each function with an id from `base` on.
 #[derive(Clone, Debug)]
-pub struct ScopeMap<T> {
+pub(crate) struct ScopeMap<T> {
     base: u32,
     data: Vec<T>,
 }
 
 impl<T: Clone> ScopeMap<T> {
     /// A table for the functions `base..end`, each starting as `init`.
-    pub fn new(base: u32, end: usize, init: T) -> Self {
+    pub(crate) fn new(base: u32, end: usize, init: T) -> Self {
         ScopeMap {
             base,
             data: vec![init; end.saturating_sub(base as usize)],
@@ -28,17 +28,17 @@ impl<T: Clone> ScopeMap<T> {
 
 impl<T> ScopeMap<T> {
     /// The first id in scope.
-    pub fn base(&self) -> u32 {
+    pub(crate) fn base(&self) -> u32 {
         self.base
     }
     /// Is `f` in scope?
     #[inline]
-    pub fn contains(&self, f: FuncId) -> bool {
+    pub(crate) fn contains(&self, f: FuncId) -> bool {
         f.as_u32() >= self.base && ((f.as_u32() - self.base) as usize) < self.data.len()
     }
     /// The entry of `f`, if it is in scope.
     #[inline]
-    pub fn get(&self, f: FuncId) -> Option<&T> {
+    pub(crate) fn get(&self, f: FuncId) -> Option<&T> {
         f.as_u32()
             .checked_sub(self.base)
             .and_then(|k| self.data.get(k as usize))
@@ -93,7 +93,7 @@ impl Classes for SecondaryMap<FuncId, u32> {
 /// `default`, and a symbol made during the run (beyond the vector's end) is looked up as
 /// `default` and grows the vector when written. Under the `degenerate-hash` feature (tests
 /// only) every table is a hash map, so the test suite runs the sparse form.
-pub struct SymTable<V> {
+pub(crate) struct SymTable<V> {
     default: V,
     repr: SymRepr<V>,
 }
@@ -115,7 +115,7 @@ enum SymRepr<V> {
 
 impl<V: Copy> SymTable<V> {
     /// A table for a run that touches about `touched` of the module's `symbols` symbols.
-    pub fn new(default: V, touched: usize, symbols: usize) -> Self {
+    pub(crate) fn new(default: V, touched: usize, symbols: usize) -> Self {
         let dense = dense_for(touched, symbols);
         SymTable {
             default,
@@ -129,7 +129,7 @@ impl<V: Copy> SymTable<V> {
 
     /// The entry of `s`.
     #[inline]
-    pub fn get(&self, s: Symbol) -> V {
+    pub(crate) fn get(&self, s: Symbol) -> V {
         match &self.repr {
             SymRepr::Dense(v) => v.get(s.index()).copied().unwrap_or(self.default),
             SymRepr::Sparse(m) => m.get(&s).copied().unwrap_or(self.default),
@@ -138,7 +138,7 @@ impl<V: Copy> SymTable<V> {
 
     /// The entry of `s`, to write.
     #[inline]
-    pub fn get_mut(&mut self, s: Symbol) -> &mut V {
+    pub(crate) fn get_mut(&mut self, s: Symbol) -> &mut V {
         match &mut self.repr {
             SymRepr::Dense(v) => {
                 if s.index() >= v.len() {
@@ -152,13 +152,13 @@ impl<V: Copy> SymTable<V> {
 
     /// Set the entry of `s`.
     #[inline]
-    pub fn set(&mut self, s: Symbol, x: V) {
+    pub(crate) fn set(&mut self, s: Symbol, x: V) {
         *self.get_mut(s) = x;
     }
 
     /// The entry of `s`, leaving `default` in its place.
     #[inline]
-    pub fn take(&mut self, s: Symbol) -> V {
+    pub(crate) fn take(&mut self, s: Symbol) -> V {
         match &mut self.repr {
             SymRepr::Dense(v) => match v.get_mut(s.index()) {
                 Some(x) => core::mem::replace(x, self.default),
@@ -169,7 +169,7 @@ impl<V: Copy> SymTable<V> {
     }
 
     /// Every entry back to `default`.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         match &mut self.repr {
             SymRepr::Dense(v) => v.fill(self.default),
             SymRepr::Sparse(m) => m.clear(),
@@ -187,7 +187,7 @@ impl<V: Copy> SymTable<V> {
 /// Built by a counting sort over every symbol when the run touches enough of them
 /// (`dense_for`: then a look-up is two loads), else by sorting the items alone (a look-up is
 /// a binary search), so a small batch in a large module pays for its items only.
-pub struct SymIndex<T> {
+pub(crate) struct SymIndex<T> {
     /// Dense: the items of `s` are `items[start[s]..start[s + 1]]`. Empty when sparse.
     start: Vec<u32>,
     /// Sparse: the symbol of each item, sorted. Empty when dense.
@@ -207,7 +207,7 @@ impl<T> Default for SymIndex<T> {
 
 impl<T: Copy> SymIndex<T> {
     /// Group `pairs` by symbol, for a run touching about `touched` of `symbols` symbols.
-    pub fn new(pairs: &[(Symbol, T)], touched: usize, symbols: usize) -> Self {
+    pub(crate) fn new(pairs: &[(Symbol, T)], touched: usize, symbols: usize) -> Self {
         let Some(&(_, any)) = pairs.first() else {
             return Self::default();
         };
@@ -243,7 +243,7 @@ impl<T: Copy> SymIndex<T> {
     }
 
     /// The items of `s`.
-    pub fn get(&self, s: Symbol) -> &[T] {
+    pub(crate) fn get(&self, s: Symbol) -> &[T] {
         if self.start.is_empty() {
             let a = self.keys.partition_point(|&x| x < s);
             let b = a + self.keys[a..].partition_point(|&x| x == s);
@@ -258,7 +258,7 @@ impl<T: Copy> SymIndex<T> {
 
 /// Whether a run touching about `touched` of `symbols` symbols should index its tables by
 /// symbol (`SymTable`'s rule, for tables of another form).
-pub fn dense_for(touched: usize, symbols: usize) -> bool {
+pub(crate) fn dense_for(touched: usize, symbols: usize) -> bool {
     !crate::hash::DEGENERATE && touched.saturating_mul(16) >= symbols
 }
 

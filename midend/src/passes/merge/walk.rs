@@ -1,5 +1,5 @@
 //! The hashing walk: one walk per function, in the order `FunctionComparator` visits it,
-//! produces the weak hash (seed 001's cheap filter), a token stream (everything the comparator
+//! produces the weak hash (MergeFunctions' cheap filter), a token stream (everything the comparator
 //! looks at except which function a direct call calls) with its hash, and the direct call
 //! sites; functions are classed into *shapes* (equal token streams) on the way.
 
@@ -296,7 +296,7 @@ fn format_fields(f: &Function, inst: Inst, d: &InstData, format: Format, t: &mut
 ///
 /// It returns two hashes:
 /// - `weak`: signature, opcode sequence (in walk order) and reachable block count: the cheap
-///   filter of seed 001. Functions with a unique weak hash are never compared.
+///   filter of MergeFunctions. Functions with a unique weak hash are never compared.
 /// - `local`: the hash of the token stream.
 pub fn function_hashes(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, u64) {
     let (weak, local, len) = walk_stream(f, s, out);
@@ -434,113 +434,9 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
                     }
                 }
                 let holes = SIMILAR && opcode != Opcode::ExnHandlerAddr;
-                // Where the word of a register operand alone is, when the next operand, if a
-                // register with a serial number under 1 << 12, may share it: two registers in
-                // one word `a | b << 16`. A word of one register has its bits 16.. clear and
-                // serial numbers start at 1, so the two forms never meet (the head gives the
-                // operand count).
-                let mut lone = usize::MAX;
-                for (k, &p) in ops.iter().enumerate() {
-                    // Registers first: most operands are.
-                    if let Some(r) = p.as_reg() {
-                        let sn = serial(reg_sn, &mut next_r, r);
-                        if lone != usize::MAX && sn < 1 << 12 {
-                            w.buf[lone] |= sn << 16;
-                            lone = usize::MAX;
-                        } else {
-                            lone = if SMALL || sn < 1 << 16 {
-                                w.n
-                            } else {
-                                usize::MAX
-                            };
-                            w.reg(sn, SMALL);
-                        }
-                        continue;
-                    }
-                    lone = usize::MAX;
-                    let op = f.unpack(p);
-                    match op {
-                        Operand::Reg(_) => {}
-                        Operand::Int(_) | Operand::F32(_) | Operand::F64(_) if holes => {
-                            let kind = match op {
-                                Operand::Int(_) => 0,
-                                Operand::F32(_) => 2,
-                                _ => 3,
-                            };
-                            w.put(TK_HOLE | kind);
-                            out.holes.push((i, (first + k) as u16, op));
-                        }
-                        Operand::Int(x) => w.i64(TK_IMM, x),
-                        Operand::F32(x) => {
-                            w.put(TK_IMM | 2);
-                            w.put(x);
-                        }
-                        Operand::F64(x) => {
-                            w.put(TK_IMM | 3);
-                            w.put(x as u32);
-                            w.put((x >> 32) as u32);
-                        }
-                        Operand::Block(bb) => {
-                            let x = &mut block_sn[bb.index()];
-                            if *x == 0 {
-                                *x = next_b;
-                                next_b += 1;
-                                order.push(bb);
-                            }
-                            if SMALL || *x < (1 << 28) - 1 {
-                                w.put(TK_BLOCK | *x);
-                            } else {
-                                w.put(TK_BLOCK | ((1 << 28) - 1));
-                                w.put(*x);
-                            }
-                        }
-                        Operand::Mem {
-                            base,
-                            index,
-                            scale,
-                            disp,
-                        } => {
-                            let head = TK_MEM
-                                | (scale as u32) << 8
-                                | (base.is_some() as u32) << 1
-                                | index.is_some() as u32;
-                            // A displacement that fits 16 bits goes in the head (bits
-                            // 12..28, bit 2 set) when the scale leaves them clear.
-                            if scale < 16 && disp == disp as i16 as i32 {
-                                w.put(head | 4 | (disp as u32 & 0xFFFF) << 12);
-                            } else {
-                                w.put(head);
-                                w.put(disp as u32);
-                            }
-                            if let Some(x) = base.expand() {
-                                let sn = serial(reg_sn, &mut next_r, x);
-                                w.reg(sn, SMALL);
-                            }
-                            if let Some(x) = index.expand() {
-                                let sn = serial(reg_sn, &mut next_r, x);
-                                w.reg(sn, SMALL);
-                            }
-                        }
-                        Operand::Sym(sym, off) => {
-                            out.taken.push(sym);
-                            w.i64(TK_SYM, off);
-                            w.put(sym.as_u32());
-                        }
-                        Operand::Stack(so, off) => {
-                            let sd = f.stack_objs[so];
-                            w.put(TK_STACK);
-                            w.put(so.as_u32());
-                            w.put(sd.size);
-                            w.put(sd.align_shift as u32);
-                            w.put(off as u32);
-                        }
-                        Operand::Pred(c) => w.put(TK_PRED | c as u32),
-                        Operand::Arg(n) => {
-                            w.put(TK_ARG);
-                            w.put(n);
-                        }
-                    }
-                }
+                let blocks = (&mut block_sn[..], &mut next_b, &mut *order);
+                let regs = (&mut reg_sn[..], &mut next_r);
+                put_operands::<SMALL>(f, (i, first), ops, holes, &mut w, regs, blocks, out);
                 n = w.n;
             }
         }
@@ -552,6 +448,151 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
         weak = mix(weak, order.len() as u64);
     }
     (finish(weak), finish(hash_words(&tokens[..n])), n)
+}
+
+/// The words of the operands `ops` of instruction `i`, the first at position `first`
+/// (registers by serial number, two in a word where they fit; the others by
+/// `put_operand`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn put_operands<const SMALL: bool>(
+    f: &Function,
+    (i, first): (Inst, usize),
+    ops: &[PackedOperand],
+    holes: bool,
+    w: &mut Words,
+    (reg_sn, next_r): (&mut [u32], &mut u32),
+    (block_sn, next_b, order): (&mut [u32], &mut u32, &mut Vec<Block>),
+    out: &mut WalkOut,
+) {
+    // Where the word of a register operand alone is, when the next operand, if a register
+    // with a serial number under 1 << 12, may share it: two registers in one word
+    // `a | b << 16`. A word of one register has its bits 16.. clear and serial numbers start
+    // at 1, so the two forms never meet (the head gives the operand count).
+    let mut lone = usize::MAX;
+    for (k, &p) in ops.iter().enumerate() {
+        // Registers first: most operands are.
+        if let Some(r) = p.as_reg() {
+            let sn = serial(reg_sn, next_r, r);
+            if lone != usize::MAX && sn < 1 << 12 {
+                w.buf[lone] |= sn << 16;
+                lone = usize::MAX;
+            } else {
+                lone = if SMALL || sn < 1 << 16 {
+                    w.n
+                } else {
+                    usize::MAX
+                };
+                w.reg(sn, SMALL);
+            }
+            continue;
+        }
+        lone = usize::MAX;
+        let op = f.unpack(p);
+        let pos = (first + k) as u16;
+        let blocks = (&mut *block_sn, &mut *next_b, &mut *order);
+        put_operand::<SMALL>(f, (i, pos), op, holes, w, reg_sn, next_r, blocks, out);
+    }
+}
+
+/// The words of operand `op` of instruction `i` (at position `pos`), one that is not a
+/// register (`put_operands` writes those): a constant (a hole when `holes`), a block
+/// (numbered, and queued in `order`, when first seen), a memory reference, a symbol (its
+/// address taken), a stack object, a predicate or an argument.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn put_operand<const SMALL: bool>(
+    f: &Function,
+    (i, pos): (Inst, u16),
+    op: Operand,
+    holes: bool,
+    w: &mut Words,
+    reg_sn: &mut [u32],
+    next_r: &mut u32,
+    (block_sn, next_b, order): (&mut [u32], &mut u32, &mut Vec<Block>),
+    out: &mut WalkOut,
+) {
+    match op {
+        Operand::Reg(_) => {}
+        Operand::Int(_) | Operand::F32(_) | Operand::F64(_) if holes => {
+            let kind = match op {
+                Operand::Int(_) => 0,
+                Operand::F32(_) => 2,
+                _ => 3,
+            };
+            w.put(TK_HOLE | kind);
+            out.holes.push((i, pos, op));
+        }
+        Operand::Int(x) => w.i64(TK_IMM, x),
+        Operand::F32(x) => {
+            w.put(TK_IMM | 2);
+            w.put(x);
+        }
+        Operand::F64(x) => {
+            w.put(TK_IMM | 3);
+            w.put(x as u32);
+            w.put((x >> 32) as u32);
+        }
+        Operand::Block(bb) => {
+            let x = &mut block_sn[bb.index()];
+            if *x == 0 {
+                *x = *next_b;
+                *next_b += 1;
+                order.push(bb);
+            }
+            if SMALL || *x < (1 << 28) - 1 {
+                w.put(TK_BLOCK | *x);
+            } else {
+                w.put(TK_BLOCK | ((1 << 28) - 1));
+                w.put(*x);
+            }
+        }
+        Operand::Mem {
+            base,
+            index,
+            scale,
+            disp,
+        } => {
+            let head = TK_MEM
+                | (scale as u32) << 8
+                | (base.is_some() as u32) << 1
+                | index.is_some() as u32;
+            // A displacement that fits 16 bits goes in the head (bits
+            // 12..28, bit 2 set) when the scale leaves them clear.
+            if scale < 16 && disp == disp as i16 as i32 {
+                w.put(head | 4 | (disp as u32 & 0xFFFF) << 12);
+            } else {
+                w.put(head);
+                w.put(disp as u32);
+            }
+            if let Some(x) = base.expand() {
+                let sn = serial(reg_sn, next_r, x);
+                w.reg(sn, SMALL);
+            }
+            if let Some(x) = index.expand() {
+                let sn = serial(reg_sn, next_r, x);
+                w.reg(sn, SMALL);
+            }
+        }
+        Operand::Sym(sym, off) => {
+            out.taken.push(sym);
+            w.i64(TK_SYM, off);
+            w.put(sym.as_u32());
+        }
+        Operand::Stack(so, off) => {
+            let sd = f.stack_objs[so];
+            w.put(TK_STACK);
+            w.put(so.as_u32());
+            w.put(sd.size);
+            w.put(sd.align_shift as u32);
+            w.put(off as u32);
+        }
+        Operand::Pred(c) => w.put(TK_PRED | c as u32),
+        Operand::Arg(n) => {
+            w.put(TK_ARG);
+            w.put(n);
+        }
+    }
 }
 
 /// An instruction's head in the rare forms (see `walk_function`): the long form, and the
@@ -648,7 +689,7 @@ fn sig_hash(sig: &Signature) -> u64 {
 /// first reference from the entry), so everything agrees with `function_hashes`; equal token
 /// streams imply equal weak hashes, so a function whose weak hash no other function shares
 /// cannot share a skeleton and needs no stream yet.
-pub(super) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, usize) {
+pub(crate) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -> (u64, usize) {
     let mut weak = sig_hash(&f.sig);
     let mut holes = 0;
     let Some(entry) = f.entry() else {
@@ -695,14 +736,14 @@ pub(super) fn light_walk(f: &Function, s: &mut HashScratch, out: &mut WalkOut) -
 }
 
 #[inline(always)]
-pub(super) fn mix(h: u64, w: u64) -> u64 {
+pub(crate) fn mix(h: u64, w: u64) -> u64 {
     (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
 }
 
 /// A hash of a token stream, four independent lanes so the multiplies overlap (the stream
 /// is long: a few words per instruction). Only a filter: equal hashes are confirmed by
 /// comparing the streams.
-pub(super) fn hash_words(words: &[u32]) -> u64 {
+pub(crate) fn hash_words(words: &[u32]) -> u64 {
     let mut lanes = [
         0x243f_6a88_85a3_08d3u64,
         0x1319_8a2e_0370_7344,
@@ -723,7 +764,7 @@ pub(super) fn hash_words(words: &[u32]) -> u64 {
     mix(mix(mix(mix(words.len() as u64, a), b), c), d)
 }
 
-/// The cheap function hash (seed 001): signature, block count and the opcode sequence in CFG
+/// The cheap function hash (MergeFunctions' filter): signature, block count and the opcode sequence in CFG
 /// order.
 pub fn function_hash(f: &Function) -> u64 {
     function_hashes(f, &mut HashScratch::default(), &mut WalkOut::default()).0
@@ -731,7 +772,7 @@ pub fn function_hash(f: &Function) -> u64 {
 
 /// Survivor priority: frozen (compiled already: it must survive) first, then exported strong,
 /// then local, then preemptible; then by id. `frozen`: `PassState::is_frozen`.
-pub(super) fn priority(f: &Function, frozen: bool) -> u8 {
+pub(crate) fn priority(f: &Function, frozen: bool) -> u8 {
     if frozen {
         return PRIO_FROZEN;
     }
@@ -743,39 +784,39 @@ pub(super) fn priority(f: &Function, frozen: bool) -> u8 {
     }
 }
 
-pub(super) const PRIO_FROZEN: u8 = 0;
-pub(super) const PRIO_PREEMPTIBLE: u8 = 3;
+pub(crate) const PRIO_FROZEN: u8 = 0;
+pub(crate) const PRIO_PREEMPTIBLE: u8 = 3;
 
 /// The facts of one walk over the functions in scope (`ScopeMap`s: indexed by function, for
 /// the open functions only, so a run costs in proportion to them, not to the module).
-pub(super) struct Walked {
+pub(crate) struct Walked {
     /// The token stream of each shape (its first function's).
-    pub shapes: ShapeTable,
-    pub weak: ScopeMap<u64>,
-    pub local: ScopeMap<u64>,
+    pub(crate) shapes: ShapeTable,
+    pub(crate) weak: ScopeMap<u64>,
+    pub(crate) local: ScopeMap<u64>,
     /// The shape of each walked function: functions share a shape exactly when their token
     /// streams are equal (equal under the comparator up to their callees).
-    pub shape: ScopeMap<u32>,
+    pub(crate) shape: ScopeMap<u32>,
     /// Number of functions of each shape.
-    pub shape_size: Vec<u32>,
+    pub(crate) shape_size: Vec<u32>,
     /// Direct call sites of all walked functions; `calls[f]` is f's range.
-    pub sites: Vec<(Symbol, Inst)>,
+    pub(crate) sites: Vec<(Symbol, Inst)>,
     /// The callee of each site as the comparator sees it (`callee_key`), resolved once.
-    pub targets: Vec<Callee>,
-    pub calls: ScopeMap<(u32, u32)>,
+    pub(crate) targets: Vec<Callee>,
+    pub(crate) calls: ScopeMap<(u32, u32)>,
     /// Symbols whose address is taken by a walked function (significant addresses).
-    pub taken: HashSet<Symbol>,
+    pub(crate) taken: HashSet<Symbol>,
     /// Survivor priority (`priority`), linkage and whether the address is declared
     /// significant: read while the function is in the cache.
-    pub prio: ScopeMap<u8>,
-    pub linkage: ScopeMap<Linkage>,
-    pub significant: ScopeMap<bool>,
+    pub(crate) prio: ScopeMap<u8>,
+    pub(crate) linkage: ScopeMap<Linkage>,
+    pub(crate) significant: ScopeMap<bool>,
 }
 
 /// A callee: a function in scope (compared by class) or another symbol (by identity: a frozen
 /// function, an import).
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Callee {
+pub(crate) enum Callee {
     Func(FuncId),
     Other(Symbol),
 }
@@ -784,7 +825,7 @@ impl Callee {
     /// What a call to `sym` calls, as the comparator sees it: through merge aliases to a live
     /// function in scope, or the symbol itself.
     #[inline]
-    pub fn resolve(m: &Module, scope: u32, sym: Symbol) -> Callee {
+    pub(crate) fn resolve(m: &Module, scope: u32, sym: Symbol) -> Callee {
         let s = if m.aliases.is_empty() {
             sym
         } else {
@@ -797,7 +838,7 @@ impl Callee {
     }
 
     #[inline]
-    pub fn key(self, class: &ScopeMap<u32>) -> (u32, u32) {
+    pub(crate) fn key(self, class: &ScopeMap<u32>) -> (u32, u32) {
         match self {
             Callee::Func(f) => (0, class[f]),
             Callee::Other(s) => (1, s.as_u32()),
@@ -807,23 +848,23 @@ impl Callee {
 
 impl Walked {
     /// The token stream of `f` (its shape's).
-    pub fn tokens_of(&self, f: FuncId) -> &[u32] {
+    pub(crate) fn tokens_of(&self, f: FuncId) -> &[u32] {
         self.shapes.tokens_of(self.shape[f])
     }
 
     /// The callee symbols of `f`'s direct calls, in walk order.
-    pub fn callee_symbols(&self, f: FuncId) -> impl Iterator<Item = Symbol> + '_ {
+    pub(crate) fn callee_symbols(&self, f: FuncId) -> impl Iterator<Item = Symbol> + '_ {
         let (a, b) = self.calls[f];
         self.sites[a as usize..b as usize].iter().map(|&(s, _)| s)
     }
 
-    pub fn targets_of(&self, f: FuncId) -> &[Callee] {
+    pub(crate) fn targets_of(&self, f: FuncId) -> &[Callee] {
         let (a, b) = self.calls[f];
         &self.targets[a as usize..b as usize]
     }
 
     /// The hash of f's callee keys under `class`, in walk order.
-    pub fn callee_hash(&self, f: FuncId, class: &ScopeMap<u32>) -> u64 {
+    pub(crate) fn callee_hash(&self, f: FuncId, class: &ScopeMap<u32>) -> u64 {
         let mut h = FxHasher::default();
         for c in self.targets_of(f) {
             let (k, v) = c.key(class);
@@ -836,7 +877,7 @@ impl Walked {
 /// Shapes told apart by hash, then by comparing token streams: open addressing over (a hash
 /// of the weak and local hashes, shape + 1). Only the first function of a shape keeps its
 /// stream here.
-pub(super) struct ShapeTable {
+pub(crate) struct ShapeTable {
     tokens: Vec<u32>,
     /// Each shape's hash key and stream (a range of `tokens`).
     shapes: Vec<(u64, u32, u32)>,
@@ -847,7 +888,7 @@ pub(super) struct ShapeTable {
 }
 
 impl ShapeTable {
-    pub(super) fn with_capacity(n: usize) -> Self {
+    pub(crate) fn with_capacity(n: usize) -> Self {
         // Room for n / 2 shapes before the slots double (a module with half its functions
         // alike in shape is already one of many duplicates).
         let cap = n.next_power_of_two().max(16);
@@ -860,22 +901,22 @@ impl ShapeTable {
     }
 
     /// Words the stream store has room for.
-    pub(super) fn tokens_reserved(&self) -> usize {
+    pub(crate) fn tokens_reserved(&self) -> usize {
         self.tokens.capacity()
     }
 
     /// Make room for `n` more stream words.
-    pub(super) fn reserve_tokens(&mut self, n: usize) {
+    pub(crate) fn reserve_tokens(&mut self, n: usize) {
         self.tokens.reserve(n);
     }
 
-    pub(super) fn tokens_of(&self, sh: u32) -> &[u32] {
+    pub(crate) fn tokens_of(&self, sh: u32) -> &[u32] {
         let (_, a, len) = self.shapes[sh as usize];
         &self.tokens[a as usize..(a + len) as usize]
     }
 
     /// The shape of a stream with hash key `key`, added if no shape has that stream.
-    pub(super) fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
+    pub(crate) fn intern(&mut self, key: u64, tokens: &[u32]) -> u32 {
         if self.slots.is_empty() {
             self.index_anew();
         }
@@ -1253,7 +1294,7 @@ const PARALLEL_WALK_MIN: usize = 2048;
 /// Functions are independent here, so a large module is walked in `threads` runs at once
 /// (as lld's ICF hashes sections in parallel); the runs' shapes are then joined in order, so
 /// shapes are numbered exactly as one thread would number them.
-pub(super) fn walk_module(
+pub(crate) fn walk_module(
     m: &Module,
     ps: &PassState,
     scope: u32,

@@ -1,4 +1,4 @@
-//! The peak memory of the process.
+//! The peak memory of the process, for `--stats`.
 
 /// The peak resident memory of this process so far, in KiB (`VmHWM`), where the system
 /// tells it (Linux).

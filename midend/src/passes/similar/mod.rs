@@ -21,38 +21,15 @@
 //!    other groups wait for a later round (bottom-up, as Swift does): after their callees are
 //!    folded, their calls differ in constants instead.
 
-use super::exact::make_thunk_with;
-use super::scope::{SymIndex, SymTable};
-use super::walk::{function_hashes, light_walk, mix, HashScratch, ShapeTable, WalkOut};
+use super::fold::{
+    call_shared, fresh_name, make_extras, make_thunk_with, materialize_before,
+    rewrite_calls_of_folded, CostModel, Extra, Value, NO_SIG,
+};
+use super::merge::scope::{SymIndex, SymTable};
+use super::merge::walk::{function_hashes, light_walk, mix, HashScratch, ShapeTable, WalkOut};
 use crate::hash::{finish, HashMap, HashSet};
 use crate::lir::*;
 use crate::state::*;
-
-/// Machine-code bytes, as the cost model counts them (calibrated on Cranelift's x86-64 output
-/// at opt level none; BENCHMARKS.md).
-#[derive(Clone, Copy, Debug)]
-pub struct CostModel {
-    /// Bytes per LIR instruction of a body.
-    pub bytes_per_inst: f64,
-    /// Prologue and epilogue of a function.
-    pub frame: f64,
-    /// A thunk besides its extra arguments (moves of the arguments it passes on, the jump or
-    /// call).
-    pub thunk: f64,
-    /// Setting up one extra argument (a constant or a function address) at a call site.
-    pub per_extra_arg: f64,
-}
-
-impl Default for CostModel {
-    fn default() -> Self {
-        CostModel {
-            bytes_per_inst: 4.3,
-            frame: 12.0,
-            thunk: 16.0,
-            per_extra_arg: 8.0,
-        }
-    }
-}
 
 /// Options of the pass.
 #[derive(Clone, Copy, Debug)]
@@ -100,6 +77,20 @@ pub struct SimilarReport {
 }
 
 impl SimilarReport {
+    /// Add the report's counters and phase times to `stats`.
+    pub fn record(&self, stats: &mut crate::pass::Stats) {
+        stats.add("merged_similar", self.merged as u64);
+        stats.add("similar.groups", self.groups as u64);
+        stats.add("similar.params", self.params as u64);
+        stats.add("similar.thunks", self.thunks as u64);
+        stats.add("similar.callers_rewritten", self.callers_rewritten as u64);
+        stats.add("similar.too_many_params", self.too_many_params as u64);
+        stats.add("similar.unprofitable", self.unprofitable as u64);
+        for &(phase, d) in &self.times {
+            stats.add_time(phase, d);
+        }
+    }
+
     fn add_time(&mut self, phase: &'static str, t: std::time::Instant) {
         let d = t.elapsed();
         match self.times.iter_mut().find(|(p, _)| *p == phase) {
@@ -126,28 +117,9 @@ impl crate::pass::Pass for MergeSimilar {
         ps: &mut PassState,
         stats: &mut crate::pass::Stats,
     ) -> Result<(), crate::error::Error> {
-        let r = merge_similar(m, ps, self.opts);
-        stats.add("merged_similar", r.merged as u64);
-        stats.add("similar.groups", r.groups as u64);
-        stats.add("similar.params", r.params as u64);
-        stats.add("similar.thunks", r.thunks as u64);
-        stats.add("similar.callers_rewritten", r.callers_rewritten as u64);
-        stats.add("similar.too_many_params", r.too_many_params as u64);
-        stats.add("similar.unprofitable", r.unprofitable as u64);
-        for (phase, d) in r.times {
-            stats.add_time(phase, d);
-        }
+        merge_similar(m, ps, self.opts).record(stats);
         Ok(())
     }
-}
-
-/// The value a hole position holds in one member.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Value {
-    Const(Operand),
-    Callee(Symbol),
-    /// A call of the member to itself.
-    SelfCall,
 }
 
 /// One function of a group: its holes (constants, then callees), in walk order, as ranges
@@ -202,13 +174,6 @@ impl Param {
         }
     }
 }
-
-/// How to set up one extra argument: its type, the value, and for a function address the
-/// signature of the calls it serves (an index into `Folds::sigs`, or `NO_SIG`).
-type Extra = (Type, Value, u32);
-
-const NO_SIG: u32 = u32::MAX;
-
 /// What becomes of a hole position.
 #[derive(Clone, Copy)]
 enum Fate {
@@ -797,8 +762,51 @@ fn plan(
     st: &mut State,
     report: &mut SimilarReport,
 ) -> Option<Plan> {
+    resolve_callees(m, st)?;
+    let m0 = st.plan.members[0];
+    let rep = &m.functions[m0.f];
+    params_of_holes(rep, st)?;
+    let s = &st.plan;
+    if s.params.is_empty() {
+        return None; // exactly equal: `merge`'s job
+    }
+    let size = rep.inst_count();
+    let k = s.params.len();
+    if k > (size / 100).max(4) {
+        if st.debug {
+            eprintln!(
+                "group of {} ({}), {} insts: {} params, too many",
+                s.members.len(),
+                rep.name,
+                size,
+                k
+            );
+        }
+        report.too_many_params += 1;
+        return None;
+    }
+    let (thunk, rewrite) = thunks_and_rewrites(ps, opts, st, rep, report)?;
     let s = &mut st.plan;
-    let (consts, callees) = (&st.consts, &st.callees);
+    for q in &mut s.params {
+        q.ty.get(rep);
+    }
+    Some(Plan {
+        members: s.members.clone(),
+        params: core::mem::take(&mut s.params),
+        values: s.values.clone(),
+        const_fate: s.const_fate.clone(),
+        callee_fate: s.callee_fate.clone(),
+        thunk,
+        rewrite,
+    })
+}
+
+/// The callee of each call of each member (`st.plan.callee_vals`), resolved; `None` if a
+/// call to a member of the same group other than itself would make the group call itself
+/// through a pointer: not shared.
+fn resolve_callees(m: &Module, st: &mut State) -> Option<()> {
+    let s = &mut st.plan;
+    let callees = &st.callees;
     let n = s.members.len();
     s.group_mark = s.group_mark.wrapping_add(1);
     if s.group_mark == 0 {
@@ -812,8 +820,6 @@ fn plan(
     let m0 = s.members[0];
     let nconst = (m0.consts.1 - m0.consts.0) as usize;
     let ncallee = (m0.callees.1 - m0.callees.0) as usize;
-    // The callee of each call, resolved; a call to a member of the same group other than
-    // itself would make the group call itself through a pointer: not shared.
     s.callee_vals.clear();
     s.callee_vals.resize(ncallee * n, Value::SelfCall);
     for (j, mb) in s.members.iter().enumerate() {
@@ -837,12 +843,24 @@ fn plan(
             s.callee_vals[k * n + j] = v;
         }
     }
+    Some(())
+}
+
+/// What becomes of each hole of the group (`st.plan`): kept where every member holds the
+/// same value, else a parameter (one per distinct vector of values). `None` where some
+/// members call themselves at a call and others do not.
+fn params_of_holes(rep: &Function, st: &mut State) -> Option<()> {
+    let s = &mut st.plan;
+    let (consts, callees) = (&st.consts, &st.callees);
+    let n = s.members.len();
+    let m0 = s.members[0];
+    let nconst = (m0.consts.1 - m0.consts.0) as usize;
+    let ncallee = (m0.callees.1 - m0.callees.0) as usize;
     s.params.clear();
     s.values.clear();
     s.by_values.clear();
     s.const_fate.clear();
     s.callee_fate.clear();
-    let rep = &m.functions[m0.f];
     for k in 0..nconst {
         let (inst, op, v0) = consts[m0.consts.0 as usize + k];
         let at = |mb: &Member| consts[mb.consts.0 as usize + k].2;
@@ -879,31 +897,29 @@ fn plan(
         s.callee_fate.push(fate);
     }
     s.callee_vals = callee_vals;
-    if s.params.is_empty() {
-        return None; // exactly equal: `merge`'s job
-    }
+    Some(())
+}
+
+/// The cost model, in machine-code bytes: each member's body is saved, the shared body is
+/// paid once, and each member pays a thunk (if it keeps one) and its call sites pay the
+/// set-up of the extra arguments. Per member: whether it keeps a thunk, and whether its
+/// callers are rewritten; `None` when the group saves nothing.
+///
+/// The callers of a member with a thunk may also keep calling the thunk (one jump more at
+/// run time, no bytes at the call sites): they are rewritten when the group still saves with
+/// them rewritten, so calls go straight to the shared body where it is affordable.
+fn thunks_and_rewrites(
+    ps: &PassState,
+    opts: &SimilarOptions,
+    st: &State,
+    rep: &Function,
+    report: &mut SimilarReport,
+) -> Option<(Vec<bool>, Vec<bool>)> {
+    let s = &st.plan;
     let size = rep.inst_count();
-    let k = s.params.len();
-    if k > (size / 100).max(4) {
-        if st.debug {
-            eprintln!(
-                "group of {} ({}), {} insts: {} params, too many",
-                n, rep.name, size, k
-            );
-        }
-        report.too_many_params += 1;
-        return None;
-    }
-    // The cost model, in machine-code bytes: each member's body is saved, the shared body is
-    // paid once, and each member pays a thunk (if it keeps one) and its call sites pay the
-    // set-up of the extra arguments.
-    //
-    // The callers of a member with a thunk may also keep calling the thunk (one jump more at
-    // run time, no bytes at the call sites): they are rewritten when the group still saves
-    // with them rewritten, so calls go straight to the shared body where it is affordable.
     let c = &opts.cost;
     let body = c.frame + c.bytes_per_inst * size as f64;
-    let k = k as f64;
+    let k = s.params.len() as f64;
     let thunk: Vec<bool> = s
         .members
         .iter()
@@ -932,7 +948,7 @@ fn plan(
         eprintln!(
             "group of {} ({}), {} insts, {} params: saves {saved:.0} ({:.0} with callers of \
              thunks rewritten)",
-            n,
+            s.members.len(),
             rep.name,
             size,
             s.params.len(),
@@ -944,36 +960,7 @@ fn plan(
         return None;
     }
     let rewrite = thunk.iter().map(|&t| !t || rewrite_thunked).collect();
-    for q in &mut s.params {
-        q.ty.get(rep);
-    }
-    Some(Plan {
-        members: s.members.clone(),
-        params: core::mem::take(&mut s.params),
-        values: s.values.clone(),
-        const_fate: s.const_fate.clone(),
-        callee_fate: s.callee_fate.clone(),
-        thunk,
-        rewrite,
-    })
-}
-
-/// A fresh name for a body a merging pass makes (`pass`: `similar`, `aligned`) from the
-/// function named `base`: letters, digits and `_` only, so that it prints as a Cranelift IR
-/// name (`%name`) the reader takes back.
-pub(super) fn fresh_name(m: &Module, pass: &str, base: &str) -> String {
-    let base: String = base
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let mut k = m.functions.len();
-    loop {
-        let name = format!("__mergelift_{pass}_{base}_{k}");
-        if m.lookup_symbol(&name).is_none() {
-            return name;
-        }
-        k += 1;
-    }
+    Some((thunk, rewrite))
 }
 
 /// What a round's folds leave for rewriting the calls of members.
@@ -1054,54 +1041,7 @@ fn fold(
     s.sig = shared_sig.clone();
     s.linkage = Linkage::Local;
     s.address_significant = false;
-    // The extra parameters, moved into registers at the top of the entry block; self-calls
-    // get them as extra arguments. Room for that, exactly (`Function::reserve_edit`).
-    let entry = s.entry().expect("a body");
-    {
-        let rep_callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
-        let self_ops: usize = p
-            .callee_fate
-            .iter()
-            .zip(rep_callees)
-            .filter(|(fate, _)| matches!(fate, Fate::SelfCall))
-            .map(|(_, &(_, inst))| s.operands(inst).len() + tys.len())
-            .sum();
-        s.reserve_edit(tys.len(), tys.len() + self_ops, tys.len(), 1);
-        s.reserve_block_edit(entry, tys.len());
-    }
-    let mut regs = Vec::with_capacity(tys.len());
-    for (k, &t) in tys.iter().enumerate() {
-        let r = s.new_reg(t);
-        let i = s.make_inst(Opcode::Copy, t, &[r], &[Operand::Arg((nparams + k) as u32)]);
-        s.insert_inst(entry, k, i);
-        regs.push(r);
-    }
-    // Holes that became parameters read them; self-calls call the shared body, passing the
-    // extra parameters on.
-    for (k, fate) in p.const_fate.iter().enumerate() {
-        if let Fate::Param(q) = *fate {
-            let (inst, op, _) = st.consts[rep.consts.0 as usize + k];
-            s.set_operand(inst, op as usize, Operand::Reg(regs[q]));
-        }
-    }
-    let self_sig = s.sigs.push(shared_sig);
-    let rep_callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
-    let mut ops: Vec<Operand> = Vec::new();
-    for (k, fate) in p.callee_fate.iter().enumerate() {
-        let (_, inst) = rep_callees[k];
-        match *fate {
-            Fate::Keep => {}
-            Fate::Param(q) => s.set_operand(inst, 0, Operand::Reg(regs[q])),
-            Fate::SelfCall => {
-                ops.clear();
-                ops.extend(s.operands(inst));
-                ops[0] = Operand::Sym(shared, 0);
-                ops.extend(regs.iter().map(|&r| Operand::Reg(r)));
-                s.set_operands(inst, &ops);
-                s.insts[inst].aux = self_sig.as_u32();
-            }
-        }
-    }
+    holes_to_params(&mut s, p, st, (shared, shared_sig), (nparams, &tys));
     let sid = m.add_function(s).expect("a fresh name");
     ps.record_edit(sid, Edit::Modified);
     // The shared body's own direct calls (its instructions keep the first member's ids).
@@ -1124,8 +1064,84 @@ fn fold(
     }
     report.groups += 1;
     report.params += tys.len();
+    let thunks = fold_members(m, ps, p, st, folds, (shared, shared_ref), extras_of, report);
+    (sid, thunks)
+}
+
+/// Turn the first member's body `s` into the shared body (symbol `shared`, signature `sig`:
+/// the member's `nparams` parameters, then `tys`): the extra parameters, moved into registers at
+/// the top of the entry block; holes that became parameters read them; self-calls call the
+/// shared body, passing the extra parameters on.
+fn holes_to_params(
+    s: &mut Function,
+    p: &Plan,
+    st: &State,
+    (shared, sig): (Symbol, Signature),
+    (nparams, tys): (usize, &[Type]),
+) {
+    let rep = p.members[0];
+    // Room for that, exactly (`Function::reserve_edit`).
+    let entry = s.entry().expect("a body");
+    let rep_callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
+    {
+        let self_ops: usize = p
+            .callee_fate
+            .iter()
+            .zip(rep_callees)
+            .filter(|(fate, _)| matches!(fate, Fate::SelfCall))
+            .map(|(_, &(_, inst))| s.operands(inst).len() + tys.len())
+            .sum();
+        s.reserve_edit(tys.len(), tys.len() + self_ops, tys.len(), 1);
+        s.reserve_block_edit(entry, tys.len());
+    }
+    let mut regs = Vec::with_capacity(tys.len());
+    for (k, &t) in tys.iter().enumerate() {
+        let r = s.new_reg(t);
+        let i = s.make_inst(Opcode::Copy, t, &[r], &[Operand::Arg((nparams + k) as u32)]);
+        s.insert_inst(entry, k, i);
+        regs.push(r);
+    }
+    for (k, fate) in p.const_fate.iter().enumerate() {
+        if let Fate::Param(q) = *fate {
+            let (inst, op, _) = st.consts[rep.consts.0 as usize + k];
+            s.set_operand(inst, op as usize, Operand::Reg(regs[q]));
+        }
+    }
+    let self_sig = s.sigs.push(sig);
+    let mut ops: Vec<Operand> = Vec::new();
+    for (k, fate) in p.callee_fate.iter().enumerate() {
+        let (_, inst) = rep_callees[k];
+        match *fate {
+            Fate::Keep => {}
+            Fate::Param(q) => s.set_operand(inst, 0, Operand::Reg(regs[q])),
+            Fate::SelfCall => {
+                ops.clear();
+                ops.extend(s.operands(inst));
+                ops[0] = Operand::Sym(shared, 0);
+                ops.extend(regs.iter().map(|&r| Operand::Reg(r)));
+                s.set_operands(inst, &ops);
+                s.insts[inst].aux = self_sig.as_u32();
+            }
+        }
+    }
+}
+
+/// Each member of `p`: a thunk passing the member's values to the shared body (`shared`,
+/// its signature `shared_ref` in `folds`), or nothing; its calls are rewritten later where
+/// the plan says so. `extras_of(j)` is member `j`'s range of `folds.extras`. Returns the
+/// members that kept a body (thunks).
+#[allow(clippy::too_many_arguments)]
+fn fold_members(
+    m: &mut Module,
+    ps: &mut PassState,
+    p: &Plan,
+    st: &mut State,
+    folds: &mut Folds,
+    (shared, shared_ref): (Symbol, u32),
+    extras_of: impl Fn(usize) -> (u32, u32),
+    report: &mut SimilarReport,
+) -> Vec<FuncId> {
     let mut thunks = Vec::new();
-    // Members: a thunk passing the member's values, or nothing.
     for (j, mb) in p.members.iter().enumerate() {
         let (thunk, rewrite) = (p.thunk[j], p.rewrite[j]);
         let (a, b) = extras_of(j);
@@ -1165,7 +1181,7 @@ fn fold(
             folds.calls_to.insert(mb.sym, to);
         }
     }
-    (sid, thunks)
+    thunks
 }
 
 /// Make member `f` a thunk calling the shared body `shared` (signature `sig` in `folds`) with
@@ -1191,135 +1207,6 @@ fn thunk_member(
         keep_old,
         |t, b, ops| make_extras(t, extras, sigs, ops, |t, i| t.append_inst(b, i)),
     )
-}
-
-/// Materialise the extra arguments of a call before instruction `before` of `f`, appending the
-/// registers holding them to `ops`. The placing is left to the caller: each new instruction
-/// is recorded as `(before, new)` in `pending`, for `Function::insert_before_each` to place
-/// with the rest of its block's at once.
-fn materialize_before(
-    f: &mut Function,
-    before: Inst,
-    extras: &[Extra],
-    sigs: &[Signature],
-    ops: &mut Vec<Operand>,
-    pending: &mut Vec<(Inst, Inst)>,
-) {
-    make_extras(f, extras, sigs, ops, |_, i| pending.push((before, i)));
-}
-
-/// Make the instructions setting up `extras` (a register each, appended to `ops`), handing
-/// each to `place` as it is made.
-fn make_extras(
-    f: &mut Function,
-    extras: &[Extra],
-    sigs: &[Signature],
-    ops: &mut Vec<Operand>,
-    mut place: impl FnMut(&mut Function, Inst),
-) {
-    for &(ty, v, sig) in extras {
-        let r = f.new_reg(ty);
-        let i = match v {
-            Value::Const(c) => f.make_inst(Opcode::Copy, ty, &[r], &[c]),
-            Value::Callee(s) => {
-                // The address of the callee, declared with the signature of its calls.
-                assert!(sig != NO_SIG, "a callee parameter has a signature");
-                let sig = f.sigs.push(sigs[sig as usize].clone());
-                let i = f.make_inst(Opcode::FuncAddr, Type::I64, &[r], &[Operand::Sym(s, 0)]);
-                f.insts[i].aux = sig.as_u32();
-                i
-            }
-            Value::SelfCall => unreachable!("self-calls are not parameters"),
-        };
-        place(f, i);
-        ops.push(Operand::Reg(r));
-    }
-}
-
-/// Make call `i` of `f` call `shared` with signature `sig`: its arguments, then the extra
-/// arguments `extras` (registers set up before it), then any other operands. The caller's
-/// edit is `Edit::CallsRewritten`: a backend can make this rewrite in the caller's own IR
-/// (`PassState::call_rewrites`).
-fn call_shared(
-    f: &mut Function,
-    i: Inst,
-    shared: Symbol,
-    sig: Signature,
-    extras: &[Operand],
-    ops: &mut Vec<Operand>,
-) {
-    let old = f.operands(i);
-    let nargs = (1 + f.sigs[SigRef::from_u32(f.insts[i].aux)].params.len()).min(old.len());
-    ops.clear();
-    ops.push(Operand::Sym(shared, 0));
-    ops.extend(old.iter().take(nargs).skip(1));
-    ops.extend_from_slice(extras);
-    ops.extend(old.skip(nargs));
-    f.set_operands(i, ops);
-    let sr = f.sigs.push(sig);
-    f.insts[i].aux = sr.as_u32();
-}
-
-/// Direct calls (`call`, `tail_call`) in the open functions of folded functions (members
-/// with no code of their own: `PassState::call_rewrites`) call their shared body with the
-/// member's extra arguments, as `rewrite_callers` makes them. For members an earlier batch
-/// folded, and for those `merge-aligned` folds. Returns the calls rewritten.
-pub(super) fn rewrite_calls_of_folded(m: &mut Module, ps: &mut PassState) -> usize {
-    let mut rewritten = 0;
-    if ps.call_rewrites.is_empty() {
-        return rewritten;
-    }
-    let mut sites: Vec<(Block, Inst)> = Vec::new();
-    let (mut regs, mut ops, mut extras, mut sigs) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut pending, mut scratch): (Vec<(Inst, Inst)>, Vec<Inst>) = (Vec::new(), Vec::new());
-    for id in ps.open_function_ids(m) {
-        sites.clear();
-        let f = &m.functions[id];
-        for &b in &f.layout {
-            for &i in f.block_insts(b) {
-                if matches!(f.insts[i].opcode, Opcode::Call | Opcode::TailCall) {
-                    if let Some(Operand::Sym(s, 0)) = f.operands(i).first() {
-                        // Through aliases: a function merged by `merge` into a member (its
-                        // calls go to the member, which has no code either).
-                        if ps.call_rewrite(m.resolve_alias(s)).is_some() {
-                            sites.push((b, i));
-                        }
-                    }
-                }
-            }
-        }
-        for (k, &(b, i)) in sites.iter().enumerate() {
-            if let Some(Operand::Sym(member, 0)) = m.functions[id].operands(i).first() {
-                let rw = ps
-                    .call_rewrite(m.resolve_alias(member))
-                    .expect("found above")
-                    .clone();
-                extras.clear();
-                sigs.clear();
-                for e in &rw.extras {
-                    extras.push(match e {
-                        ExtraArg::Const(ty, c) => (*ty, Value::Const(*c), NO_SIG),
-                        ExtraArg::FuncAddr(s, sig) => {
-                            sigs.push(sig.clone());
-                            (Type::I64, Value::Callee(*s), sigs.len() as u32 - 1)
-                        }
-                    });
-                }
-                let f = &mut m.functions[id];
-                regs.clear();
-                materialize_before(f, i, &extras, &sigs, &mut regs, &mut pending);
-                call_shared(f, i, rw.shared, rw.sig, &regs, &mut ops);
-                ps.record_edit(id, Edit::CallsRewritten);
-                rewritten += 1;
-            }
-            // The sites come block by block: a block's new instructions are placed at once.
-            if sites.get(k + 1).map(|&(nb, _)| nb) != Some(b) {
-                m.functions[id].insert_before_each(b, &mut pending, &mut scratch);
-            }
-        }
-    }
-    rewritten
 }
 
 /// Every direct call (`call`, `tail_call`) of a folded member now calls its shared body with
