@@ -21,13 +21,15 @@ pub use module::{AddressPolicy, FunctionError, MergeConfig, MergeModule, Threads
 
 pub mod isa;
 #[cfg(feature = "jit")]
-pub mod jit;
+mod jit_runtime;
 pub mod link;
 #[cfg(feature = "jit")]
 pub mod pipeline;
 
 pub use error::Error;
 pub use isa::{host_isa, OptLevel};
+#[cfg(feature = "jit")]
+pub use jit_runtime::{jit_builder, runtime_symbols};
 pub use lift::lift_functions;
 pub use link::{declare_by_name, define_by_name};
 #[cfg(feature = "jit")]

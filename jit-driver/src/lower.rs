@@ -61,11 +61,18 @@ pub fn special_name(s: &str) -> Option<ir::ExternalName> {
 }
 
 impl OriginalNames {
-    fn name(func: &mut ir::Function, s: &str) -> ir::ExternalName {
+    /// The external name spelt `s`: a user name (`u0:12`), a libcall or known symbol, or
+    /// else a test-case name (`%fib`).
+    pub(crate) fn name(func: &mut ir::Function, s: &str) -> ir::ExternalName {
         if let Some(u) = opmap::parse_user_name(s) {
-            return ir::ExternalName::user(func.declare_imported_user_function(u));
+            return Self::user(func, u);
         }
         special_name(s).unwrap_or_else(|| ir::ExternalName::testcase(s))
+    }
+
+    /// The user name `u`, declared in `func`.
+    pub(crate) fn user(func: &mut ir::Function, u: ir::UserExternalName) -> ir::ExternalName {
+        ir::ExternalName::user(func.declare_imported_user_function(u))
     }
 }
 

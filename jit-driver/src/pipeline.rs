@@ -43,7 +43,7 @@
 
 use crate::error::Error;
 use crate::isa::{host_isa, OptLevel};
-use crate::jit::jit_builder;
+use crate::jit_builder;
 use crate::link::define_by_name;
 use crate::module::{MergeConfig, MergeModule};
 use cranelift_codegen::ir;

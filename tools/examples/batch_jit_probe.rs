@@ -10,7 +10,7 @@
 use cranelift_jit::JITModule;
 use cranelift_module::Module;
 use jit_driver::declare_by_name;
-use jit_driver::jit::jit_builder;
+use jit_driver::jit_builder;
 use jit_driver::{host_isa, MergeConfig, MergeModule, OptLevel};
 use mergelift_tools::gen::{generate, GenOptions};
 use mergelift_tools::harness::thread_cpu_us;

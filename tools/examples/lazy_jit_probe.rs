@@ -9,7 +9,7 @@
 use cranelift_codegen::ir::Function;
 use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module};
-use jit_driver::jit::jit_builder;
+use jit_driver::jit_builder;
 use jit_driver::{host_isa, MergeModule, OptLevel};
 use mergelift_tools::harness::{lazy_step_function, thread_cpu_us};
 

@@ -2725,7 +2725,7 @@ fn compile_linked_with(
         })
         .collect();
     let j = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let jit = JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+        let jit = JITModule::new(jit_driver::jit_builder(isa, &[]));
         let mut m = MergeModule::with_config(jit, config);
         let ids = match define(&mut m, linked) {
             Ok(ids) => ids,

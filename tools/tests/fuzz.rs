@@ -707,7 +707,7 @@ fn jit_in_batches(
 ) {
     use cranelift_module::Module;
     let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
-    let jit = cranelift_jit::JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+    let jit = cranelift_jit::JITModule::new(jit_driver::jit_builder(isa, &[]));
     let mut m = jit_driver::MergeModule::with_config(jit, config);
     let declared = jit_driver::declare_by_name(&mut m, linked).unwrap();
     let ids: Vec<_> = declared.iter().map(|(_, id, _)| *id).collect();
