@@ -55,7 +55,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Keep the LIR of compiled functions, to print it below (by default it is freed).
     let config = MergeConfig {
-        keep_lir: true,
+        debug: mergelift::DebugOptions {
+            keep_lir: true,
+            ..Default::default()
+        },
         ..MergeConfig::with_passes(&passes)
     };
     // The one line that differs from a cranelift-jit program:

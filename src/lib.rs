@@ -103,7 +103,7 @@
 //!   [`MergeModule::stats`], [`MergeModule::code_bytes`], [`MergeModule::passed_through`].
 //! - **Memory**: besides the inner module's, a compiled function costs about 1.2 KB (its
 //!   name, signature and the fingerprint later batches merge by); its LIR body is freed once
-//!   it is compiled or merged away. [`MergeConfig::keep_lir`] keeps the bodies for
+//!   it is compiled or merged away. `DebugOptions::keep_lir` (hidden: for inspection) keeps the bodies for
 //!   [`MergeModule::lir`] to show.
 //!
 //! # Differences from the plain module
@@ -136,7 +136,7 @@
 //!
 //! - **Thunks.** On x86-64 (not PIC) a thunk whose survivor takes every argument in a
 //!   register is written as machine code, a few `mov`s and a jump
-//!   ([`MergeConfig::native_thunks`]); on every other target, and otherwise, a thunk is a
+//!   (`DebugOptions::native_thunks`, on by default); on every other target, and otherwise, a thunk is a
 //!   small function compiled by Cranelift: a call of its survivor, with a frame. On the wasm
 //!   corpus a thunk is 45 bytes on aarch64, 32 compiled by Cranelift on x86-64.
 //! - **Tail calls.** Merging makes `return_call` thunks where the ISA compiles them: on
@@ -159,6 +159,8 @@
 pub use jit_driver;
 pub use midend;
 
+#[doc(hidden)]
+pub use jit_driver::DebugOptions;
 pub use jit_driver::{
     define_by_name, host_isa, AddressPolicy, FunctionError, MergeConfig, MergeModule, OptLevel,
     Threads,

@@ -22,8 +22,11 @@ fn compile(src: &str, passes: &str, local: &[&str]) -> JitModule {
 fn compile_with(src: &str, passes: &str, local: &[&str], lift_all: bool) -> JitModule {
     let mut p = Pipeline::new(PipelineOptions {
         config: MergeConfig {
-            lift_all,
             fetch_locals: false,
+            debug: mergelift::DebugOptions {
+                lift_all,
+                ..Default::default()
+            },
             ..MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap())
         },
         ..Default::default()
@@ -136,7 +139,10 @@ fn local_members_stay_fetchable_by_default() {
     let build = |passes: &str| {
         let mut p = Pipeline::new(PipelineOptions {
             config: MergeConfig {
-                lift_all: true,
+                debug: mergelift::DebugOptions {
+                    lift_all: true,
+                    ..Default::default()
+                },
                 ..MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap())
             },
             ..Default::default()

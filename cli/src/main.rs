@@ -1521,12 +1521,15 @@ fn cmd_size(
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
-            verify_lir: false,
-            lower_all,
-            lift_all,
             threads: jit_driver::Threads::Count(threads),
             fetch_locals,
             hot: hot_functions(hot),
+            debug: jit_driver::DebugOptions {
+                verify_lir: false,
+                lower_all,
+                lift_all,
+                ..Default::default()
+            },
             ..Default::default()
         },
         local,
@@ -1737,8 +1740,11 @@ fn cmd_report(
     let opts = mergelift_tools::size::SizeOptions {
         config: jit_driver::MergeConfig {
             passes,
-            verify_lir: false,
             threads: jit_driver::Threads::Count(threads),
+            debug: jit_driver::DebugOptions {
+                verify_lir: false,
+                ..Default::default()
+            },
             ..Default::default()
         },
         opt_level: Some(opt),

@@ -17,6 +17,8 @@ pub use lift::{lift_function, lift_function_with, mark_address_taken, mark_taken
 pub use lower::{
     clif_signature, lower_function, lower_function_with, LowerContext, NameResolver, OriginalNames,
 };
+#[doc(hidden)]
+pub use module::DebugOptions;
 pub use module::{AddressPolicy, FunctionError, MergeConfig, MergeModule, Threads};
 
 pub mod isa;

@@ -65,7 +65,10 @@ fn main() {
             MergeModule::with_config(
                 JITModule::new(jit_builder(isa, &[])),
                 jit_driver::MergeConfig {
-                    keep_lir: std::env::var_os("MERGELIFT_KEEP_LIR").is_some(),
+                    debug: jit_driver::DebugOptions {
+                        keep_lir: std::env::var_os("MERGELIFT_KEEP_LIR").is_some(),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 }
             ),

@@ -2547,8 +2547,11 @@ pub fn compile_pipeline_on(
 ) -> Result<Harness, String> {
     let config = MergeConfig {
         passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
-        verify_lir: true,
-        lower_all,
+        debug: jit_driver::DebugOptions {
+            verify_lir: true,
+            lower_all,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let isa = pipeline_isa(frame_pointers)?;
@@ -2706,9 +2709,12 @@ fn compile_linked_with(
     // which `compile_pipeline_on` covers).
     let config = MergeConfig {
         passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
-        verify_lir: true,
-        lower_all,
         fetch_locals: false,
+        debug: jit_driver::DebugOptions {
+            verify_lir: true,
+            lower_all,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let isa = pipeline_isa(frame_pointers)?;

@@ -306,7 +306,7 @@ impl Core {
             }
             let f = &self.lir.functions[lid];
             let edit = self.pass_state.edit(lid);
-            if edit == Edit::Modified && config.native_thunks && !config.lower_all {
+            if edit == Edit::Modified && config.debug.native_thunks && !config.debug.lower_all {
                 let sym_func = &self.sym_func;
                 let mut target = |s: lir::Symbol| {
                     let id = sym_func.get(s).and_then(|f| f.expand())?;
@@ -332,7 +332,7 @@ impl Core {
                     return None;
                 }
             }
-            if edit == Edit::Modified || config.lower_all {
+            if edit == Edit::Modified || config.debug.lower_all {
                 let t = Instant::now();
                 let mut names = ModuleNames {
                     sym_func: &self.sym_func,

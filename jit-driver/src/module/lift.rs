@@ -115,7 +115,7 @@ impl Core {
                     .symbol(&func_symbol_name(id), lir::SymbolKind::Function),
             };
             debug_assert_eq!(self.lir.symbols[sym].name, func_symbol_name(id));
-            if config.verify_lir {
+            if config.debug.verify_lir {
                 // The input as lifted, before any pass. Cranelift accepted the function at
                 // define, so a fault here is the lifter's: the function is passed through.
                 if let Err(e) =
@@ -407,7 +407,8 @@ impl Core {
             ..Default::default()
         };
         plan.prints.clear();
-        if !merging_only || config.lift_all || config.lower_all || config.keep_lir {
+        if !merging_only || config.debug.lift_all || config.debug.lower_all || config.debug.keep_lir
+        {
             return plan;
         }
         let survey = &mut self.scratch.survey;

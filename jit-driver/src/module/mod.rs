@@ -52,7 +52,7 @@ mod tests;
 mod thunk;
 mod trait_impl;
 
-pub use config::{AddressPolicy, MergeConfig, Threads};
+pub use config::{AddressPolicy, DebugOptions, MergeConfig, Threads};
 pub use error::{
     error_text, panic_text, verify_caught, FailedFunction, FunctionError, VerifyFailure,
 };
@@ -314,7 +314,7 @@ impl<M: Module> MergeModule<M> {
     }
 
     /// The LIR of everything lifted so far (for inspection). The bodies of compiled and
-    /// merged functions are there only with [`MergeConfig::keep_lir`]; without it they are
+    /// merged functions are there only with `DebugOptions::keep_lir`; without it they are
     /// freed once compiled (the functions stay, with their names and signatures).
     pub fn lir(&self) -> &lir::Module {
         &self.core.lir
@@ -335,7 +335,7 @@ impl<M: Module> MergeModule<M> {
     /// `flush`, as the last batch: nothing compiled now is fingerprinted for later batches to
     /// merge into (cheaper: a function whose weak hash no other shares is not walked in full,
     /// and, when this is also the first batch, a function whose shape no other shares is not
-    /// lifted at all: `MergeConfig::lift_all`). Functions defined afterwards still work; they
+    /// lifted at all: `DebugOptions::lift_all`). Functions defined afterwards still work; they
     /// just do not merge into these. What `finish` does for an object file; for a one-shot
     /// JIT compile, call it before `finalize_definitions`.
     pub fn flush_last(&mut self) -> ModuleResult<()> {
@@ -539,7 +539,7 @@ impl Core {
         let open = self.pass_state.open_function_ids(&self.lir);
         midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &open, !last);
         self.index_batch(pending, lifted, last);
-        if !config.keep_lir && !last {
+        if !config.debug.keep_lir && !last {
             // Later batches merge into these by the fingerprints just taken: the bodies
             // are no longer needed.
             for &lid in &open {

@@ -71,7 +71,7 @@ impl Core {
         // A function merged away has no code, and without `keep_lir` its body goes at once
         // (unless this is the last batch: then the module's end frees it, and freeing it here
         // would only slow the passes).
-        self.pass_state.free_removed = !config.keep_lir && !last;
+        self.pass_state.free_removed = !config.debug.keep_lir && !last;
         // (Made again only when `fetch_locals` changes, an object module flushed before its
         // `finish`, or for each batch's hot functions. A pass keeps only scratch buffers from
         // one run to the next.)
@@ -89,7 +89,7 @@ impl Core {
                     hot,
                 },
             );
-            pm.verify = config.verify_lir;
+            pm.verify = config.debug.verify_lir;
             self.passes = Some((fetch_locals, pm));
         }
         let (_, pm) = self.passes.as_mut().expect("made above");
