@@ -633,8 +633,6 @@ fn merge_module_is_send() {
     fn send<T: Send>() {}
     send::<MergeModule<JITModule>>();
     send::<MergeModule<ObjectModule>>();
-    send::<mergelift::Pipeline>();
-    send::<mergelift::JitModule>();
 }
 
 /// Typed configuration: passes as values, the machine's threads by default.

@@ -19,14 +19,12 @@ pub use lower::{
 };
 #[doc(hidden)]
 pub use module::DebugOptions;
-pub use module::{AddressPolicy, FunctionError, MergeConfig, MergeModule, Threads};
+pub use module::{AddressPolicy, FailedFunction, FunctionError, MergeConfig, MergeModule, Threads};
 
 pub mod isa;
 #[cfg(feature = "jit")]
 mod jit_runtime;
 pub mod link;
-#[cfg(feature = "jit")]
-pub mod pipeline;
 
 pub use error::Error;
 pub use isa::{host_isa, OptLevel};
@@ -34,5 +32,3 @@ pub use isa::{host_isa, OptLevel};
 pub use jit_runtime::{jit_builder, runtime_symbols};
 pub use lift::lift_functions;
 pub use link::{declare_by_name, define_by_name};
-#[cfg(feature = "jit")]
-pub use pipeline::{JitModule, Pipeline, PipelineOptions};
