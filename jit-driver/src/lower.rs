@@ -44,7 +44,7 @@ pub trait NameResolver {
 pub struct OriginalNames;
 
 /// Libcalls and known symbols keep their Cranelift names (`libcall.CeilF32`).
-pub fn special_name(s: &str) -> Option<ir::ExternalName> {
+pub(crate) fn special_name(s: &str) -> Option<ir::ExternalName> {
     if let Some(l) = s
         .strip_prefix("libcall.")
         .and_then(|l| ir::LibCall::from_str(l).ok())
@@ -97,7 +97,7 @@ impl NameResolver for OriginalNames {
 }
 
 /// LIR signature → Cranelift signature.
-pub fn clif_signature(s: &lir::Signature) -> ir::Signature {
+pub(crate) fn clif_signature(s: &lir::Signature) -> ir::Signature {
     let conv = |p: &lir::AbiParam| {
         let mut a = ir::AbiParam::new(clif_type(p.ty));
         a.extension = match p.ext {

@@ -127,7 +127,7 @@ impl From<FunctionError> for ModuleError {
 
 /// A module error as text, with the verifier's findings spelled out (against `func` when
 /// given, so they show the instructions).
-pub fn error_text(e: &ModuleError, func: Option<&ir::Function>) -> String {
+pub(crate) fn error_text(e: &ModuleError, func: Option<&ir::Function>) -> String {
     match e {
         ModuleError::Compilation(CodegenError::Verifier(errs)) => match func {
             Some(f) => format!(

@@ -53,10 +53,14 @@ mod thunk;
 mod trait_impl;
 
 pub use config::{AddressPolicy, DebugOptions, MergeConfig, Threads};
-pub use error::{
-    error_text, panic_text, verify_caught, FailedFunction, FunctionError, VerifyFailure,
-};
+pub use error::{FailedFunction, FunctionError};
+// For the tools: the plain compile `mergelift size` measures against, and Cranelift's verifier
+// and panics as text.
+#[doc(hidden)]
+pub use error::{panic_text, verify_caught, VerifyFailure};
+#[doc(hidden)]
 pub use parallel::define_plain;
+#[doc(hidden)]
 pub use passes::tail_calls_allowed;
 
 use crate::lift::LiftContext;

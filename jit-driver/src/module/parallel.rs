@@ -107,7 +107,7 @@ pub fn define_plain(
             match r {
                 Ok(Ok(())) => bytes.push(ctx.compiled_code().map_or(0, |c| c.code_buffer().len())),
                 Ok(Err(e)) => {
-                    let why = format!(": {}", super::error_text(&e, Some(&ctx.func)));
+                    let why = format!(": {}", super::error::error_text(&e, Some(&ctx.func)));
                     return refused(module, id, why);
                 }
                 Err(p) => {
@@ -132,7 +132,11 @@ pub fn define_plain(
         let c = match r {
             Ok(c) => c.code,
             Err(Failure::Error(e, f)) => {
-                return refused(module, id, format!(": {}", super::error_text(&e, Some(&f))))
+                return refused(
+                    module,
+                    id,
+                    format!(": {}", super::error::error_text(&e, Some(&f))),
+                )
             }
             Err(Failure::Panic(p)) => return refused(module, id, format!(" (it panicked: {p})")),
         };
