@@ -102,8 +102,8 @@ enum Cmd {
         #[arg(long)]
         no_verify: bool,
         /// Free the body of each function a pass merges away when that pass ends, rather
-        /// than at exit: a lower peak of memory on large modules (762 -> 738 MB on 300k
-        /// generated functions) for about 1.4 µs more per merged function in the passes.
+        /// than at exit: a lower peak of memory on large modules, for a little more time per
+        /// merged function in the passes (BENCHMARKS.md).
         #[arg(long)]
         low_memory: bool,
         /// Compile for this target where the inputs name none: an architecture (x86_64,
