@@ -239,8 +239,9 @@ fn executes_the_same_with_and_without_merge() {
         let ids = jit_driver::define_by_name(&mut m, named)
             .unwrap_or_else(|e| panic!("define {passes}: {e}"));
         m.flush_last()
-            .and_then(|()| m.finalize_definitions())
             .unwrap_or_else(|e| panic!("compile {passes}: {e}"));
+        m.finalize_definitions()
+            .unwrap_or_else(|e| panic!("finalize {passes}: {e}"));
         let mut results = Vec::new();
         for f in &funcs {
             let name = f.name.to_string();
