@@ -21,8 +21,7 @@ pub fn generated_functions(functions: usize, dup_ratio: f64) -> Vec<ir::Function
 /// The same, lifted into LIR.
 pub fn generated_module(functions: usize, dup_ratio: f64) -> lir::Module {
     let funcs = generated_functions(functions, dup_ratio);
-    mergelift::jit_driver::lift_functions(funcs.iter(), &mut mergelift::midend::Stats::default())
-        .expect("lifts")
+    jit_driver::lift_functions(funcs.iter(), &mut midend::Stats::default()).expect("lifts")
 }
 
 /// Modules of the wasm corpus, when it is there.

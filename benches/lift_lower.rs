@@ -8,7 +8,7 @@ mod common;
 
 use cranelift_codegen::ir;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use mergelift::jit_driver::{lift_functions, lower_function_with, LowerContext, OriginalNames};
+use jit_driver::{lift_functions, lower_function_with, LowerContext, OriginalNames};
 
 fn config() -> cranelift_codegen::isa::TargetFrontendConfig {
     cranelift_codegen::isa::TargetFrontendConfig {

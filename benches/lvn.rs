@@ -6,7 +6,7 @@
 mod common;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mergelift::midend::passes::lvn::{LocalValueNumbering, LvnStats};
+use midend::passes::lvn::{LocalValueNumbering, LvnStats};
 
 fn lvn_throughput(c: &mut Criterion) {
     let mut g = c.benchmark_group("lvn");
@@ -16,8 +16,7 @@ fn lvn_throughput(c: &mut Criterion) {
         common::generated_module(10_000, 0.5),
     )];
     for (name, funcs) in common::wasm_corpus() {
-        let m =
-            mergelift::jit_driver::lift_functions(funcs.iter(), &mut Default::default()).unwrap();
+        let m = jit_driver::lift_functions(funcs.iter(), &mut Default::default()).unwrap();
         inputs.push((name, m));
     }
     for (name, module) in inputs {

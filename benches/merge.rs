@@ -9,7 +9,7 @@
 mod common;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mergelift::midend::passes::merge::{merge_functions_with, MergeOptions};
+use midend::passes::merge::{merge_functions_with, MergeOptions};
 
 fn merge_scaling(c: &mut Criterion) {
     let modules: Vec<_> = [1_000usize, 10_000, 100_000]

@@ -17,9 +17,12 @@
 //! `cargo bench --bench merged_calls`. Times are per call from the host (one call of `main`
 //! makes four member calls).
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::jit::{Jit, JitBatch};
 use cranelift_module::Linkage;
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use mergelift::{JitModule, MergeConfig, Pipeline, PipelineOptions};
+use mergelift::MergeConfig;
 
 /// A member: about 40 instructions around the constant `k`, calling `callee` once when given.
 fn member(name: &str, k: i64, callee: Option<&str>) -> String {
@@ -112,12 +115,11 @@ fn module_text() -> String {
     s
 }
 
-fn compile(passes: &str) -> JitModule {
+fn compile(passes: &str) -> Jit {
     let local = ["la", "lb", "lc", "ld", "pa", "pb", "pc", "pd"];
-    let mut p = Pipeline::new(PipelineOptions {
-        config: MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap()),
-        ..Default::default()
-    });
+    let mut p = JitBatch::new(MergeConfig::with_passes(
+        &midend::parse_pass_list(passes).unwrap(),
+    ));
     for f in cranelift_reader::parse_functions(&module_text()).unwrap() {
         let name = f.name.to_string();
         let linkage = if local.contains(&name.trim_start_matches('%')) {
@@ -130,7 +132,7 @@ fn compile(passes: &str) -> JitModule {
     p.compile().unwrap()
 }
 
-fn entry(m: &JitModule, name: &str) -> extern "C" fn(i64) -> i64 {
+fn entry(m: &Jit, name: &str) -> extern "C" fn(i64) -> i64 {
     // SAFETY: every entry point here has the signature `(i64) -> i64`.
     unsafe { m.get(name) }.unwrap()
 }

@@ -16,7 +16,7 @@ use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use mergelift::jit_driver::jit::jit_builder;
+use jit_driver::jit_builder;
 use mergelift::{host_isa, MergeConfig, MergeModule, OptLevel};
 use mergelift_tools::harness::{lazy_step_function, merge_jit, plain_jit};
 

@@ -7,8 +7,8 @@
 //! `cargo bench --bench shapes`
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mergelift::midend::{PassKind, PassManager, PassOptions, Stats};
 use mergelift_tools::gen::{generate_shape, CallShape};
+use midend::{PassKind, PassManager, PassOptions, Stats};
 
 fn shapes(c: &mut Criterion) {
     let mut g = c.benchmark_group("merge_shapes");
@@ -19,8 +19,8 @@ fn shapes(c: &mut Criterion) {
             generate_shape(shape, n, &mut text).expect("writes to memory");
             let text = String::from_utf8(text).expect("UTF-8");
             let funcs = cranelift_reader::parse_functions(&text).expect("generated CLIF parses");
-            let module = mergelift::jit_driver::lift_functions(funcs.iter(), &mut Stats::default())
-                .expect("lifts");
+            let module =
+                jit_driver::lift_functions(funcs.iter(), &mut Stats::default()).expect("lifts");
             drop(funcs);
             g.throughput(Throughput::Elements(n as u64));
             g.bench_function(format!("{name}_{n}"), |b| {

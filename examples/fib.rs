@@ -45,7 +45,7 @@ fn define_fib(m: &mut impl Module, id: FuncId) -> Result<(), Box<dyn std::error:
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let passes = match std::env::args().nth(1) {
-        Some(list) => mergelift::midend::parse_pass_list(&list)?,
+        Some(list) => mergelift::parse_pass_list(&list)?,
         None => MergeConfig::default().passes,
     };
     let mut flags = settings::builder();
@@ -55,7 +55,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Keep the LIR of compiled functions, to print it below (by default it is freed).
     let config = MergeConfig {
-        keep_lir: true,
+        debug: mergelift::DebugOptions {
+            keep_lir: true,
+            ..Default::default()
+        },
         ..MergeConfig::with_passes(&passes)
     };
     // The one line that differs from a cranelift-jit program:

@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let text = read_text(p)?;
         let file = parse_clif(p, &text)?;
         let opts = SizeOptions {
-            config: MergeConfig::with_passes(&mergelift::midend::parse_pass_list(&passes)?),
+            config: MergeConfig::with_passes(&mergelift::parse_pass_list(&passes)?),
             opt_level: Some(opt),
             object: false,
             ..Default::default()

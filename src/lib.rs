@@ -110,7 +110,7 @@
 //!   [`MergeModule::stats`], [`MergeModule::code_bytes`], [`MergeModule::passed_through`].
 //! - **Memory**: besides the inner module's, a compiled function costs about 1.2 KB (its
 //!   name, signature and the fingerprint later batches merge by); its LIR body is freed once
-//!   it is compiled or merged away. [`MergeConfig::keep_lir`] keeps the bodies for
+//!   it is compiled or merged away. `DebugOptions::keep_lir` (hidden: for inspection) keeps the bodies for
 //!   [`MergeModule::lir`] to show.
 //!
 //! # Differences from the plain module
@@ -143,7 +143,7 @@
 //!
 //! - **Thunks.** On x86-64 (not PIC) a thunk whose survivor takes every argument in a
 //!   register is written as machine code, a few `mov`s and a jump
-//!   ([`MergeConfig::native_thunks`]); on every other target, and otherwise, a thunk is a
+//!   (`DebugOptions::native_thunks`, on by default); on every other target, and otherwise, a thunk is a
 //!   small function compiled by Cranelift: a call of its survivor, with a frame. On the wasm
 //!   corpus a thunk is 45 bytes on aarch64, 32 compiled by Cranelift on x86-64.
 //! - **Tail calls.** Merging makes `return_call` thunks where the ISA compiles them: on
@@ -154,24 +154,47 @@
 //! (Cranelift's run tests, the differential fuzzer, and the object-file conformance tests),
 //! each plainly and through the passes (README: Targets).
 //!
-//! # What is underneath
+//! # What this crate exports, by user
 //!
-//! [`midend`] is the optimizer (LIR, the passes, no dependency on Cranelift's code
-//! generator); [`jit_driver`] is the bridge (lift to LIR, lower back, the module wrapper).
-//! [`Pipeline`] compiles functions named as in a `.clif` file; the `mergelift` command lives
-//! in the crate `mergelift-cli`.
+//! Underneath are two crates: `midend`, the optimizer (LIR and the passes, with no
+//! dependency on Cranelift's code generator), and `jit-driver`, the bridge (lift to LIR,
+//! lower back, the module wrapper). This crate exports what each kind of user needs of them:
+//!
+//! - **A JIT host** wraps its `JITModule`: [`MergeModule`], configured by [`MergeConfig`]
+//!   ([`PassKind`] and [`parse_pass_list`] for the passes, [`Threads`], [`AddressPolicy`],
+//!   [`HotFunctions`]); it reads [`FunctionError`] and [`FailedFunction`] from a failed
+//!   flush, and [`MergeKind`], [`MergedBy`] and [`Stats`] from the reports.
+//! - **An object-file user** needs the same, with the feature `object` (`MergeModule<ObjectModule>`).
+//! - **A pass author** writes a [`Pass`] over [`lir`], run by a [`PassManager`] with the
+//!   [`PassState`] and [`PassOptions`] it shares, and checks its output with the
+//!   [`verify_function`] LIR verifier.
+//! - **The tools** (tests, benchmarks, the generator, the `mergelift` command, which lives in
+//!   the crate `mergelift-cli`) compile functions named as in a `.clif` file
+//!   ([`declare_by_name`], [`define_by_name`]) for the host ([`host_isa`], [`OptLevel`],
+//!   [`jit_builder`]), and lift and lower without a module ([`lift_functions`],
+//!   [`lower_function`], [`OriginalNames`]).
 
 #![deny(missing_docs)]
 
-pub use jit_driver;
-pub use midend;
-
+// A JIT host and an object-file user.
 pub use jit_driver::{
-    define_by_name, host_isa, AddressPolicy, FunctionError, MergeConfig, MergeModule, OptLevel,
-    Threads,
+    AddressPolicy, FailedFunction, FunctionError, MergeConfig, MergeModule, Threads,
 };
-#[cfg(feature = "jit")]
-pub use jit_driver::{JitModule, Pipeline, PipelineOptions};
+pub use midend::passes::aligned::HotFunctions;
+pub use midend::state::{MergeKind, MergedBy};
+pub use midend::{parse_pass_list, PassKind, Stats};
+
+// A pass author.
 pub use midend::lir;
-pub use midend::state::MergeKind;
-pub use midend::{PassKind, Stats};
+pub use midend::verifier::verify_function;
+pub use midend::{Pass, PassManager, PassOptions, PassState};
+
+// The tools.
+#[cfg(feature = "jit")]
+pub use jit_driver::jit_builder;
+#[doc(hidden)]
+pub use jit_driver::DebugOptions;
+pub use jit_driver::{
+    declare_by_name, define_by_name, host_isa, lift_functions, lower_function, OptLevel,
+    OriginalNames,
+};

@@ -3,9 +3,11 @@
 //! Each module runs unoptimised and with `merge,merge-similar` (and with `lvn` after it): the
 //! results must be equal, and the statistics and merge kinds say what was shared.
 
+mod common;
+use common::jit::{Jit, JitBatch};
 use cranelift_codegen::ir::Function;
 use cranelift_module::Linkage;
-use mergelift::{JitModule, MergeConfig, MergeKind, Pipeline, PipelineOptions};
+use mergelift::{MergeConfig, MergeKind};
 
 fn parse(src: &str) -> Vec<Function> {
     cranelift_reader::parse_functions(src).unwrap_or_else(|e| panic!("{e} in:\n{src}"))
@@ -15,18 +17,18 @@ fn parse(src: &str) -> Vec<Function> {
 /// Every function is lifted (`lift_all`), so the pass's statistics count every caller. The
 /// host fetches only exported functions (`fetch_locals` off), so a local member folded into a
 /// shared body needs no code of its own.
-fn compile(src: &str, passes: &str, local: &[&str]) -> JitModule {
+fn compile(src: &str, passes: &str, local: &[&str]) -> Jit {
     compile_with(src, passes, local, true)
 }
 
-fn compile_with(src: &str, passes: &str, local: &[&str], lift_all: bool) -> JitModule {
-    let mut p = Pipeline::new(PipelineOptions {
-        config: MergeConfig {
+fn compile_with(src: &str, passes: &str, local: &[&str], lift_all: bool) -> Jit {
+    let mut p = JitBatch::new(MergeConfig {
+        fetch_locals: false,
+        debug: mergelift::DebugOptions {
             lift_all,
-            fetch_locals: false,
-            ..MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap())
+            ..Default::default()
         },
-        ..Default::default()
+        ..MergeConfig::with_passes(&mergelift::parse_pass_list(passes).unwrap())
     });
     for f in parse(src) {
         let name = f.name.to_string();
@@ -41,7 +43,7 @@ fn compile_with(src: &str, passes: &str, local: &[&str], lift_all: bool) -> JitM
         .unwrap_or_else(|e| panic!("compile with {passes}: {e}"))
 }
 
-fn call(m: &JitModule, name: &str, x: i64) -> i64 {
+fn call(m: &Jit, name: &str, x: i64) -> i64 {
     // SAFETY: every entry point called here has the signature `(i64) -> i64`.
     let f: extern "C" fn(i64) -> i64 = unsafe { m.get(name) }.unwrap();
     f(x)
@@ -50,7 +52,7 @@ fn call(m: &JitModule, name: &str, x: i64) -> i64 {
 /// Run `entry` on several inputs unoptimised and with each pass list (and with the default
 /// passes, functions no pass could merge not lifted); all must agree. Returns the module
 /// compiled with `merge,merge-similar`, every function lifted.
-fn check(src: &str, entry: &str, local: &[&str]) -> JitModule {
+fn check(src: &str, entry: &str, local: &[&str]) -> Jit {
     let plain = compile(src, "none", local);
     let want: Vec<i64> = [-7, 0, 1, 5, 40]
         .iter()
@@ -134,12 +136,12 @@ fn local_members_stay_fetchable_by_default() {
     ]
     .concat();
     let build = |passes: &str| {
-        let mut p = Pipeline::new(PipelineOptions {
-            config: MergeConfig {
+        let mut p = JitBatch::new(MergeConfig {
+            debug: mergelift::DebugOptions {
                 lift_all: true,
-                ..MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap())
+                ..Default::default()
             },
-            ..Default::default()
+            ..MergeConfig::with_passes(&mergelift::parse_pass_list(passes).unwrap())
         });
         for f in parse(&src) {
             p.add_function(Linkage::Local, f);
@@ -468,12 +470,9 @@ block0(v0: i64):
 #[test]
 fn preemptible_members_are_left_alone() {
     let src = [body("a", "i64", "3"), body("b", "i64", "7")].concat() + &main_calling(&["a", "b"]);
-    let mut p = Pipeline::new(PipelineOptions {
-        config: MergeConfig::with_passes(
-            &mergelift::midend::parse_pass_list("merge-similar").unwrap(),
-        ),
-        ..Default::default()
-    });
+    let mut p = JitBatch::new(MergeConfig::with_passes(
+        &mergelift::parse_pass_list("merge-similar").unwrap(),
+    ));
     for f in parse(&src) {
         let l = if f.name.to_string() == "%main" {
             Linkage::Export

@@ -433,7 +433,10 @@ fn check_affine_one_per_finalize(m: &MergeModule<JITModule>, ids: &[FuncId], per
 fn compiled_bodies_are_freed_unless_kept() {
     for keep_lir in [false, true] {
         let mut m = jit_with(MergeConfig {
-            keep_lir,
+            debug: mergelift::DebugOptions {
+                keep_lir,
+                ..Default::default()
+            },
             ..Default::default()
         });
         let s = sig(&m, 1);
@@ -630,8 +633,6 @@ fn merge_module_is_send() {
     fn send<T: Send>() {}
     send::<MergeModule<JITModule>>();
     send::<MergeModule<ObjectModule>>();
-    send::<mergelift::Pipeline>();
-    send::<mergelift::JitModule>();
 }
 
 /// Typed configuration: passes as values, the machine's threads by default.
@@ -850,7 +851,10 @@ fn native_thunks_pass_constants_of_every_class() {
     };
     for native in [true, false] {
         let mut m = jit_with(MergeConfig {
-            native_thunks: native,
+            debug: mergelift::DebugOptions {
+                native_thunks: native,
+                ..Default::default()
+            },
             ..Default::default()
         });
         let mut s = m.make_signature();
@@ -981,7 +985,10 @@ fn near_duplicate_value(k: i64, x: i64) -> i64 {
 fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
     for (lower_all, last) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut m = jit_with(MergeConfig {
-            lower_all,
+            debug: mergelift::DebugOptions {
+                lower_all,
+                ..Default::default()
+            },
             ..Default::default()
         });
         let s = sig(&m, 1);

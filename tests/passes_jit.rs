@@ -1,9 +1,11 @@
 //! What LVN must not optimise, checked by running the JIT-compiled code and comparing values
 //! with the unoptimised pipeline and with Rust; and MergeFunctions end to end (alias and thunk).
 
+mod common;
+use common::jit::{Jit, JitBatch};
 use cranelift_codegen::ir::Function;
 use cranelift_module::Linkage;
-use mergelift::{JitModule, MergeConfig, Pipeline, PipelineOptions};
+use mergelift::MergeConfig;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
@@ -15,11 +17,10 @@ fn parse_clif(src: &str) -> Vec<Function> {
 }
 
 /// Compile `src` with `passes`, with the given host symbols.
-fn compile(src: &str, passes: &str, symbols: &[(&str, *const u8)]) -> JitModule {
-    let mut p = Pipeline::new(PipelineOptions {
-        config: MergeConfig::with_passes(&mergelift::midend::parse_pass_list(passes).unwrap()),
-        ..Default::default()
-    });
+fn compile(src: &str, passes: &str, symbols: &[(&str, *const u8)]) -> Jit {
+    let mut p = JitBatch::new(MergeConfig::with_passes(
+        &mergelift::parse_pass_list(passes).unwrap(),
+    ));
     for f in parse_clif(src) {
         p.add_function(Linkage::Export, f);
     }

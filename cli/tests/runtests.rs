@@ -118,7 +118,7 @@ fn runtests_merge_similar_lvn_speed() {
     check_at("merge,merge-similar,lvn", false, true);
 }
 
-/// Functions whose instructions differ share a body (issue 45), alone and before value
+/// Functions whose instructions differ share a body (`merge-aligned`), alone and before value
 /// numbering, every function lowered.
 #[test]
 fn runtests_merge_aligned() {

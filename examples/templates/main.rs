@@ -143,7 +143,7 @@ fn passes() -> Option<Vec<mergelift::PassKind>> {
     let list = std::env::var("TEMPLATES_PASSES")
         .ok()
         .filter(|l| !l.is_empty())?;
-    Some(mergelift::midend::parse_pass_list(&list).expect("TEMPLATES_PASSES is a pass list"))
+    Some(mergelift::parse_pass_list(&list).expect("TEMPLATES_PASSES is a pass list"))
 }
 
 struct Run {

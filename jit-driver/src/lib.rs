@@ -11,24 +11,23 @@ mod error;
 pub mod lift;
 pub mod lower;
 pub mod module;
+#[doc(hidden)]
 pub mod opmap;
 
-pub use lift::{lift_function, lift_function_with, mark_address_taken, mark_taken, LiftContext};
-pub use lower::{
-    clif_signature, lower_function, lower_function_with, LowerContext, NameResolver, OriginalNames,
-};
-pub use module::{AddressPolicy, FunctionError, MergeConfig, MergeModule, Threads};
+pub use lift::{lift_function, lift_function_with, mark_taken, LiftContext};
+pub use lower::{lower_function, lower_function_with, LowerContext, NameResolver, OriginalNames};
+#[doc(hidden)]
+pub use module::DebugOptions;
+pub use module::{AddressPolicy, FailedFunction, FunctionError, MergeConfig, MergeModule, Threads};
 
 pub mod isa;
 #[cfg(feature = "jit")]
-pub mod jit;
+mod jit_runtime;
 pub mod link;
-#[cfg(feature = "jit")]
-pub mod pipeline;
 
 pub use error::Error;
 pub use isa::{host_isa, OptLevel};
+#[cfg(feature = "jit")]
+pub use jit_runtime::jit_builder;
 pub use lift::lift_functions;
 pub use link::{declare_by_name, define_by_name};
-#[cfg(feature = "jit")]
-pub use pipeline::{JitModule, Pipeline, PipelineOptions};

@@ -120,7 +120,7 @@ pub struct LiftContext {
     /// a module name the same regions, and share one string each (compared before reuse).
     region_names: rustc_hash::FxHashMap<u32, std::sync::Arc<str>>,
     /// Symbols whose address the lifted functions take (`func_addr`, `symbol_value`, symbol
-    /// global values), in order, possibly repeated: what `mark_address_taken` needs, found
+    /// global values), in order, possibly repeated: what `mark_taken` needs, found
     /// while lifting instead of in a second walk.
     pub taken: Vec<lir::Symbol>,
 }
@@ -1382,7 +1382,7 @@ pub fn lift_function_with(
 /// The LIR function of `func` without its body: its name, signature and linkage, as a
 /// function merged away keeps them once its body is gone (a driver that merges a function
 /// without lifting it records the merge on this).
-pub fn lift_header(
+pub(crate) fn lift_header(
     module: &mut lir::Module,
     func: &ir::Function,
     linkage: lir::Linkage,
@@ -1506,21 +1506,6 @@ pub fn mark_taken(module: &mut lir::Module, taken: &[lir::Symbol]) {
     for &s in taken {
         if let Some(f) = module.symbols[s].def.expand() {
             module.functions[f].address_significant = true;
-        }
-    }
-}
-
-/// Mark functions whose address is taken (`func_addr`, symbol globals) as address-significant.
-pub fn mark_address_taken(module: &mut lir::Module) {
-    let mut taken: SecondaryMap<lir::Symbol, bool> = SecondaryMap::new();
-    for (_, f) in module.live_functions() {
-        f.for_each_taken_symbol(|s| taken[s] = true);
-    }
-    for (s, d) in module.symbols.iter() {
-        if taken[s] {
-            if let Some(f) = d.def.expand() {
-                module.functions[f].address_significant = true;
-            }
         }
     }
 }

@@ -94,7 +94,7 @@ pub fn declare_by_name<M: Module + ?Sized>(
 }
 
 /// Rewrite the references of `f` (named `fname`) to `module`'s ids.
-pub fn rewrite_references<M: Module + ?Sized>(
+pub(crate) fn rewrite_references<M: Module + ?Sized>(
     module: &mut M,
     fname: &str,
     f: &mut ir::Function,

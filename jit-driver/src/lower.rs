@@ -44,7 +44,7 @@ pub trait NameResolver {
 pub struct OriginalNames;
 
 /// Libcalls and known symbols keep their Cranelift names (`libcall.CeilF32`).
-pub fn special_name(s: &str) -> Option<ir::ExternalName> {
+pub(crate) fn special_name(s: &str) -> Option<ir::ExternalName> {
     if let Some(l) = s
         .strip_prefix("libcall.")
         .and_then(|l| ir::LibCall::from_str(l).ok())
@@ -61,11 +61,18 @@ pub fn special_name(s: &str) -> Option<ir::ExternalName> {
 }
 
 impl OriginalNames {
-    fn name(func: &mut ir::Function, s: &str) -> ir::ExternalName {
+    /// The external name spelt `s`: a user name (`u0:12`), a libcall or known symbol, or
+    /// else a test-case name (`%fib`).
+    pub(crate) fn name(func: &mut ir::Function, s: &str) -> ir::ExternalName {
         if let Some(u) = opmap::parse_user_name(s) {
-            return ir::ExternalName::user(func.declare_imported_user_function(u));
+            return Self::user(func, u);
         }
         special_name(s).unwrap_or_else(|| ir::ExternalName::testcase(s))
+    }
+
+    /// The user name `u`, declared in `func`.
+    pub(crate) fn user(func: &mut ir::Function, u: ir::UserExternalName) -> ir::ExternalName {
+        ir::ExternalName::user(func.declare_imported_user_function(u))
     }
 }
 
@@ -90,7 +97,7 @@ impl NameResolver for OriginalNames {
 }
 
 /// LIR signature → Cranelift signature.
-pub fn clif_signature(s: &lir::Signature) -> ir::Signature {
+pub(crate) fn clif_signature(s: &lir::Signature) -> ir::Signature {
     let conv = |p: &lir::AbiParam| {
         let mut a = ir::AbiParam::new(clif_type(p.ty));
         a.extension = match p.ext {

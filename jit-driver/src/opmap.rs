@@ -7,7 +7,7 @@ use midend::lir::{self, Cond, Opcode as L};
 
 /// Cranelift opcode → LIR opcode, for the arithmetic, conversion, select and memory opcodes
 /// that keep their shape (one result, register operands).
-pub const NATIVE: &[(C, L)] = &[
+pub(crate) const NATIVE: &[(C, L)] = &[
     (C::Iadd, L::Add),
     (C::Isub, L::Sub),
     (C::Imul, L::Mul),
@@ -94,7 +94,7 @@ static TO_LIR: [Option<L>; 1024] = {
 
 /// The LIR opcode modelling `c` natively, if any (`opmap().lir(c)`).
 #[inline]
-pub fn lir_opcode(c: C) -> Option<L> {
+pub(crate) fn lir_opcode(c: C) -> Option<L> {
     TO_LIR.get(c as usize).copied().flatten()
 }
 
@@ -195,7 +195,7 @@ pub fn int_cond(c: IntCC) -> Cond {
 }
 
 /// A float condition as a LIR predicate.
-pub fn float_cond(c: FloatCC) -> Cond {
+pub(crate) fn float_cond(c: FloatCC) -> Cond {
     match c {
         FloatCC::Ordered => Cond::FOrd,
         FloatCC::Unordered => Cond::FUno,
@@ -223,7 +223,7 @@ pub enum ClifCond {
 }
 
 /// A LIR predicate as a Cranelift condition.
-pub fn clif_cond(c: Cond) -> ClifCond {
+pub(crate) fn clif_cond(c: Cond) -> ClifCond {
     use ClifCond::*;
     match c {
         Cond::Eq => Int(IntCC::Equal),
@@ -254,7 +254,7 @@ pub fn clif_cond(c: Cond) -> ClifCond {
 }
 
 /// Cranelift call conv ↔ LIR call conv.
-pub fn lir_call_conv(cc: cranelift_codegen::isa::CallConv) -> Option<lir::CallConv> {
+pub(crate) fn lir_call_conv(cc: cranelift_codegen::isa::CallConv) -> Option<lir::CallConv> {
     use cranelift_codegen::isa::CallConv as C;
     // By name (`CallConv::parse(&cc.to_string())`), without building the string.
     Some(match cc {
@@ -270,14 +270,14 @@ pub fn lir_call_conv(cc: cranelift_codegen::isa::CallConv) -> Option<lir::CallCo
 }
 
 /// A LIR calling convention as Cranelift's.
-pub fn clif_call_conv(cc: lir::CallConv) -> cranelift_codegen::isa::CallConv {
+pub(crate) fn clif_call_conv(cc: lir::CallConv) -> cranelift_codegen::isa::CallConv {
     cc.name()
         .parse()
         .unwrap_or(cranelift_codegen::isa::CallConv::SystemV)
 }
 
 /// Memory flags: Cranelift → LIR (regions keep their index).
-pub fn lir_memflags(d: ir::MemFlagsData) -> lir::MemFlags {
+pub(crate) fn lir_memflags(d: ir::MemFlagsData) -> lir::MemFlags {
     let mut f = lir::MemFlags::new();
     f.trap = d.trap_code().map_or(0, |c| c.as_raw().get());
     if d.aligned() {
@@ -299,7 +299,7 @@ pub fn lir_memflags(d: ir::MemFlagsData) -> lir::MemFlags {
 }
 
 /// Memory flags: LIR → Cranelift data.
-pub fn clif_memflags(f: lir::MemFlags) -> ir::MemFlagsData {
+pub(crate) fn clif_memflags(f: lir::MemFlags) -> ir::MemFlagsData {
     let mut d = ir::MemFlagsData::new();
     d = d.with_trap_code(std::num::NonZeroU8::new(f.trap).map(ir::TrapCode::from_raw));
     if f.bits & lir::MemFlags::ALIGNED != 0 {
@@ -401,7 +401,7 @@ pub fn func_lir_name(name: &ir::UserFuncName) -> midend::lir::Name {
 }
 
 /// Parse `uN:M` back into a user name.
-pub fn parse_user_name(s: &str) -> Option<ir::UserExternalName> {
+pub(crate) fn parse_user_name(s: &str) -> Option<ir::UserExternalName> {
     let (ns, idx) = s.strip_prefix('u')?.split_once(':')?;
     Some(ir::UserExternalName {
         namespace: ns.parse().ok()?,
@@ -410,7 +410,7 @@ pub fn parse_user_name(s: &str) -> Option<ir::UserExternalName> {
 }
 
 /// A Cranelift function name for a LIR name.
-pub fn clif_func_name(s: &str) -> ir::UserFuncName {
+pub(crate) fn clif_func_name(s: &str) -> ir::UserFuncName {
     match parse_user_name(s) {
         Some(u) => ir::UserFuncName::User(u),
         None => ir::UserFuncName::testcase(s),

@@ -378,9 +378,9 @@ fn with_opaque(params: &[&str], inst: &str) -> String {
     s + &format!("    {inst}\n    ret\n}}\n")
 }
 
-/// Malformed opaques from issue 13 and their kin: the verifier rejects each, and lowering
-/// (which may be reached without the verifier) returns an error rather than panicking or
-/// building an instruction Cranelift cannot print.
+/// Malformed opaque instructions (missing controlling types, impossible immediates and their
+/// kin): the verifier rejects each, and lowering (which may be reached without the verifier)
+/// returns an error rather than panicking or building an instruction Cranelift cannot print.
 #[test]
 fn malformed_opaques_do_not_lower() {
     let cases: &[(&[&str], &str, &str)] = &[

@@ -26,7 +26,7 @@ use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
-use jit_driver::jit::jit_builder;
+use jit_driver::jit_builder;
 use jit_driver::{declare_by_name, MergeConfig, MergeModule, Threads};
 use mergelift_tools::gen::{generate, GenOptions};
 use mergelift_tools::harness::{lazy_step_function, thread_cpu_us};

@@ -45,8 +45,11 @@ fn run() -> Result<(), String> {
         let best = |native: bool| -> Result<(SizeReport, f64), String> {
             let opts = SizeOptions {
                 config: MergeConfig {
-                    native_thunks: native,
-                    verify_lir: false,
+                    debug: jit_driver::DebugOptions {
+                        native_thunks: native,
+                        verify_lir: false,
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 target: Some(target.clone()),

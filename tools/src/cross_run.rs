@@ -251,8 +251,11 @@ fn prepare(
     let lines = Rc::new(lines);
     let config = MergeConfig {
         passes: opts.passes.clone(),
-        verify_lir: opts.verify,
-        lower_all: opts.lower_all,
+        debug: jit_driver::DebugOptions {
+            verify_lir: opts.verify,
+            lower_all: opts.lower_all,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let several = isas.len() > 1;

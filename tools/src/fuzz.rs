@@ -1,4 +1,4 @@
-//! Differential fuzzing of the whole pipeline (issue 7).
+//! Differential fuzzing of the whole pipeline.
 //!
 //! A generator of our own builds random but valid CLIF modules (loops with bounded trip counts,
 //! calls between the generated functions including recursion bounded by a decreasing depth
@@ -15,7 +15,7 @@
 //! Any difference in results, buffer contents or trapping is a failure; it is minimized (drop
 //! functions, zero inputs) and written as a `.clif` run test into `FuzzOptions::out_dir`.
 //!
-//! ## Edges (issue 13)
+//! ## Edges
 //!
 //! One module in three (chosen by its seed, see [`config_for_seed`]) also exercises a random
 //! non-empty set of edge cases ([`GenConfig::edges`]):
@@ -43,7 +43,7 @@
 //! runs an *oracle form* of the module ([`oracle_form`]): each `symbol_value` becomes a fixed
 //! fake address plus the offset, and each negative offset an explicit `iadd`.
 //!
-//! ## Near-duplicates (issue 14)
+//! ## Near-duplicates
 //!
 //! Every module of a campaign is generated in near-duplicate mode ([`GenConfig::near_dups`]),
 //! so every module gives `merge-similar` work:
@@ -197,7 +197,7 @@ pub struct FuzzReport {
     pub skipped_calls: usize,
     /// Modules generated with edge cases (`config_for_seed`).
     pub edge_modules: usize,
-    /// Modules generated in near-duplicate mode (`GenConfig::near_dups`; issue 14).
+    /// Modules generated in near-duplicate mode (`GenConfig::near_dups`).
     pub near_dup_modules: usize,
     /// Modules in which `merge-similar` merged at least one function (`merged_similar` > 0).
     pub similar_modules: usize,
@@ -292,7 +292,7 @@ pub struct GenConfig {
     /// Does the pipeline compile with `preserve_frame_pointers` (as `host_isa` does)? Without,
     /// x86-64 cannot compile `return_call`, so merging must not make tail-call thunks.
     pub frame_pointers: bool,
-    /// Near-duplicate mode (issue 14): groups of clones with other constants and callees, some
+    /// Near-duplicate mode: groups of clones with other constants and callees, some
     /// functions local. Without it, 0 to 4 copies, each with one integer constant changed half
     /// the time, all functions exported.
     pub near_dups: bool,
@@ -349,7 +349,7 @@ pub fn host_tail_calls() -> bool {
 /// The generator's configuration for an iteration seed: one module in three exercises a random
 /// non-empty set of edge cases, the others none; a quarter of those with `tail` functions are
 /// compiled without frame pointers (and then, on x86-64, have no `return_call`). Every module
-/// has near-duplicates (issue 14).
+/// has near-duplicates.
 pub fn config_for_seed(seed: u64) -> GenConfig {
     config_for_seed_on(seed, &tail_calls_on)
 }
@@ -1109,7 +1109,7 @@ impl Gen<'_, '_, '_> {
     }
 
     // -----------------------------------------------------------------------------------------
-    // Edge cases (issue 13).
+    // Edge cases.
 
     /// An integer constant no near-duplicate changes.
     fn fixed(&mut self, t: Type, v: u64) -> Value {
@@ -2547,8 +2547,11 @@ pub fn compile_pipeline_on(
 ) -> Result<Harness, String> {
     let config = MergeConfig {
         passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
-        verify_lir: true,
-        lower_all,
+        debug: jit_driver::DebugOptions {
+            verify_lir: true,
+            lower_all,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let isa = pipeline_isa(frame_pointers)?;
@@ -2706,9 +2709,12 @@ fn compile_linked_with(
     // which `compile_pipeline_on` covers).
     let config = MergeConfig {
         passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
-        verify_lir: true,
-        lower_all,
         fetch_locals: false,
+        debug: jit_driver::DebugOptions {
+            verify_lir: true,
+            lower_all,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let isa = pipeline_isa(frame_pointers)?;
@@ -2725,7 +2731,7 @@ fn compile_linked_with(
         })
         .collect();
     let j = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let jit = JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+        let jit = JITModule::new(jit_driver::jit_builder(isa, &[]));
         let mut m = MergeModule::with_config(jit, config);
         let ids = match define(&mut m, linked) {
             Ok(ids) => ids,

@@ -287,10 +287,13 @@ fn compile_side(
     } else {
         let config = MergeConfig {
             passes: parse_pass_list(setup.passes).map_err(|e| e.to_string())?,
-            verify_lir: true,
-            lower_all: setup.lower_all,
             // The harness calls only the exported wrappers.
             fetch_locals: false,
+            debug: jit_driver::DebugOptions {
+                verify_lir: true,
+                lower_all: setup.lower_all,
+                ..Default::default()
+            },
             ..Default::default()
         };
         if setup.batch > 0 {

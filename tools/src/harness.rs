@@ -12,7 +12,7 @@ use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
-use jit_driver::jit::jit_builder;
+use jit_driver::jit_builder;
 use jit_driver::{define_by_name, MergeConfig, MergeModule};
 use midend::hash::HashMap;
 use midend::Stats;

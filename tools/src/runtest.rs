@@ -339,8 +339,11 @@ pub fn run_file(path: &Path, opts: &RunOptions, report: &mut RunReport, verbose_
         let funcs: Vec<ir::Function> = test.functions.iter().map(|(f, _)| f.clone()).collect();
         let config = MergeConfig {
             passes: opts.passes.clone(),
-            verify_lir: opts.verify,
-            lower_all: opts.lower_all,
+            debug: jit_driver::DebugOptions {
+                verify_lir: opts.verify,
+                lower_all: opts.lower_all,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let compiled = match Harness::compile(isa, funcs, config, &sigs) {

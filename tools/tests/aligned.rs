@@ -1,4 +1,4 @@
-//! `merge-aligned` (issue 45): pairs of functions that differ in their instructions, run through
+//! `merge-aligned`: pairs of functions that differ in their instructions, run through
 //! lift → passes → lower → JIT with and without the pass (each run line in a forked child).
 //! Every case asserts both what runs and that the pass merged the pair, so that a case the
 //! pass stops merging fails instead of passing vacuously. Expected values come from an

@@ -1,4 +1,4 @@
-//! Bounded differential fuzzing of the pipeline against Cranelift's interpreter (issue 7).
+//! Bounded differential fuzzing of the pipeline against Cranelift's interpreter.
 
 use mergelift_tools::fuzz::{
     batch_plan, compare_outcomes, fuzz, generate_module, interpret, module_for_seed, verify_all,
@@ -55,7 +55,7 @@ fn bounded_fuzz_run_finds_no_mismatch() {
         report.stats.get("lvn.removed")
     );
     assert!(report.calls > iterations, "too few calls compared");
-    // Every module has near-duplicates (issue 14), and merge-similar merges in most of them:
+    // Every module has near-duplicates, and merge-similar merges in most of them:
     // folding local members, keeping thunks, rewriting callers.
     assert_eq!(report.near_dup_modules, iterations);
     if opts.passes.split(',').any(|p| p == "merge-similar") {
@@ -78,7 +78,7 @@ fn bounded_fuzz_run_finds_no_mismatch() {
             "no member folded away"
         );
     }
-    // About one module in three exercises edge cases (issue 13).
+    // About one module in three exercises edge cases.
     assert!(
         report.edge_modules * 5 >= iterations,
         "too few modules with edge cases: {} of {iterations}",
@@ -91,7 +91,7 @@ fn bounded_fuzz_run_finds_no_mismatch() {
     assert_eq!(report.failed, 0, "{}", report.failures.join("\n"));
 }
 
-/// `merge-aligned` on modules with structural near-duplicates (issue 45): about half of
+/// `merge-aligned` on modules with structural near-duplicates: about half of
 /// the mutated clones differ in their operations, and the pass merges some of them in most
 /// runs, diamonds and groups of three or more included. Some clones have an extra block (a
 /// block split in two by a jump), which the pass merges with blocks of one member only. No
@@ -367,7 +367,7 @@ block0(v0: i64, v1: i64, v2: i64, v3: i64):
 
 #[test]
 fn near_duplicate_clones_are_folded_and_thunked() {
-    // Near-duplicate mode (issue 14): clones with other constants and callees are merged by
+    // Near-duplicate mode: clones with other constants and callees are merged by
     // merge-similar, the local ones folded (callers rewritten), the others kept as thunks.
     use mergelift_tools::fuzz::{compile_pipeline_linked, config_for_seed};
     use midend::state::MergeKind;
@@ -707,7 +707,7 @@ fn jit_in_batches(
 ) {
     use cranelift_module::Module;
     let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
-    let jit = cranelift_jit::JITModule::new(jit_driver::jit::jit_builder(isa, &[]));
+    let jit = cranelift_jit::JITModule::new(jit_driver::jit_builder(isa, &[]));
     let mut m = jit_driver::MergeModule::with_config(jit, config);
     let declared = jit_driver::declare_by_name(&mut m, linked).unwrap();
     let ids: Vec<_> = declared.iter().map(|(_, id, _)| *id).collect();

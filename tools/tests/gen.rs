@@ -225,26 +225,29 @@ fn report() {
 #[test]
 fn executes_the_same_with_and_without_merge() {
     use cranelift_codegen::ir::types;
+    use cranelift_jit::JITModule;
     use cranelift_module::Linkage;
-    use jit_driver::{MergeConfig, Pipeline, PipelineOptions};
+    use jit_driver::{MergeConfig, MergeModule};
     let out = generate(&opts(100, 0.5, 0.1, 31));
     let funcs = parse(&out);
     let run = |passes: &str| -> Vec<(i64, [i64; 8])> {
-        let mut p = Pipeline::new(PipelineOptions {
-            config: MergeConfig::with_passes(&midend::parse_pass_list(passes).unwrap()),
-            ..Default::default()
-        });
-        for f in &funcs {
-            p.add_function(Linkage::Export, f.clone());
-        }
-        let jit = p
-            .compile()
+        let config = MergeConfig::with_passes(&midend::parse_pass_list(passes).unwrap());
+        let isa = jit_driver::host_isa(jit_driver::OptLevel::None).unwrap();
+        let jit = JITModule::new(jit_driver::jit_builder(isa, &[]));
+        let mut m = MergeModule::with_config(jit, config);
+        let named = funcs.iter().map(|f| (Linkage::Export, f.clone())).collect();
+        let ids = jit_driver::define_by_name(&mut m, named)
+            .unwrap_or_else(|e| panic!("define {passes}: {e}"));
+        m.flush_last()
             .unwrap_or_else(|e| panic!("compile {passes}: {e}"));
+        m.finalize_definitions()
+            .unwrap_or_else(|e| panic!("finalize {passes}: {e}"));
         let mut results = Vec::new();
         for f in &funcs {
             let name = f.name.to_string();
             let name = name.trim_start_matches('%');
-            let ptr = jit.pointer(name).unwrap_or_else(|| panic!("no {name}"));
+            let id = (ids.iter().find(|(n, _)| n == name)).unwrap_or_else(|| panic!("no {name}"));
+            let ptr = m.get_finalized_function(id.1);
             let mut buf: [i64; 8] = [3, -7, 11, 100, -2, 5, 64, 9];
             let bp = buf.as_mut_ptr();
             let params: Vec<_> = f.signature.params.iter().map(|p| p.value_type).collect();

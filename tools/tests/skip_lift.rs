@@ -18,8 +18,11 @@ fn size_in_batches(text: &str, lift_all: bool, batch: Option<usize>) -> SizeRepo
     let file = parse_clif(Path::new("generated.clif"), text).unwrap();
     let opts = SizeOptions {
         config: MergeConfig {
-            lift_all,
-            verify_lir: true,
+            debug: jit_driver::DebugOptions {
+                lift_all,
+                verify_lir: true,
+                ..Default::default()
+            },
             ..Default::default()
         },
         opt_level: None,

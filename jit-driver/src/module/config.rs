@@ -65,6 +65,69 @@ pub struct MergeConfig {
     pub threads: Threads,
     /// Whether functions the host can see may share an address (default: they may).
     pub address_policy: AddressPolicy,
+    /// Verify every defined function with Cranelift's verifier at `define_function`, even
+    /// when the ISA's `enable_verifier` is off (default: off). With `enable_verifier` on, as
+    /// Cranelift's default flags have it, every function is verified at define anyway, as
+    /// the plain module's compile at define would: an invalid function is an error there,
+    /// and never reaches a flush.
+    pub verify_input: bool,
+    /// The host may fetch any function it defined, local ones included, as with the plain
+    /// module (`get_finalized_function`; default: on). A local function folded into a shared
+    /// body by `merge-similar` or `merge-aligned` then keeps a small thunk passing its
+    /// constants (or its identifier); the passes' cost models count it. A runtime that never
+    /// fetches its `Linkage::Local` functions (only calls them from other functions of the
+    /// module) can turn this off: such a
+    /// function then has no code at all, and fetching it panics. An object file's `finish`
+    /// never needs the thunks (a local symbol cannot be fetched): it folds without them
+    /// and gives the member an alias symbol at the shared body.
+    pub fetch_locals: bool,
+    /// Functions the host marks hot (default: none). `merge-aligned` never merges them: a
+    /// merged body branches and selects on which function it runs as, which a hot loop
+    /// should not pay. The other passes ignore this. The predicate sees each function's
+    /// name as it was declared (`Module::declare_function`).
+    pub hot: Option<midend::passes::aligned::HotFunctions>,
+    /// Switches for tests and tools ([`DebugOptions`]).
+    #[doc(hidden)]
+    pub debug: DebugOptions,
+}
+
+impl Default for MergeConfig {
+    fn default() -> Self {
+        MergeConfig {
+            passes: vec![PassKind::Merge, PassKind::MergeSimilar],
+            threads: Threads::Available,
+            address_policy: AddressPolicy::Shared,
+            verify_input: false,
+            fetch_locals: true,
+            hot: None,
+            debug: DebugOptions::default(),
+        }
+    }
+}
+
+impl MergeConfig {
+    /// The default configuration with these passes.
+    pub fn with_passes(passes: &[PassKind]) -> Self {
+        MergeConfig {
+            passes: passes.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    /// This configuration with the switches for tests and tools `debug`.
+    #[doc(hidden)]
+    pub fn with_debug(self, debug: DebugOptions) -> Self {
+        MergeConfig { debug, ..self }
+    }
+}
+
+/// Switches that exist to test Mergelift's own rules and to inspect its work (tests, the
+/// fuzzer, the tools, the CLI's hidden flags), not for hosts: set them through
+/// [`MergeConfig::with_debug`]. The program never depends on them, only what is compiled
+/// from what, and what is kept; the code behaves the same whatever they are.
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct DebugOptions {
     /// Compile every function from its lowered LIR. By default a function that no pass
     /// changed is compiled from the Cranelift IR it was defined with (exact, and it costs no
     /// lowering); this switch exists to test that rule.
@@ -78,12 +141,6 @@ pub struct MergeConfig {
     pub lift_all: bool,
     /// Run the LIR verifier after every pass (default: in debug builds).
     pub verify_lir: bool,
-    /// Verify every defined function with Cranelift's verifier at `define_function`, even
-    /// when the ISA's `enable_verifier` is off (default: off). With `enable_verifier` on, as
-    /// Cranelift's default flags have it, every function is verified at define anyway, as
-    /// the plain module's compile at define would: an invalid function is an error there,
-    /// and never reaches a flush.
-    pub verify_input: bool,
     /// Write thunks as machine code (x86-64, non-PIC; default: on). A merged function that
     /// keeps code of its own calls its survivor with its arguments (and, after
     /// `merge-similar`, a few constants); when the survivor takes every argument in a
@@ -103,47 +160,16 @@ pub struct MergeConfig {
     /// an object file's `finish`, keeps its bodies until the module is dropped: nothing
     /// merges into it later.)
     pub keep_lir: bool,
-    /// The host may fetch any function it defined, local ones included, as with the plain
-    /// module (`get_finalized_function`; default: on). A local function folded into a shared
-    /// body by `merge-similar` or `merge-aligned` then keeps a small thunk passing its
-    /// constants (or its identifier); the passes' cost models count it. A runtime that never
-    /// fetches its `Linkage::Local` functions (only calls them from other functions of the
-    /// module) can turn this off: such a
-    /// function then has no code at all, and fetching it panics. An object file's `finish`
-    /// never needs the thunks (a local symbol cannot be fetched): it folds without them
-    /// and gives the member an alias symbol at the shared body.
-    pub fetch_locals: bool,
-    /// Functions the host marks hot (default: none). `merge-aligned` never merges them: a
-    /// merged body branches and selects on which function it runs as, which a hot loop
-    /// should not pay. The other passes ignore this. The predicate sees each function's
-    /// name as it was declared (`Module::declare_function`).
-    pub hot: Option<midend::passes::aligned::HotFunctions>,
 }
 
-impl Default for MergeConfig {
+impl Default for DebugOptions {
     fn default() -> Self {
-        MergeConfig {
-            passes: vec![PassKind::Merge, PassKind::MergeSimilar],
-            threads: Threads::Available,
-            address_policy: AddressPolicy::Shared,
+        DebugOptions {
             lower_all: false,
             lift_all: false,
             verify_lir: cfg!(debug_assertions),
-            verify_input: false,
             native_thunks: true,
             keep_lir: false,
-            fetch_locals: true,
-            hot: None,
-        }
-    }
-}
-
-impl MergeConfig {
-    /// The default configuration with these passes.
-    pub fn with_passes(passes: &[PassKind]) -> Self {
-        MergeConfig {
-            passes: passes.to_vec(),
-            ..Default::default()
         }
     }
 }

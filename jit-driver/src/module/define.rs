@@ -15,13 +15,15 @@
 //! a function is always compiled by the inner module's own `define_function`. For any other
 //! module the flush compiles through `define_function` only, on the caller's thread.
 
-use super::panic_text;
+use super::compile::Compiling;
+use super::error::{backend, panic_text};
+use super::{Core, State};
 use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir;
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{CodegenError, Context};
-use cranelift_module::{FuncId, ModuleError, ModuleReloc};
+use cranelift_module::{FuncId, Module, ModuleError, ModuleReloc};
 
 /// How the code of a flush may reach the inner module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,4 +159,89 @@ pub(crate) fn compile(isas: Isas, ctx: &mut Context, job: Job) -> (FuncId, Resul
         relocs,
     };
     (id, Ok(code))
+}
+
+impl Core {
+    /// Define code compiled here as `id` in the inner module; `ctx` (when kept) holds it, for
+    /// the hook.
+    pub(super) fn define_code(
+        &mut self,
+        inner: &mut dyn Module,
+        id: FuncId,
+        code: Code,
+        ctx: Option<&Context>,
+        c: &mut Compiling,
+    ) {
+        if let Err(e) = inner.define_function_bytes(id, code.alignment, &code.bytes, &code.relocs) {
+            return c.fail(id, e, None);
+        }
+        self.note_compiled(id, code.bytes.len());
+        if let (Some(h), Some(ctx)) = (&mut self.hook, ctx) {
+            h(id, ctx);
+        }
+    }
+
+    pub(super) fn fail_with(c: &mut Compiling, id: FuncId, f: Failure) {
+        match f {
+            Failure::Error(e, func) => c.fail(id, e, Some(*func)),
+            Failure::Panic(msg) => c.fail(id, backend(format!("Cranelift panicked: {msg}")), None),
+        }
+    }
+
+    /// Record that `id` was compiled to `bytes` bytes of machine code.
+    pub(super) fn note_compiled(&mut self, id: FuncId, bytes: usize) {
+        self.code_bytes[id] = bytes as u32;
+        self.stats.add("code_bytes", bytes as u64);
+        self.stats.add("compiled", 1);
+        self.state[id] = State::Compiled;
+    }
+
+    /// Compile `job` into the inner module on this thread; a failure (a panic inside Cranelift
+    /// included) goes to `c`. A function Cranelift's verifier accepted already is compiled
+    /// here without the verifier's reruns and defined as bytes, where bytes are defined as
+    /// `define_function` would ([`Definer::Bytes`]); any other through `define_function`.
+    pub(super) fn compile(&mut self, inner: &mut dyn Module, job: Job, c: &mut Compiling) {
+        let id = job.id;
+        let quiet = self.quiet.as_deref();
+        if self.definer == Definer::Bytes && job.verified && quiet.is_some() && !job.needs_define()
+        {
+            let isas = Isas {
+                inner: inner.isa(),
+                quiet,
+            };
+            let mut ctx = std::mem::replace(&mut self.ctx, Context::new());
+            let (_, r) = compile(isas, &mut ctx, job);
+            match r {
+                Ok(code) => self.define_code(inner, id, code, Some(&ctx), c),
+                Err(f) => Self::fail_with(c, id, f),
+            }
+            self.ctx = ctx;
+            return;
+        }
+        self.ctx.clear();
+        self.ctx.func = job.func;
+        let ctx = &mut self.ctx;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            inner.define_function(id, ctx)
+        }));
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let func = std::mem::replace(&mut self.ctx.func, ir::Function::new());
+                return c.fail(id, e, Some(func));
+            }
+            Err(p) => {
+                let msg = format!("Cranelift panicked: {}", panic_text(&p));
+                return c.fail(id, backend(msg), None);
+            }
+        }
+        let bytes = self
+            .ctx
+            .compiled_code()
+            .map_or(0, |c| c.code_buffer().len());
+        self.note_compiled(id, bytes);
+        if let Some(h) = &mut self.hook {
+            h(id, &self.ctx);
+        }
+    }
 }

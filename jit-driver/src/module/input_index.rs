@@ -602,7 +602,7 @@ pub(crate) struct InputIndex {
 
 impl InputIndex {
     /// Does an indexed function have shape key `key`?
-    pub fn has_shape(&self, key: u64) -> bool {
+    pub(crate) fn has_shape(&self, key: u64) -> bool {
         !self.shapes.is_empty() && self.shapes.contains_key(&key)
     }
 
@@ -639,7 +639,7 @@ impl InputIndex {
 
     /// The indexed functions (of shape key `key`) whose print has the words of `p`, each with
     /// its callees. They leave the index: each is about to get a fingerprint of its own.
-    pub fn take_equal(&mut self, key: u64, p: &Print) -> Vec<(FuncId, Vec<u32>)> {
+    pub(crate) fn take_equal(&mut self, key: u64, p: &Print) -> Vec<(FuncId, Vec<u32>)> {
         let h = p.hash();
         let Some(entries) = self.table.get_mut(&h) else {
             return Vec::new();

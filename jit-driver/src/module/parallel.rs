@@ -2,11 +2,13 @@
 //! functions of a flush are compiled on worker threads and their machine code defined in the
 //! inner module afterwards (`define_function_bytes`), in order, on the caller's thread.
 
+use super::compile::Compiling;
 use super::define::{self, Code, Failure, Isas, Job};
-use super::panic_text;
+use super::error::panic_text;
+use super::Core;
 use cranelift_codegen::ir;
 use cranelift_codegen::Context;
-use cranelift_module::FuncId;
+use cranelift_module::{FuncId, Module};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -105,7 +107,7 @@ pub fn define_plain(
             match r {
                 Ok(Ok(())) => bytes.push(ctx.compiled_code().map_or(0, |c| c.code_buffer().len())),
                 Ok(Err(e)) => {
-                    let why = format!(": {}", super::error_text(&e, Some(&ctx.func)));
+                    let why = format!(": {}", super::error::error_text(&e, Some(&ctx.func)));
                     return refused(module, id, why);
                 }
                 Err(p) => {
@@ -130,7 +132,11 @@ pub fn define_plain(
         let c = match r {
             Ok(c) => c.code,
             Err(Failure::Error(e, f)) => {
-                return refused(module, id, format!(": {}", super::error_text(&e, Some(&f))))
+                return refused(
+                    module,
+                    id,
+                    format!(": {}", super::error::error_text(&e, Some(&f))),
+                )
             }
             Err(Failure::Panic(p)) => return refused(module, id, format!(" (it panicked: {p})")),
         };
@@ -140,4 +146,41 @@ pub fn define_plain(
         bytes.push(c.bytes.len());
     }
     Ok(bytes)
+}
+
+impl Core {
+    /// Compile `jobs` on `threads` threads and define their code in the inner module, in order
+    /// (`define_function_bytes`; a function that only `define_function` records fully, one
+    /// with `try_call`, is compiled there, on this thread, in its turn).
+    pub(super) fn compile_parallel(
+        &mut self,
+        inner: &mut dyn Module,
+        jobs: Vec<Job>,
+        threads: usize,
+        c: &mut Compiling,
+    ) {
+        // Which jobs stay on this thread, in the order of the jobs.
+        let on_caller: Vec<bool> = jobs.iter().map(Job::needs_define).collect();
+        let (serial, parallel): (Vec<Job>, Vec<Job>) =
+            jobs.into_iter().partition(Job::needs_define);
+        let isas = Isas {
+            inner: inner.isa(),
+            quiet: self.quiet.as_deref(),
+        };
+        let mut done = compile_all(isas, parallel, threads, self.hook.is_some()).into_iter();
+        let mut serial = serial.into_iter();
+        // Defined in the order of the jobs, whatever the number of threads.
+        for here in on_caller {
+            if here {
+                let job = serial.next().expect("one per serial job");
+                self.compile(inner, job, c);
+                continue;
+            }
+            let (id, r) = done.next().expect("one per compiled job");
+            match r {
+                Ok(comp) => self.define_code(inner, id, comp.code, comp.ctx.as_ref(), c),
+                Err(f) => Self::fail_with(c, id, f),
+            }
+        }
+    }
 }

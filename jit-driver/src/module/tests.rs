@@ -1,9 +1,13 @@
-//! The stages of `Core::flush`, one test each: lift, passes, merge records, compile, freeze.
+//! Tests of `Core::flush`, one per stage: lift, passes, merge records, compile, freeze.
 //! Each test runs the stages before its own by hand, as `flush` does, and checks what its
 //! stage leaves behind.
 
+use super::lift::Lifted;
+use super::names::func_symbol_name;
 use super::*;
+use cranelift_codegen::ir::InstBuilder;
 use cranelift_jit::JITModule;
+use cranelift_module::Linkage;
 use cranelift_reader::parse_functions;
 
 /// `f0` and `f1` are equal (`x + 7`), `f2` differs (`x * 3`).
@@ -15,7 +19,7 @@ const BATCH: &str =
 /// A `MergeModule` over a JIT with `BATCH` defined (exported), not yet flushed, and the ids.
 fn defined() -> (MergeModule<JITModule>, Vec<FuncId>) {
     let isa = crate::isa::host_isa(crate::isa::OptLevel::None).expect("host ISA");
-    let jit = JITModule::new(crate::jit::jit_builder(isa, &[]));
+    let jit = JITModule::new(crate::jit_builder(isa, &[]));
     let mut m = MergeModule::new(jit);
     let mut ids = Vec::new();
     for (k, f) in parse_functions(BATCH).unwrap().into_iter().enumerate() {
@@ -221,7 +225,7 @@ fn a_later_equal_function_merges_into_an_unlifted_one_by_its_print() {
 #[test]
 fn a_later_function_equal_once_its_callee_merges_merges_through_a_stand_in() {
     let isa = crate::isa::host_isa(crate::isa::OptLevel::None).expect("host ISA");
-    let mut m = MergeModule::new(JITModule::new(crate::jit::jit_builder(isa, &[])));
+    let mut m = MergeModule::new(JITModule::new(crate::jit_builder(isa, &[])));
     let callee = |k: u32| {
         format!("function %c{k}(i64) -> i64 {{\nblock0(v0: i64):\n v1 = iconst.i64 5\n v2 = iadd v0, v1\n return v2\n}}\n")
     };

@@ -78,7 +78,7 @@ extern "C" fn x86_pshufb(
 
 /// The float libcalls Cranelift may emit (names as `default_libcall_names` spells them),
 /// implemented in Rust so the JIT never depends on the C math library being linked.
-pub fn runtime_symbols() -> Vec<(String, *const u8)> {
+pub(crate) fn runtime_symbols() -> Vec<(String, *const u8)> {
     vec![
         ("ceilf".into(), ceilf as *const u8),
         ("ceil".into(), ceil as *const u8),

@@ -1,0 +1,3 @@
+//! Helpers the integration tests and benchmarks share.
+
+pub mod jit;
