@@ -69,12 +69,15 @@ pub(super) fn cmd_fuzz(
     seed: u64,
     passes: &str,
     out_dir: PathBuf,
-    (batch, late_addresses): (mergelift_tools::fuzz::BatchMode, bool),
+    (batch, late_addresses, threads): (mergelift_tools::fuzz::BatchMode, bool, Option<u64>),
     target: Option<&str>,
 ) -> Result<ExitCode> {
     inputs::pass_list(passes)?;
     if late_addresses && batch == mergelift_tools::fuzz::BatchMode::One {
         inputs::warn("--late-addresses has no effect without --batch N or --batch random");
+    }
+    if threads.is_some() && batch == mergelift_tools::fuzz::BatchMode::One {
+        inputs::warn("--threads has no effect without --batch N or --batch random");
     }
     let target = target.map(target_triple).transpose()?;
     let opts = mergelift_tools::fuzz::FuzzOptions {
@@ -84,11 +87,17 @@ pub(super) fn cmd_fuzz(
         out_dir,
         batch,
         late_addresses,
+        threads: threads.map_or(jit_driver::Threads::default(), |n| {
+            jit_driver::Threads::Count(n as usize)
+        }),
     };
     let host = mergelift_tools::cross::Arch::of(&target_lexicon::Triple::host());
     let foreign = target.filter(|t| t.arch().is_some() && t.arch() != host);
     let r = match &foreign {
         Some(t) => {
+            if threads.is_some() {
+                inputs::warn("--threads has no effect with a foreign --target: its object modules compile on the caller's thread");
+            }
             let arch = t.arch().expect("foreign");
             let tc = mergelift_tools::cross::Toolchain::find(arch).map_err(|e| anyhow!(e))?;
             mergelift_tools::fuzz_cross::fuzz(&opts, &tc, t)

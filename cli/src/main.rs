@@ -402,6 +402,12 @@ enum Cmd {
         /// function merged away in an earlier batch when a later one takes its address.
         #[arg(long)]
         late_addresses: bool,
+        /// With --batch: the threads each batch of the pipeline side compiles on, 1 to 64
+        /// (`MergeConfig::threads`: `Threads::Count(N)`, which starts them for any batch of
+        /// two functions or more). Default: `MergeModule`'s default, under which a fuzzed
+        /// batch, below 1,000 instructions, compiles on the caller's thread.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+        threads: Option<u64>,
         /// Compile for this target: the host's architecture (the default) through the JIT,
         /// or aarch64, riscv64 or s390x (then ISA flags, "riscv64 has_zbb") as object files
         /// linked with a C harness and run under qemu-user, plainly and through the pipeline
@@ -591,13 +597,14 @@ fn run(cli: Cli) -> ExitCode {
             out_dir,
             batch,
             late_addresses,
+            threads,
             target,
         } => cmd_fuzz(
             iterations as usize,
             seed,
             &passes,
             out_dir,
-            (batch, late_addresses),
+            (batch, late_addresses, threads),
             target.as_deref(),
         ),
     };

@@ -87,7 +87,7 @@ use cranelift_interpreter::interpreter::{Interpreter, InterpreterState};
 use cranelift_interpreter::step::ControlFlow;
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module, ModuleError};
-use jit_driver::{host_isa, MergeConfig, MergeModule, OptLevel};
+use jit_driver::{host_isa, MergeConfig, MergeModule, OptLevel, Threads};
 use midend::{parse_pass_list, Stats};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -110,6 +110,10 @@ pub struct FuzzOptions {
     /// of an earlier batch. Off (the default), the two go in one batch (see `batch_plan`); on,
     /// a function merged away in an earlier batch gets a late thunk from `MergeModule`.
     pub late_addresses: bool,
+    /// In batches: the pipeline side's `MergeConfig::threads`. The default is `MergeModule`'s
+    /// (a fuzzed batch is below the size that starts threads); `Threads::Count(2)` compiles
+    /// every batch of two functions or more on two threads.
+    pub threads: Threads,
 }
 
 impl Default for FuzzOptions {
@@ -121,6 +125,7 @@ impl Default for FuzzOptions {
             out_dir: PathBuf::from("fuzz-failures"),
             batch: BatchMode::One,
             late_addresses: false,
+            threads: Threads::default(),
         }
     }
 }
@@ -2684,7 +2689,7 @@ pub fn compile_pipeline_linked(
         funcs,
         locals,
         passes,
-        lower_all,
+        (lower_all, Threads::default()),
         stats,
         define,
     )
@@ -2697,7 +2702,7 @@ fn compile_linked_with(
     funcs: &[Function],
     locals: &[String],
     passes: &str,
-    lower_all: bool,
+    (lower_all, threads): (bool, Threads),
     stats: &mut Stats,
     define: impl FnOnce(
         &mut MergeModule<JITModule>,
@@ -2710,6 +2715,7 @@ fn compile_linked_with(
     let config = MergeConfig {
         passes: parse_pass_list(passes).map_err(|e| e.to_string())?,
         fetch_locals: false,
+        threads,
         debug: jit_driver::DebugOptions {
             verify_lir: true,
             lower_all,
@@ -2942,7 +2948,7 @@ pub fn compile_pipeline_batched(
     funcs: &[Function],
     locals: &[String],
     passes: &str,
-    lower_all: bool,
+    (lower_all, threads): (bool, Threads),
     plan: &[Vec<usize>],
     stats: &mut Stats,
 ) -> Result<LinkedJit, String> {
@@ -2989,7 +2995,7 @@ pub fn compile_pipeline_batched(
         funcs,
         locals,
         passes,
-        lower_all,
+        (lower_all, threads),
         stats,
         define,
     )?;
@@ -3156,14 +3162,15 @@ pub fn run_jit<M: WrapperCall + ?Sized>(module: &M, calls: &[(String, Vec<i64>)]
 
 /// How the pipeline side compiles: passes, every function lowered, frame pointers, the local
 /// functions, the batch size (0: one batch; see `compile_pipeline_batched`) and whether
-/// addresses may be taken in later batches (`FuzzOptions::late_addresses`).
-type Setup<'a> = (&'a str, bool, bool, &'a [String], (usize, bool));
+/// addresses may be taken in later batches (`FuzzOptions::late_addresses`), on how many
+/// threads (`FuzzOptions::threads`).
+type Setup<'a> = (&'a str, bool, bool, &'a [String], (usize, bool, Threads));
 
 /// The first disagreement of a module on the given calls: (call index, description).
 fn first_mismatch(
     funcs: &[Function],
     calls: &[(String, Vec<i64>)],
-    (passes, lower_all, frame_pointers, locals, (batch, late)): Setup,
+    (passes, lower_all, frame_pointers, locals, (batch, late, threads)): Setup,
     mut report: Option<&mut FuzzReport>,
 ) -> Option<(usize, String, Vec<Outcome>)> {
     let oracle: Vec<Outcome> = calls.iter().map(|(n, a)| interpret(funcs, n, a)).collect();
@@ -3179,7 +3186,7 @@ fn first_mismatch(
             funcs,
             locals,
             passes,
-            lower_all,
+            (lower_all, threads),
             &plan,
             &mut stats,
         )
@@ -3449,7 +3456,7 @@ pub fn fuzz_one(iter_seed: u64, opts: &FuzzOptions, report: &mut FuzzReport) -> 
         iter_seed & 1 == 1,
         cfg.frame_pointers,
         gm.locals.as_slice(),
-        (batch, opts.late_addresses),
+        (batch, opts.late_addresses, opts.threads),
     );
     let (idx, desc, oracle) = first_mismatch(&gm.functions, &calls, setup, Some(report))?;
     let (funcs, call, mdesc) = minimize(gm.functions.clone(), calls[idx].clone(), setup);

@@ -557,6 +557,7 @@ fn batched_fuzz_run_merges_into_frozen_code() {
             out_dir: out_dir(),
             batch,
             late_addresses: false,
+            threads: Default::default(),
         };
         let t = std::time::Instant::now();
         let report = fuzz(&opts);
@@ -591,6 +592,32 @@ fn batched_fuzz_run_merges_into_frozen_code() {
     }
 }
 
+/// Batches compiled on two threads, invalid functions mixed in and addresses taken across
+/// batches: the same behaviour as the interpreter's, and the threads really compiled.
+#[test]
+fn batched_fuzz_run_on_two_threads_finds_no_mismatch() {
+    let opts = FuzzOptions {
+        iterations: 100,
+        seed: 0x7468_7265_6164,
+        passes: "merge,merge-similar,lvn".into(),
+        out_dir: out_dir(),
+        batch: BatchMode::Random,
+        late_addresses: true,
+        threads: jit_driver::Threads::Count(2),
+    };
+    let report = fuzz(&opts);
+    eprintln!(
+        "fuzz --batch random --late-addresses --threads 2: {}; {} batches, {} compiled in parallel",
+        report.summary(),
+        report.batches,
+        report.stats.get("compiled_in_parallel"),
+    );
+    assert_eq!(report.failed, 0, "{}", report.failures.join("\n"));
+    assert_eq!(report.passed, opts.iterations);
+    assert!(report.stats.get("compiled_in_parallel") > 0);
+    assert!(report.stats.get("fuzz.invalid_failed") > 0);
+}
+
 /// Batches through `merge-aligned`: members folded by one batch (no code of their own) are
 /// called by later batches through the merged body, and a later batch's pairs fold too.
 #[test]
@@ -606,6 +633,7 @@ fn batched_aligned_fuzz_run_finds_no_mismatch() {
             out_dir: out_dir(),
             batch,
             late_addresses: false,
+            threads: Default::default(),
         };
         let report = fuzz(&opts);
         eprintln!(

@@ -163,6 +163,8 @@ impl Core {
         let on_caller: Vec<bool> = jobs.iter().map(Job::needs_define).collect();
         let (serial, parallel): (Vec<Job>, Vec<Job>) =
             jobs.into_iter().partition(Job::needs_define);
+        self.stats
+            .add("compiled_in_parallel", parallel.len() as u64);
         let isas = Isas {
             inner: inner.isa(),
             quiet: self.quiet.as_deref(),
