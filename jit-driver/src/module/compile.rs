@@ -3,15 +3,14 @@
 //! lets a failure fall back to the functions merged into it, and hand the jobs to the serial
 //! (`define`) or threaded (`parallel`) compile.
 
-use super::define::{Definer, Job};
+use super::define::{user_funcs, Compiling, Definer, Job};
 use super::error::{backend, error_text};
 use super::lift::Lifted;
 use super::names::ModuleNames;
 use super::{thunk, Core, FailedFunction, FunctionError, MergeConfig, State, Threads};
 use crate::lower::lower_function_with;
 use cranelift_codegen::ir;
-use cranelift_entity::packed_option::PackedOption;
-use cranelift_module::{FuncId, Module, ModuleError, ModuleReloc, ModuleRelocTarget};
+use cranelift_module::{FuncId, Module, ModuleReloc, ModuleRelocTarget};
 use midend::lir;
 use midend::state::Edit;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -20,43 +19,6 @@ use std::time::{Duration, Instant};
 /// The smallest flush, in Cranelift instructions, that `Threads::Available` compiles on more
 /// than the caller's thread.
 pub(super) const PARALLEL_MIN_INSTS: usize = 1000;
-
-/// The books of stage 3 of a flush.
-pub(super) struct Compiling<'a> {
-    pub(super) lid_at: &'a [PackedOption<lir::FuncId>],
-    /// Positions compiled from their input whatever their LIR says (merged into a function
-    /// that failed).
-    pub(super) from_input: Vec<bool>,
-    /// Threads to compile on.
-    pub(super) threads: usize,
-    /// The functions that failed, with the error (none: a function of Mergelift's own, a
-    /// shared body, which only its members miss) and the function as compiled.
-    pub(super) failed: Vec<(FuncId, Option<ModuleError>, Option<ir::Function>)>,
-    pub(super) is_failed: FxHashSet<FuncId>,
-    /// The functions the passes made (shared bodies), not the host's.
-    pub(super) ours: FxHashSet<FuncId>,
-    /// (function compiled, module function it refers to), for every job.
-    pub(super) refs: Vec<(FuncId, FuncId)>,
-    pub(super) lower_time: Duration,
-    pub(super) compile_time: Duration,
-}
-
-impl Compiling<'_> {
-    pub(super) fn fail(&mut self, id: FuncId, e: ModuleError, func: Option<ir::Function>) {
-        self.is_failed.insert(id);
-        self.failed.push((id, Some(e), func));
-    }
-
-    pub(super) fn fail_quietly(&mut self, id: FuncId) {
-        self.is_failed.insert(id);
-        self.failed.push((id, None, None));
-    }
-
-    /// Does `func` refer to a function that failed?
-    pub(super) fn refers_to_failed(&self, func: &ir::Function) -> bool {
-        !self.failed.is_empty() && user_funcs(func).any(|g| self.is_failed.contains(&g))
-    }
-}
 
 /// The module functions relocations refer to.
 pub(super) fn reloc_funcs(relocs: &[ModuleReloc]) -> impl Iterator<Item = FuncId> + '_ {
@@ -67,15 +29,6 @@ pub(super) fn reloc_funcs(relocs: &[ModuleReloc]) -> impl Iterator<Item = FuncId
         } => Some(FuncId::from_u32(index)),
         _ => None,
     })
-}
-
-/// The module functions `func` refers to (calls, addresses).
-pub(super) fn user_funcs(func: &ir::Function) -> impl Iterator<Item = FuncId> + '_ {
-    func.params
-        .user_named_funcs()
-        .values()
-        .filter(|u| u.namespace == 0)
-        .map(|u| FuncId::from_u32(u.index))
 }
 
 impl Core {

@@ -1,4 +1,5 @@
-//! How compiled code reaches the inner module, and compiling a function for it.
+//! How compiled code reaches the inner module, the books a flush keeps while it compiles, and
+//! compiling a function for it.
 //!
 //! The plain module compiles in `define_function`, and Cranelift's verifier (when the ISA's
 //! `enable_verifier` is on) checks the function at the start of its compile, again at the start
@@ -15,7 +16,6 @@
 //! a function is always compiled by the inner module's own `define_function`. For any other
 //! module the flush compiles through `define_function` only, on the caller's thread.
 
-use super::compile::Compiling;
 use super::error::{backend, panic_text};
 use super::{Core, State};
 use cranelift_codegen::control::ControlPlane;
@@ -23,7 +23,57 @@ use cranelift_codegen::ir;
 use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{CodegenError, Context};
+use cranelift_entity::packed_option::PackedOption;
 use cranelift_module::{FuncId, Module, ModuleError, ModuleReloc};
+use midend::lir;
+use rustc_hash::FxHashSet;
+use std::time::Duration;
+
+/// The books of stage 3 of a flush.
+pub(super) struct Compiling<'a> {
+    pub(super) lid_at: &'a [PackedOption<lir::FuncId>],
+    /// Positions compiled from their input whatever their LIR says (merged into a function
+    /// that failed).
+    pub(super) from_input: Vec<bool>,
+    /// Threads to compile on.
+    pub(super) threads: usize,
+    /// The functions that failed, with the error (none: a function of Mergelift's own, a
+    /// shared body, which only its members miss) and the function as compiled.
+    pub(super) failed: Vec<(FuncId, Option<ModuleError>, Option<ir::Function>)>,
+    pub(super) is_failed: FxHashSet<FuncId>,
+    /// The functions the passes made (shared bodies), not the host's.
+    pub(super) ours: FxHashSet<FuncId>,
+    /// (function compiled, module function it refers to), for every job.
+    pub(super) refs: Vec<(FuncId, FuncId)>,
+    pub(super) lower_time: Duration,
+    pub(super) compile_time: Duration,
+}
+
+impl Compiling<'_> {
+    pub(super) fn fail(&mut self, id: FuncId, e: ModuleError, func: Option<ir::Function>) {
+        self.is_failed.insert(id);
+        self.failed.push((id, Some(e), func));
+    }
+
+    pub(super) fn fail_quietly(&mut self, id: FuncId) {
+        self.is_failed.insert(id);
+        self.failed.push((id, None, None));
+    }
+
+    /// Does `func` refer to a function that failed?
+    pub(super) fn refers_to_failed(&self, func: &ir::Function) -> bool {
+        !self.failed.is_empty() && user_funcs(func).any(|g| self.is_failed.contains(&g))
+    }
+}
+
+/// The module functions `func` refers to (calls, addresses).
+pub(super) fn user_funcs(func: &ir::Function) -> impl Iterator<Item = FuncId> + '_ {
+    func.params
+        .user_named_funcs()
+        .values()
+        .filter(|u| u.namespace == 0)
+        .map(|u| FuncId::from_u32(u.index))
+}
 
 /// How the code of a flush may reach the inner module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

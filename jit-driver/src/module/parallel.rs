@@ -2,7 +2,7 @@
 //! functions of a flush are compiled on worker threads and their machine code defined in the
 //! inner module afterwards (`define_function_bytes`), in order, on the caller's thread.
 
-use super::compile::Compiling;
+use super::define::Compiling;
 use super::define::{self, Code, Failure, Isas, Job};
 use super::error::panic_text;
 use super::Core;
