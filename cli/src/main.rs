@@ -404,8 +404,8 @@ enum Cmd {
         late_addresses: bool,
         /// With --batch: the threads each batch of the pipeline side compiles on, 1 to 64
         /// (`MergeConfig::threads`: `Threads::Count(N)`, which starts them for any batch of
-        /// two functions or more). Default: `MergeModule`'s default, under which a fuzzed
-        /// batch, below 1,000 instructions, compiles on the caller's thread.
+        /// two functions or more) [default: `MergeModule`'s, under which a fuzzed batch,
+        /// below 1,000 instructions, compiles on the caller's thread]
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
         threads: Option<u64>,
         /// Compile for this target: the host's architecture (the default) through the JIT,
