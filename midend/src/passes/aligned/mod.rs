@@ -279,7 +279,7 @@ pub struct Rejections {
 
 impl AlignedReport {
     /// Add the report's counters to `stats`.
-    pub fn record(&self, stats: &mut crate::pass::Stats) {
+    pub(crate) fn record(&self, stats: &mut crate::pass::Stats) {
         stats.add("merged_aligned", self.merged as u64);
         stats.add("aligned.folded", self.folded as u64);
         stats.add("aligned.callers_rewritten", self.callers_rewritten as u64);

@@ -129,7 +129,7 @@ pub struct MergeReport {
 
 impl MergeReport {
     /// Add the report's counters and phase times to `stats`.
-    pub fn record(&self, stats: &mut Stats) {
+    pub(crate) fn record(&self, stats: &mut Stats) {
         stats.add("merged", self.merged as u64);
         stats.add("merge.replaced", self.replaced as u64);
         stats.add("merge.aliased", self.aliased as u64);

@@ -453,7 +453,6 @@ fn walk_function<const SIMILAR: bool, const SMALL: bool>(
 /// The words of the operands `ops` of instruction `i`, the first at position `first`
 /// (registers by serial number, two in a word where they fit; the others by
 /// `put_operand`).
-#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn put_operands<const SMALL: bool>(
     f: &Function,
@@ -499,7 +498,6 @@ fn put_operands<const SMALL: bool>(
 /// register (`put_operands` writes those): a constant (a hole when `holes`), a block
 /// (numbered, and queued in `order`, when first seen), a memory reference, a symbol (its
 /// address taken), a stack object, a predicate or an argument.
-#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn put_operand<const SMALL: bool>(
     f: &Function,

@@ -78,7 +78,7 @@ pub struct SimilarReport {
 
 impl SimilarReport {
     /// Add the report's counters and phase times to `stats`.
-    pub fn record(&self, stats: &mut crate::pass::Stats) {
+    pub(crate) fn record(&self, stats: &mut crate::pass::Stats) {
         stats.add("merged_similar", self.merged as u64);
         stats.add("similar.groups", self.groups as u64);
         stats.add("similar.params", self.params as u64);
