@@ -170,8 +170,10 @@ impl<M: Module> Module for MergeModule<M> {
     /// function folded into a shared body (another signature), which gets a thunk of its own
     /// at the next flush.
     fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
-        let mut rewritten: Option<DataDescription> = None;
-        for (fr, target) in data.function_decls.iter() {
+        // An address stored in data is observed, whatever the policy: a function merged away
+        // by an earlier flush (no code of its own, or its survivor's) gets a thunk of its own
+        // at the next flush, as one whose address is taken in IR does.
+        for (_, target) in data.function_decls.iter() {
             if let ModuleRelocTarget::User {
                 namespace: 0,
                 index,
@@ -179,18 +181,12 @@ impl<M: Module> Module for MergeModule<M> {
             {
                 let g = FuncId::from_u32(index);
                 self.core.taken[g] = true;
-                let f = self.core.code_of(g, false);
-                if self.core.state[f] == State::Merged {
-                    self.core.late_data.push(f);
-                }
-                if f != g {
-                    rewritten.get_or_insert_with(|| data.clone()).function_decls[fr] =
-                        ModuleRelocTarget::user(0, f.as_u32());
+                if self.core.state[g] == State::Merged {
+                    self.core.late_data.push(g);
                 }
             }
         }
-        self.inner
-            .define_data(data_id, rewritten.as_ref().unwrap_or(data))
+        self.inner.define_data(data_id, data)
     }
 }
 
