@@ -396,6 +396,8 @@ impl Core {
             if let Some(sym) = self.lir.symbol_of(lid) {
                 self.lir.symbols[sym].def = None.into();
                 self.lir.aliases.remove(&sym);
+                // (A shared body that failed: no later function joins its family.)
+                self.pass_state.families.forget(sym);
             }
             if !self.lir.removed[lid] {
                 self.pass_state.remove_function(&mut self.lir, lid);

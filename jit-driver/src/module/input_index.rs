@@ -45,6 +45,9 @@ pub(crate) struct Print {
     /// The module function each external function reference names, by reference (`u32::MAX`:
     /// it names something else, spelt out in `words`).
     pub callees: Vec<u32>,
+    /// Where the immediates of constants (`iconst`, `f16const`, `f32const`, `f64const`: what
+    /// `merge-similar` makes holes of) are in `words`, and their instructions.
+    pub constants: Vec<(u32, ir::Inst)>,
 }
 
 impl Print {
@@ -131,6 +134,7 @@ impl Printer {
     pub fn print(&mut self, func: &ir::Function, out: &mut Print) -> bool {
         out.words.clear();
         out.callees.clear();
+        out.constants.clear();
         // (About six words an instruction.)
         out.words.reserve(8 * func.dfg.num_insts() + 64);
         self.values.clear();
@@ -423,10 +427,22 @@ impl Printer {
                 dfg.constants.get(constant_handle).as_slice(),
             ),
             D::UnaryGlobalValue { global_value, .. } => out.words.push(global_value.as_u32()),
-            D::UnaryIeee16 { imm, .. } => out.words.push(imm.bits().into()),
-            D::UnaryIeee32 { imm, .. } => out.words.push(imm.bits()),
-            D::UnaryIeee64 { imm, .. } => word64(&mut out.words, imm.bits()),
-            D::UnaryImm { imm, .. } => word64(&mut out.words, imm.bits() as u64),
+            D::UnaryIeee16 { imm, .. } => {
+                out.constants.push((out.words.len() as u32, inst));
+                out.words.push(imm.bits().into())
+            }
+            D::UnaryIeee32 { imm, .. } => {
+                out.constants.push((out.words.len() as u32, inst));
+                out.words.push(imm.bits())
+            }
+            D::UnaryIeee64 { imm, .. } => {
+                out.constants.push((out.words.len() as u32, inst));
+                word64(&mut out.words, imm.bits())
+            }
+            D::UnaryImm { imm, .. } => {
+                out.constants.push((out.words.len() as u32, inst));
+                word64(&mut out.words, imm.bits() as u64)
+            }
         }
         Some(())
     }
@@ -597,8 +613,13 @@ pub(crate) struct InputIndex {
     words: Vec<u32>,
     /// Print hash → the functions with that hash.
     table: FxHashMap<u64, SmallVec<[Entry; 1]>>,
-    shapes: FxHashMap<u64, u32>,
+    /// Shape key → the functions with that key.
+    shapes: FxHashMap<u64, SmallVec<[Entry; 1]>>,
 }
+
+/// How many functions alike a function of a later batch takes from the index at most, to
+/// start a family with (each is lifted again).
+const ALIKE_TAKEN: usize = 4;
 
 impl InputIndex {
     /// Does an indexed function have shape key `key`?
@@ -611,13 +632,19 @@ impl InputIndex {
         let start = self.words.len() as u32;
         self.words.extend_from_slice(words);
         self.words.extend_from_slice(callees);
-        self.table.entry(hash_words(words)).or_default().push((
-            id,
-            start,
-            words.len() as u32,
-            callees.len() as u32,
-        ));
-        *self.shapes.entry(key).or_default() += 1;
+        let entry = (id, start, words.len() as u32, callees.len() as u32);
+        self.table.entry(hash_words(words)).or_default().push(entry);
+        self.shapes.entry(key).or_default().push(entry);
+    }
+
+    /// `entry` (of shape key `key`) leaves the shape's list.
+    fn unshape(&mut self, key: u64, entry: Entry) {
+        if let Some(list) = self.shapes.get_mut(&key) {
+            list.retain(|e| e.1 != entry.1);
+            if list.is_empty() {
+                self.shapes.remove(&key);
+            }
+        }
     }
 
     /// The indexed functions (of shape key `key`) whose print has the words of `p`, each with
@@ -657,14 +684,102 @@ impl InputIndex {
         if entries.is_empty() {
             self.table.remove(&h);
         }
-        if let Some(n) = self.shapes.get_mut(&key) {
-            *n -= found.len() as u32;
-            if *n == 0 {
-                self.shapes.remove(&key);
+        for (id, _) in &found {
+            let list = self.shapes.get(&key).into_iter().flatten();
+            if let Some(&e) = list.into_iter().find(|e| e.0 == *id) {
+                self.unshape(key, e);
             }
         }
         found
     }
+
+    /// Indexed functions (of shape key `key`) that differ from `func` (whose print is `p`)
+    /// only in the values of constants, each with a copy of `func` that has their constants
+    /// and callees: the function it stands for, up to renaming (its print is checked equal).
+    /// They leave the index: each is about to get a fingerprint of its own, and to meet
+    /// `func` in `merge-similar`. The newest first, `ALIKE_TAKEN` at most.
+    pub(crate) fn take_alike(
+        &mut self,
+        key: u64,
+        p: &Print,
+        func: &ir::Function,
+        printer: &mut Printer,
+    ) -> Vec<(FuncId, ir::Function)> {
+        let Some(list) = self.shapes.get(&key) else {
+            return Vec::new();
+        };
+        let (n, c) = (p.words.len(), p.callees.len());
+        let candidates: SmallVec<[Entry; ALIKE_TAKEN]> = (list.iter().rev())
+            .filter(|e| (e.2 as usize, e.3 as usize) == (n, c))
+            .take(ALIKE_TAKEN)
+            .copied()
+            .collect();
+        let mut found = Vec::new();
+        let mut check = Print::default();
+        for e in candidates {
+            let s = e.1 as usize;
+            let (words, callees) = (&self.words[s..s + n], &self.words[s + n..s + n + c]);
+            let Some(copy) = with_constants_of(func, p, words, callees) else {
+                continue;
+            };
+            // The copy's print is the indexed one, callees and all: it *is* that function.
+            if !printer.print(&copy, &mut check) || check.words != words || check.callees != callees
+            {
+                continue;
+            }
+            found.push((e.0, copy));
+            let h = hash_words(words);
+            if let Some(entries) = self.table.get_mut(&h) {
+                entries.retain(|x| x.1 != e.1);
+                if entries.is_empty() {
+                    self.table.remove(&h);
+                }
+            }
+            self.unshape(key, e);
+        }
+        found
+    }
+}
+
+/// `func` (whose print is `p`) with the callees `callees` and the constants of the print
+/// `words`, where the two prints differ only in constants (`None` where they differ
+/// elsewhere, or not at all).
+fn with_constants_of(
+    func: &ir::Function,
+    p: &Print,
+    words: &[u32],
+    callees: &[u32],
+) -> Option<ir::Function> {
+    let mut differ: SmallVec<[(u32, ir::Inst); 4]> = SmallVec::new();
+    let mut constants = p.constants.iter().peekable();
+    for (i, (a, b)) in p.words.iter().zip(words).enumerate() {
+        if a == b {
+            continue;
+        }
+        // The constant whose words hold position i (two words at most).
+        while constants.next_if(|&&(at, _)| at as usize + 1 < i).is_some() {}
+        let &&(at, inst) = constants.peek().filter(|&&&(at, _)| at as usize <= i)?;
+        if differ.last().map(|d| d.0) != Some(at) {
+            differ.push((at, inst));
+        }
+    }
+    if differ.is_empty() {
+        return None;
+    }
+    let mut f = with_callees(func, callees);
+    for (at, inst) in differ {
+        let at = at as usize;
+        let lo = words[at];
+        let wide = || u64::from(lo) | u64::from(*words.get(at + 1).unwrap_or(&0)) << 32;
+        match &mut f.dfg.insts[inst] {
+            D::UnaryImm { imm, .. } => *imm = ir::immediates::Imm64::new(wide() as i64),
+            D::UnaryIeee64 { imm, .. } => *imm = ir::immediates::Ieee64::with_bits(wide()),
+            D::UnaryIeee32 { imm, .. } => *imm = ir::immediates::Ieee32::with_bits(lo),
+            D::UnaryIeee16 { imm, .. } => *imm = ir::immediates::Ieee16::with_bits(lo as u16),
+            _ => return None,
+        }
+    }
+    Some(f)
 }
 
 /// `func` with the module functions its references name replaced by `callees` (a print's:

@@ -284,9 +284,9 @@ impl Core {
         // compiled.
         self.lift_ctx.taken.clear();
         midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &lids, true);
-        for &lid in &lids {
-            self.lir.functions[lid].drop_body();
-        }
+        // Their bodies stay until the batch is frozen: `merge-similar` may start a family
+        // with one of them and functions of the batch.
+        self.pass_state.similar_frozen.extend_from_slice(&lids);
     }
 
     /// What later batches find this one's functions by: the shape keys of the lifted ones
@@ -402,6 +402,7 @@ impl Core {
             .passes
             .iter()
             .all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar));
+        let merge_similar = config.passes.contains(&PassKind::MergeSimilar);
         let mut plan = skip::Plan {
             prints: std::mem::take(&mut self.scratch.prints),
             ..Default::default()
@@ -480,6 +481,13 @@ impl Core {
                         let stand_in = input_index::with_callees(func, &callees);
                         plan.stand_ins.push((f, stand_in));
                         found = true;
+                    }
+                    if !found && merge_similar {
+                        // Alike but for constants: its stand-ins meet it in `merge-similar`,
+                        // which may start a family with them.
+                        let alike = (self.input_index).take_alike(key, print, func, &mut self.printer);
+                        found = !alike.is_empty();
+                        plan.stand_ins.extend(alike);
                     }
                 }
             }

@@ -543,10 +543,11 @@ impl Core {
         let open = self.pass_state.open_function_ids(&self.lir);
         midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &open, !last);
         self.index_batch(pending, lifted, last);
+        let stand_ins = std::mem::take(&mut self.pass_state.similar_frozen);
         if !config.debug.keep_lir && !last {
-            // Later batches merge into these by the fingerprints just taken: the bodies
-            // are no longer needed.
-            for &lid in &open {
+            // Later batches merge into these by the fingerprints just taken, and join their
+            // families by what `merge-similar` kept: the bodies are no longer needed.
+            for &lid in open.iter().chain(&stand_ins) {
                 self.lir.functions[lid].drop_body();
             }
         }

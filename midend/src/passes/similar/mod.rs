@@ -70,6 +70,8 @@ pub struct SimilarReport {
     pub too_many_params: usize,
     /// Groups not folded because the cost model says they save no bytes.
     pub unprofitable: usize,
+    /// Functions that joined a family whose shared body an earlier batch compiled.
+    pub joined: usize,
     /// Rounds run.
     pub rounds: usize,
     /// Wall time of each phase: the scan, walks, plans, folds and caller rewrites.
@@ -86,6 +88,7 @@ impl SimilarReport {
         stats.add("similar.callers_rewritten", self.callers_rewritten as u64);
         stats.add("similar.too_many_params", self.too_many_params as u64);
         stats.add("similar.unprofitable", self.unprofitable as u64);
+        stats.add("similar.joined", self.joined as u64);
         for &(phase, d) in &self.times {
             stats.add_time(phase, d);
         }
@@ -131,6 +134,9 @@ struct Member {
     consts: (u32, u32),
     callees: (u32, u32),
     named: bool,
+    /// Compiled by an earlier batch (`PassState::similar_frozen`): it keeps its code, and
+    /// only its values shape the shared body.
+    frozen: bool,
 }
 
 /// An extra parameter of a shared body: its type and, for a callee, the signature of the
@@ -183,6 +189,12 @@ enum Fate {
 }
 
 struct Plan {
+    /// The group's skeleton class and weak hash (what a family is found by later).
+    class: u32,
+    weak: u64,
+    /// The members join a family whose shared body an earlier batch compiled (none of them
+    /// gives its body to make it).
+    joins: bool,
     members: Vec<Member>,
     params: Vec<Param>,
     /// The value of parameter `q` in member `j`: `values[q * members.len() + j]`.
@@ -206,17 +218,28 @@ struct Plan {
 pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -> SimilarReport {
     let mut report = SimilarReport::default();
     report.callers_rewritten += rewrite_calls_of_folded(m, ps);
-    if ps.open_functions(m).nth(1).is_none() {
-        return report; // a group needs two functions (a lazy JIT's batch of one has none)
+    let (one, two) = {
+        let mut open = ps.open_functions(m);
+        (open.next().is_some(), open.next().is_some())
+    };
+    // A group needs two functions, one of them open: two of this batch, or one and a
+    // function compiled before (a family's, or one compiled alone that is held again).
+    if !two && !(one && (!ps.families.is_empty() || !ps.similar_frozen.is_empty())) {
+        return report;
     }
-    let mut st = State::new(m, ps.first_open);
+    let base = (ps.similar_frozen.iter().map(|f| f.as_u32()))
+        .fold(ps.first_open, u32::min);
+    let mut st = State::new(m, ps.first_open, base);
     if opts.locals_named {
         st.named_below = m.functions.len() as u32;
     }
     // The functions a round walks, and those whose groups it plans: every open function at
     // first; then those the last round changed or deferred, and the shared bodies it made.
     let mut dirty: Vec<FuncId> = ps.open_function_ids(m);
-    let mut rewalk = dirty.clone();
+    // (Frozen functions held again are walked once, first: members listed in walk order.)
+    let mut rewalk: Vec<FuncId> = ps.similar_frozen.clone();
+    rewalk.sort_unstable();
+    rewalk.extend_from_slice(&dirty);
     for k in 0..opts.max_rounds.max(1) {
         report.rounds += 1;
         match round(
@@ -443,19 +466,21 @@ struct Walked {
 }
 
 impl State {
-    fn new(m: &Module, first_open: u32) -> State {
+    /// `base`: the first function the run may walk (frozen ones held again come before
+    /// `first_open`).
+    fn new(m: &Module, first_open: u32, base: u32) -> State {
         let open = m.functions.len() - first_open as usize;
         // The symbols a run touches: the open functions' and about as many callees.
         let (touched, symbols) = (2 * open, m.symbols.len());
         State {
             table: ShapeTable::with_capacity(open),
-            walked: OpenMap::new(first_open),
+            walked: OpenMap::new(base),
             head: Vec::new(),
             entries: Vec::new(),
             live: Vec::new(),
             weak_live: HashMap::default(),
             pending: HashMap::default(),
-            pending_weak: OpenMap::new(first_open),
+            pending_weak: OpenMap::new(base),
             consts: Vec::new(),
             callees: Vec::new(),
             observed: SymSet::new(touched, symbols),
@@ -474,7 +499,7 @@ impl State {
                 ..Default::default()
             },
             touched,
-            member_mark: OpenMap::new(first_open),
+            member_mark: OpenMap::new(base),
             rounds: 0,
             debug: std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some(),
             named_below: 0,
@@ -487,8 +512,11 @@ impl State {
     ///
     /// The walk is light (`light_walk`: no token stream) when no other function has the same
     /// weak hash: the function waits in `pending` until one comes (see there).
-    fn walk(&mut self, m: &Module, id: FuncId, first: bool) {
+    fn walk(&mut self, m: &Module, families: &Families, id: FuncId, first: bool) {
         self.unwalk(id);
+        // (A frozen function's calls and the addresses it takes are compiled: nothing to
+        // rewrite, and recorded when it was compiled.)
+        let first = first && id.as_u32() >= self.first_open;
         let f = &m.functions[id];
         if m.removed[id] || f.entry().is_none() {
             return;
@@ -521,7 +549,10 @@ impl State {
             return; // equal ones were merged exactly
         }
         let waiting = self.pending.remove(&weak);
-        if waiting.is_none() && self.weak_live.get(&weak).copied().unwrap_or(0) == 0 {
+        if waiting.is_none()
+            && self.weak_live.get(&weak).copied().unwrap_or(0) == 0
+            && !families.has_weak(weak)
+        {
             // Alone with its weak hash so far: no stream until another comes.
             self.pending.insert(weak, vec![id]);
             self.pending_weak[id] = Some(weak);
@@ -614,7 +645,17 @@ impl State {
                 consts: w.consts,
                 callees: w.callees,
                 named: w.named,
+                frozen: f.as_u32() < self.first_open,
             });
+        }
+        // The shared body is made of the first member's body: an open one.
+        if let Some(k) = p.members.iter().position(|mb| !mb.frozen) {
+            if k > 0 {
+                let mb = p.members.remove(k);
+                p.members.insert(0, mb);
+            }
+        } else {
+            p.members.clear();
         }
     }
 }
@@ -636,7 +677,7 @@ fn round(
         st.unwalk(id);
     }
     for &id in rewalk {
-        st.walk(m, id, first);
+        st.walk(m, &ps.families, id, first);
     }
     if first {
         st.calls.index(st.touched, m.symbols.len());
@@ -645,6 +686,13 @@ fn round(
         eprintln!("walked {} in {:?}", rewalk.len(), t.elapsed());
     }
     report.add_time("similar.walk", t);
+    let mut folds = Folds::default();
+    let mut joined = false;
+    if first && !ps.families.is_empty() {
+        let t = std::time::Instant::now();
+        joined = join_families(m, ps, opts, st, dirty, &mut folds, report);
+        report.add_time("similar.join", t);
+    }
     let t = std::time::Instant::now();
     // The classes to plan, each once, in the order their functions come.
     st.rounds += 1;
@@ -693,13 +741,12 @@ fn round(
         !waits
     });
     report.add_time("similar.plan", t);
-    if plans.is_empty() {
+    if plans.is_empty() && !joined {
         return None;
     }
     // Fold: shared bodies and members first, then every call of a member.
     let t = std::time::Instant::now();
     let mut next_walk: Vec<FuncId> = Vec::new();
-    let mut folds = Folds::default();
     for p in &plans {
         // Members become thunks or go: no member is walked again (a thunk shares nothing).
         let (shared, members) = fold(m, ps, p, st, &mut folds, report);
@@ -786,11 +833,15 @@ fn plan(
         return None;
     }
     let (thunk, rewrite) = thunks_and_rewrites(ps, opts, st, rep, report)?;
+    let w = st.walked[m0.f].expect("a member is walked");
     let s = &mut st.plan;
     for q in &mut s.params {
         q.ty.get(rep);
     }
     Some(Plan {
+        class: w.class,
+        weak: w.weak,
+        joins: false,
         members: s.members.clone(),
         params: core::mem::take(&mut s.params),
         values: s.values.clone(),
@@ -920,6 +971,9 @@ fn thunks_and_rewrites(
     let c = &opts.cost;
     let body = c.frame + c.bytes_per_inst * size as f64;
     let k = s.params.len() as f64;
+    // (A frozen member keeps its code; it counts as it would in one batch with the others,
+    // so that a family starts where its members, all in one batch, would pay: a function
+    // compiled alone that a later one is alike is likely to have more alike after it.)
     let thunk: Vec<bool> = s
         .members
         .iter()
@@ -959,7 +1013,12 @@ fn thunks_and_rewrites(
         report.unprofitable += 1;
         return None;
     }
-    let rewrite = thunk.iter().map(|&t| !t || rewrite_thunked).collect();
+    let rewrite = (thunk.iter().zip(&s.members))
+        .map(|(&t, mb)| !mb.frozen && (!t || rewrite_thunked))
+        .collect();
+    let thunk = (thunk.iter().zip(&s.members))
+        .map(|(&t, mb)| t && !mb.frozen)
+        .collect();
     Some((thunk, rewrite))
 }
 
@@ -987,7 +1046,6 @@ fn fold(
     report: &mut SimilarReport,
 ) -> (FuncId, Vec<FuncId>) {
     let rep = p.members[0];
-    let n = p.members.len();
     let name = fresh_name(m, "similar", &m.functions[rep.f].name);
     let shared = m.symbol(&name, SymbolKind::Function);
     let tys: Vec<Type> = p.params.iter().map(Param::ty).collect();
@@ -996,31 +1054,14 @@ fn fold(
     shared_sig
         .params
         .extend(tys.iter().map(|&t| AbiParam::new(t)));
-    // The signatures and extra arguments of this group's calls.
-    let shared_ref = folds.sigs.len() as u32;
-    folds.sigs.push(shared_sig.clone());
-    let mut param_sig = Vec::with_capacity(p.params.len());
-    for q in &p.params {
-        param_sig.push(match &q.sig {
-            Some(s) => {
-                folds.sigs.push(s.clone());
-                folds.sigs.len() as u32 - 1
-            }
-            None => NO_SIG,
-        });
-    }
-    let extras0 = folds.extras.len();
-    for j in 0..n {
-        for (q, par) in p.params.iter().enumerate() {
-            folds
-                .extras
-                .push((par.ty(), p.values[q * n + j], param_sig[q]));
-        }
-    }
+    let (shared_ref, extras0) = add_extras(folds, p, shared_sig.clone());
     let extras_of = |j: usize| {
         let a = extras0 + j * tys.len();
         (a as u32, (a + tys.len()) as u32)
     };
+    if ps.incremental {
+        record_family(m, ps, p, st, (shared, &shared_sig));
+    }
     // The shared body: the first member's body. A member that keeps a thunk gives its old
     // body up and gets a new one; one that goes gives it up too (it is removed, and a
     // removed function's body is never read: see `Function::drop_body`).
@@ -1066,6 +1107,209 @@ fn fold(
     report.params += tys.len();
     let thunks = fold_members(m, ps, p, st, folds, (shared, shared_ref), extras_of, report);
     (sid, thunks)
+}
+
+/// The signatures and extra arguments of the calls of `p`'s members to their shared body
+/// (signature `shared_sig`), into `folds`: returns the shared body's signature (an index of
+/// `folds.sigs`) and the first member's first extra argument (an index of `folds.extras`;
+/// member `j`'s follow those of member `j - 1`).
+fn add_extras(folds: &mut Folds, p: &Plan, shared_sig: Signature) -> (u32, usize) {
+    let n = p.members.len();
+    let shared_ref = folds.sigs.len() as u32;
+    folds.sigs.push(shared_sig);
+    let mut param_sig = Vec::with_capacity(p.params.len());
+    for q in &p.params {
+        param_sig.push(match &q.sig {
+            Some(s) => {
+                folds.sigs.push(s.clone());
+                folds.sigs.len() as u32 - 1
+            }
+            None => NO_SIG,
+        });
+    }
+    let extras0 = folds.extras.len();
+    for j in 0..n {
+        for (q, par) in p.params.iter().enumerate() {
+            folds
+                .extras
+                .push((par.ty(), p.values[q * n + j], param_sig[q]));
+        }
+    }
+    (shared_ref, extras0)
+}
+
+/// Keep what a function of a later batch needs to join `p`'s family, whose shared body is
+/// `shared` (signature `sig`): its skeleton, the values its members share, and which holes
+/// are parameters (`PassState::families`).
+fn record_family(m: &Module, ps: &mut PassState, p: &Plan, st: &State, (shared, sig): (Symbol, &Signature)) {
+    let rep = p.members[0];
+    let hole = |fate: &Fate, keep: FamilyHole| match *fate {
+        Fate::Keep => keep,
+        Fate::Param(q) => FamilyHole::Param(q as u32),
+        Fate::SelfCall => FamilyHole::SelfCall,
+    };
+    let consts = &st.consts[rep.consts.0 as usize..rep.consts.1 as usize];
+    let callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
+    let family = Family {
+        key: st.table.key_of(p.class),
+        tokens: (0, 0),
+        shared,
+        sig: sig.clone(),
+        consts: (p.const_fate.iter().zip(consts))
+            .map(|(fate, &(_, _, v))| hole(fate, FamilyHole::Const(v)))
+            .collect(),
+        callees: (p.callee_fate.iter().zip(callees))
+            .map(|(fate, &(c, _))| hole(fate, FamilyHole::Callee(m.resolve_alias(c))))
+            .collect(),
+        params: p.params.iter().map(|q| (q.ty(), q.sig.clone())).collect(),
+    };
+    ps.families
+        .insert(p.weak, st.table.tokens_of(p.class), family);
+}
+
+/// Let the open functions of `dirty` join a family an earlier batch made
+/// (`PassState::families`): a function with the family's skeleton and its value at every
+/// hole that is no parameter becomes what a member becomes in one batch (a thunk passing its
+/// values to the shared body, or folded, its callers passing them), where that saves bytes.
+/// The shared body is compiled already and never changes. Returns whether any joined.
+fn join_families(
+    m: &mut Module,
+    ps: &mut PassState,
+    opts: &SimilarOptions,
+    st: &mut State,
+    dirty: &[FuncId],
+    folds: &mut Folds,
+    report: &mut SimilarReport,
+) -> bool {
+    let mut joined = false;
+    let mut vals: Vec<Option<Value>> = Vec::new();
+    for &f in dirty {
+        let Some(w) = st.walked[f] else { continue };
+        let Some(sym) = m.symbol_of(f) else { continue };
+        if m.removed[f] || !ps.families.has_weak(w.weak) {
+            continue;
+        }
+        let (key, tokens) = (st.table.key_of(w.class), st.table.tokens_of(w.class));
+        let consts = &st.consts[w.consts.0 as usize..w.consts.1 as usize];
+        let callees = &st.callees[w.callees.0 as usize..w.callees.1 as usize];
+        let Some(family) = (ps.families.find(w.weak, key, tokens))
+            .find(|fam| fits(m, ps, st, fam, sym, (consts, callees), &mut vals))
+            .cloned()
+        else {
+            continue;
+        };
+        // The cost model of one batch, for this member alone: its body is saved; it pays a
+        // thunk, or its call sites pay the extra arguments.
+        let c = &opts.cost;
+        let body = c.frame + c.bytes_per_inst * m.functions[f].inst_count() as f64;
+        let k = family.params.len() as f64;
+        let thunk = w.named || st.observed.contains(sym);
+        let external = ps.external_calls.get(sym).copied().unwrap_or(0) as usize;
+        let sites = (st.calls.count(sym) + external) as f64;
+        let saved = match thunk {
+            true => body - c.thunk - c.per_extra_arg * k,
+            false => body - c.per_extra_arg * k * sites,
+        };
+        if saved <= 0.0 {
+            continue;
+        }
+        let rewrite = !thunk || saved - c.per_extra_arg * k * sites > 0.0;
+        let plan = Plan {
+            class: w.class,
+            weak: w.weak,
+            joins: true,
+            members: vec![Member {
+                f,
+                sym,
+                consts: w.consts,
+                callees: w.callees,
+                named: w.named,
+                frozen: false,
+            }],
+            params: (family.params.iter())
+                .map(|(t, sig)| Param {
+                    ty: ParamType::Known(*t),
+                    sig: sig.clone(),
+                    next: u32::MAX,
+                })
+                .collect(),
+            values: vals.iter().map(|v| v.expect("every parameter is set")).collect(),
+            const_fate: Vec::new(),
+            callee_fate: Vec::new(),
+            thunk: vec![thunk],
+            rewrite: vec![rewrite],
+        };
+        // Addresses the extra arguments take are observed from now on.
+        for v in &plan.values {
+            if let Value::Callee(c) = v {
+                st.observed.insert(*c);
+            }
+        }
+        let (shared_ref, extras0) = add_extras(folds, &plan, family.sig.clone());
+        let n = plan.params.len();
+        let extras = (extras0 as u32, (extras0 + n) as u32);
+        fold_members(m, ps, &plan, st, folds, (family.shared, shared_ref), |_| extras, report);
+        st.unwalk(f);
+        report.joined += 1;
+        joined = true;
+    }
+    joined
+}
+
+/// Does the function of symbol `sym`, whose holes are `consts` and `callees`, fit `family`?
+/// Its value for each extra parameter into `vals`.
+fn fits(
+    m: &Module,
+    ps: &PassState,
+    st: &State,
+    family: &Family,
+    sym: Symbol,
+    (consts, callees): (&[(Inst, u16, Operand)], &[(Symbol, Inst)]),
+    vals: &mut Vec<Option<Value>>,
+) -> bool {
+    if family.consts.len() != consts.len() || family.callees.len() != callees.len() {
+        return false;
+    }
+    vals.clear();
+    vals.resize(family.params.len(), None);
+    // (A parameter several holes share takes one value.)
+    let mut set = |q: u32, v: Value| match &mut vals[q as usize] {
+        slot @ None => {
+            *slot = Some(v);
+            true
+        }
+        Some(x) => *x == v,
+    };
+    for (hole, &(_, _, c)) in family.consts.iter().zip(consts) {
+        let ok = match *hole {
+            FamilyHole::Const(v) => v == c,
+            FamilyHole::Param(q) => set(q, Value::Const(c)),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    for (hole, &(c, _)) in family.callees.iter().zip(callees) {
+        let t = m.resolve_alias(c);
+        let own = t == sym;
+        let ok = match *hole {
+            FamilyHole::SelfCall => own,
+            FamilyHole::Callee(s) => !own && m.resolve_alias(s) == t,
+            // (A callee with no code, folded now or before, has no address to pass.)
+            FamilyHole::Param(q) => {
+                !own
+                    && !st.folded.contains(t)
+                    && ps.call_rewrite(t).is_none()
+                    && set(q, Value::Callee(t))
+            }
+            FamilyHole::Const(_) => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    vals.iter().all(Option::is_some)
 }
 
 /// Turn the first member's body `s` into the shared body (symbol `shared`, signature `sig`:
@@ -1142,11 +1386,16 @@ fn fold_members(
     report: &mut SimilarReport,
 ) -> Vec<FuncId> {
     let mut thunks = Vec::new();
+    // (When the shared body was made of the first member's body, `fold` made its thunk.)
+    let made_of_first = !p.joins;
     for (j, mb) in p.members.iter().enumerate() {
+        if mb.frozen {
+            continue; // compiled: it keeps its code
+        }
         let (thunk, rewrite) = (p.thunk[j], p.rewrite[j]);
         let (a, b) = extras_of(j);
         let kind = if thunk {
-            if j > 0 {
+            if j > 0 || !made_of_first {
                 // Its old body is dropped; the thunk is built in its tables.
                 thunk_member(m, ps, mb.f, (shared, shared_ref), (a, b), folds, false);
             }
