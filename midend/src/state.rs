@@ -146,6 +146,9 @@ pub struct PassState {
     /// The shared bodies `merge-similar` made in earlier batches, for functions of later
     /// batches to join.
     pub families: Families,
+    /// Functions earlier batches compiled on their own that `merge-similar` walked: their
+    /// skeletons and holes, for a family to start with them and functions of a later batch.
+    pub seeds: Seeds,
     /// Functions removed with `free_removed` set whose bodies are still to be freed
     /// (`free_pending`).
     pending_free: Vec<FuncId>,
@@ -380,5 +383,71 @@ impl Families {
             ks.retain(|k| self.list[*k as usize].shared != shared);
         }
         self.by_weak.retain(|_, ks| !ks.is_empty());
+    }
+}
+
+/// A function an earlier batch compiled on its own, as `merge-similar` walked it: enough to
+/// count it as a member (that keeps its code) of a family started later.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seed {
+    pub f: FuncId,
+    /// The skeleton's hash key and stream (a range of `Seeds::words`).
+    pub key: u64,
+    pub tokens: Range,
+    /// Its holes: ranges of `Seeds::consts` and `Seeds::callees`.
+    pub consts: Range,
+    pub callees: Range,
+}
+
+/// The seeds of families (see [`PassState::seeds`]), by weak hash.
+#[derive(Clone, Debug, Default)]
+pub struct Seeds {
+    pub(crate) words: Vec<u32>,
+    pub(crate) consts: Vec<(crate::lir::Inst, u16, Operand)>,
+    pub(crate) callees: Vec<(Symbol, crate::lir::Inst)>,
+    pub(crate) list: Vec<Seed>,
+    pub(crate) by_weak: HashMap<u64, SmallVec<[u32; 1]>>,
+}
+
+impl Seeds {
+    /// Number of seeds.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// No seed yet?
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub(crate) fn has_weak(&self, weak: u64) -> bool {
+        !self.by_weak.is_empty() && self.by_weak.contains_key(&weak)
+    }
+
+    /// Keep `f` (skeleton `tokens` of key `key` and weak hash `weak`, holes `consts` and
+    /// `callees`).
+    pub(crate) fn insert(
+        &mut self,
+        f: FuncId,
+        (weak, key, tokens): (u64, u64, &[u32]),
+        consts: &[(crate::lir::Inst, u16, Operand)],
+        callees: &[(Symbol, crate::lir::Inst)],
+    ) {
+        let range = |a: usize, b: usize| (a as u32, b as u32);
+        let (w, c, k) = (self.words.len(), self.consts.len(), self.callees.len());
+        self.words.extend_from_slice(tokens);
+        self.consts.extend_from_slice(consts);
+        self.callees.extend_from_slice(callees);
+        self.by_weak
+            .entry(weak)
+            .or_default()
+            .push(self.list.len() as u32);
+        self.list.push(Seed {
+            f,
+            key,
+            tokens: range(w, self.words.len()),
+            consts: range(c, self.consts.len()),
+            callees: range(k, self.callees.len()),
+        });
     }
 }

@@ -485,7 +485,8 @@ impl Core {
                     if !found && merge_similar {
                         // Alike but for constants: its stand-ins meet it in `merge-similar`,
                         // which may start a family with them.
-                        let alike = (self.input_index).take_alike(key, print, func, &mut self.printer);
+                        let alike =
+                            (self.input_index).take_alike(key, print, func, &mut self.printer);
                         found = !alike.is_empty();
                         plan.stand_ins.extend(alike);
                     }

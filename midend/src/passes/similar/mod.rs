@@ -224,12 +224,11 @@ pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -
     };
     // A group needs two functions, one of them open: two of this batch, or one and a
     // function compiled before (a family's, or one compiled alone that is held again).
-    if !two && !(one && (!ps.families.is_empty() || !ps.similar_frozen.is_empty())) {
+    let earlier = !ps.families.is_empty() || !ps.similar_frozen.is_empty() || !ps.seeds.is_empty();
+    if !two && !(one && earlier) {
         return report;
     }
-    let base = (ps.similar_frozen.iter().map(|f| f.as_u32()))
-        .fold(ps.first_open, u32::min);
-    let mut st = State::new(m, ps.first_open, base);
+    let mut st = State::new(m, ps.first_open);
     if opts.locals_named {
         st.named_below = m.functions.len() as u32;
     }
@@ -254,6 +253,9 @@ pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -
             Some((w, d)) => (rewalk, dirty) = (w, d),
             None => break,
         }
+    }
+    if ps.incremental {
+        keep_seeds(m, ps, &mut st);
     }
     if st.debug {
         eprintln!(
@@ -411,16 +413,20 @@ struct State {
     first_open: u32,
     /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
     debug: bool,
+    /// The weak hashes whose seeds (`PassState::seeds`) are classed.
+    seeded: HashSet<u64>,
 }
 
 /// The end of a class list (`State::entries`).
 const NO_ENTRY: u32 = u32::MAX;
 
 /// Per-function data for the open functions (ids from `base` on), growing as functions are
-/// added: tables that cost in proportion to the open functions, not to the module.
+/// added: tables that cost in proportion to the open functions, not to the module. The few
+/// frozen functions a run walks (held again, or a family's seeds) are kept apart, hashed.
 struct OpenMap<T> {
     base: u32,
     data: Vec<T>,
+    frozen: HashMap<u32, T>,
     /// What an entry never written reads as.
     default: T,
 }
@@ -430,23 +436,34 @@ impl<T: Clone + Default> OpenMap<T> {
         OpenMap {
             base,
             data: Vec::new(),
+            frozen: HashMap::default(),
             default: T::default(),
         }
+    }
+
+    fn clear(&mut self) {
+        self.data.iter_mut().for_each(|x| *x = T::default());
+        self.frozen.clear();
     }
 }
 
 impl<T: Clone + Default> core::ops::Index<FuncId> for OpenMap<T> {
     type Output = T;
     fn index(&self, f: FuncId) -> &T {
-        self.data
-            .get((f.as_u32() - self.base) as usize)
-            .unwrap_or(&self.default)
+        match f.as_u32().checked_sub(self.base) {
+            Some(k) => self.data.get(k as usize),
+            None => self.frozen.get(&f.as_u32()),
+        }
+        .unwrap_or(&self.default)
     }
 }
 
 impl<T: Clone + Default> core::ops::IndexMut<FuncId> for OpenMap<T> {
     fn index_mut(&mut self, f: FuncId) -> &mut T {
-        let k = (f.as_u32() - self.base) as usize;
+        let Some(k) = f.as_u32().checked_sub(self.base) else {
+            return self.frozen.entry(f.as_u32()).or_default();
+        };
+        let k = k as usize;
         if k >= self.data.len() {
             self.data.resize(k + 1, T::default());
         }
@@ -466,21 +483,19 @@ struct Walked {
 }
 
 impl State {
-    /// `base`: the first function the run may walk (frozen ones held again come before
-    /// `first_open`).
-    fn new(m: &Module, first_open: u32, base: u32) -> State {
+    fn new(m: &Module, first_open: u32) -> State {
         let open = m.functions.len() - first_open as usize;
         // The symbols a run touches: the open functions' and about as many callees.
         let (touched, symbols) = (2 * open, m.symbols.len());
         State {
             table: ShapeTable::with_capacity(open),
-            walked: OpenMap::new(base),
+            walked: OpenMap::new(first_open),
             head: Vec::new(),
             entries: Vec::new(),
             live: Vec::new(),
             weak_live: HashMap::default(),
             pending: HashMap::default(),
-            pending_weak: OpenMap::new(base),
+            pending_weak: OpenMap::new(first_open),
             consts: Vec::new(),
             callees: Vec::new(),
             observed: SymSet::new(touched, symbols),
@@ -499,11 +514,12 @@ impl State {
                 ..Default::default()
             },
             touched,
-            member_mark: OpenMap::new(base),
+            member_mark: OpenMap::new(first_open),
             rounds: 0,
             debug: std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some(),
             named_below: 0,
             first_open,
+            seeded: HashSet::default(),
         }
     }
 
@@ -512,7 +528,7 @@ impl State {
     ///
     /// The walk is light (`light_walk`: no token stream) when no other function has the same
     /// weak hash: the function waits in `pending` until one comes (see there).
-    fn walk(&mut self, m: &Module, families: &Families, id: FuncId, first: bool) {
+    fn walk(&mut self, m: &Module, ps: &PassState, id: FuncId, first: bool) {
         self.unwalk(id);
         // (A frozen function's calls and the addresses it takes are compiled: nothing to
         // rewrite, and recorded when it was compiled.)
@@ -548,10 +564,13 @@ impl State {
         if holes == 0 && out.callees.is_empty() {
             return; // equal ones were merged exactly
         }
+        if ps.seeds.has_weak(weak) && self.seeded.insert(weak) {
+            self.add_seeds(m, &ps.seeds, weak);
+        }
         let waiting = self.pending.remove(&weak);
         if waiting.is_none()
             && self.weak_live.get(&weak).copied().unwrap_or(0) == 0
-            && !families.has_weak(weak)
+            && !ps.families.has_weak(weak)
         {
             // Alone with its weak hash so far: no stream until another comes.
             self.pending.insert(weak, vec![id]);
@@ -565,6 +584,49 @@ impl State {
             }
         }
         self.intern(m, id);
+    }
+
+    /// Class the seeds of weak hash `weak` (`PassState::seeds`) as the walk of each would.
+    fn add_seeds(&mut self, m: &Module, seeds: &Seeds, weak: u64) {
+        for &k in seeds.by_weak.get(&weak).into_iter().flatten() {
+            let seed = seeds.list[k as usize];
+            if m.removed[seed.f] {
+                continue;
+            }
+            let tokens = &seeds.words[seed.tokens.0 as usize..seed.tokens.1 as usize];
+            let class = self.table.intern(seed.key, tokens);
+            let c0 = self.consts.len() as u32;
+            (self.consts)
+                .extend_from_slice(&seeds.consts[seed.consts.0 as usize..seed.consts.1 as usize]);
+            let k0 = self.callees.len() as u32;
+            (self.callees).extend_from_slice(
+                &seeds.callees[seed.callees.0 as usize..seed.callees.1 as usize],
+            );
+            self.class_walked(
+                seed.f,
+                Walked {
+                    class,
+                    weak,
+                    consts: (c0, self.consts.len() as u32),
+                    callees: (k0, self.callees.len() as u32),
+                    named: true,
+                },
+            );
+        }
+    }
+
+    /// Record the walk of `id` (class `w.class`).
+    fn class_walked(&mut self, id: FuncId, w: Walked) {
+        let class = w.class;
+        self.walked[id] = Some(w);
+        *self.weak_live.entry(w.weak).or_insert(0) += 1;
+        if self.head.len() <= class as usize {
+            self.head.resize(class as usize + 1, NO_ENTRY);
+            self.live.resize(class as usize + 1, 0);
+        }
+        self.live[class as usize] += 1;
+        self.entries.push((id, self.head[class as usize]));
+        self.head[class as usize] = self.entries.len() as u32 - 1;
     }
 
     /// Walk `id` in full and class its skeleton (it may share one).
@@ -586,23 +648,18 @@ impl State {
         self.consts.extend_from_slice(&out.holes);
         let k0 = self.callees.len() as u32;
         self.callees.extend_from_slice(&out.callees);
-        self.walked[id] = Some(Walked {
-            class,
-            weak,
-            consts: (c0, self.consts.len() as u32),
-            callees: (k0, self.callees.len() as u32),
-            named: f.linkage != Linkage::Local
-                || f.address_significant
-                || id.as_u32() < self.named_below,
-        });
-        *self.weak_live.entry(weak).or_insert(0) += 1;
-        if self.head.len() <= class as usize {
-            self.head.resize(class as usize + 1, NO_ENTRY);
-            self.live.resize(class as usize + 1, 0);
-        }
-        self.live[class as usize] += 1;
-        self.entries.push((id, self.head[class as usize]));
-        self.head[class as usize] = self.entries.len() as u32 - 1;
+        let named =
+            f.linkage != Linkage::Local || f.address_significant || id.as_u32() < self.named_below;
+        self.class_walked(
+            id,
+            Walked {
+                class,
+                weak,
+                consts: (c0, self.consts.len() as u32),
+                callees: (k0, self.callees.len() as u32),
+                named,
+            },
+        );
     }
 
     /// Forget the walk of `id` (its body changed, or it became a thunk).
@@ -626,7 +683,7 @@ impl State {
         p.mark = p.mark.wrapping_add(1);
         if p.mark == 0 {
             // The marks wrapped: forget them all.
-            marks.data.iter_mut().for_each(|x| *x = 0);
+            marks.clear();
             p.mark = 1;
         }
         let mut cur = self.head.get(class as usize).copied().unwrap_or(NO_ENTRY);
@@ -677,7 +734,7 @@ fn round(
         st.unwalk(id);
     }
     for &id in rewalk {
-        st.walk(m, &ps.families, id, first);
+        st.walk(m, ps, id, first);
     }
     if first {
         st.calls.index(st.touched, m.symbols.len());
@@ -972,8 +1029,9 @@ fn thunks_and_rewrites(
     let body = c.frame + c.bytes_per_inst * size as f64;
     let k = s.params.len() as f64;
     // (A frozen member keeps its code; it counts as it would in one batch with the others,
-    // so that a family starts where its members, all in one batch, would pay: a function
-    // compiled alone that a later one is alike is likely to have more alike after it.)
+    // so that a family starts where its members, all in one batch, would pay. Starting it
+    // costs bytes now, the shared body beside the frozen members' code: it is a bet that
+    // more alike functions come, taken only where the next that joins pays it back.)
     let thunk: Vec<bool> = s
         .members
         .iter()
@@ -988,14 +1046,25 @@ fn thunks_and_rewrites(
     // costs.
     let mut saved = -body;
     let mut rewrite_cost = 0.0;
+    // What the open members alone save (the frozen ones keep their code).
+    let mut saved_open = -body;
     for (mb, &t) in s.members.iter().zip(&thunk) {
-        saved += body;
+        let cost = match t {
+            true => c.thunk + c.per_extra_arg * k,
+            false => c.per_extra_arg * k * sites(mb),
+        };
+        saved += body - cost;
         if t {
-            saved -= c.thunk + c.per_extra_arg * k;
             rewrite_cost += c.per_extra_arg * k * sites(mb);
-        } else {
-            saved -= c.per_extra_arg * k * sites(mb);
         }
+        if !mb.frozen {
+            saved_open += body - cost;
+        }
+    }
+    let frozen = s.members.iter().any(|mb| mb.frozen);
+    if frozen && saved_open + body - c.thunk - c.per_extra_arg * k <= 0.0 {
+        report.unprofitable += 1;
+        return None;
     }
     let rewrite_thunked = saved - rewrite_cost > 0.0;
     if st.debug {
@@ -1141,7 +1210,13 @@ fn add_extras(folds: &mut Folds, p: &Plan, shared_sig: Signature) -> (u32, usize
 /// Keep what a function of a later batch needs to join `p`'s family, whose shared body is
 /// `shared` (signature `sig`): its skeleton, the values its members share, and which holes
 /// are parameters (`PassState::families`).
-fn record_family(m: &Module, ps: &mut PassState, p: &Plan, st: &State, (shared, sig): (Symbol, &Signature)) {
+fn record_family(
+    m: &Module,
+    ps: &mut PassState,
+    p: &Plan,
+    st: &State,
+    (shared, sig): (Symbol, &Signature),
+) {
     let rep = p.members[0];
     let hole = |fate: &Fate, keep: FamilyHole| match *fate {
         Fate::Keep => keep,
@@ -1165,6 +1240,35 @@ fn record_family(m: &Module, ps: &mut PassState, p: &Plan, st: &State, (shared, 
     };
     ps.families
         .insert(p.weak, st.table.tokens_of(p.class), family);
+}
+
+/// Keep, as seeds of families for later batches (`PassState::seeds`), the functions of this
+/// batch that stay on their own (held again, or open and unchanged but for their calls) and
+/// that a family could have: walked, with holes.
+fn keep_seeds(m: &Module, ps: &mut PassState, st: &mut State) {
+    let mut ids = core::mem::take(&mut ps.similar_frozen);
+    let open = ids.len();
+    ids.extend(ps.open_functions(m).map(|(id, _)| id));
+    for (k, &f) in ids.iter().enumerate() {
+        if m.removed[f] || (k >= open && ps.edit(f) == Edit::Modified) {
+            continue; // merged, or a thunk or shared body
+        }
+        if st.walked[f].is_none() && st.pending_weak[f].is_some() {
+            st.pending_weak[f] = None;
+            st.intern(m, f);
+        }
+        let Some(w) = st.walked[f] else { continue };
+        let consts = &st.consts[w.consts.0 as usize..w.consts.1 as usize];
+        let callees = &st.callees[w.callees.0 as usize..w.callees.1 as usize];
+        let skeleton = (
+            w.weak,
+            st.table.key_of(w.class),
+            st.table.tokens_of(w.class),
+        );
+        ps.seeds.insert(f, skeleton, consts, callees);
+    }
+    ids.truncate(open);
+    ps.similar_frozen = ids;
 }
 
 /// Let the open functions of `dirty` join a family an earlier batch made
@@ -1233,7 +1337,10 @@ fn join_families(
                     next: u32::MAX,
                 })
                 .collect(),
-            values: vals.iter().map(|v| v.expect("every parameter is set")).collect(),
+            values: vals
+                .iter()
+                .map(|v| v.expect("every parameter is set"))
+                .collect(),
             const_fate: Vec::new(),
             callee_fate: Vec::new(),
             thunk: vec![thunk],
@@ -1248,7 +1355,16 @@ fn join_families(
         let (shared_ref, extras0) = add_extras(folds, &plan, family.sig.clone());
         let n = plan.params.len();
         let extras = (extras0 as u32, (extras0 + n) as u32);
-        fold_members(m, ps, &plan, st, folds, (family.shared, shared_ref), |_| extras, report);
+        fold_members(
+            m,
+            ps,
+            &plan,
+            st,
+            folds,
+            (family.shared, shared_ref),
+            |_| extras,
+            report,
+        );
         st.unwalk(f);
         report.joined += 1;
         joined = true;
@@ -1298,8 +1414,7 @@ fn fits(
             FamilyHole::Callee(s) => !own && m.resolve_alias(s) == t,
             // (A callee with no code, folded now or before, has no address to pass.)
             FamilyHole::Param(q) => {
-                !own
-                    && !st.folded.contains(t)
+                !own && !st.folded.contains(t)
                     && ps.call_rewrite(t).is_none()
                     && set(q, Value::Callee(t))
             }
