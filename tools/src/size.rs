@@ -426,3 +426,57 @@ fn compile_pipeline(
     }
     Ok(())
 }
+
+/// What merging could save at most when functions are compiled in batches of `batch`, in
+/// input order (`size --batch N`), each merged only with functions of its own batch or an
+/// earlier one: the *order-limited ceiling*, from what one flush merged (`one_flush`, a
+/// report of the same inputs in one batch; one flush is the ceiling without order).
+///
+/// An exact merge loses nothing to order: of equal functions the first compiled survives and
+/// the others merge into it as they come. A `merge-similar` family does, where its first batch
+/// holds only one of its members: that member was compiled on its own before any other was
+/// defined, and keeps its code; the family saves what it saves in one flush less that
+/// member's saving, or nothing. (Where its first batch holds two or more, the family can start
+/// there and save what it does in one flush.)
+pub fn order_limited_saving(one_flush: &SizeReport, batch: usize) -> usize {
+    let batch = batch.max(1);
+    let saved = |f: &FunctionSize| f.bytes_before as i64 - f.bytes_after as i64;
+    let mut total: i64 = 0;
+    // Each similar family by its shared body: its saving in one flush, and its first batch
+    // with the saving of its members there.
+    let mut families: std::collections::BTreeMap<&str, (i64, usize, Vec<i64>)> = Default::default();
+    for (pos, f) in one_flush.functions.iter().enumerate() {
+        match &f.merged {
+            Some(m) if m.by == MergedBy::Similar => {
+                let e = families
+                    .entry(m.survivor.as_str())
+                    .or_insert((0, usize::MAX, Vec::new()));
+                e.0 += saved(f);
+                let b = pos / batch;
+                if b < e.1 {
+                    e.1 = b;
+                    e.2.clear();
+                }
+                if b == e.1 {
+                    e.2.push(saved(f));
+                }
+            }
+            _ => total += saved(f),
+        }
+    }
+    for f in &one_flush.made {
+        match families.get_mut(f.name.as_str()) {
+            // (A shared body's `bytes_before` is 0.)
+            Some(e) => e.0 += saved(f),
+            None => total += saved(f),
+        }
+    }
+    for (_, (family, _, first)) in families {
+        let lost = match first.as_slice() {
+            [one] => *one,
+            _ => 0,
+        };
+        total += (family - lost).max(0);
+    }
+    total.max(0) as usize
+}

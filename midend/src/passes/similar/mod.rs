@@ -223,9 +223,9 @@ pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -
         (open.next().is_some(), open.next().is_some())
     };
     // A group needs two functions, one of them open: two of this batch, or one and a
-    // function compiled before (a family's, or one compiled alone that is held again).
-    let earlier = !ps.families.is_empty() || !ps.similar_frozen.is_empty() || !ps.seeds.is_empty();
-    if !two && !(one && earlier) {
+    // function compiled before (a family's, or one compiled alone: a seed, or held again).
+    // A function of a batch others follow may be a seed for them.
+    if !two && !(one && ps.incremental) {
         return report;
     }
     let mut st = State::new(m, ps.first_open);
