@@ -85,10 +85,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("\nLIR of the module:\n{}", m.lir());
     println!("statistics:");
-    for (k, v) in &m.stats().counters {
+    for (k, v) in m.stats().counters_by_name() {
         println!("  {k}: {v}");
     }
-    for (phase, d) in &m.stats().times {
+    for (phase, d) in m.stats().times() {
         println!("  time {phase}: {:.3} ms", d.as_secs_f64() * 1e3);
     }
     Ok(())

@@ -182,7 +182,7 @@ pub use jit_driver::{
 };
 pub use midend::passes::aligned::HotFunctions;
 pub use midend::state::{MergeKind, MergedBy};
-pub use midend::{parse_pass_list, PassKind, Stats};
+pub use midend::{parse_pass_list, Counter, PassKind, Stats};
 
 // A pass author.
 pub use midend::lir;

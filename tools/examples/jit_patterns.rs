@@ -203,7 +203,7 @@ fn main() {
             &w,
         );
         if phases {
-            for (phase, d) in &m.stats().times {
+            for (phase, d) in m.stats().times() {
                 println!("  {phase}: {:.2} ms", d.as_secs_f64() * 1e3);
             }
         }

@@ -3000,8 +3000,8 @@ pub fn compile_pipeline_batched(
         define,
     )?;
     let (refused, failed) = invalid.get();
-    stats.add("fuzz.invalid_refused", refused);
-    stats.add("fuzz.invalid_failed", failed);
+    stats.add_custom("fuzz.invalid_refused", refused);
+    stats.add_custom("fuzz.invalid_failed", failed);
     Ok(j)
 }
 
@@ -3200,7 +3200,7 @@ fn first_mismatch(
     };
     if let Some(r) = report.as_deref_mut() {
         r.stats.merge_from(&stats);
-        let merged = stats.get("merged_similar");
+        let merged = stats.get(midend::Counter::MergedSimilar);
         r.merged_similar += merged;
         if merged > 0 {
             r.similar_modules += 1;

@@ -355,7 +355,7 @@ fn compile_pipeline(
     // The last batch (the only one, unless `batch`), as an object file's `finish` compiles it.
     m.flush_last().map_err(|e| module_error(e, file_of))?;
     let stats = m.stats().clone();
-    for (phase, d) in &stats.times {
+    for (phase, d) in stats.times() {
         let name = if phase == "compile" {
             "compile_after".to_string()
         } else {
@@ -363,13 +363,13 @@ fn compile_pipeline(
         };
         r.time_ms.push((name, d.as_secs_f64() * 1e3));
     }
-    r.lir_insts_before = stats.get("lir_insts_in") as usize;
-    r.lir_insts_after = stats.get("lir_insts_out") as usize;
-    r.code_bytes_after = stats.get("code_bytes") as usize;
-    r.functions_out = stats.get("compiled") as usize;
-    r.lowered = stats.get("lowered") as usize;
-    r.native_thunks = stats.get("native_thunks") as usize;
-    r.not_lifted = stats.get("not_lifted") as usize;
+    r.lir_insts_before = stats.get(midend::Counter::LirInstsIn) as usize;
+    r.lir_insts_after = stats.get(midend::Counter::LirInstsOut) as usize;
+    r.code_bytes_after = stats.get(midend::Counter::CodeBytes) as usize;
+    r.functions_out = stats.get(midend::Counter::Compiled) as usize;
+    r.lowered = stats.get(midend::Counter::Lowered) as usize;
+    r.native_thunks = stats.get(midend::Counter::NativeThunks) as usize;
+    r.not_lifted = stats.get(midend::Counter::NotLifted) as usize;
     let name = |id: FuncId| {
         m.declarations()
             .get_function_decl(id)

@@ -241,8 +241,8 @@ impl Core {
     /// Record that `id` was compiled to `bytes` bytes of machine code.
     pub(super) fn note_compiled(&mut self, id: FuncId, bytes: usize) {
         self.code_bytes[id] = bytes as u32;
-        self.stats.add("code_bytes", bytes as u64);
-        self.stats.add("compiled", 1);
+        self.stats.add(midend::Counter::CodeBytes, bytes as u64);
+        self.stats.add(midend::Counter::Compiled, 1);
         self.state[id] = State::Compiled;
     }
 

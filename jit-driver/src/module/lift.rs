@@ -181,10 +181,11 @@ impl Core {
             }
         }
         self.stats.add_time("lift", t.elapsed());
-        self.stats.add("functions_in", pending.len() as u64);
+        self.stats
+            .add(midend::Counter::FunctionsIn, pending.len() as u64);
         let unlifted = pending.len() - batch.len() - passed.len();
         if unlifted > 0 {
-            self.stats.add("not_lifted", unlifted as u64);
+            self.stats.add(midend::Counter::NotLifted, unlifted as u64);
         }
         Lifted {
             batch,
@@ -237,8 +238,8 @@ impl Core {
             by: MergedBy::Exact,
             callers_redirected: true,
         });
-        self.stats.add("merged", 1);
-        self.stats.add("merge.by_print", 1);
+        self.stats.add(midend::Counter::Merged, 1);
+        self.stats.add(midend::Counter::MergeByPrint, 1);
         Some(lid)
     }
 
@@ -278,7 +279,7 @@ impl Core {
                 self.lir.functions[lid].address_significant = true;
             }
             lids.push(lid);
-            self.stats.add("stand_ins", 1);
+            self.stats.add(midend::Counter::StandIns, 1);
         }
         // What they take and call was recorded when the functions they stand for were
         // compiled.
@@ -320,7 +321,7 @@ impl Core {
 
     /// `id` is compiled as it came, never merged: the lifter cannot represent it (`why`).
     pub(super) fn pass_through(&mut self, id: FuncId, why: String) {
-        self.stats.add("passed_through", 1);
+        self.stats.add(midend::Counter::PassedThrough, 1);
         self.passed_through.push((id, why));
     }
 

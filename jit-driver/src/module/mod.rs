@@ -307,7 +307,7 @@ impl<M: Module> MergeModule<M> {
 
     /// Machine-code bytes of every function compiled so far.
     pub fn total_code_bytes(&self) -> usize {
-        self.core.stats.get("code_bytes") as usize
+        self.core.stats.get(midend::Counter::CodeBytes) as usize
     }
 
     /// Call `hook` with each function compiled into the inner module, and the context holding
@@ -510,7 +510,7 @@ impl Core {
         };
         let failed = self.compile_batch(inner, config, &mut pending, &lifted, made);
         self.freeze_batch(config, &pending, lifted, last);
-        self.stats.add("flushes", 1);
+        self.stats.add(midend::Counter::Flushes, 1);
         // (Its room, for the next batch.)
         pending.clear();
         self.pending = pending;

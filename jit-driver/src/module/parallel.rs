@@ -164,7 +164,7 @@ impl Core {
         let (serial, parallel): (Vec<Job>, Vec<Job>) =
             jobs.into_iter().partition(Job::needs_define);
         self.stats
-            .add("compiled_in_parallel", parallel.len() as u64);
+            .add(midend::Counter::CompiledInParallel, parallel.len() as u64);
         let isas = Isas {
             inner: inner.isa(),
             quiet: self.quiet.as_deref(),

@@ -81,14 +81,23 @@ pub struct SimilarReport {
 impl SimilarReport {
     /// Add the report's counters and phase times to `stats`.
     pub(crate) fn record(&self, stats: &mut crate::pass::Stats) {
-        stats.add("merged_similar", self.merged as u64);
-        stats.add("similar.groups", self.groups as u64);
-        stats.add("similar.params", self.params as u64);
-        stats.add("similar.thunks", self.thunks as u64);
-        stats.add("similar.callers_rewritten", self.callers_rewritten as u64);
-        stats.add("similar.too_many_params", self.too_many_params as u64);
-        stats.add("similar.unprofitable", self.unprofitable as u64);
-        stats.add("similar.joined", self.joined as u64);
+        stats.add(crate::Counter::MergedSimilar, self.merged as u64);
+        stats.add(crate::Counter::SimilarGroups, self.groups as u64);
+        stats.add(crate::Counter::SimilarParams, self.params as u64);
+        stats.add(crate::Counter::SimilarThunks, self.thunks as u64);
+        stats.add(
+            crate::Counter::SimilarCallersRewritten,
+            self.callers_rewritten as u64,
+        );
+        stats.add(
+            crate::Counter::SimilarTooManyParams,
+            self.too_many_params as u64,
+        );
+        stats.add(
+            crate::Counter::SimilarUnprofitable,
+            self.unprofitable as u64,
+        );
+        stats.add(crate::Counter::SimilarJoined, self.joined as u64);
         for &(phase, d) in &self.times {
             stats.add_time(phase, d);
         }
