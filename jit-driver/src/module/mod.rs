@@ -150,6 +150,8 @@ struct Core {
     /// Functions folded away by an earlier flush whose address data now holds: the next
     /// flush gives each a thunk.
     late_data: Vec<FuncId>,
+    /// Functions not defined yet that pending functions refer to (`note_undefined_callees`).
+    undefined_callees: Vec<FuncId>,
     /// Time spent verifying functions at define, not yet added to `stats`.
     verify_time: Duration,
     /// Functions and data objects declared through this module (ids below are valid).
@@ -230,6 +232,7 @@ impl<M: Module> MergeModule<M> {
                 passed_through: Vec::new(),
                 unresolved: Vec::new(),
                 late_data: Vec::new(),
+                undefined_callees: Vec::new(),
                 verify_time: Duration::ZERO,
                 declared,
                 any_merged: false,
@@ -494,6 +497,13 @@ impl Core {
             return Ok(());
         }
         let mut pending = std::mem::take(&mut self.pending);
+        // Code compiled now refers by name to the functions no batch has defined yet: each
+        // keeps code under its name when it comes, as one whose address is taken does.
+        for g in std::mem::take(&mut self.undefined_callees) {
+            if self.state[g] == State::Declared {
+                self.taken[g] = true;
+            }
+        }
         self.begin_batch(inner.isa(), last);
         // (Lifting records the merges of functions equal to one compiled unlifted before.)
         let merges_before = self.pass_state.merges.len();

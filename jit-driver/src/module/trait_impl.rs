@@ -141,6 +141,7 @@ impl<M: Module> Module for MergeModule<M> {
             }
         }
         self.core.check_references(&self.inner, func, &ctx.func)?;
+        self.core.note_undefined_callees(func, &ctx.func);
         let f = std::mem::replace(&mut ctx.func, ir::Function::new());
         self.core.state[func] = State::Pending;
         self.core.pending.push((func, f));
@@ -165,10 +166,8 @@ impl<M: Module> Module for MergeModule<M> {
     }
 
     /// Passed to the inner module at once. A function whose address the data holds keeps an
-    /// address of its own (it is never merged away); an address of a function merged away
-    /// before is written as its survivor's (through survivors merged in turn), except for a
-    /// function folded into a shared body (another signature), which gets a thunk of its own
-    /// at the next flush.
+    /// address of its own: one not merged yet is never merged away without a thunk, and one
+    /// merged away before gets a thunk at the next flush.
     fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
         // An address stored in data is observed, whatever the policy: a function merged away
         // by an earlier flush (no code of its own, or its survivor's) gets a thunk of its own
@@ -191,6 +190,30 @@ impl<M: Module> Module for MergeModule<M> {
 }
 
 impl Core {
+    /// Note the module functions `func` (defined as `id`) refers to that are not defined yet:
+    /// if none is defined in this batch, the code compiled for `func` refers to it by name,
+    /// and it must have code under that name once it is defined, even if it merges (a JIT
+    /// resolves no alias).
+    pub(super) fn note_undefined_callees(&mut self, id: FuncId, func: &ir::Function) {
+        let names = func.params.user_named_funcs();
+        for ext in func.dfg.ext_funcs.values() {
+            let ir::ExternalName::User(r) = ext.name else {
+                continue;
+            };
+            match names.get(r) {
+                Some(u)
+                    if u.namespace == 0 && u.index < self.declared.0 && u.index != id.as_u32() =>
+                {
+                    let g = FuncId::from_u32(u.index);
+                    if self.state[g] == State::Declared {
+                        self.undefined_callees.push(g);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// References the inner module could not link: a `colocated` (near) reference to an
     /// imported function or data object, which a JIT places anywhere in the address space.
     pub(super) fn check_references(
