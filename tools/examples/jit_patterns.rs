@@ -6,6 +6,8 @@
 //!   repl-unique N   500 functions compiled first, then N steps of declare, define and
 //!                   finalize, each a function unlike any before (a REPL)
 //!   repl-equal N    the same, each step equal to one of the first 500
+//!   repl-near N     the same, each step equal to one of the first 500 but for its constant
+//!                   (`merge-similar` merges it into a family)
 //!   batch N B       N generated functions with no duplicates (a tenth near-duplicates),
 //!                   finalized every B
 //!   batch-dup N B   the same with half of them duplicates
@@ -29,14 +31,14 @@ use cranelift_module::{FuncId, Linkage, Module};
 use jit_driver::jit_builder;
 use jit_driver::{declare_by_name, MergeConfig, MergeModule, Threads};
 use mergelift_tools::gen::{generate, GenOptions};
-use mergelift_tools::harness::{lazy_step_function, thread_cpu_us};
+use mergelift_tools::harness::{lazy_near_function, thread_cpu_us};
 
 /// Functions compiled before a REPL pattern's timed steps.
 const WARM: usize = 500;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: jit_patterns repl-unique N | repl-equal N | batch N B | batch-dup N B \
+        "usage: jit_patterns repl-unique N | repl-equal N | repl-near N | batch N B | batch-dup N B \
          [--plain] [--verifier on|off] [--opt none|speed] [--threads 1|default]"
     );
     std::process::exit(2)
@@ -66,12 +68,17 @@ struct Work {
 
 fn work(pattern: &str, args: &[usize], cfg: cranelift_codegen::isa::TargetFrontendConfig) -> Work {
     match (pattern, args) {
-        ("repl-unique" | "repl-equal", &[n]) => {
-            let equal = pattern == "repl-equal";
+        ("repl-unique" | "repl-equal" | "repl-near", &[n]) => {
             let funcs = (0..WARM + n)
                 .map(|k| {
-                    let key = if equal && k >= WARM { k % WARM } else { k };
-                    (format!("f{k}"), lazy_step_function(cfg, key as i64))
+                    // (Its shape, and its constant.)
+                    let (shape, c) = match pattern {
+                        "repl-equal" if k >= WARM => (k % WARM, k % WARM),
+                        "repl-near" if k >= WARM => (k % WARM, k),
+                        _ => (k, k),
+                    };
+                    let f = lazy_near_function(cfg, shape as i64, c as i64);
+                    (format!("f{k}"), f)
                 })
                 .collect();
             Work {
