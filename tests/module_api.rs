@@ -445,7 +445,7 @@ fn check_affine_one_per_finalize(m: &MergeModule<JITModule>, ids: &[FuncId], per
 fn compiled_bodies_are_freed_unless_kept() {
     for keep_lir in [false, true] {
         let mut m = jit_with(MergeConfig {
-            debug: mergelift::DebugOptions {
+            debug: mergelift::tools::DebugOptions {
                 keep_lir,
                 ..Default::default()
             },
@@ -867,7 +867,7 @@ fn native_thunks_pass_constants_of_every_class() {
     };
     for native in [true, false] {
         let mut m = jit_with(MergeConfig {
-            debug: mergelift::DebugOptions {
+            debug: mergelift::tools::DebugOptions {
                 native_thunks: native,
                 ..Default::default()
             },
@@ -1010,7 +1010,7 @@ fn near_duplicate_value(k: i64, x: i64) -> i64 {
 fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
     for (lower_all, last) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut m = jit_with(MergeConfig {
-            debug: mergelift::DebugOptions {
+            debug: mergelift::tools::DebugOptions {
                 lower_all,
                 ..Default::default()
             },

@@ -150,6 +150,8 @@ pub(crate) fn quiet_isa(isa: &dyn TargetIsa) -> Option<OwnedTargetIsa> {
 pub(crate) struct Isas<'a> {
     pub inner: &'a dyn TargetIsa,
     pub quiet: Option<&'a dyn TargetIsa>,
+    /// Compile with disassembly (the host asked for it: `Context::set_disasm`).
+    pub disasm: bool,
 }
 
 /// Code compiled here for the inner module: its bytes, alignment and relocations.
@@ -173,6 +175,7 @@ pub(crate) fn compile(isas: Isas, ctx: &mut Context, job: Job) -> (FuncId, Resul
     let Job { id, func, verified } = job;
     ctx.clear();
     ctx.func = func;
+    ctx.set_disasm(isas.disasm);
     let quiet = isas.quiet.filter(|_| verified);
     let isa = quiet.unwrap_or(isas.inner);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -258,6 +261,7 @@ impl Core {
             let isas = Isas {
                 inner: inner.isa(),
                 quiet,
+                disasm: self.disasm,
             };
             let mut ctx = std::mem::replace(&mut self.ctx, Context::new());
             let (_, r) = compile(isas, &mut ctx, job);
@@ -270,6 +274,7 @@ impl Core {
         }
         self.ctx.clear();
         self.ctx.func = job.func;
+        self.ctx.set_disasm(self.disasm);
         let ctx = &mut self.ctx;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             inner.define_function(id, ctx)

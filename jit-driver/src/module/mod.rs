@@ -46,6 +46,7 @@ mod object;
 mod parallel;
 mod passes;
 mod redirect;
+mod report;
 mod skip;
 #[cfg(all(test, feature = "jit"))]
 mod tests;
@@ -54,6 +55,7 @@ mod trait_impl;
 
 pub use config::{AddressPolicy, DebugOptions, MergeConfig, Threads};
 pub use error::{FailedFunction, FunctionError};
+pub use report::FlushReport;
 // For the tools: the plain compile `mergelift size` measures against, and Cranelift's verifier
 // and panics as text.
 #[doc(hidden)]
@@ -111,12 +113,40 @@ struct Merged {
 /// its compiled code (`ctx.compiled_code()`).
 pub type CompiledHook = Box<dyn FnMut(FuncId, &Context) + Send>;
 
-/// A Cranelift module that merges equal functions and value-numbers the rest before they reach
-/// the module it wraps. See the [module documentation](self).
+/// A Cranelift module that merges equal and similar functions before they reach the module it
+/// wraps: a drop-in `cranelift_module::Module` for a `JITModule` (or, with the feature
+/// `object`, an `ObjectModule`).
+///
+/// `define_function` checks and keeps the function; the passes run and the code is compiled
+/// at the flush (`finalize_definitions`, `finish`, or [`flush`](MergeModule::flush)), in
+/// stages: every pending function is lifted to Mergelift's IR (those no other function
+/// could merge with are not), the passes merge them with each other and with what earlier
+/// flushes compiled, and each function is compiled into the inner module: a merged one not
+/// at all (its id resolves to its survivor's code, or to a small thunk of its own), an
+/// unchanged one from the Cranelift IR it was defined with. The crate documentation of
+/// `mergelift` lists every way this differs from the plain module.
+///
+/// ```
+/// use cranelift_jit::{JITBuilder, JITModule};
+/// use cranelift_module::{default_libcall_names, Module};
+/// use mergelift::{MergeConfig, MergeModule, Threads};
+///
+/// let jit = JITModule::new(JITBuilder::new(default_libcall_names()).unwrap());
+/// // A host that runs its own compile threads keeps Mergelift on the caller's thread.
+/// let config = MergeConfig { threads: Threads::None, ..Default::default() };
+/// let mut m = MergeModule::with_config(jit, config);
+/// // ... declare and define functions through `Module`, as with the JITModule ...
+/// m.finalize_definitions().unwrap();
+/// for (merged, survivor, kind) in m.merges() {
+///     println!("{merged} uses the code of {survivor} ({kind:?})");
+/// }
+/// println!("{} bytes of code", m.total_code_bytes());
+/// ```
 pub struct MergeModule<M: Module> {
     inner: M,
     config: MergeConfig,
     core: Core,
+    last_flush: FlushReport,
 }
 
 /// The state that does not depend on the inner module's type.
@@ -137,6 +167,9 @@ struct Core {
     stats: Stats,
     code_bytes: SecondaryMap<FuncId, u32>,
     hook: Option<CompiledHook>,
+    /// The host defined a function from a context that asked for disassembly: every
+    /// function compiled since is compiled with it, for the hook.
+    disasm: bool,
     ctx: Context,
     fctx: LowerContext,
     /// Set when a flush failed in Mergelift's own code (a pass): the module can no longer be
@@ -212,6 +245,7 @@ impl<M: Module> MergeModule<M> {
         let mut m = MergeModule {
             inner,
             config,
+            last_flush: FlushReport::default(),
             core: Core {
                 lir: lir::Module::new(),
                 pass_state: PassState::default(),
@@ -224,6 +258,7 @@ impl<M: Module> MergeModule<M> {
                 stats: Stats::default(),
                 code_bytes: SecondaryMap::new(),
                 hook: None,
+                disasm: false,
                 ctx: Context::new(),
                 fctx: LowerContext::new(),
                 poisoned: None,
@@ -289,9 +324,10 @@ impl<M: Module> MergeModule<M> {
             .filter_map(|(g, m)| m.map(|m| (g, m.into, m.kind)))
     }
 
-    /// Statistics of every flush so far: counters (`functions_in`, `merged`, `compiled`,
-    /// `compiled_from_input`, `lowered`, `code_bytes`, and each pass's own) and phase times
-    /// (`lift`, each pass, `lower`, `compile`, `verify`).
+    /// Statistics of every flush so far: typed counters ([`Counter`](midend::Counter):
+    /// `FunctionsIn`, `Merged`, `Compiled`, `CompiledFromInput`, `Lowered`, `CodeBytes`, and
+    /// each pass's own) and phase times (`lift`, each pass, `lower`, `compile`, `verify`).
+    /// [`last_flush`](MergeModule::last_flush) gives one flush's alone.
     pub fn stats(&self) -> &Stats {
         &self.core.stats
     }
@@ -313,13 +349,36 @@ impl<M: Module> MergeModule<M> {
     /// Call `hook` with each function compiled into the inner module, and the context holding
     /// its compiled code, right after it is defined (what `ctx.compiled_code()` would have
     /// shown after `define_function` on the inner module).
+    ///
+    /// Once the host defines a function from a context that asked for disassembly
+    /// (`ctx.set_disasm(true)`), every function compiled afterwards is compiled with it, and
+    /// `ctx.compiled_code().unwrap().vcode` holds it. The hook also sees the thunks Cranelift
+    /// compiles for merged functions (under the merged function's id) and the shared bodies
+    /// `merge-similar` makes (under ids of Mergelift's own). It does not see the thunks
+    /// written directly as machine code on x86-64 (a few `mov`s and a jump, with no
+    /// `Context`): [`last_flush`](MergeModule::last_flush)`().stats.get(Counter::NativeThunks)`
+    /// counts them.
+    ///
+    /// ```
+    /// # use cranelift_jit::{JITBuilder, JITModule};
+    /// # let jit = JITModule::new(JITBuilder::new(cranelift_module::default_libcall_names()).unwrap());
+    /// let mut m = mergelift::MergeModule::new(jit);
+    /// m.on_compiled(|id, ctx| {
+    ///     let code = ctx.compiled_code().unwrap();
+    ///     println!("{id}: {} bytes", code.code_buffer().len());
+    ///     if let Some(text) = &code.vcode {
+    ///         println!("{text}");
+    ///     }
+    /// });
+    /// ```
     pub fn on_compiled(&mut self, hook: impl FnMut(FuncId, &Context) + Send + 'static) {
         self.core.hook = Some(Box::new(hook));
     }
 
-    /// The LIR of everything lifted so far (for inspection). The bodies of compiled and
-    /// merged functions are there only with `DebugOptions::keep_lir`; without it they are
-    /// freed once compiled (the functions stay, with their names and signatures).
+    /// The LIR of everything lifted so far, for Mergelift's own tools: the bodies of compiled
+    /// and merged functions are freed once compiled unless a tool asked to keep them, and
+    /// functions are named by id (`u0:N`), not as declared.
+    #[doc(hidden)]
     pub fn lir(&self) -> &lir::Module {
         &self.core.lir
     }
@@ -339,9 +398,19 @@ impl<M: Module> MergeModule<M> {
     /// `flush`, as the last batch: nothing compiled now is fingerprinted for later batches to
     /// merge into (cheaper: a function whose weak hash no other shares is not walked in full,
     /// and, when this is also the first batch, a function whose shape no other shares is not
-    /// lifted at all: `DebugOptions::lift_all`). Functions defined afterwards still work; they
+    /// lifted at all; the code is the same). Functions defined afterwards still work; they
     /// just do not merge into these. What `finish` does for an object file; for a one-shot
     /// JIT compile, call it before `finalize_definitions`.
+    ///
+    /// ```
+    /// # use cranelift_jit::{JITBuilder, JITModule};
+    /// # let jit = JITModule::new(JITBuilder::new(cranelift_module::default_libcall_names()).unwrap());
+    /// let mut m = mergelift::MergeModule::new(jit);
+    /// // ... declare and define every function of the program ...
+    /// m.flush_last()?;
+    /// m.finalize_definitions()?;
+    /// # Ok::<(), cranelift_module::ModuleError>(())
+    /// ```
     pub fn flush_last(&mut self) -> ModuleResult<()> {
         self.flush_batch(true, self.config.fetch_locals)
     }
@@ -355,8 +424,10 @@ impl<M: Module> MergeModule<M> {
                  further"
             )));
         }
-        self.core
-            .flush(&mut self.inner, &self.config, last, fetch_locals)
+        let before = self.report_begin();
+        let r = (self.core).flush(&mut self.inner, &self.config, last, fetch_locals);
+        self.report_end(before);
+        r
     }
 
     /// Functions compiled as they came, never merged, because Mergelift cannot represent

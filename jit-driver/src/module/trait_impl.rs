@@ -142,6 +142,7 @@ impl<M: Module> Module for MergeModule<M> {
         }
         self.core.check_references(&self.inner, func, &ctx.func)?;
         let f = std::mem::replace(&mut ctx.func, ir::Function::new());
+        self.core.disasm |= ctx.want_disasm;
         self.core.state[func] = State::Pending;
         self.core.pending.push((func, f));
         Ok(())
