@@ -2,7 +2,7 @@
 
 use super::{MergeModule, State};
 use cranelift_jit::JITModule;
-use cranelift_module::{DataId, FuncId, ModuleResult};
+use cranelift_module::{DataId, FuncId, ModuleRelocTarget, ModuleResult};
 
 impl MergeModule<JITModule> {
     /// Run the passes over the functions defined since the last call, compile what is left
@@ -49,6 +49,29 @@ impl MergeModule<JITModule> {
             _ => {}
         }
         self.inner.get_finalized_function(f)
+    }
+
+    /// The address a name resolves to (`JITModule::get_address`): for a function of the
+    /// module, defined and finalized, its code as [`get_finalized_function`] gives it (a
+    /// merged function's survivor's, or its own thunk); anything else (data objects, imports,
+    /// libcalls) as the `JITModule` resolves it, with its panics for a name it cannot resolve.
+    ///
+    /// [`get_finalized_function`]: MergeModule::get_finalized_function
+    pub fn get_address(&self, name: &ModuleRelocTarget) -> *const u8 {
+        if let ModuleRelocTarget::User {
+            namespace: 0,
+            index,
+        } = *name
+        {
+            let id = FuncId::from_u32(index);
+            if matches!(
+                self.core.state.get(id),
+                Some(State::Compiled | State::Merged)
+            ) {
+                return self.get_finalized_function(id);
+            }
+        }
+        self.inner.get_address(name)
     }
 
     /// The address and size of a finalized data object (`JITModule::get_finalized_data`).

@@ -463,8 +463,22 @@ impl<M: Module> MergeModule<M> {
         )))
     }
 
-    /// Flush, then give back the inner module.
+    /// Flush, then give back the inner module, in which every function the host defined has
+    /// code of its own: each function merged away (which until now resolved to its
+    /// survivor's code through `MergeModule`) is given a small thunk calling its survivor,
+    /// so the inner module's own accessors (`JITModule::get_finalized_function` after its
+    /// `finalize_definitions`, an object file's symbols) resolve it. What `MergeModule`
+    /// knew is gone with it: later definitions in the inner module are not merged.
+    ///
+    /// The ids are the inner module's own: a function `merge-similar` made (a shared body)
+    /// has an id the host never declared (see the crate documentation's differences).
     pub fn into_inner(mut self) -> ModuleResult<M> {
+        self.flush()?;
+        // (A thunk's code, like a late one's: `late_data` gives each a thunk at the flush.)
+        let merged = (self.core.state.iter())
+            .filter(|&(_, s)| *s == State::Merged)
+            .map(|(id, _)| id);
+        self.core.late_data.extend(merged);
         self.flush()?;
         Ok(self.inner)
     }

@@ -1,0 +1,207 @@
+//! What a JIT host sees of `MergeModule` beyond the `Module` trait: disassembly in the
+//! `on_compiled` hook, the escape hatches (`into_inner`, `get_address`) for merged functions,
+//! the report of one flush, and the `log` events.
+
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature};
+use cranelift_codegen::settings;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleRelocTarget};
+use mergelift::{Counter, MergeConfig, MergeModule, PassKind};
+use std::sync::{Arc, Mutex};
+
+fn jit() -> JITModule {
+    let isa = cranelift_native::builder()
+        .unwrap()
+        .finish(settings::Flags::new(settings::builder()))
+        .unwrap();
+    JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()))
+}
+
+fn sig(m: &impl Module) -> Signature {
+    let mut s = m.make_signature();
+    s.params.push(AbiParam::new(types::I64));
+    s.returns.push(AbiParam::new(types::I64));
+    s
+}
+
+/// Declare `name` and define it as `x * 3 + k`, with `disasm` asked of its context.
+fn define(m: &mut impl Module, name: &str, linkage: Linkage, k: i64, disasm: bool) -> FuncId {
+    let s = sig(m);
+    let id = m.declare_function(name, linkage, &s).unwrap();
+    let mut ctx = m.make_context();
+    ctx.set_disasm(disasm);
+    ctx.func.signature = s;
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    let x = b.block_params(block)[0];
+    let y = b.ins().imul_imm(x, 3);
+    let mut z = b.ins().iadd_imm(y, k);
+    // Enough work for merge-similar to find sharing one body worth its thunks.
+    for i in 0..12 {
+        let t = b.ins().imul_imm(z, 5 + i);
+        z = b.ins().bxor(t, x);
+    }
+    b.ins().return_(&[z]);
+    b.seal_all_blocks();
+    b.finalize(m.target_config());
+    m.define_function(id, &mut ctx).unwrap();
+    id
+}
+
+fn call(p: *const u8, x: i64) -> i64 {
+    // SAFETY: every function here is `(i64) -> i64` in the host's convention.
+    let f: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(p) };
+    f(x)
+}
+
+/// What each function computes, from the plain module.
+fn plain_results(funcs: &[(&str, Linkage, i64)]) -> Vec<i64> {
+    let mut m = jit();
+    let ids: Vec<FuncId> = (funcs.iter())
+        .map(|&(n, l, k)| define(&mut m, n, l, k, false))
+        .collect();
+    m.finalize_definitions().unwrap();
+    ids.iter()
+        .map(|&id| call(m.get_finalized_function(id), 7))
+        .collect()
+}
+
+/// Two equal functions and two near-duplicates (merge-similar's shared body).
+const FUNCS: [(&str, Linkage, i64); 4] = [
+    ("a", Linkage::Export, 1),
+    ("b", Linkage::Export, 1),
+    ("c", Linkage::Export, 2),
+    ("d", Linkage::Local, 3),
+];
+
+#[test]
+fn disassembly_reaches_the_hook_when_the_host_asks_for_it() {
+    for disasm in [false, true] {
+        let mut m = MergeModule::new(jit());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        m.on_compiled(move |id, ctx| {
+            let text = ctx.compiled_code().unwrap().vcode.clone();
+            s.lock().unwrap().push((id, text));
+        });
+        for (n, l, k) in FUNCS {
+            define(&mut m, n, l, k, disasm);
+        }
+        m.finalize_definitions().unwrap();
+        let seen = seen.lock().unwrap();
+        assert!(!seen.is_empty());
+        for (id, text) in seen.iter() {
+            assert_eq!(text.is_some(), disasm, "{id}: {text:?}");
+        }
+    }
+}
+
+#[test]
+fn into_inner_resolves_every_function_the_host_defined() {
+    let want = plain_results(&FUNCS);
+    let mut m = MergeModule::new(jit());
+    let ids: Vec<FuncId> = (FUNCS.iter())
+        .map(|&(n, l, k)| define(&mut m, n, l, k, false))
+        .collect();
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(ids[1]), Some(ids[0]));
+    let mut inner = m.into_inner().unwrap();
+    inner.finalize_definitions().unwrap();
+    let got: Vec<i64> = (ids.iter())
+        .map(|&id| call(inner.get_finalized_function(id), 7))
+        .collect();
+    assert_eq!(got, want);
+    // The JIT's own name lookup resolves the merged function too.
+    let b = inner.get_address(&ModuleRelocTarget::user(0, ids[1].as_u32()));
+    assert_eq!(call(b, 7), want[1]);
+}
+
+#[test]
+fn get_address_resolves_merged_functions() {
+    let want = plain_results(&FUNCS);
+    let mut m = MergeModule::new(jit());
+    let ids: Vec<FuncId> = (FUNCS.iter())
+        .map(|&(n, l, k)| define(&mut m, n, l, k, false))
+        .collect();
+    m.finalize_definitions().unwrap();
+    assert!(m.merges().count() >= 2, "{:?}", m.stats());
+    for (&id, want) in ids.iter().zip(want) {
+        let p = m.get_address(&ModuleRelocTarget::user(0, id.as_u32()));
+        assert_eq!(p, m.get_finalized_function(id));
+        assert_eq!(call(p, 7), want);
+    }
+}
+
+#[test]
+fn the_last_flush_reports_that_flush_alone() {
+    let config = MergeConfig::with_passes(&[PassKind::Merge]);
+    let mut m = MergeModule::with_config(jit(), config);
+    let a = define(&mut m, "a", Linkage::Export, 1, false);
+    let b = define(&mut m, "b", Linkage::Export, 1, false);
+    m.finalize_definitions().unwrap();
+    let r = m.last_flush();
+    assert_eq!(r.defined, [a, b]);
+    assert_eq!(r.merged, [b]);
+    assert!(r.passed_through.is_empty() && r.failed.is_empty());
+    assert_eq!(r.stats.get(Counter::Compiled), 1);
+    assert_eq!(r.stats.get(Counter::Merged), 1);
+    // A second flush: one more copy, merged into what the first compiled.
+    let c = define(&mut m, "c", Linkage::Export, 1, false);
+    m.finalize_definitions().unwrap();
+    let r = m.last_flush();
+    assert_eq!((&r.defined[..], &r.merged[..]), (&[c][..], &[c][..]));
+    assert_eq!(r.stats.get(Counter::Compiled), 0);
+    assert_eq!(m.stats().get(Counter::Merged), 2);
+    // A flush with nothing to do leaves the report as it was.
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.last_flush().defined, [c]);
+}
+
+/// Collects every `log` record.
+struct Collect(Mutex<Vec<(log::Level, String)>>);
+
+impl log::Log for Collect {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((r.level(), r.args().to_string()));
+    }
+    fn flush(&self) {}
+}
+
+static LOG: Collect = Collect(Mutex::new(Vec::new()));
+
+#[test]
+fn each_merge_and_each_flush_is_logged() {
+    log::set_logger(&LOG).unwrap();
+    log::set_max_level(log::LevelFilter::Debug);
+    let config = MergeConfig::with_passes(&[PassKind::Merge]);
+    let mut m = MergeModule::with_config(jit(), config);
+    define(&mut m, "a", Linkage::Export, 1, false);
+    define(&mut m, "b", Linkage::Export, 1, false);
+    m.finalize_definitions().unwrap();
+    let log = LOG.0.lock().unwrap();
+    let debug: Vec<&str> = (log.iter())
+        .filter(|(l, _)| *l == log::Level::Debug)
+        .map(|(_, t)| t.as_str())
+        .filter(|t| t.starts_with("mergelift:"))
+        .collect();
+    assert!(
+        debug.contains(&"mergelift: b merged into a (Aliased, by exact)"),
+        "{debug:?}"
+    );
+    assert!(
+        debug
+            .iter()
+            .any(|t| t.starts_with("mergelift: flush of 2 functions: 1 merged")),
+        "{debug:?}"
+    );
+}
