@@ -82,7 +82,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .into_owned()
     };
     for (merged, survivor, kind) in m.merges() {
-        println!("{} merged into {} ({kind:?})", name(merged), name(survivor));
+        match survivor {
+            Some(s) => println!("{} merged into {} ({kind:?})", name(merged), name(s)),
+            None => println!("{} merged into a shared body ({kind:?})", name(merged)),
+        }
     }
     if m.merged_into(fib_copy).is_none() {
         println!("fib_copy was not merged");

@@ -57,7 +57,8 @@
 //!
 //! - **Wrap the module**: `MergeModule::new(module)` or `MergeModule::with_config(module,
 //!   config)`. The ISA, the `JITBuilder` (symbols, `symbol_lookup_fn`, memory provider,
-//!   libcall names) and the `ObjectBuilder` stay yours. Ids are the inner module's own. The
+//!   libcall names) and the `ObjectBuilder` stay yours. Ids and `declarations()` are the plain
+//!   module's: the functions the passes make are Mergelift's own, out of the host's sight. The
 //!   change is one line where the program names the module only through `Module`; a struct
 //!   field or function parameter of type `JITModule` becomes `MergeModule<JITModule>`.
 //! - **Compiling is deferred.** `define_function` checks the function as the plain module's
@@ -135,6 +136,9 @@
 //! | `get_finalized_function` of a merged function | its own code | its survivor's code, or its own thunk; never code of another signature | same |
 //! | object file: a merged function | its own code, its own unwind entry (FDE) | an alias symbol at its survivor's code, with its survivor's size, sharing its unwind entry; with per-function sections its own `.text.<name>` stays, empty | `object` cannot remove a section once made |
 //! | `finish` | infallible | returns `ModuleResult`: a function that fails to compile there is an error naming it | the compiles happen in `finish` |
+//! | object file: an anonymous function declared after a shared body | local symbol `.LfnN`, N its id | local symbol `.LfnM`, M its id in the inner module | the inner module numbers the shared bodies too; the symbol is local, no linker sees its name |
+//! | [`MergeModule::on_compiled`] | — (the plain module has no hook) | sees the host's functions and Cranelift-compiled thunks; not the shared bodies, nor x86-64 thunks written as machine code | shared bodies have no id of the host's; native thunks have no `Context` |
+//! | the inner module ([`MergeModule::inner`], [`MergeModule::into_inner`]) | — | ids equal the host's until the first shared body, then [`MergeModule::inner_id`]; `into_inner` gives each merged function a thunk, so the inner module resolves it | the inner module holds Mergelift's functions too |
 //! | a fault in Mergelift's own passes | — | that flush fails naming every function of the batch, and the module refuses later flushes | its IR can no longer be trusted |
 //!
 //! # Targets

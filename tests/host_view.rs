@@ -29,6 +29,17 @@ fn sig(m: &impl Module) -> Signature {
 fn define(m: &mut impl Module, name: &str, linkage: Linkage, k: i64, disasm: bool) -> FuncId {
     let s = sig(m);
     let id = m.declare_function(name, linkage, &s).unwrap();
+    define_with(m, id, k, disasm);
+    id
+}
+
+/// Define `id` as `define` does.
+fn define_as(m: &mut impl Module, id: FuncId, k: i64) {
+    define_with(m, id, k, false)
+}
+
+fn define_with(m: &mut impl Module, id: FuncId, k: i64, disasm: bool) {
+    let s = sig(m);
     let mut ctx = m.make_context();
     ctx.set_disasm(disasm);
     ctx.func.signature = s;
@@ -38,18 +49,17 @@ fn define(m: &mut impl Module, name: &str, linkage: Linkage, k: i64, disasm: boo
     b.append_block_params_for_function_params(block);
     b.switch_to_block(block);
     let x = b.block_params(block)[0];
-    let y = b.ins().imul_imm(x, 3);
-    let mut z = b.ins().iadd_imm(y, k);
+    let y = b.ins().imul_imm_s(x, 3);
+    let mut z = b.ins().iadd_imm_s(y, k);
     // Enough work for merge-similar to find sharing one body worth its thunks.
     for i in 0..12 {
-        let t = b.ins().imul_imm(z, 5 + i);
+        let t = b.ins().imul_imm_s(z, 5 + i);
         z = b.ins().bxor(t, x);
     }
     b.ins().return_(&[z]);
     b.seal_all_blocks();
     b.finalize(m.target_config());
     m.define_function(id, &mut ctx).unwrap();
-    id
 }
 
 fn call(p: *const u8, x: i64) -> i64 {
@@ -81,7 +91,9 @@ const FUNCS: [(&str, Linkage, i64); 4] = [
 #[test]
 fn disassembly_reaches_the_hook_when_the_host_asks_for_it() {
     for disasm in [false, true] {
-        let mut m = MergeModule::new(jit());
+        // (`merge` alone: `a` survives, compiled by Cranelift, as are `c` and `d`.)
+        let config = MergeConfig::with_passes(&[PassKind::Merge]);
+        let mut m = MergeModule::with_config(jit(), config);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
         m.on_compiled(move |id, ctx| {
@@ -93,7 +105,7 @@ fn disassembly_reaches_the_hook_when_the_host_asks_for_it() {
         }
         m.finalize_definitions().unwrap();
         let seen = seen.lock().unwrap();
-        assert!(!seen.is_empty());
+        assert_eq!(seen.len(), 3, "{seen:?}");
         for (id, text) in seen.iter() {
             assert_eq!(text.is_some(), disasm, "{id}: {text:?}");
         }
@@ -204,4 +216,144 @@ fn each_merge_and_each_flush_is_logged() {
             .any(|t| t.starts_with("mergelift: flush of 2 functions: 1 merged")),
         "{debug:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// The host's ids are the plain module's.
+
+/// Everything the host can read of a module's declarations, as text.
+fn declarations(m: &impl Module) -> Vec<String> {
+    let d = m.declarations();
+    let mut out: Vec<String> = (d.get_functions())
+        .map(|(id, f)| format!("{id}:{}:{:?}", f.linkage_name(id), f.linkage))
+        .collect();
+    out.extend(
+        (d.get_data_objects())
+            .map(|(id, o)| format!("{id}:{}:{:?}", o.linkage_name(id), o.linkage)),
+    );
+    for name in ["a", "c", "e", "v", "nothing"] {
+        out.push(format!("{name} -> {:?}", m.get_name(name)));
+    }
+    out
+}
+
+/// Declare and define in two batches (`flush` between them), as a lazy JIT does: four
+/// functions, two near-duplicates among them (a shared body after the flush), then a new
+/// function, an anonymous one and a data object holding the address of a function merged
+/// away (a late thunk at the next flush). Returns the ids and declarations seen on the way.
+fn two_batches<M: Module>(m: &mut M, flush: &mut dyn FnMut(&mut M)) -> Vec<String> {
+    let mut log = Vec::new();
+    let ids: Vec<FuncId> = (FUNCS.iter())
+        .map(|&(n, l, k)| define(m, n, l, k, false))
+        .collect();
+    log.push(format!("{ids:?}"));
+    flush(m);
+    let e = define(m, "e", Linkage::Export, 9, false);
+    let s = sig(m);
+    let anon = m.declare_anonymous_function(&s).unwrap();
+    define_as(m, anon, 11);
+    let v = m.declare_data("v", Linkage::Export, false, false).unwrap();
+    let mut data = cranelift_module::DataDescription::new();
+    data.define_zeroinit(8);
+    let r = m.declare_func_in_data(ids[3], &mut data);
+    data.write_function_addr(0, r);
+    m.define_data(v, &data).unwrap();
+    log.push(format!("{e} {anon} {v}"));
+    log.extend(declarations(m));
+    flush(m);
+    log.extend(declarations(m));
+    log
+}
+
+#[test]
+fn ids_and_declarations_are_the_plain_modules() {
+    let plain = two_batches(&mut jit(), &mut |_| {});
+    // (`fetch_locals` off: the local `d`, folded into the shared body, has no code until
+    // the data object takes its address: a late thunk.)
+    let config = MergeConfig {
+        fetch_locals: false,
+        ..Default::default()
+    };
+    let mut m = MergeModule::with_config(jit(), config);
+    let merged = two_batches(&mut m, &mut |m| m.flush().unwrap());
+    assert!(
+        m.stats().get(Counter::SimilarGroups) >= 1,
+        "{:?}",
+        m.stats()
+    );
+    assert!(m.stats().get(Counter::LateThunks) >= 1, "{:?}", m.stats());
+    assert_eq!(merged, plain);
+    // Merged functions name the host's functions, or say they use a shared body.
+    let ids: Vec<FuncId> = (0..4).map(FuncId::from_u32).collect();
+    assert_eq!(m.merged_into(ids[1]), Some(ids[0]));
+    let folded: Vec<FuncId> = ids
+        .iter()
+        .copied()
+        .filter(|&g| m.in_shared_body(g))
+        .collect();
+    assert!(!folded.is_empty());
+    for (g, survivor, _) in m.merges() {
+        assert!(survivor.is_some() != m.in_shared_body(g), "{g}");
+        if let Some(s) = survivor {
+            assert!(
+                s.as_u32() < 6,
+                "{g} merged into {s}, which the host never declared"
+            );
+        }
+    }
+    // Every function runs as the plain module's.
+    m.finalize_definitions().unwrap();
+    let mut p = jit();
+    let mut plain_ids: Vec<FuncId> = (FUNCS.iter())
+        .map(|&(n, l, k)| define(&mut p, n, l, k, false))
+        .collect();
+    plain_ids.push(define(&mut p, "e", Linkage::Export, 9, false));
+    p.finalize_definitions().unwrap();
+    for (i, &id) in plain_ids.iter().enumerate() {
+        let want = call(p.get_finalized_function(id), 7);
+        assert_eq!(call(m.get_finalized_function(id), 7), want, "{i}");
+    }
+}
+
+#[test]
+fn object_files_keep_the_plain_modules_ids() {
+    use cranelift_object::{ObjectBuilder, ObjectModule};
+    let object = || {
+        let isa = cranelift_native::builder()
+            .unwrap()
+            .finish(settings::Flags::new(settings::builder()))
+            .unwrap();
+        ObjectModule::new(ObjectBuilder::new(isa, "t", default_libcall_names()).unwrap())
+    };
+    let mut plain = object();
+    let plain_log = two_batches(&mut plain, &mut |_| {});
+    let mut m = MergeModule::new(object());
+    let log = two_batches(&mut m, &mut |m| m.flush().unwrap());
+    assert!(
+        m.stats().get(Counter::SimilarGroups) >= 1,
+        "{:?}",
+        m.stats()
+    );
+    assert_eq!(log, plain_log);
+    let (p, q) = (plain.finish(), m.finish().unwrap());
+    // The product's table of functions, by the host's ids: the same names. (An anonymous
+    // function's local symbol is numbered as the inner module numbers it, `.LfnN`: README's
+    // table of differences.)
+    let names = |p: &cranelift_object::ObjectProduct| -> Vec<(FuncId, String)> {
+        (p.functions.iter())
+            .filter_map(|(id, s)| Some((id, p.object.symbol((*s)?.0).name.clone())))
+            .map(|(id, n)| (id, String::from_utf8_lossy(&n).into_owned()))
+            .map(|(id, n)| {
+                (
+                    id,
+                    if n.starts_with(".Lfn") {
+                        ".Lfn".into()
+                    } else {
+                        n
+                    },
+                )
+            })
+            .collect()
+    };
+    assert_eq!(names(&q), names(&p));
 }

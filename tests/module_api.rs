@@ -785,7 +785,8 @@ fn object_files_through_the_module_trait() {
         m.define_data(vt, &d).unwrap();
         // Run the passes and compile now (`finish` would too, but consumes the module).
         m.flush().unwrap();
-        let merged: Vec<Option<FuncId>> = ids.iter().map(|&id| m.merged_into(id)).collect();
+        // (Merged into a function of the host's, or into a shared body.)
+        let merged: Vec<Option<MergeKind>> = ids.iter().map(|&id| m.merge_kind(id)).collect();
         let p = m.finish().unwrap();
         let at = |f: FuncId| {
             let (sym, defined) = p.functions[f].expect("declared");

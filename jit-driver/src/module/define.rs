@@ -229,8 +229,9 @@ impl Core {
             return c.fail(id, e, None);
         }
         self.note_compiled(id, code.bytes.len());
-        if let (Some(h), Some(ctx)) = (&mut self.hook, ctx) {
-            h(id, ctx);
+        // (The hook sees the host's ids: a shared body, Mergelift's own, it does not see.)
+        if let (Some(h), Some(ctx), Some(hid)) = (&mut self.hook, ctx, self.host.host(id)) {
+            h(hid, ctx);
         }
     }
 
@@ -295,8 +296,8 @@ impl Core {
             .compiled_code()
             .map_or(0, |c| c.code_buffer().len());
         self.note_compiled(id, bytes);
-        if let Some(h) = &mut self.hook {
-            h(id, &self.ctx);
+        if let (Some(h), Some(hid)) = (&mut self.hook, self.host.host(id)) {
+            h(hid, &self.ctx);
         }
     }
 }

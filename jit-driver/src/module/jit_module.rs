@@ -34,6 +34,7 @@ impl MergeModule<JITModule> {
     /// [`MergeConfig::fetch_locals`](super::MergeConfig::fetch_locals) is off: it has no code
     /// of its own.
     pub fn get_finalized_function(&self, id: FuncId) -> *const u8 {
+        let id = self.core.host.inner_or_same(id);
         let f = self.core.code_of(id, false);
         match self.core.state.get(f) {
             Some(State::Pending) => panic!(
@@ -63,15 +64,17 @@ impl MergeModule<JITModule> {
             index,
         } = *name
         {
-            let id = FuncId::from_u32(index);
+            let host = FuncId::from_u32(index);
+            let id = self.core.host.inner_or_same(host);
             if matches!(
                 self.core.state.get(id),
                 Some(State::Compiled | State::Merged)
             ) {
-                return self.get_finalized_function(id);
+                return self.get_finalized_function(host);
             }
         }
-        self.inner.get_address(name)
+        self.inner
+            .get_address(&self.core.host.target_to_inner(name))
     }
 
     /// The address and size of a finalized data object (`JITModule::get_finalized_data`).

@@ -2,7 +2,8 @@
 //! defined in it before handing them to the module it wraps (a `JITModule`, an
 //! `ObjectModule`, or any other).
 //!
-//! Declarations go straight to the inner module, so ids are the inner module's own.
+//! Declarations go to the inner module and to the host's own declarations (`ids`): the host
+//! sees the plain module's ids, the inner module and everything behind it the inner ids.
 //! `define_function` checks the function as the plain module's compile would reject it
 //! (Cranelift's verifier, the signature, a second definition) and keeps it; the passes run
 //! when the definitions are flushed (`finalize_definitions` for a JIT, `finish` for an object
@@ -36,6 +37,7 @@ mod compile;
 mod config;
 mod define;
 mod error;
+mod ids;
 mod input_index;
 #[cfg(feature = "jit")]
 mod jit_module;
@@ -56,6 +58,8 @@ mod trait_impl;
 pub use config::{AddressPolicy, DebugOptions, MergeConfig, Threads};
 pub use error::{FailedFunction, FunctionError};
 pub use report::FlushReport;
+#[doc(hidden)]
+pub use report::OwnFunction;
 // For the tools: the plain compile `mergelift size` measures against, and Cranelift's verifier
 // and panics as text.
 #[doc(hidden)]
@@ -138,7 +142,10 @@ pub type CompiledHook = Box<dyn FnMut(FuncId, &Context) + Send>;
 /// // ... declare and define functions through `Module`, as with the JITModule ...
 /// m.finalize_definitions().unwrap();
 /// for (merged, survivor, kind) in m.merges() {
-///     println!("{merged} uses the code of {survivor} ({kind:?})");
+///     match survivor {
+///         Some(s) => println!("{merged} uses the code of {s} ({kind:?})"),
+///         None => println!("{merged} uses a shared body ({kind:?})"),
+///     }
 /// }
 /// println!("{} bytes of code", m.total_code_bytes());
 /// ```
@@ -151,6 +158,8 @@ pub struct MergeModule<M: Module> {
 
 /// The state that does not depend on the inner module's type.
 struct Core {
+    /// The host's declarations and ids, and the map to the inner module's (`ids`).
+    host: ids::HostView,
     lir: lir::Module,
     /// What the passes share over `lir`, batch after batch.
     pass_state: PassState,
@@ -242,11 +251,13 @@ impl<M: Module> MergeModule<M> {
             inner.declarations().get_functions().count() as u32,
             inner.declarations().get_data_objects().count() as u32,
         );
+        let host = ids::HostView::of(&inner);
         let mut m = MergeModule {
             inner,
             config,
             last_flush: FlushReport::default(),
             core: Core {
+                host,
                 lir: lir::Module::new(),
                 pass_state: PassState::default(),
                 lifted: SecondaryMap::new(),
@@ -288,7 +299,15 @@ impl<M: Module> MergeModule<M> {
         &self.config
     }
 
-    /// The wrapped module.
+    /// The id in the inner module of the function the host declared as `id` (for
+    /// [`inner`](MergeModule::inner), [`inner_mut`](MergeModule::inner_mut) and
+    /// [`into_inner`](MergeModule::into_inner)): `id` itself until a pass made a shared body,
+    /// which the inner module numbers among the host's functions.
+    pub fn inner_id(&self, id: FuncId) -> FuncId {
+        self.core.host.inner_or_same(id)
+    }
+
+    /// The wrapped module (its ids: [`inner_id`](MergeModule::inner_id)).
     pub fn inner(&self) -> &M {
         &self.inner
     }
@@ -302,26 +321,46 @@ impl<M: Module> MergeModule<M> {
     /// The survivor of a merged function: the function whose code `id` now uses (directly, or
     /// through a thunk of its own when its address had to stay distinct). `None` for a
     /// function that was not merged.
+    ///
+    /// The survivor is a function the host declared. A function merged into a shared body
+    /// that a pass made (`merge-similar`, `merge-aligned`: one body for several functions,
+    /// with extra parameters) has no such survivor: `None` here, and
+    /// [`in_shared_body`](MergeModule::in_shared_body) says so.
     pub fn merged_into(&self, id: FuncId) -> Option<FuncId> {
-        self.core.merged.get(id).copied().flatten().map(|m| m.into)
+        self.merge_of(id).and_then(|m| self.core.host.host(m.into))
+    }
+
+    /// Was `id` merged into a shared body a pass made (code of Mergelift's own, which the
+    /// host never declared)? Its code is that body's, through a thunk of its own when the
+    /// host may fetch it.
+    pub fn in_shared_body(&self, id: FuncId) -> bool {
+        self.merge_of(id)
+            .is_some_and(|m| self.core.host.host(m.into).is_none())
     }
 
     /// How a merged function was folded into its survivor.
     pub fn merge_kind(&self, id: FuncId) -> Option<MergeKind> {
-        self.core.merged.get(id).copied().flatten().map(|m| m.kind)
+        self.merge_of(id).map(|m| m.kind)
     }
 
     /// Which pass merged a function away.
     pub fn merged_by(&self, id: FuncId) -> Option<MergedBy> {
-        self.core.merged.get(id).copied().flatten().map(|m| m.by)
+        self.merge_of(id).map(|m| m.by)
     }
 
-    /// Every merged function with its survivor and kind, in id order.
-    pub fn merges(&self) -> impl Iterator<Item = (FuncId, FuncId, MergeKind)> + '_ {
-        self.core
-            .merged
-            .iter()
-            .filter_map(|(g, m)| m.map(|m| (g, m.into, m.kind)))
+    /// The merge of host function `id`, if it was merged.
+    fn merge_of(&self, id: FuncId) -> Option<Merged> {
+        let inner = self.core.host.inner(id)?;
+        self.core.merged.get(inner).copied().flatten()
+    }
+
+    /// Every merged function with its survivor (`None`: a shared body a pass made, as in
+    /// [`merged_into`](MergeModule::merged_into)) and kind, in id order.
+    pub fn merges(&self) -> impl Iterator<Item = (FuncId, Option<FuncId>, MergeKind)> + '_ {
+        let host = &self.core.host;
+        (self.core.merged.iter())
+            .filter_map(|(g, m)| Some((host.host(g)?, (*m)?)))
+            .map(|(g, m)| (g, host.host(m.into), m.kind))
     }
 
     /// Statistics of every flush so far: typed counters ([`Counter`](midend::Counter):
@@ -335,6 +374,7 @@ impl<M: Module> MergeModule<M> {
     /// Machine-code bytes of a function compiled by a flush (`None`: merged away, pending, or
     /// not compiled by Mergelift).
     pub fn code_bytes(&self, id: FuncId) -> Option<usize> {
+        let id = self.core.host.inner(id)?;
         match self.core.state.get(id) {
             Some(State::Compiled) => Some(self.core.code_bytes[id] as usize),
             _ => None,
@@ -352,12 +392,14 @@ impl<M: Module> MergeModule<M> {
     ///
     /// Once the host defines a function from a context that asked for disassembly
     /// (`ctx.set_disasm(true)`), every function compiled afterwards is compiled with it, and
-    /// `ctx.compiled_code().unwrap().vcode` holds it. The hook also sees the thunks Cranelift
-    /// compiles for merged functions (under the merged function's id) and the shared bodies
-    /// `merge-similar` makes (under ids of Mergelift's own). It does not see the thunks
-    /// written directly as machine code on x86-64 (a few `mov`s and a jump, with no
-    /// `Context`): [`last_flush`](MergeModule::last_flush)`().stats.get(Counter::NativeThunks)`
-    /// counts them.
+    /// `ctx.compiled_code().unwrap().vcode` holds it. The hook sees the host's functions,
+    /// and the thunks Cranelift compiles for merged ones (under the merged function's id).
+    /// It does not see the shared bodies `merge-similar` and `merge-aligned` make (Mergelift's
+    /// own, with no id of the host's: [`total_code_bytes`](MergeModule::total_code_bytes)
+    /// counts their code), nor the thunks written directly as machine code on x86-64 (a few
+    /// `mov`s and a jump, with no `Context`:
+    /// [`last_flush`](MergeModule::last_flush)`().stats.get(Counter::NativeThunks)` counts
+    /// them).
     ///
     /// ```
     /// # use cranelift_jit::{JITBuilder, JITModule};
@@ -385,6 +427,7 @@ impl<M: Module> MergeModule<M> {
 
     /// Is `id` defined and waiting for the next flush?
     pub fn is_pending(&self, id: FuncId) -> bool {
+        let id = self.core.host.inner_or_same(id);
         self.core.state.get(id) == Some(&State::Pending)
     }
 
@@ -427,7 +470,7 @@ impl<M: Module> MergeModule<M> {
         let before = self.report_begin();
         let r = (self.core).flush(&mut self.inner, &self.config, last, fetch_locals);
         self.report_end(before);
-        r
+        r.map_err(|e| self.core.error_to_host(&self.inner, e))
     }
 
     /// Functions compiled as they came, never merged, because Mergelift cannot represent
@@ -436,10 +479,8 @@ impl<M: Module> MergeModule<M> {
     /// functions Mergelift lifted are here: one that no pass could merge with anything is
     /// compiled from its input without being lifted (the stats count it as `not_lifted`).
     pub fn passed_through(&self) -> impl Iterator<Item = (FuncId, &str)> + '_ {
-        self.core
-            .passed_through
-            .iter()
-            .map(|(id, why)| (*id, why.as_str()))
+        (self.core.passed_through.iter())
+            .filter_map(|(id, why)| Some((self.core.host.host(*id)?, why.as_str())))
     }
 
     /// Functions that failed to compile while code compiled since refers to them: until each
@@ -470,8 +511,10 @@ impl<M: Module> MergeModule<M> {
     /// `finalize_definitions`, an object file's symbols) resolve it. What `MergeModule`
     /// knew is gone with it: later definitions in the inner module are not merged.
     ///
-    /// The ids are the inner module's own: a function `merge-similar` made (a shared body)
-    /// has an id the host never declared (see the crate documentation's differences).
+    /// The ids are the inner module's own: they are the host's until the first shared body
+    /// a pass made, which takes the inner module's next id; a function the host declared
+    /// after it has another id there ([`inner_id`](MergeModule::inner_id) gives it, before
+    /// `into_inner`).
     pub fn into_inner(mut self) -> ModuleResult<M> {
         self.flush()?;
         // (A thunk's code, like a late one's: `late_data` gives each a thunk at the flush.)
@@ -483,12 +526,9 @@ impl<M: Module> MergeModule<M> {
         Ok(self.inner)
     }
 
+    /// The host's name of inner function `id`.
     fn func_name(&self, id: FuncId) -> String {
-        self.inner
-            .declarations()
-            .get_function_decl(id)
-            .linkage_name(id)
-            .into_owned()
+        self.core.host.name(&self.inner, id)
     }
 }
 

@@ -93,10 +93,13 @@ impl<M: Module> MergeModule<M> {
         if log::log_enabled!(log::Level::Debug) {
             for &g in &r.merged {
                 let m = core.merged[g].expect("merged");
+                let into = match core.host.host(m.into) {
+                    Some(_) => self.func_name(m.into),
+                    None => "a shared body".to_string(),
+                };
                 log::debug!(
-                    "mergelift: {} merged into {} ({:?}, by {})",
+                    "mergelift: {} merged into {into} ({:?}, by {})",
                     self.func_name(g),
-                    self.func_name(m.into),
                     m.kind,
                     m.by.name()
                 );
@@ -113,6 +116,17 @@ impl<M: Module> MergeModule<M> {
                 r.time.as_secs_f64() * 1e3
             );
         }
+        // The host's ids.
+        for ids in [
+            &mut r.defined,
+            &mut r.merged,
+            &mut r.passed_through,
+            &mut r.failed,
+        ] {
+            for id in ids.iter_mut() {
+                *id = self.core.host.host(*id).unwrap_or(*id);
+            }
+        }
         // (A flush with nothing to do leaves the report of the last that had.)
         if !r.defined.is_empty() || r.stats.get(Counter::Flushes) > 0 {
             self.last_flush = r;
@@ -123,5 +137,49 @@ impl<M: Module> MergeModule<M> {
     /// with its own counters and times (empty before the first flush).
     pub fn last_flush(&self) -> &FlushReport {
         &self.last_flush
+    }
+}
+
+/// A function of Mergelift's own (a shared body), for the tools' reports.
+#[doc(hidden)]
+pub struct OwnFunction {
+    /// Its name in the inner module (`.LfnN`).
+    pub name: String,
+    /// Its machine-code bytes, if compiled.
+    pub code_bytes: Option<usize>,
+    /// Its survivor's name, how and by what, if it was merged in turn.
+    pub merged: Option<(String, midend::state::MergeKind, midend::state::MergedBy)>,
+}
+
+impl<M: Module> MergeModule<M> {
+    /// The name of the function whose code host function `id` uses, when it was merged: a
+    /// function the host declared, or a shared body as the inner module names it (`.LfnN`).
+    /// For the tools' reports of families.
+    #[doc(hidden)]
+    pub fn survivor_name(&self, id: FuncId) -> Option<String> {
+        let inner = self.core.host.inner(id)?;
+        let m = self.core.merged.get(inner).copied().flatten()?;
+        Some(self.func_name(m.into))
+    }
+
+    /// The functions of Mergelift's own (shared bodies), out of the host's sight: for the
+    /// tools' reports of what the passes made.
+    #[doc(hidden)]
+    pub fn own_functions(&self) -> Vec<OwnFunction> {
+        let core = &self.core;
+        (core.state.keys())
+            .filter(|&id| core.host.host(id).is_none())
+            .map(|id| OwnFunction {
+                name: self.func_name(id),
+                code_bytes: (core.state[id] == State::Compiled)
+                    .then(|| core.code_bytes[id] as usize),
+                merged: core
+                    .merged
+                    .get(id)
+                    .copied()
+                    .flatten()
+                    .map(|m| (self.func_name(m.into), m.kind, m.by)),
+            })
+            .collect()
     }
 }
