@@ -138,7 +138,7 @@
 //! | `finish` | infallible | returns `ModuleResult`: a function that fails to compile there is an error naming it | the compiles happen in `finish` |
 //! | object file: an anonymous function declared after a shared body | local symbol `.LfnN`, N its id | local symbol `.LfnM`, M its id in the inner module | the inner module numbers the shared bodies too; the symbol is local, no linker sees its name |
 //! | [`MergeModule::on_compiled`] | — (the plain module has no hook) | sees the host's functions and Cranelift-compiled thunks; not the shared bodies, nor x86-64 thunks written as machine code | shared bodies have no id of the host's; native thunks have no `Context` |
-//! | the inner module ([`MergeModule::inner`], [`MergeModule::into_inner`]) | — | ids equal the host's until the first shared body, then [`MergeModule::inner_id`]; `into_inner` gives each merged function a thunk, so the inner module resolves it | the inner module holds Mergelift's functions too |
+//! | the inner module ([`MergeModule::inner`], [`MergeModule::into_inner`]) | — | ids equal the host's until the first shared body, then [`MergeModule::inner_id`] (`into_inner` returns that map with the module); `into_inner` gives each merged function a thunk, so the inner module resolves it | the inner module holds Mergelift's functions too |
 //! | a fault in Mergelift's own passes | — | that flush fails naming every function of the batch, and the module refuses later flushes | its IR can no longer be trusted |
 //!
 //! # Targets

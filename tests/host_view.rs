@@ -121,15 +121,39 @@ fn into_inner_resolves_every_function_the_host_defined() {
         .collect();
     m.finalize_definitions().unwrap();
     assert_eq!(m.merged_into(ids[1]), Some(ids[0]));
-    let mut inner = m.into_inner().unwrap();
+    let (mut inner, inner_id) = m.into_inner().unwrap();
     inner.finalize_definitions().unwrap();
     let got: Vec<i64> = (ids.iter())
-        .map(|&id| call(inner.get_finalized_function(id), 7))
+        .map(|&id| call(inner.get_finalized_function(inner_id(id)), 7))
         .collect();
     assert_eq!(got, want);
     // The JIT's own name lookup resolves the merged function too.
-    let b = inner.get_address(&ModuleRelocTarget::user(0, ids[1].as_u32()));
+    let b = inner.get_address(&ModuleRelocTarget::user(0, inner_id(ids[1]).as_u32()));
     assert_eq!(call(b, 7), want[1]);
+}
+
+#[test]
+fn into_inner_maps_ids_shifted_by_a_shared_body() {
+    let mut m = MergeModule::new(jit());
+    for (n, l, k) in FUNCS {
+        define(&mut m, n, l, k, false);
+    }
+    m.finalize_definitions().unwrap();
+    assert!(
+        m.stats().get(Counter::SimilarGroups) >= 1,
+        "{:?}",
+        m.stats()
+    );
+    // Declared after the shared body: the inner module numbers it one further.
+    let e = define(&mut m, "e", Linkage::Export, 1, false);
+    assert_eq!(e, FuncId::from_u32(4));
+    assert_eq!(m.inner_id(e), FuncId::from_u32(5));
+    m.finalize_definitions().unwrap();
+    let want = call(m.get_finalized_function(e), 7);
+    let (mut inner, inner_id) = m.into_inner().unwrap();
+    inner.finalize_definitions().unwrap();
+    assert_eq!(inner_id(e), FuncId::from_u32(5));
+    assert_eq!(call(inner.get_finalized_function(inner_id(e)), 7), want);
 }
 
 #[test]

@@ -307,7 +307,10 @@ impl<M: Module> MergeModule<M> {
         self.core.host.inner_or_same(id)
     }
 
-    /// The wrapped module (its ids: [`inner_id`](MergeModule::inner_id)).
+    /// The wrapped module (its ids: [`inner_id`](MergeModule::inner_id)). A function merged
+    /// away has no code in it (its calls and fetches resolve through `MergeModule`:
+    /// `get_finalized_function`, `get_address`); [`into_inner`](MergeModule::into_inner)
+    /// gives each one code before handing the module over.
     pub fn inner(&self) -> &M {
         &self.inner
     }
@@ -511,11 +514,22 @@ impl<M: Module> MergeModule<M> {
     /// `finalize_definitions`, an object file's symbols) resolve it. What `MergeModule`
     /// knew is gone with it: later definitions in the inner module are not merged.
     ///
-    /// The ids are the inner module's own: they are the host's until the first shared body
-    /// a pass made, which takes the inner module's next id; a function the host declared
-    /// after it has another id there ([`inner_id`](MergeModule::inner_id) gives it, before
-    /// `into_inner`).
-    pub fn into_inner(mut self) -> ModuleResult<M> {
+    /// With the module comes the map from the host's ids to the inner module's: they are the
+    /// same until the first shared body a pass made, which takes the inner module's next id;
+    /// a function the host declared after it has another id there.
+    ///
+    /// ```
+    /// # use cranelift_jit::{JITBuilder, JITModule};
+    /// # let jit = JITModule::new(JITBuilder::new(cranelift_module::default_libcall_names()).unwrap());
+    /// let m = mergelift::MergeModule::new(jit);
+    /// // ... declare and define functions, finalize, use them ...
+    /// let (mut jit, inner_id) = m.into_inner()?;
+    /// jit.finalize_definitions()?;
+    /// // `jit.get_finalized_function(inner_id(id))` for each function `id` the host defined.
+    /// # Ok::<(), cranelift_module::ModuleError>(())
+    /// ```
+    #[allow(clippy::type_complexity)]
+    pub fn into_inner(mut self) -> ModuleResult<(M, Box<dyn Fn(FuncId) -> FuncId + Send + Sync>)> {
         self.flush()?;
         // (A thunk's code, like a late one's: `late_data` gives each a thunk at the flush.)
         let merged = (self.core.state.iter())
@@ -523,7 +537,8 @@ impl<M: Module> MergeModule<M> {
             .map(|(id, _)| id);
         self.core.late_data.extend(merged);
         self.flush()?;
-        Ok(self.inner)
+        let host = std::mem::replace(&mut self.core.host, ids::HostView::of(&self.inner));
+        Ok((self.inner, Box::new(move |id| host.inner_or_same(id))))
     }
 
     /// The host's name of inner function `id`.

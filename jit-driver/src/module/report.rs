@@ -1,6 +1,6 @@
-//! What one flush did ([`FlushReport`]), and the `log` events of a flush: at `debug`, each
-//! merge decision and a summary of the flush; at `warn`, each function passed through
-//! unmerged.
+//! What one flush did ([`FlushReport`]), and the `log` events of a flush (target
+//! `mergelift`): at `debug`, each merge decision and a summary of the flush; at `warn`, each
+//! function passed through unmerged.
 
 use super::{MergeModule, State};
 use cranelift_module::{FuncId, Module};
@@ -82,15 +82,17 @@ impl<M: Module> MergeModule<M> {
         let passed = &core.passed_through[before.passed.min(core.passed_through.len())..];
         r.passed_through = passed.iter().map(|(id, _)| *id).collect();
         r.defined = before.defined;
-        if log::log_enabled!(log::Level::Warn) {
+        let did = !r.defined.is_empty() || r.stats.get(Counter::Flushes) > 0;
+        if log::log_enabled!(target: "mergelift", log::Level::Warn) {
             for (id, why) in passed {
                 log::warn!(
+                    target: "mergelift",
                     "mergelift: {} passed through unmerged: {why}",
                     self.func_name(*id)
                 );
             }
         }
-        if log::log_enabled!(log::Level::Debug) {
+        if did && log::log_enabled!(target: "mergelift", log::Level::Debug) {
             for &g in &r.merged {
                 let m = core.merged[g].expect("merged");
                 let into = match core.host.host(m.into) {
@@ -98,6 +100,7 @@ impl<M: Module> MergeModule<M> {
                     None => "a shared body".to_string(),
                 };
                 log::debug!(
+                    target: "mergelift",
                     "mergelift: {} merged into {into} ({:?}, by {})",
                     self.func_name(g),
                     m.kind,
@@ -105,6 +108,7 @@ impl<M: Module> MergeModule<M> {
                 );
             }
             log::debug!(
+                    target: "mergelift",
                 "mergelift: flush of {} functions: {} merged, {} compiled ({} bytes), {} passed \
                  through, {} failed, in {:.3} ms",
                 r.defined.len(),
@@ -128,7 +132,7 @@ impl<M: Module> MergeModule<M> {
             }
         }
         // (A flush with nothing to do leaves the report of the last that had.)
-        if !r.defined.is_empty() || r.stats.get(Counter::Flushes) > 0 {
+        if did {
             self.last_flush = r;
         }
     }
