@@ -107,13 +107,15 @@
 //!   a large flush compiles on the machine's cores, and a host that runs its own compile
 //!   threads sets `Threads::None`), the address policy, whether local functions stay fetchable, and the hot functions
 //!   `merge-aligned` must leave alone ([`MergeConfig::hot`]).
-//! - **Reports**: [`MergeModule::merged_into`], [`MergeModule::merges`],
+//! - **Reports**: [`MergeModule::merged_into`] (a function the host declared;
+//!   [`MergeModule::in_shared_body`] for one merged into a body a pass made),
+//!   [`MergeModule::merges`],
 //!   [`MergeModule::stats`] (typed counters: [`Counter`]), [`MergeModule::last_flush`] (what
 //!   one flush did), [`MergeModule::code_bytes`], [`MergeModule::passed_through`].
 //! - **Memory**: besides the inner module's, a compiled function costs about 1.2 KB (its
 //!   name, signature and the fingerprint later batches merge by); its LIR body is freed once
 //!   it is compiled or merged away.
-//! - **Logging**: Mergelift writes `log` events (target `jit_driver::module::report`): at
+//! - **Logging**: Mergelift writes `log` events (target `mergelift`): at
 //!   `debug`, each merge decision and a summary of each flush; at `warn`, each function
 //!   passed through unmerged. [`MergeModule::last_flush`] gives the same as a value
 //!   ([`FlushReport`]).
