@@ -381,3 +381,28 @@ fn object_files_keep_the_plain_modules_ids() {
     };
     assert_eq!(names(&q), names(&p));
 }
+
+/// A module wrapped after it declared functions and data: the host's view starts from them.
+#[test]
+fn declarations_made_before_wrapping_stay() {
+    let before = |m: &mut JITModule| {
+        let s = sig(m);
+        m.declare_function("early", Linkage::Import, &s).unwrap();
+        m.declare_anonymous_function(&s).unwrap();
+        m.declare_data("table", Linkage::Export, true, false)
+            .unwrap();
+    };
+    let mut plain = jit();
+    before(&mut plain);
+    let plain_log = two_batches(&mut plain, &mut |_| {});
+    let mut inner = jit();
+    before(&mut inner);
+    let mut m = MergeModule::new(inner);
+    let log = two_batches(&mut m, &mut |m| m.flush().unwrap());
+    assert!(
+        m.stats().get(Counter::SimilarGroups) >= 1,
+        "{:?}",
+        m.stats()
+    );
+    assert_eq!(log, plain_log);
+}
