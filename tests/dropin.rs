@@ -1443,7 +1443,18 @@ fn check_object_files(t: &ObjectTarget) -> Vec<String> {
             // consumes the module.
             let mut survivors = HashMap::new();
             let product = m.flush_last().and_then(|()| {
-                survivors = m.merges().map(|(g, f, _)| (g, f)).collect();
+                // A shared body has no id of the host's: each stands for itself here, by
+                // an id no function has.
+                let mut bodies: HashMap<String, FuncId> = HashMap::new();
+                let merges: Vec<_> = m.merges().collect();
+                for (g, f, _) in merges {
+                    let f = f.unwrap_or_else(|| {
+                        let body = m.survivor_name(g).expect("merged");
+                        let next = FuncId::from_u32(u32::MAX - 1 - bodies.len() as u32);
+                        *bodies.entry(body).or_insert(next)
+                    });
+                    survivors.insert(g, f);
+                }
                 m.finish()
             });
             let product = match product {

@@ -15,7 +15,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use mergelift::{MergeKind, MergeModule, MergedBy};
+use mergelift::{Counter, MergeKind, MergeModule, MergedBy};
 
 fn isa() -> OwnedTargetIsa {
     let mut fb = settings::builder();
@@ -132,8 +132,12 @@ fn results_with(
         .collect()
 }
 
-/// Each function merged away, by name: its survivor's name and how it was merged.
-type Merges = Vec<(&'static str, String, MergeKind, MergedBy)>;
+/// Each function merged away, by name: its survivor's name (`shared body` for a body a
+/// pass made) and how it was merged; and the number of shared bodies made.
+struct Merges {
+    merged: Vec<(&'static str, String, MergeKind, MergedBy)>,
+    shared_bodies: u64,
+}
 
 fn merges<M: Module>(m: &MergeModule<M>, ids: &[(&'static str, FuncId)]) -> Merges {
     let name = |id: FuncId| {
@@ -142,16 +146,21 @@ fn merges<M: Module>(m: &MergeModule<M>, ids: &[(&'static str, FuncId)]) -> Merg
             .linkage_name(id)
             .into_owned()
     };
-    ids.iter()
+    let merged = ids
+        .iter()
         .filter_map(|&(n, id)| {
-            Some((
-                n,
-                name(m.merged_into(id)?),
-                m.merge_kind(id)?,
-                m.merged_by(id)?,
-            ))
+            let survivor = match m.merged_into(id) {
+                Some(s) => name(s),
+                None if m.in_shared_body(id) => "shared body".to_string(),
+                None => return None,
+            };
+            Some((n, survivor, m.merge_kind(id)?, m.merged_by(id)?))
         })
-        .collect()
+        .collect();
+    Merges {
+        merged,
+        shared_bodies: m.stats().get(Counter::SimilarGroups),
+    }
 }
 
 /// Run `steps` on the three modules; check the JIT's results against plain cranelift-jit's
@@ -180,23 +189,26 @@ fn check(steps: &[Step]) -> Merges {
     let obj_merges = merges(&m, &ids);
     let product = m.finish().unwrap();
     assert!(!product.emit().unwrap().is_empty());
-    assert_eq!(obj_merges, jit_merges, "both inner modules merge alike");
+    assert_eq!(
+        (&obj_merges.merged, obj_merges.shared_bodies),
+        (&jit_merges.merged, jit_merges.shared_bodies),
+        "both inner modules merge alike"
+    );
     jit_merges
 }
 
-/// The members of one `merge-similar` family: `names` merged by `merge-similar` into one
-/// shared body (a function none of them is).
+/// The members of one `merge-similar` family: `names` merged by `merge-similar` into a
+/// shared body, the only one made.
 fn one_family(merges: &Merges, names: &[&str]) {
-    let of = |n: &str| merges.iter().find(|e| e.0 == n);
-    let mut body = None;
+    let all = &merges.merged;
     for &n in names {
-        let Some((_, survivor, _, by)) = of(n) else {
-            panic!("{n} is not merged: {merges:?}");
+        let Some((_, survivor, _, by)) = all.iter().find(|e| e.0 == n) else {
+            panic!("{n} is not merged: {all:?}");
         };
-        assert_eq!(*by, MergedBy::Similar, "{n}: {merges:?}");
-        assert!(!names.contains(&survivor.as_str()), "{n}: {merges:?}");
-        assert_eq!(*body.get_or_insert(survivor), survivor, "{n}: {merges:?}");
+        assert_eq!(*by, MergedBy::Similar, "{n}: {all:?}");
+        assert_eq!(survivor, "shared body", "{n}: {all:?}");
     }
+    assert_eq!(merges.shared_bodies, 1, "{all:?}");
 }
 
 /// A family made in one flush gains members in later flushes: each joins the shared body
@@ -234,7 +246,11 @@ fn a_family_starts_from_a_function_compiled_alone() {
         Define("b3", 11, None),
         Flush,
     ]);
-    assert!(merges.iter().all(|e| e.0 != "b0"), "{merges:?}");
+    assert!(
+        merges.merged.iter().all(|e| e.0 != "b0"),
+        "{:?}",
+        merges.merged
+    );
     one_family(&merges, &["b1", "b2", "b3"]);
 }
 
@@ -259,10 +275,9 @@ fn a_caller_defined_before_its_callee_merges_by_survivors() {
     ]);
     let exact = |n: &str, into: &str| {
         assert!(
-            merges
-                .iter()
-                .any(|e| e.0 == n && e.1 == into && e.3 == MergedBy::Exact),
-            "{n} into {into}: {merges:?}"
+            (merges.merged.iter()).any(|e| e.0 == n && e.1 == into && e.3 == MergedBy::Exact),
+            "{n} into {into}: {:?}",
+            merges.merged
         );
     };
     exact("h1", "h0");

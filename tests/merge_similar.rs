@@ -24,7 +24,7 @@ fn compile(src: &str, passes: &str, local: &[&str]) -> Jit {
 fn compile_with(src: &str, passes: &str, local: &[&str], lift_all: bool) -> Jit {
     let mut p = JitBatch::new(MergeConfig {
         fetch_locals: false,
-        debug: mergelift::DebugOptions {
+        debug: mergelift::tools::DebugOptions {
             lift_all,
             ..Default::default()
         },
@@ -137,7 +137,7 @@ fn local_members_stay_fetchable_by_default() {
     .concat();
     let build = |passes: &str| {
         let mut p = JitBatch::new(MergeConfig {
-            debug: mergelift::DebugOptions {
+            debug: mergelift::tools::DebugOptions {
                 lift_all: true,
                 ..Default::default()
             },

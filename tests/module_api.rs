@@ -448,7 +448,7 @@ fn check_affine_one_per_finalize(m: &MergeModule<JITModule>, ids: &[FuncId], per
 fn compiled_bodies_are_freed_unless_kept() {
     for keep_lir in [false, true] {
         let mut m = jit_with(MergeConfig {
-            debug: mergelift::DebugOptions {
+            debug: mergelift::tools::DebugOptions {
                 keep_lir,
                 ..Default::default()
             },
@@ -790,7 +790,8 @@ fn object_files_through_the_module_trait() {
         m.define_data(vt, &d).unwrap();
         // Run the passes and compile now (`finish` would too, but consumes the module).
         m.flush().unwrap();
-        let merged: Vec<Option<FuncId>> = ids.iter().map(|&id| m.merged_into(id)).collect();
+        // (Merged into a function of the host's, or into a shared body.)
+        let merged: Vec<Option<MergeKind>> = ids.iter().map(|&id| m.merge_kind(id)).collect();
         let p = m.finish().unwrap();
         let at = |f: FuncId| {
             let (sym, defined) = p.functions[f].expect("declared");
@@ -872,7 +873,7 @@ fn native_thunks_pass_constants_of_every_class() {
     };
     for native in [true, false] {
         let mut m = jit_with(MergeConfig {
-            debug: mergelift::DebugOptions {
+            debug: mergelift::tools::DebugOptions {
                 native_thunks: native,
                 ..Default::default()
             },
@@ -1015,7 +1016,7 @@ fn near_duplicate_value(k: i64, x: i64) -> i64 {
 fn callers_of_similar_functions_are_rewritten_in_their_own_ir() {
     for (lower_all, last) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut m = jit_with(MergeConfig {
-            debug: mergelift::DebugOptions {
+            debug: mergelift::tools::DebugOptions {
                 lower_all,
                 ..Default::default()
             },

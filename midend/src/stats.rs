@@ -11,6 +11,14 @@ macro_rules! counters {
     ($($(#[doc = $doc:literal])* $v:ident = $name:literal,)*) => {
         /// A counter Mergelift keeps: what the passes and the driver did. Its
         /// [`name`](Counter::name) is the name `mergelift opt --stats` prints.
+        ///
+        /// ```
+        /// # extern crate midend as mergelift;
+        /// use mergelift::{Counter, Stats};
+        /// let stats = Stats::default();
+        /// assert_eq!(stats.get(Counter::MergedSimilar), 0);
+        /// assert_eq!(Counter::MergedSimilar.name(), "merged_similar");
+        /// ```
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[non_exhaustive]
         pub enum Counter {
@@ -166,7 +174,8 @@ const N: usize = Counter::ALL.len();
 /// Typed counters, per-phase wall times, and counters of passes of the user's own.
 ///
 /// ```
-/// use midend::{Counter, Stats};
+/// # extern crate midend as mergelift;
+/// use mergelift::{Counter, Stats};
 /// let stats = Stats::default();
 /// assert_eq!(stats.get(Counter::Merged), 0);
 /// for (counter, n) in stats.counters() {

@@ -376,14 +376,9 @@ fn compile_pipeline(
             .linkage_name(id)
             .into_owned()
     };
-    let survivors: midend::hash::HashMap<FuncId, FuncId> =
-        m.merges().map(|(g, s, _)| (g, s)).collect();
-    let merged_into = |id: FuncId| match (survivors.get(&id), m.merge_kind(id), m.merged_by(id)) {
-        (Some(&s), Some(kind), Some(by)) => Some(MergedInto {
-            survivor: name(s),
-            by,
-            kind,
-        }),
+    // (Survivors by name: a shared body is Mergelift's own, with no id of the host's.)
+    let merged_into = |id: FuncId| match (m.survivor_name(id), m.merge_kind(id), m.merged_by(id)) {
+        (Some(survivor), Some(kind), Some(by)) => Some(MergedInto { survivor, by, kind }),
         _ => None,
     };
     let mut input = cranelift_entity::EntitySet::<FuncId>::new();
@@ -404,6 +399,21 @@ fn compile_pipeline(
             name: name(id),
             bytes_before: 0,
             bytes_after: m.code_bytes(id).unwrap_or(0),
+            merged,
+        });
+    }
+    // What the passes made: shared bodies.
+    for f in m.own_functions() {
+        let merged = f
+            .merged
+            .map(|(survivor, kind, by)| MergedInto { survivor, by, kind });
+        if let (None, None) = (f.code_bytes, &merged) {
+            continue;
+        }
+        r.made.push(FunctionSize {
+            name: f.name,
+            bytes_before: 0,
+            bytes_after: f.code_bytes.unwrap_or(0),
             merged,
         });
     }

@@ -150,6 +150,8 @@ pub(crate) fn quiet_isa(isa: &dyn TargetIsa) -> Option<OwnedTargetIsa> {
 pub(crate) struct Isas<'a> {
     pub inner: &'a dyn TargetIsa,
     pub quiet: Option<&'a dyn TargetIsa>,
+    /// Compile with disassembly (the host asked for it: `Context::set_disasm`).
+    pub disasm: bool,
 }
 
 /// Code compiled here for the inner module: its bytes, alignment and relocations.
@@ -173,6 +175,7 @@ pub(crate) fn compile(isas: Isas, ctx: &mut Context, job: Job) -> (FuncId, Resul
     let Job { id, func, verified } = job;
     ctx.clear();
     ctx.func = func;
+    ctx.set_disasm(isas.disasm);
     let quiet = isas.quiet.filter(|_| verified);
     let isa = quiet.unwrap_or(isas.inner);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -226,8 +229,9 @@ impl Core {
             return c.fail(id, e, None);
         }
         self.note_compiled(id, code.bytes.len());
-        if let (Some(h), Some(ctx)) = (&mut self.hook, ctx) {
-            h(id, ctx);
+        // (The hook sees the host's ids: a shared body, Mergelift's own, it does not see.)
+        if let (Some(h), Some(ctx), Some(hid)) = (&mut self.hook, ctx, self.host.host(id)) {
+            h(hid, ctx);
         }
     }
 
@@ -258,6 +262,7 @@ impl Core {
             let isas = Isas {
                 inner: inner.isa(),
                 quiet,
+                disasm: self.disasm,
             };
             let mut ctx = std::mem::replace(&mut self.ctx, Context::new());
             let (_, r) = compile(isas, &mut ctx, job);
@@ -270,6 +275,7 @@ impl Core {
         }
         self.ctx.clear();
         self.ctx.func = job.func;
+        self.ctx.set_disasm(self.disasm);
         let ctx = &mut self.ctx;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             inner.define_function(id, ctx)
@@ -290,8 +296,8 @@ impl Core {
             .compiled_code()
             .map_or(0, |c| c.code_buffer().len());
         self.note_compiled(id, bytes);
-        if let Some(h) = &mut self.hook {
-            h(id, &self.ctx);
+        if let (Some(h), Some(hid)) = (&mut self.hook, self.host.host(id)) {
+            h(hid, &self.ctx);
         }
     }
 }

@@ -120,6 +120,7 @@ pub fn define_plain(
     let isas = Isas {
         inner: module.isa(),
         quiet: None,
+        disasm: false,
     };
     let jobs = (funcs.into_iter())
         .map(|(id, func)| Job {
@@ -168,6 +169,7 @@ impl Core {
         let isas = Isas {
             inner: inner.isa(),
             quiet: self.quiet.as_deref(),
+            disasm: self.disasm,
         };
         let mut done = compile_all(isas, parallel, threads, self.hook.is_some()).into_iter();
         let mut serial = serial.into_iter();
