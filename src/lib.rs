@@ -83,8 +83,19 @@
 //!   only when a merge could involve it (its fingerprint or its shape matches another's);
 //!   any other is compiled from its own Cranelift IR.
 //! - **Batches**: functions defined after a `finalize_definitions` are merged with each other
-//!   and against everything compiled before; one equal to compiled code gets that code and is
-//!   not compiled at all. Calls from new code into old code work as before.
+//!   and against what was compiled before; compiled code never changes. One equal to compiled
+//!   code gets that code and is not compiled at all, also where its callees merged in earlier
+//!   batches (callees compare by their survivors). One alike a `merge-similar` family whose
+//!   shared body is compiled joins it (a thunk passing its constants and callees). One alike a
+//!   function an earlier batch compiled on its own may start a family with it: that function
+//!   keeps its code, and the family's body is made of the new one, where the cost model says
+//!   the family pays once one more member joins (a bet that more alike functions come). What
+//!   order costs: the first function of a family compiled alone keeps its code, and a family
+//!   started from few members shares only what differed among them (a later function that
+//!   differs elsewhere starts another). `mergelift size --batch N --ceiling` measures a module
+//!   against the most a batch size allows. Calls from new code into old code work as before,
+//!   and a function that compiled code called before it was defined keeps code under its
+//!   name when it merges.
 //! - **What Mergelift cannot represent** (an instruction, a type or a construct its IR lacks,
 //!   such as a patchable call or a dynamic stack slot) is compiled as it came, never merged,
 //!   never an error: [`MergeModule::passed_through`] lists such functions with the reason.
@@ -97,8 +108,8 @@
 //!   keeps a thunk with an address of its own for every function visible outside the module.
 //!   Addresses taken in IR always stay distinct, also when a later batch takes the address of
 //!   a function an earlier batch merged away: the later flush gives it a thunk to its
-//!   survivor (stats counter `late_thunks`). An address stored in data (`define_data`) of a
-//!   function merged away before is its survivor's. A local function folded into a shared
+//!   survivor (stats counter `late_thunks`), and so does the address stored in data
+//!   (`define_data`) of a function merged away before. A local function folded into a shared
 //!   body by `merge-similar` keeps a small thunk, for the host to fetch
 //!   ([`MergeConfig::fetch_locals`] turns that off for a runtime that never fetches its local
 //!   functions).
@@ -134,7 +145,7 @@
 //! | a body whose signature differs from its declaration | `JITModule` compiles it | `IncompatibleSignature` at define | callers would call it with the declared signature |
 //! | a `colocated` reference to an imported function or data object | undefined at link time | `Backend(FunctionError)` at define | a JIT places imports anywhere in memory |
 //! | a verifier panic (Cranelift's verifier panics on some malformed input) | panics | `Backend(FunctionError)` at define | |
-//! | addresses of exported, hidden and preemptible functions | distinct | a merged one shares its survivor's by default ([`AddressPolicy::Shared`], like a linker's `--icf=all`); [`AddressPolicy::Distinct`] keeps them apart | a merged function costs no code |
+//! | addresses of exported, hidden and preemptible functions | distinct | by default ([`AddressPolicy::Shared`], like a linker's `--icf=all`) the address the host fetches of a merged one (`get_finalized_function`, `get_address`, an object file's symbol) may be its survivor's; one taken in IR or stored in data never is (a thunk, made late if need be); [`AddressPolicy::Distinct`] keeps them all apart | a merged function costs no code |
 //! | `get_finalized_function` of a merged function | its own code | its survivor's code, or its own thunk; never code of another signature | same |
 //! | object file: a merged function | its own code, its own unwind entry (FDE) | an alias symbol at its survivor's code, with its survivor's size, sharing its unwind entry; with per-function sections its own `.text.<name>` stays, empty | `object` cannot remove a section once made |
 //! | `finish` | infallible | returns `ModuleResult`: a function that fails to compile there is an error naming it | the compiles happen in `finish` |
