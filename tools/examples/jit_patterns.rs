@@ -13,6 +13,7 @@
 //!   batch-dup N B   the same with half of them duplicates
 //! ```
 //!
+//! `--every N` finalizes every N definitions instead (the REPL patterns' default is 1).
 //! `--phases` also prints `MergeModule`'s time in each phase (`MergeModule::stats`, every
 //! function's). `--plain` runs cranelift-jit alone; `--verifier` sets Cranelift's `enable_verifier` (default
 //! on, Cranelift's default); `--threads` is `MergeConfig::threads`: `1` is `Threads::None`,
@@ -39,7 +40,7 @@ const WARM: usize = 500;
 fn usage() -> ! {
     eprintln!(
         "usage: jit_patterns repl-unique N | repl-equal N | repl-near N | batch N B | batch-dup N B \
-         [--plain] [--verifier on|off] [--opt none|speed] [--threads 1|default]"
+         [--plain] [--verifier on|off] [--opt none|speed] [--threads 1|default] [--every N]"
     );
     std::process::exit(2)
 }
@@ -113,8 +114,9 @@ fn work(pattern: &str, args: &[usize], cfg: cranelift_codegen::isa::TargetFronte
 }
 
 /// Declare every function, then define and finalize them `w.batch` at a time; the part after
-/// the first `w.warm` functions is `measured`.
-fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64), M) {
+/// the first `w.warm` functions is `measured`. Also returns the code bytes the steps'
+/// contexts hold right after each define (a plain module's: it compiles at define).
+fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64), M, usize) {
     // A generated module's functions, declared first, with their references to each other
     // made module references (`declare_by_name`).
     let declared: Vec<(FuncId, Function)> = if w.warm > 0 {
@@ -133,6 +135,7 @@ fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64),
     };
     // One context for every definition, cleared in between, as cranelift-jit-demo keeps one.
     let mut ctx = m.make_context();
+    let mut bytes = 0;
     let mut step = |m: &mut M, k: usize| {
         let (id, f) = match declared.get(k) {
             Some((id, f)) => (*id, f),
@@ -147,6 +150,7 @@ fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64),
         m.clear_context(&mut ctx);
         ctx.func = f.clone();
         m.define_function(id, &mut ctx).unwrap();
+        bytes += ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
         if (k + 1).is_multiple_of(w.batch) || k + 1 == w.funcs.len() {
             finalize(m);
         }
@@ -162,7 +166,7 @@ fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64),
         t.elapsed().as_secs_f64() * 1e6 / n,
         (thread_cpu_us() - cpu) / n,
     );
-    (times, m)
+    (times, m, bytes)
 }
 
 /// The timed part (callgrind's `--toggle-collect` names it).
@@ -179,6 +183,7 @@ fn main() {
     let mut nums = Vec::new();
     let (mut plain, mut verifier, mut opt, mut threads) = (false, true, "none", "1");
     let mut phases = false;
+    let mut every = None;
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -187,11 +192,18 @@ fn main() {
             "--verifier" => verifier = it.next().map(|s| s == "on").unwrap_or_else(|| usage()),
             "--opt" => opt = it.next().map(String::as_str).unwrap_or_else(|| usage()),
             "--threads" => threads = it.next().map(String::as_str).unwrap_or_else(|| usage()),
+            "--every" => {
+                every = it.next().and_then(|s| s.parse::<usize>().ok());
+                every.filter(|&n| n > 0).unwrap_or_else(|| usage());
+            }
             n => nums.push(n.parse::<usize>().unwrap_or_else(|_| usage())),
         }
     }
     let isa = isa(opt, verifier);
-    let w = work(pattern, &nums, isa.frontend_config());
+    let mut w = work(pattern, &nums, isa.frontend_config());
+    if let Some(n) = every {
+        w.batch = n;
+    }
     let config = MergeConfig {
         threads: match threads {
             "1" => Threads::None,
@@ -201,24 +213,28 @@ fn main() {
         ..Default::default()
     };
     let jit = JITModule::new(jit_builder(isa, &[]));
-    let (us, cpu) = if plain {
-        run(jit, |m| m.finalize_definitions().unwrap(), &w).0
+    let (us, cpu, bytes) = if plain {
+        let ((us, cpu), _, bytes) = run(jit, |m| m.finalize_definitions().unwrap(), &w);
+        (us, cpu, bytes)
     } else {
-        let ((us, cpu), m) = run(
+        let ((us, cpu), m, _) = run(
             MergeModule::with_config(jit, config),
             |m| m.finalize_definitions().unwrap(),
             &w,
         );
         if phases {
+            for (c, n) in m.stats().counters() {
+                println!("  {}: {n}", c.name());
+            }
             for (phase, d) in m.stats().times() {
                 println!("  {phase}: {:.2} ms", d.as_secs_f64() * 1e3);
             }
         }
-        (us, cpu)
+        (us, cpu, m.total_code_bytes())
     };
     println!(
         "{pattern} {} verifier={} opt={opt} threads={threads}: {us:.1} us per function \
-         ({cpu:.1} us on the CPU), {} functions timed",
+         ({cpu:.1} us on the CPU), {} functions timed, {bytes} code bytes",
         if plain { "plain" } else { "merge" },
         if verifier { "on" } else { "off" },
         w.funcs.len() - w.warm,

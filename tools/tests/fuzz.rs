@@ -584,9 +584,14 @@ fn batched_fuzz_run_merges_into_frozen_code() {
             "modules were not split: {} batches",
             report.batches
         );
-        assert_eq!(
-            report.stats.get(midend::Counter::Flushes),
-            report.batches as u64
+        // (A flush per batch, and one per module that gives late thunks to the functions a
+        // last data object holds.)
+        let flushes = report.stats.get(midend::Counter::Flushes);
+        assert!(
+            (report.batches as u64..=(report.batches + report.batched_modules) as u64)
+                .contains(&flushes),
+            "{flushes} flushes for {} batches",
+            report.batches
         );
         assert!(
             into_frozen > 0,

@@ -99,6 +99,18 @@ impl Definer {
     }
 }
 
+/// Does `inner` give a merged function's name its survivor's code? An `ObjectModule` does
+/// (`MergeModule::finish` makes alias symbols); a JIT resolves no alias.
+pub(crate) fn makes_aliases<M: cranelift_module::Module + 'static>(inner: &M) -> bool {
+    let any: &dyn std::any::Any = inner;
+    #[cfg(feature = "object")]
+    if any.is::<cranelift_object::ObjectModule>() {
+        return true;
+    }
+    let _ = any;
+    false
+}
+
 /// A function to compile, and whether Cranelift's verifier accepted it as it is (verified at
 /// define, and changed since only in which function a call calls, of the same signature).
 pub(crate) struct Job {

@@ -46,13 +46,33 @@ pub(crate) struct Print {
     /// it names something else, spelt out in `words`).
     pub callees: Vec<u32>,
     /// Where the immediates of constants (`iconst`, `f16const`, `f32const`, `f64const`: what
-    /// `merge-similar` makes holes of) are in `words`, and their instructions.
-    pub constants: Vec<(u32, ir::Inst)>,
+    /// `merge-similar` makes holes of) are in `words` (first word, and how many), and their
+    /// instructions.
+    pub constants: Vec<(u32, u32, ir::Inst)>,
 }
 
 impl Print {
     fn hash(&self) -> u64 {
         hash_words(&self.words)
+    }
+
+    /// The hash of the words but for the constants' immediates: equal for functions that
+    /// differ only in the values of constants.
+    fn alike_hash(&self) -> u64 {
+        let mut h = FxHasher::default();
+        let mut at = 0usize;
+        for &(pos, n, _) in &self.constants {
+            let pos = pos as usize;
+            for &w in &self.words[at..pos] {
+                h.write_u32(w);
+            }
+            h.write_u32(u32::MAX);
+            at = pos + n as usize;
+        }
+        for &w in &self.words[at..] {
+            h.write_u32(w);
+        }
+        h.finish()
     }
 }
 
@@ -73,7 +93,8 @@ fn hash_words(words: &[u32]) -> u64 {
 #[derive(Default)]
 pub(crate) struct Prints {
     words: Vec<u32>,
-    entries: Vec<(u32, u64, u32, u32)>,
+    /// Position, shape key, alike hash (`Print::alike_hash`), words, callees.
+    entries: Vec<(u32, u64, u64, u32, u32)>,
 }
 
 impl Prints {
@@ -85,19 +106,25 @@ impl Prints {
     pub fn push(&mut self, pos: u32, key: u64, p: &Print) {
         self.words.extend_from_slice(&p.words);
         self.words.extend_from_slice(&p.callees);
-        self.entries
-            .push((pos, key, p.words.len() as u32, p.callees.len() as u32));
+        let alike = p.alike_hash();
+        self.entries.push((
+            pos,
+            key,
+            alike,
+            p.words.len() as u32,
+            p.callees.len() as u32,
+        ));
     }
 
-    /// Each print: its position, shape key, words and callees.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u64, &[u32], &[u32])> {
+    /// Each print: its position, shape key and alike hash, words and callees.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, (u64, u64), &[u32], &[u32])> {
         let mut at = 0usize;
-        self.entries.iter().map(move |&(pos, key, n, c)| {
+        self.entries.iter().map(move |&(pos, key, alike, n, c)| {
             let (n, c) = (n as usize, c as usize);
             let words = &self.words[at..at + n];
             let callees = &self.words[at + n..at + n + c];
             at += n + c;
-            (pos, key, words, callees)
+            (pos, (key, alike), words, callees)
         })
     }
 }
@@ -428,19 +455,19 @@ impl Printer {
             ),
             D::UnaryGlobalValue { global_value, .. } => out.words.push(global_value.as_u32()),
             D::UnaryIeee16 { imm, .. } => {
-                out.constants.push((out.words.len() as u32, inst));
+                out.constants.push((out.words.len() as u32, 1, inst));
                 out.words.push(imm.bits().into())
             }
             D::UnaryIeee32 { imm, .. } => {
-                out.constants.push((out.words.len() as u32, inst));
+                out.constants.push((out.words.len() as u32, 1, inst));
                 out.words.push(imm.bits())
             }
             D::UnaryIeee64 { imm, .. } => {
-                out.constants.push((out.words.len() as u32, inst));
+                out.constants.push((out.words.len() as u32, 2, inst));
                 word64(&mut out.words, imm.bits())
             }
             D::UnaryImm { imm, .. } => {
-                out.constants.push((out.words.len() as u32, inst));
+                out.constants.push((out.words.len() as u32, 2, inst));
                 word64(&mut out.words, imm.bits() as u64)
             }
         }
@@ -613,8 +640,10 @@ pub(crate) struct InputIndex {
     words: Vec<u32>,
     /// Print hash → the functions with that hash.
     table: FxHashMap<u64, SmallVec<[Entry; 1]>>,
-    /// Shape key → the functions with that key.
-    shapes: FxHashMap<u64, SmallVec<[Entry; 1]>>,
+    /// Shape key → how many functions have that key.
+    shapes: FxHashMap<u64, u32>,
+    /// Alike hash (`Print::alike_hash`) → the functions with that hash.
+    alike: FxHashMap<u64, SmallVec<[Entry; 1]>>,
 }
 
 /// How many functions alike a function of a later batch takes from the index at most, to
@@ -627,22 +656,31 @@ impl InputIndex {
         !self.shapes.is_empty() && self.shapes.contains_key(&key)
     }
 
-    /// Index `id`, of shape key `key`, by its print (`words`, `callees`).
-    pub fn insert(&mut self, id: FuncId, key: u64, words: &[u32], callees: &[u32]) {
+    /// Index `id`, of shape key `key` and alike hash `alike`, by its print (`words`,
+    /// `callees`).
+    pub fn insert(&mut self, id: FuncId, (key, alike): (u64, u64), words: &[u32], callees: &[u32]) {
         let start = self.words.len() as u32;
         self.words.extend_from_slice(words);
         self.words.extend_from_slice(callees);
         let entry = (id, start, words.len() as u32, callees.len() as u32);
         self.table.entry(hash_words(words)).or_default().push(entry);
-        self.shapes.entry(key).or_default().push(entry);
+        self.alike.entry(alike).or_default().push(entry);
+        *self.shapes.entry(key).or_default() += 1;
     }
 
-    /// `entry` (of shape key `key`) leaves the shape's list.
-    fn unshape(&mut self, key: u64, entry: Entry) {
-        if let Some(list) = self.shapes.get_mut(&key) {
-            list.retain(|e| e.1 != entry.1);
-            if list.is_empty() {
+    /// `entry` (of shape key `key`), indexed at `start`, leaves the shape's count and the
+    /// alike lists.
+    fn unshape(&mut self, key: u64, alike: u64, start: u32) {
+        if let Some(n) = self.shapes.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
                 self.shapes.remove(&key);
+            }
+        }
+        if let Some(list) = self.alike.get_mut(&alike) {
+            list.retain(|e| e.1 != start);
+            if list.is_empty() {
+                self.alike.remove(&alike);
             }
         }
     }
@@ -675,7 +713,7 @@ impl InputIndex {
         entries.retain(|&mut (id, start, n, c)| {
             let (s, n, c) = (start as usize, n as usize, c as usize);
             if self.words[s..s + n] == p.words[..] {
-                found.push((id, self.words[s + n..s + n + c].to_vec()));
+                found.push((id, (self.words[s + n..s + n + c].to_vec(), start)));
                 false
             } else {
                 true
@@ -684,17 +722,15 @@ impl InputIndex {
         if entries.is_empty() {
             self.table.remove(&h);
         }
-        for (id, _) in &found {
-            let list = self.shapes.get(&key).into_iter().flatten();
-            if let Some(&e) = list.into_iter().find(|e| e.0 == *id) {
-                self.unshape(key, e);
-            }
+        let alike = p.alike_hash();
+        for (_, (_, start)) in &found {
+            self.unshape(key, alike, *start);
         }
-        found
+        found.into_iter().map(|(f, (c, _))| (f, c)).collect()
     }
 
     /// Indexed functions (of shape key `key`) that differ from `func` (whose print is `p`)
-    /// only in the values of constants, each with a copy of `func` that has their constants
+    /// only in the values of constants (found by the print's alike hash), each with a copy of `func` that has their constants
     /// and callees: the function it stands for, up to renaming (its print is checked equal).
     /// They leave the index: each is about to get a fingerprint of its own, and to meet
     /// `func` in `merge-similar`. The newest first, `ALIKE_TAKEN` at most.
@@ -705,7 +741,8 @@ impl InputIndex {
         func: &ir::Function,
         printer: &mut Printer,
     ) -> Vec<(FuncId, ir::Function)> {
-        let Some(list) = self.shapes.get(&key) else {
+        let alike = p.alike_hash();
+        let Some(list) = self.alike.get(&alike) else {
             return Vec::new();
         };
         let (n, c) = (p.words.len(), p.callees.len());
@@ -735,7 +772,7 @@ impl InputIndex {
                     self.table.remove(&h);
                 }
             }
-            self.unshape(key, e);
+            self.unshape(key, alike, e.1);
         }
         found
     }
@@ -756,9 +793,12 @@ fn with_constants_of(
         if a == b {
             continue;
         }
-        // The constant whose words hold position i (two words at most).
-        while constants.next_if(|&&(at, _)| at as usize + 1 < i).is_some() {}
-        let &&(at, inst) = constants.peek().filter(|&&&(at, _)| at as usize <= i)?;
+        // The constant whose words hold position i.
+        while constants
+            .next_if(|&&(at, n, _)| (at + n) as usize <= i)
+            .is_some()
+        {}
+        let &&(at, _, inst) = constants.peek().filter(|&&&(at, _, _)| at as usize <= i)?;
         if differ.last().map(|d| d.0) != Some(at) {
             differ.push((at, inst));
         }

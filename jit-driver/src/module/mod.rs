@@ -194,6 +194,9 @@ struct Core {
     late_data: Vec<FuncId>,
     /// Functions not defined yet that pending functions refer to (`note_undefined_callees`).
     undefined_callees: Vec<FuncId>,
+    /// The inner module gives a merged function's name its survivor's code (an object file's
+    /// alias symbol), so compiled code may call a function that merges later by name.
+    aliases: bool,
     /// Time spent verifying functions at define, not yet added to `stats`.
     verify_time: Duration,
     /// Functions and data objects declared through this module (ids below are valid).
@@ -242,7 +245,9 @@ impl<M: Module + 'static> MergeModule<M> {
     /// Wrap `inner` with `config`.
     pub fn with_config(inner: M, config: MergeConfig) -> Self {
         let definer = Definer::of(&inner);
-        Self::with_definer(inner, config, definer)
+        let mut m = Self::with_definer(inner, config, definer);
+        m.core.aliases = define::makes_aliases(&m.inner);
+        m
     }
 }
 
@@ -279,6 +284,7 @@ impl<M: Module> MergeModule<M> {
                 unresolved: Vec::new(),
                 late_data: Vec::new(),
                 undefined_callees: Vec::new(),
+                aliases: false,
                 verify_time: Duration::ZERO,
                 declared,
                 any_merged: false,

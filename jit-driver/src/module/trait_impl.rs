@@ -214,9 +214,12 @@ impl<M: Module> Module for MergeModule<M> {
 impl Core {
     /// Note the module functions `func` (defined as `id`) refers to that are not defined yet:
     /// if none is defined in this batch, the code compiled for `func` refers to it by name,
-    /// and it must have code under that name once it is defined, even if it merges (a JIT
-    /// resolves no alias).
+    /// and it must have code under that name once it is defined, even if it merges, unless
+    /// the inner module makes aliases (a JIT resolves none).
     pub(super) fn note_undefined_callees(&mut self, id: FuncId, func: &ir::Function) {
+        if self.aliases {
+            return; // (the name resolves to the survivor's code)
+        }
         let names = func.params.user_named_funcs();
         for ext in func.dfg.ext_funcs.values() {
             let ir::ExternalName::User(r) = ext.name else {

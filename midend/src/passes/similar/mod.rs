@@ -867,8 +867,32 @@ fn param_for(
     k
 }
 
-/// Decide what the group in `st.plan.members` shares and whether it pays.
+/// Decide what the group in `st.plan.members` shares and whether it pays. Members compiled
+/// before (frozen) only widen what the body shares: where the group does not pay with them,
+/// the open members are planned alone.
 fn plan(
+    m: &Module,
+    ps: &PassState,
+    opts: &SimilarOptions,
+    st: &mut State,
+    report: &mut SimilarReport,
+) -> Option<Plan> {
+    if let Some(p) = plan_members(m, ps, opts, st, report) {
+        return Some(p);
+    }
+    let members = &mut st.plan.members;
+    if !members.iter().any(|mb| mb.frozen) {
+        return None;
+    }
+    members.retain(|mb| !mb.frozen);
+    if members.len() < 2 {
+        return None;
+    }
+    plan_members(m, ps, opts, st, report)
+}
+
+/// `plan` for the members as they are.
+fn plan_members(
     m: &Module,
     ps: &PassState,
     opts: &SimilarOptions,
