@@ -49,6 +49,8 @@ pub(crate) struct Print {
     /// `merge-similar` makes holes of) are in `words` (first word, and how many), and their
     /// instructions.
     pub constants: Vec<(u32, u32, ir::Inst)>,
+    /// `alike_hash`, once computed.
+    alike: std::cell::Cell<Option<u64>>,
 }
 
 impl Print {
@@ -59,6 +61,9 @@ impl Print {
     /// The hash of the words but for the constants' immediates: equal for functions that
     /// differ only in the values of constants.
     fn alike_hash(&self) -> u64 {
+        if let Some(h) = self.alike.get() {
+            return h;
+        }
         let mut h = FxHasher::default();
         let mut at = 0usize;
         for &(pos, n, _) in &self.constants {
@@ -72,6 +77,7 @@ impl Print {
         for &w in &self.words[at..] {
             h.write_u32(w);
         }
+        self.alike.set(Some(h.finish()));
         h.finish()
     }
 }
@@ -162,6 +168,7 @@ impl Printer {
         out.words.clear();
         out.callees.clear();
         out.constants.clear();
+        out.alike.set(None);
         // (About six words an instruction.)
         out.words.reserve(8 * func.dfg.num_insts() + 64);
         self.values.clear();
