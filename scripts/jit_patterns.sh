@@ -7,8 +7,10 @@
 # N times each (default 5), and takes the median of the µs per function each prints (the
 # timed part: declare, define and finalize; the REPL rows time 3,000 steps after 500 warm-up
 # functions). Beside it, the instructions per function that callgrind counts in the timed
-# part (the REPL rows over 300 steps; the batch rows over the whole batch), on one thread:
-# a row with default threads shows the wall time only. `--only` keeps the rows whose
+# part (the REPL rows over 300 steps, `repl-near` over 3,000: its first 500 steps each start
+# a family, the others join one; the batch rows over the whole batch), on one thread:
+# a row with default threads shows the wall time only; and the code bytes each side compiled
+# over all functions (the REPL rows: warm-up included). `--only` keeps the rows whose
 # configuration matches REGEX (e.g. `--only repl`).
 set -euo pipefail
 RUNS=5
@@ -43,8 +45,8 @@ instructions() {
   rm -f "$tmp"/cg*
 }
 
-echo "| pattern | threads | verifier | opt level | plain µs | MergeModule µs | wall ratio | plain instructions | MergeModule instructions | ratio |"
-echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|"
+echo "| pattern | threads | verifier | opt level | plain µs | MergeModule µs | wall ratio | plain instructions | MergeModule instructions | ratio | plain code bytes | MergeModule code bytes |"
+echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 while read -r label wall cg threads verifier opt; do
   [[ -z $label ]] && continue
   cfg="$label threads=$threads verifier=$verifier opt=$opt"
@@ -53,8 +55,12 @@ while read -r label wall cg threads verifier opt; do
   read -r -a wall_args <<<"${wall//,/ }"
   : >"$tmp/plain"; : >"$tmp/merge"
   for _ in $(seq "$RUNS"); do
-    "$BIN" "${wall_args[@]}" "${flags[@]}" --plain | sed -n 's/.*: \([0-9.]*\) us per function.*/\1/p' >>"$tmp/plain"
-    "$BIN" "${wall_args[@]}" "${flags[@]}" | sed -n 's/.*: \([0-9.]*\) us per function.*/\1/p' >>"$tmp/merge"
+    "$BIN" "${wall_args[@]}" "${flags[@]}" --plain >"$tmp/out"
+    sed -n 's/.*: \([0-9.]*\) us per function.*/\1/p' "$tmp/out" >>"$tmp/plain"
+    bp=$(sed -n 's/.*, \([0-9]*\) code bytes/\1/p' "$tmp/out")
+    "$BIN" "${wall_args[@]}" "${flags[@]}" >"$tmp/out"
+    sed -n 's/.*: \([0-9.]*\) us per function.*/\1/p' "$tmp/out" >>"$tmp/merge"
+    bm=$(sed -n 's/.*, \([0-9]*\) code bytes/\1/p' "$tmp/out")
   done
   p=$(median plain); m=$(median merge)
   ip=—; im=—; ir=—
@@ -64,8 +70,8 @@ while read -r label wall cg threads verifier opt; do
     im=$(instructions "${cg_args[@]}" "${flags[@]}")
     ir=$(python3 -c "print('%.3f' % (float('${im%k}') / float('${ip%k}')))")
   fi
-  printf '| `%s` | %s | %s | %s | %s | %s | %.3f | %s | %s | %s |\n' "${wall//,/ }" "$threads" "$verifier" "$opt" \
-    "$p" "$m" "$(python3 -c "print($m / $p)")" "$ip" "$im" "$ir"
+  printf '| `%s` | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s | %s |\n' "${wall//,/ }" "$threads" "$verifier" "$opt" \
+    "$p" "$m" "$(python3 -c "print($m / $p)")" "$ip" "$im" "$ir" "$bp" "$bm"
 done <<'ROWS'
 repl-unique repl-unique,3000 repl-unique,300 1 off none
 repl-unique repl-unique,3000 repl-unique,300 1 on none
@@ -75,6 +81,9 @@ repl-equal repl-equal,3000 repl-equal,300 1 off none
 repl-equal repl-equal,3000 repl-equal,300 1 on none
 repl-equal repl-equal,3000 repl-equal,300 1 off speed
 repl-equal repl-equal,3000 repl-equal,300 1 on speed
+repl-near repl-near,3000 repl-near,3000 1 off none
+repl-near repl-near,3000 repl-near,3000 1 on none
+repl-near-one-batch repl-near,3000,--every,3500 repl-near,300,--every,800 1 off none
 batch-1000 batch,1000,1000 batch,1000,1000 1 off none
 batch-1000 batch,1000,1000 batch,1000,1000 1 on none
 batch-1000 batch,1000,1000 batch,1000,1000 1 off speed
