@@ -13,6 +13,7 @@
 //!   batch-dup N B   the same with half of them duplicates
 //! ```
 //!
+//! `--emit-clif` prints the pattern's functions as CLIF instead of running it.
 //! `--every N` finalizes every N definitions instead (the REPL patterns' default is 1).
 //! `--phases` also prints `MergeModule`'s time in each phase (`MergeModule::stats`, every
 //! function's). `--plain` runs cranelift-jit alone; `--verifier` sets Cranelift's `enable_verifier` (default
@@ -184,11 +185,13 @@ fn main() {
     let (mut plain, mut verifier, mut opt, mut threads) = (false, true, "none", "1");
     let mut phases = false;
     let mut every = None;
+    let mut emit = false;
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--plain" => plain = true,
             "--phases" => phases = true,
+            "--emit-clif" => emit = true,
             "--verifier" => verifier = it.next().map(|s| s == "on").unwrap_or_else(|| usage()),
             "--opt" => opt = it.next().map(String::as_str).unwrap_or_else(|| usage()),
             "--threads" => threads = it.next().map(String::as_str).unwrap_or_else(|| usage()),
@@ -203,6 +206,19 @@ fn main() {
     let mut w = work(pattern, &nums, isa.frontend_config());
     if let Some(n) = every {
         w.batch = n;
+    }
+    if emit {
+        // The pattern's functions as CLIF text, for `mergelift size --batch N --ceiling`.
+        for (k, (name, f)) in w.funcs.iter().enumerate() {
+            let mut f = f.clone();
+            if !name.is_empty() {
+                f.name = cranelift_codegen::ir::UserFuncName::testcase(name);
+            } else {
+                f.name = cranelift_codegen::ir::UserFuncName::testcase(format!("g{k}"));
+            }
+            println!("{}", f.display());
+        }
+        return;
     }
     let config = MergeConfig {
         threads: match threads {
