@@ -323,7 +323,9 @@ impl Input {
 
     /// Its whole text (without the `wasm` feature there is no `.wasm` input to translate).
     #[cfg(not(feature = "wasm"))]
-    pub fn read_text_with(&self, _: &Translate) -> Result<String> {
+    pub fn read_text_with(&self, t: &Translate) -> Result<String> {
+        // (no module to translate: a `.wasm` file is refused by its reader)
+        let _ = (&t.threads, &t.progress);
         match &self.text {
             Some(t) => Ok(t.clone()),
             None => mergelift_tools::input::read_text(&self.path).map_err(|e| anyhow!(e)),
