@@ -321,6 +321,31 @@ impl Input {
         }
     }
 
+    /// A `.wasm` module's functions, each with its symbol, translated as `t` says.
+    #[cfg(feature = "wasm")]
+    pub fn wasm_functions(
+        &self,
+        t: &Translate,
+    ) -> Result<Vec<(String, cranelift_codegen::ir::Function)>> {
+        let path = &self.path;
+        match &self.wasm {
+            Some(bytes) => mergelift_tools::wasm::wasm_to_functions(bytes, &translation(t))
+                .map_err(|e| anyhow!("{}: {e}", path.display())),
+            None => mergelift_tools::input::read_wasm_functions(path, &translation(t))
+                .map_err(|e| anyhow!(e)),
+        }
+    }
+
+    /// Without the `wasm` feature: the error a `.wasm` input gets.
+    #[cfg(not(feature = "wasm"))]
+    pub fn wasm_functions(
+        &self,
+        _: &Translate,
+    ) -> Result<Vec<(String, cranelift_codegen::ir::Function)>> {
+        no_wasm(&self.path)?;
+        Ok(Vec::new())
+    }
+
     /// Its whole text (without the `wasm` feature there is no `.wasm` input to translate).
     #[cfg(not(feature = "wasm"))]
     pub fn read_text_with(&self, t: &Translate) -> Result<String> {

@@ -205,9 +205,22 @@ pub(super) fn read_inputs(
         progress: Some(progress.translation()),
     };
     for input in &given {
-        let text = (input.read_text_with(&translate)).inspect_err(|_| progress.finish())?;
-        progress.phase("parse");
         let p = &input.path;
+        if input.format == inputs::Format::Wasm {
+            // Parsed once, in the translation: no text to parse again.
+            let funcs = (input.wasm_functions(&translate)).inspect_err(|_| progress.finish())?;
+            let mut functions = Vec::with_capacity(funcs.len());
+            for (symbol, f) in funcs {
+                if with_names {
+                    names.insert(&f.name.to_string(), &symbol);
+                }
+                functions.push(f);
+            }
+            parsed.push(mergelift_tools::input::wasm_file(p, functions).map_err(|e| anyhow!(e))?);
+            continue;
+        }
+        let text = input.read_text()?;
+        progress.phase("parse");
         if input.format == inputs::Format::Lir {
             parsed.push(inputs::lir_as_clif(p, &text)?);
             continue;

@@ -56,6 +56,26 @@ fn wasm_text_with(path: &Path, t: &crate::wasm::Translation) -> Result<String, S
     crate::wasm::wasm_to_clif_with(&bytes, t).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// A `.wasm` module's functions as the [`ClifFile`] [`parse_clif`] makes of its text (a text
+/// with no `set` or `target` line), from the functions of
+/// `wasm::wasm_to_functions` (the `wasm` feature).
+pub fn wasm_file(path: &Path, functions: Vec<ir::Function>) -> Result<ClifFile, String> {
+    let mut file = parse_clif(path, "")?;
+    file.functions = functions;
+    Ok(file)
+}
+
+/// [`crate::wasm::wasm_to_functions`] of the `.wasm` file `path`.
+#[cfg(feature = "wasm")]
+pub fn read_wasm_functions(
+    path: &Path,
+    t: &crate::wasm::Translation,
+) -> Result<Vec<(String, ir::Function)>, String> {
+    check_input_file(path)?;
+    let bytes = std::fs::read(path).map_err(|e| cannot_read(path, &e))?;
+    crate::wasm::wasm_to_functions(&bytes, t).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// [`read_text`], a `.wasm` file translated as `t` says (threads, progress).
 #[cfg(feature = "wasm")]
 pub fn read_text_with(path: &Path, t: &crate::wasm::Translation) -> Result<String, String> {

@@ -22,6 +22,7 @@
 //! names there and panics on one with a `/`, and cuts them at 96 characters. The names are
 //! read here instead, in full, and written into the comments.
 
+use cranelift_codegen::ir;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,10 +60,48 @@ pub fn wasm_to_clif(bytes: &[u8]) -> Result<String, String> {
 pub fn wasm_to_clif_with(bytes: &[u8], t: &Translation) -> Result<String, String> {
     let (stripped, names, defined) = prepare(bytes)?;
     let funcs = match captured_functions(&stripped, t, (defined, names.imported))? {
-        Some(funcs) => funcs,
+        Some(funcs) => displayed(funcs),
         None => emitted_functions(&stripped, t.threads)?,
     };
     Ok(module_text(funcs, &names.names))
+}
+
+/// The functions of [`wasm_to_clif_with`]'s text, parsed, each with the symbol of its
+/// comment, in the text's order: without the text (the in-process route parses each
+/// function once).
+pub fn wasm_to_functions(
+    bytes: &[u8],
+    t: &Translation,
+) -> Result<Vec<(String, ir::Function)>, String> {
+    let (stripped, names, defined) = prepare(bytes)?;
+    let funcs = match captured_functions(&stripped, t, (defined, names.imported))? {
+        Some(funcs) => funcs,
+        None => {
+            let mut parsed = Vec::new();
+            for (symbol, body) in emitted_functions(&stripped, t.threads)? {
+                let f = cranelift_reader::parse_functions(&body)
+                    .map_err(|e| format!("wasmtime's IR of {symbol} does not parse: {e}"))?;
+                parsed.extend(f.into_iter().map(|f| (symbol.clone(), f)));
+            }
+            parsed
+        }
+    };
+    let mut funcs: Vec<_> = (funcs.into_iter())
+        .map(|(symbol, f)| {
+            let symbol = full_symbol(&symbol, &names.names);
+            (sort_key(&symbol), symbol, f)
+        })
+        .collect();
+    // (Symbols are unique: the order is the text's.)
+    funcs.sort_unstable_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    Ok(funcs.into_iter().map(|(_, s, f)| (s, f)).collect())
+}
+
+/// Each function's text.
+fn displayed(funcs: Vec<(String, ir::Function)>) -> Vec<Func> {
+    (funcs.into_iter())
+        .map(|(symbol, f)| (symbol, f.display().to_string()))
+        .collect()
 }
 
 /// The same text by wasmtime's own `Config::emit_clif`, which writes one file per function
@@ -81,7 +120,7 @@ pub fn wasm_to_clif_by_files(bytes: &[u8], threads: usize) -> Result<String, Str
 pub fn wasm_to_clif_captured(bytes: &[u8], t: &Translation) -> Result<Option<String>, String> {
     let (stripped, names, defined) = prepare(bytes)?;
     Ok(captured_functions(&stripped, t, (defined, names.imported))?
-        .map(|funcs| module_text(funcs, &names.names)))
+        .map(|funcs| module_text(displayed(funcs), &names.names)))
 }
 
 /// What the name section says and what wasmtime's symbols need.
@@ -278,7 +317,7 @@ fn captured_functions(
     stripped: &[u8],
     t: &Translation,
     (defined, imported): (usize, u32),
-) -> Result<Option<Vec<Func>>, String> {
+) -> Result<Option<Vec<(String, ir::Function)>>, String> {
     if !logger_installed() {
         return Ok(None);
     }
@@ -315,7 +354,7 @@ fn captured_functions(
     if capture.seen.load(Ordering::Relaxed) != defined {
         return Ok(None);
     }
-    let funcs: Result<Vec<Func>, String> = if threads > 1 {
+    let funcs: Result<Vec<_>, String> = if threads > 1 {
         use rayon::prelude::*;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -339,7 +378,7 @@ fn captured_functions(
 /// A function as `optimize` was handed it, made what `emit_clif` writes after the compile:
 /// parsed, then taken through `optimize`'s steps at opt level none (wasmtime canonicalises no
 /// NaNs by default; its verifier is off).
-fn prepared_function(text: String, imported: u32) -> Result<Func, String> {
+fn prepared_function(text: String, imported: u32) -> Result<(String, ir::Function), String> {
     let mut funcs = cranelift_reader::parse_functions(&text)
         .map_err(|e| format!("wasmtime's IR does not parse: {e}: {text}"))?;
     let func = match (funcs.pop(), funcs.is_empty()) {
@@ -364,7 +403,7 @@ fn prepared_function(text: String, imported: u32) -> Result<Func, String> {
         .and_then(|()| cx.remove_constant_phis(&flags));
     steps.map_err(|e| format!("{symbol}: {e}"))?;
     cx.func.dfg.resolve_all_aliases();
-    Ok((symbol, cx.func.display().to_string()))
+    Ok((symbol, cx.func))
 }
 
 /// The symbol wasmtime gives the function of `key` (its `emit_clif` comment), for a module
