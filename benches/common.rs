@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use cranelift_codegen::ir;
-use mergelift::lir;
+use mergelift::passes::lir;
 use mergelift_tools::gen::{generate, GenOptions};
 
 /// A generated module as Cranelift functions.

@@ -8,7 +8,8 @@
 mod common;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use mergelift::{host_isa, MergeConfig, OptLevel};
+use mergelift::tools::{host_isa, OptLevel};
+use mergelift::MergeConfig;
 use mergelift_tools::harness::{merge_jit, plain_jit};
 
 fn end_to_end(c: &mut Criterion) {

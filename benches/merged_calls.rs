@@ -144,18 +144,18 @@ fn merged_calls(c: &mut Criterion) {
     let s = similar.stats();
     println!(
         "merge-similar: {} groups, {} members merged, {} thunks, {} call sites rewritten",
-        s.get("similar.groups"),
-        s.get("merged_similar"),
-        s.get("similar.thunks"),
-        s.get("similar.callers_rewritten")
+        s.get(mergelift::Counter::SimilarGroups),
+        s.get(mergelift::Counter::MergedSimilar),
+        s.get(mergelift::Counter::SimilarThunks),
+        s.get(mergelift::Counter::SimilarCallersRewritten)
     );
     println!(
         "merge-aligned: {} groups, {} members merged",
-        aligned.stats().get("aligned.groups"),
-        aligned.stats().get("merged_aligned"),
+        aligned.stats().get(mergelift::Counter::AlignedGroups),
+        aligned.stats().get(mergelift::Counter::MergedAligned),
     );
     // `ya` and `yb`, and the shared bodies of `la`.. and `pa`.. (alike but for the call).
-    assert_eq!(aligned.stats().get("merged_aligned"), 4);
+    assert_eq!(aligned.stats().get(mergelift::Counter::MergedAligned), 4);
     // Every build computes the same.
     for name in ["xa", "xd", "main", "mainp", "ya", "yb"] {
         for x in [-3, 0, 7, 1 << 20] {

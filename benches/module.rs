@@ -17,7 +17,8 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use jit_driver::jit_builder;
-use mergelift::{host_isa, MergeConfig, MergeModule, OptLevel};
+use mergelift::tools::{host_isa, OptLevel};
+use mergelift::{MergeConfig, MergeModule};
 use mergelift_tools::harness::{lazy_step_function, merge_jit, plain_jit};
 
 fn isa() -> OwnedTargetIsa {

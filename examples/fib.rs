@@ -3,14 +3,16 @@
 //! call it) with one line changed: the `JITModule` is wrapped in a `MergeModule`. Two copies of
 //! fib are defined; the second merges into the first and costs no code.
 //!
-//! `cargo run --example fib [-- PASSES]` (default `merge,lvn`; `none` for no pass)
+//! `cargo run --example fib [-- PASSES]` (default `merge,merge-similar`, as
+//! `MergeConfig::default()`; `none` for no pass). Run with `RUST_LOG`-style logging set up by
+//! the host to see Mergelift's `log` events; this example prints its reports itself.
 
 use cranelift_codegen::ir::{condcodes::IntCC, types, AbiParam, InstBuilder};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
-use mergelift::{MergeConfig, MergeModule};
+use mergelift::{Counter, MergeConfig, MergeModule};
 
 /// Define `fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)` as `id`, calling itself.
 fn define_fib(m: &mut impl Module, id: FuncId) -> Result<(), Box<dyn std::error::Error>> {
@@ -53,14 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let isa = cranelift_native::builder()?.finish(settings::Flags::new(flags))?;
     let jit = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
 
-    // Keep the LIR of compiled functions, to print it below (by default it is freed).
-    let config = MergeConfig {
-        debug: mergelift::DebugOptions {
-            keep_lir: true,
-            ..Default::default()
-        },
-        ..MergeConfig::with_passes(&passes)
-    };
+    let config = MergeConfig::with_passes(&passes);
     // The one line that differs from a cranelift-jit program:
     let mut m = MergeModule::with_config(jit, config);
 
@@ -79,16 +74,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let g: extern "C" fn(i64) -> i64 =
         unsafe { std::mem::transmute(m.get_finalized_function(fib_copy)) };
     println!("fib(30) = {}, fib_copy(30) = {}", f(30), g(30));
-    match m.merged_into(fib_copy) {
-        Some(s) if s == fib => println!("fib_copy merged into fib: it has no code of its own"),
-        _ => println!("fib_copy was not merged"),
+    // Names as the host declared them.
+    let name = |id: FuncId| {
+        m.declarations()
+            .get_function_decl(id)
+            .linkage_name(id)
+            .into_owned()
+    };
+    for (merged, survivor, kind) in m.merges() {
+        match survivor {
+            Some(s) => println!("{} merged into {} ({kind:?})", name(merged), name(s)),
+            None => println!("{} merged into a shared body ({kind:?})", name(merged)),
+        }
     }
-    println!("\nLIR of the module:\n{}", m.lir());
+    if m.merged_into(fib_copy).is_none() {
+        println!("fib_copy was not merged");
+    }
+    let flush = m.last_flush();
+    println!(
+        "last flush: {} functions defined, {} merged, {} compiled ({} bytes), in {:.3} ms",
+        flush.defined.len(),
+        flush.merged.len(),
+        flush.stats.get(Counter::Compiled),
+        flush.stats.get(Counter::CodeBytes),
+        flush.time.as_secs_f64() * 1e3
+    );
     println!("statistics:");
-    for (k, v) in &m.stats().counters {
+    for (k, v) in m.stats().counters_by_name() {
         println!("  {k}: {v}");
     }
-    for (phase, d) in &m.stats().times {
+    for (phase, d) in m.stats().times() {
         println!("  time {phase}: {:.3} ms", d.as_secs_f64() * 1e3);
     }
     Ok(())

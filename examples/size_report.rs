@@ -4,8 +4,8 @@
 //! `cargo run --release --example size_report [-- PASSES [OPT_LEVEL [CORPUS_DIR]]]`
 //! (defaults: `merge,lvn`, `none`, `../shared/corpus/wasm`).
 
+use mergelift::tools::OptLevel;
 use mergelift::MergeConfig;
-use mergelift::OptLevel;
 use mergelift_tools::input::{parse_clif, read_text};
 use mergelift_tools::size::{measure, SizeOptions, SizeReport};
 use std::fmt::Write as _;

@@ -57,7 +57,8 @@
 //!
 //! - **Wrap the module**: `MergeModule::new(module)` or `MergeModule::with_config(module,
 //!   config)`. The ISA, the `JITBuilder` (symbols, `symbol_lookup_fn`, memory provider,
-//!   libcall names) and the `ObjectBuilder` stay yours. Ids are the inner module's own. The
+//!   libcall names) and the `ObjectBuilder` stay yours. Ids and `declarations()` are the plain
+//!   module's: the functions the passes make are Mergelift's own, out of the host's sight. The
 //!   change is one line where the program names the module only through `Module`; a struct
 //!   field or function parameter of type `JITModule` becomes `MergeModule<JITModule>`.
 //! - **Compiling is deferred.** `define_function` checks the function as the plain module's
@@ -82,8 +83,19 @@
 //!   only when a merge could involve it (its fingerprint or its shape matches another's);
 //!   any other is compiled from its own Cranelift IR.
 //! - **Batches**: functions defined after a `finalize_definitions` are merged with each other
-//!   and against everything compiled before; one equal to compiled code gets that code and is
-//!   not compiled at all. Calls from new code into old code work as before.
+//!   and against what was compiled before; compiled code never changes. One equal to compiled
+//!   code gets that code and is not compiled at all, also where its callees merged in earlier
+//!   batches (callees compare by their survivors). One alike a `merge-similar` family whose
+//!   shared body is compiled joins it (a thunk passing its constants and callees). One alike a
+//!   function an earlier batch compiled on its own may start a family with it: that function
+//!   keeps its code, and the family's body is made of the new one, where the cost model says
+//!   the family pays once one more member joins (a bet that more alike functions come). What
+//!   order costs: the first function of a family compiled alone keeps its code, and a family
+//!   started from few members shares only what differed among them (a later function that
+//!   differs elsewhere starts another). `mergelift size --batch N --ceiling` measures a module
+//!   against the most a batch size allows. Calls from new code into old code work as before,
+//!   and a function that compiled code called before it was defined keeps code under its
+//!   name when it merges.
 //! - **What Mergelift cannot represent** (an instruction, a type or a construct its IR lacks,
 //!   such as a patchable call or a dynamic stack slot) is compiled as it came, never merged,
 //!   never an error: [`MergeModule::passed_through`] lists such functions with the reason.
@@ -96,8 +108,8 @@
 //!   keeps a thunk with an address of its own for every function visible outside the module.
 //!   Addresses taken in IR always stay distinct, also when a later batch takes the address of
 //!   a function an earlier batch merged away: the later flush gives it a thunk to its
-//!   survivor (stats counter `late_thunks`). An address stored in data (`define_data`) of a
-//!   function merged away before is its survivor's. A local function folded into a shared
+//!   survivor (stats counter `late_thunks`), and so does the address stored in data
+//!   (`define_data`) of a function merged away before. A local function folded into a shared
 //!   body by `merge-similar` keeps a small thunk, for the host to fetch
 //!   ([`MergeConfig::fetch_locals`] turns that off for a runtime that never fetches its local
 //!   functions).
@@ -106,12 +118,18 @@
 //!   a large flush compiles on the machine's cores, and a host that runs its own compile
 //!   threads sets `Threads::None`), the address policy, whether local functions stay fetchable, and the hot functions
 //!   `merge-aligned` must leave alone ([`MergeConfig::hot`]).
-//! - **Reports**: [`MergeModule::merged_into`], [`MergeModule::merges`],
-//!   [`MergeModule::stats`], [`MergeModule::code_bytes`], [`MergeModule::passed_through`].
+//! - **Reports**: [`MergeModule::merged_into`] (a function the host declared;
+//!   [`MergeModule::in_shared_body`] for one merged into a body a pass made),
+//!   [`MergeModule::merges`],
+//!   [`MergeModule::stats`] (typed counters: [`Counter`]), [`MergeModule::last_flush`] (what
+//!   one flush did), [`MergeModule::code_bytes`], [`MergeModule::passed_through`].
 //! - **Memory**: besides the inner module's, a compiled function costs about 1.2 KB (its
 //!   name, signature and the fingerprint later batches merge by); its LIR body is freed once
-//!   it is compiled or merged away. `DebugOptions::keep_lir` (hidden: for inspection) keeps the bodies for
-//!   [`MergeModule::lir`] to show.
+//!   it is compiled or merged away.
+//! - **Logging**: Mergelift writes `log` events (target `mergelift`): at
+//!   `debug`, each merge decision and a summary of each flush; at `warn`, each function
+//!   passed through unmerged. [`MergeModule::last_flush`] gives the same as a value
+//!   ([`FlushReport`]).
 //!
 //! # Differences from the plain module
 //!
@@ -127,10 +145,13 @@
 //! | a body whose signature differs from its declaration | `JITModule` compiles it | `IncompatibleSignature` at define | callers would call it with the declared signature |
 //! | a `colocated` reference to an imported function or data object | undefined at link time | `Backend(FunctionError)` at define | a JIT places imports anywhere in memory |
 //! | a verifier panic (Cranelift's verifier panics on some malformed input) | panics | `Backend(FunctionError)` at define | |
-//! | addresses of exported, hidden and preemptible functions | distinct | a merged one shares its survivor's by default ([`AddressPolicy::Shared`], like a linker's `--icf=all`); [`AddressPolicy::Distinct`] keeps them apart | a merged function costs no code |
+//! | addresses of exported, hidden and preemptible functions | distinct | by default ([`AddressPolicy::Shared`], like a linker's `--icf=all`) the address the host fetches of a merged one (`get_finalized_function`, `get_address`, an object file's symbol) may be its survivor's; one taken in IR or stored in data never is (a thunk, made late if need be); [`AddressPolicy::Distinct`] keeps them all apart | a merged function costs no code |
 //! | `get_finalized_function` of a merged function | its own code | its survivor's code, or its own thunk; never code of another signature | same |
 //! | object file: a merged function | its own code, its own unwind entry (FDE) | an alias symbol at its survivor's code, with its survivor's size, sharing its unwind entry; with per-function sections its own `.text.<name>` stays, empty | `object` cannot remove a section once made |
 //! | `finish` | infallible | returns `ModuleResult`: a function that fails to compile there is an error naming it | the compiles happen in `finish` |
+//! | object file: an anonymous function declared after a shared body | local symbol `.LfnN`, N its id | local symbol `.LfnM`, M its id in the inner module | the inner module numbers the shared bodies too; the symbol is local, no linker sees its name |
+//! | [`MergeModule::on_compiled`] | — (the plain module has no hook) | sees the host's functions and Cranelift-compiled thunks; not the shared bodies, nor x86-64 thunks written as machine code | shared bodies have no id of the host's; native thunks have no `Context` |
+//! | the inner module ([`MergeModule::inner`], [`MergeModule::into_inner`]) | — | ids equal the host's until the first shared body, then [`MergeModule::inner_id`] (`into_inner` returns that map with the module); `into_inner` gives each merged function a thunk, so the inner module resolves it | the inner module holds Mergelift's functions too |
 //! | a fault in Mergelift's own passes | — | that flush fails naming every function of the batch, and the module refuses later flushes | its IR can no longer be trusted |
 //!
 //! # Targets
@@ -142,9 +163,9 @@
 //! and fences, and `colocated` references as they came. What differs:
 //!
 //! - **Thunks.** On x86-64 (not PIC) a thunk whose survivor takes every argument in a
-//!   register is written as machine code, a few `mov`s and a jump
-//!   (`DebugOptions::native_thunks`, on by default); on every other target, and otherwise, a thunk is a
-//!   small function compiled by Cranelift: a call of its survivor, with a frame. On the wasm
+//!   register is written as machine code, a few `mov`s and a jump (the
+//!   [`MergeModule::on_compiled`] hook does not see these); on every other target, and
+//!   otherwise, a thunk is a small function compiled by Cranelift: a call of its survivor, with a frame. On the wasm
 //!   corpus a thunk is 45 bytes on aarch64, 32 compiled by Cranelift on x86-64.
 //! - **Tail calls.** Merging makes `return_call` thunks where the ISA compiles them: on
 //!   x86-64 only with `preserve_frame_pointers`, on the others always.
@@ -156,45 +177,84 @@
 //!
 //! # What this crate exports, by user
 //!
-//! Underneath are two crates: `midend`, the optimizer (LIR and the passes, with no
-//! dependency on Cranelift's code generator), and `jit-driver`, the bridge (lift to LIR,
-//! lower back, the module wrapper). This crate exports what each kind of user needs of them:
+//! Underneath are two crates: `mergelift-midend`, the optimizer (LIR and the passes, with
+//! no dependency on Cranelift's code generator), and `mergelift-jit-driver`, the bridge
+//! (lift to LIR, lower back, the module wrapper). This crate exports what each kind of user
+//! needs of them:
 //!
-//! - **A JIT host** wraps its `JITModule`: [`MergeModule`], configured by [`MergeConfig`]
-//!   ([`PassKind`] and [`parse_pass_list`] for the passes, [`Threads`], [`AddressPolicy`],
-//!   [`HotFunctions`]); it reads [`FunctionError`] and [`FailedFunction`] from a failed
-//!   flush, and [`MergeKind`], [`MergedBy`] and [`Stats`] from the reports.
+//! - **A JIT host** (this page) wraps its `JITModule`: [`MergeModule`], configured by
+//!   [`MergeConfig`] ([`PassKind`] and [`parse_pass_list`] for the passes, [`Threads`],
+//!   [`AddressPolicy`], [`HotFunctions`]); it reads [`FunctionError`] and
+//!   [`FailedFunction`] from a failed flush, and [`MergeKind`], [`MergedBy`],
+//!   [`FlushReport`], [`Stats`] and [`Counter`] from the reports.
 //! - **An object-file user** needs the same, with the feature `object` (`MergeModule<ObjectModule>`).
-//! - **A pass author** writes a [`Pass`] over [`lir`], run by a [`PassManager`] with the
-//!   [`PassState`] and [`PassOptions`] it shares, and checks its output with the
-//!   [`verify_function`] LIR verifier.
-//! - **The tools** (tests, benchmarks, the generator, the `mergelift` command, which lives in
-//!   the crate `mergelift-cli`) compile functions named as in a `.clif` file
-//!   ([`declare_by_name`], [`define_by_name`]) for the host ([`host_isa`], [`OptLevel`],
-//!   [`jit_builder`]), and lift and lower without a module ([`lift_functions`],
-//!   [`lower_function`], [`OriginalNames`]).
+//! - **A pass author** finds what a pass needs in [`passes`]: the [`Pass`](passes::Pass)
+//!   trait over [`passes::lir`], the [`PassManager`](passes::PassManager) and the
+//!   [`PassState`](passes::PassState) it shares, and the LIR verifier.
+//! - **Tools** (tests, benchmarks, the `mergelift` command in the crate `mergelift-cli`)
+//!   find in [`tools`] how to compile functions named as in a `.clif` file, the host's ISA,
+//!   and lifting and lowering without a module.
 
 #![deny(missing_docs)]
 
 // A JIT host and an object-file user.
 pub use jit_driver::{
-    AddressPolicy, FailedFunction, FunctionError, MergeConfig, MergeModule, Threads,
+    AddressPolicy, FailedFunction, FlushReport, FunctionError, MergeConfig, MergeModule, Threads,
 };
 pub use midend::passes::aligned::HotFunctions;
 pub use midend::state::{MergeKind, MergedBy};
-pub use midend::{parse_pass_list, PassKind, Stats};
+pub use midend::{parse_pass_list, Counter, PassKind, Stats};
 
-// A pass author.
-pub use midend::lir;
-pub use midend::verifier::verify_function;
-pub use midend::{Pass, PassManager, PassOptions, PassState};
+pub mod passes {
+    //! What a pass author needs: the [`Pass`] trait, the LIR it works on ([`lir`]: its names
+    //! are LIR's own, apart from Cranelift's types of the same names), the [`PassManager`] that
+    //! runs passes, the [`PassState`] they share, and the LIR verifier.
+    //!
+    //! ```
+    //! use mergelift::passes::lir::{parse_module, Module};
+    //! use mergelift::passes::{Error, Pass, PassManager, PassState};
+    //! use mergelift::Stats;
+    //!
+    //! /// Counts the instructions of the functions passes may change.
+    //! struct CountInsts;
+    //!
+    //! impl Pass for CountInsts {
+    //!     fn name(&self) -> &'static str {
+    //!         "count-insts"
+    //!     }
+    //!     fn run(&mut self, m: &mut Module, state: &mut PassState, stats: &mut Stats) -> Result<(), Error> {
+    //!         let n: usize = state.open_functions(m).map(|(_, f)| f.inst_count()).sum();
+    //!         stats.add_custom("count-insts.insts", n as u64);
+    //!         Ok(())
+    //!     }
+    //! }
+    //!
+    //! let text = "function @f(i64) -> i64 system_v export {\nbb0:\n    %vr0 = copy.i64 arg0\n    ret %vr0\n}\n";
+    //! let mut m = parse_module(text).unwrap();
+    //! let mut pm = PassManager::from_names("merge").unwrap();
+    //! pm.add(Box::new(CountInsts));
+    //! let (mut state, mut stats) = (PassState::default(), Stats::default());
+    //! pm.run(&mut m, &mut state, &mut stats).unwrap();
+    //! assert_eq!(stats.custom("count-insts.insts"), Some(2));
+    //! ```
 
-// The tools.
-#[cfg(feature = "jit")]
-pub use jit_driver::jit_builder;
-#[doc(hidden)]
-pub use jit_driver::DebugOptions;
-pub use jit_driver::{
-    declare_by_name, define_by_name, host_isa, lift_functions, lower_function, OptLevel,
-    OriginalNames,
-};
+    pub use midend::lir;
+    pub use midend::verifier::verify_function;
+    pub use midend::{Error, Pass, PassManager, PassOptions, PassState};
+}
+
+pub mod tools {
+    //! What the tools use (tests, benchmarks, the generator, the `mergelift` command): compile
+    //! functions named as in a `.clif` file ([`declare_by_name`], [`define_by_name`]) for the
+    //! host ([`host_isa`], [`OptLevel`], `jit_builder`), and lift and lower without a module
+    //! ([`lift_functions`], [`lower_function`], [`OriginalNames`]). A JIT host needs none of it.
+
+    #[cfg(feature = "jit")]
+    pub use jit_driver::jit_builder;
+    #[doc(hidden)]
+    pub use jit_driver::DebugOptions;
+    pub use jit_driver::{
+        declare_by_name, define_by_name, host_isa, lift_functions, lower_function, OptLevel,
+        OriginalNames,
+    };
+}

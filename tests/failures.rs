@@ -324,7 +324,11 @@ fn members_of_a_failed_survivor_get_code_of_their_own() {
         let e = m.flush().unwrap_err();
         // Only the host's own function is named; the shared body is Mergelift's.
         assert_eq!(failed(&e), vec![(a, "a".to_string())], "{threads:?}");
-        assert!(m.stats().get("merged_similar") > 0, "{:?}", m.stats());
+        assert!(
+            m.stats().get(mergelift::Counter::MergedSimilar) > 0,
+            "{:?}",
+            m.stats()
+        );
         for &g in [b].iter().chain(&xs) {
             assert_eq!(m.merged_into(g), None, "{threads:?}");
             assert!(m.code_bytes(g).is_some(), "{threads:?}");
@@ -372,7 +376,11 @@ fn a_survivor_folded_into_a_failed_shared_body_is_compiled_once() {
     }
     // Only the shared body failed, and it is Mergelift's: nothing to report.
     m.flush().unwrap();
-    assert!(m.stats().get("merged_similar") >= 3, "{:?}", m.stats());
+    assert!(
+        m.stats().get(mergelift::Counter::MergedSimilar) >= 3,
+        "{:?}",
+        m.stats()
+    );
     assert_eq!(m.merged_into(ids[1]), Some(ids[0]));
     m.inner_mut().jit.finalize_definitions().unwrap();
     let mut want = jit_module_with_near();
@@ -400,7 +408,11 @@ fn survivors_calling_a_member_of_a_failed_shared_body_call_its_own_code() {
         caller(&mut m, c, xs[0]);
     }
     m.flush().unwrap();
-    assert!(m.stats().get("merged_similar") >= 3, "{:?}", m.stats());
+    assert!(
+        m.stats().get(mergelift::Counter::MergedSimilar) >= 3,
+        "{:?}",
+        m.stats()
+    );
     assert_eq!(m.merged_into(cs[1]), Some(cs[0]));
     m.inner_mut().jit.finalize_definitions().unwrap();
     let want = jit_module_with_near()(0) + 100;
@@ -478,7 +490,11 @@ fn a_thunk_shaped_caller_of_a_failed_shared_body_calls_its_own_callee() {
     })
     .unwrap();
     m.flush().unwrap();
-    assert!(m.stats().get("merged_similar") >= 3, "{:?}", m.stats());
+    assert!(
+        m.stats().get(mergelift::Counter::MergedSimilar) >= 3,
+        "{:?}",
+        m.stats()
+    );
     m.inner_mut().jit.finalize_definitions().unwrap();
     let want = jit_module_with_near()(0);
     assert_eq!(call(m.inner().jit.get_finalized_function(w), 9), want);
@@ -555,7 +571,7 @@ fn functions_the_lifter_cannot_represent_pass_through() {
     assert_eq!(passed, [c]);
     let why = m.passed_through().next().unwrap().1.to_string();
     assert!(why.contains("patchable"), "{why}");
-    assert_eq!(m.stats().get("passed_through"), 1);
+    assert_eq!(m.stats().get(mergelift::Counter::PassedThrough), 1);
     assert_eq!(m.merged_into(g), Some(f));
     assert_eq!(call(m.get_finalized_function(c), 41), 42);
     assert_eq!(call(m.get_finalized_function(g), 2), 7);

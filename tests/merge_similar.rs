@@ -24,7 +24,7 @@ fn compile(src: &str, passes: &str, local: &[&str]) -> Jit {
 fn compile_with(src: &str, passes: &str, local: &[&str], lift_all: bool) -> Jit {
     let mut p = JitBatch::new(MergeConfig {
         fetch_locals: false,
-        debug: mergelift::DebugOptions {
+        debug: mergelift::tools::DebugOptions {
             lift_all,
             ..Default::default()
         },
@@ -137,7 +137,7 @@ fn local_members_stay_fetchable_by_default() {
     .concat();
     let build = |passes: &str| {
         let mut p = JitBatch::new(MergeConfig {
-            debug: mergelift::DebugOptions {
+            debug: mergelift::tools::DebugOptions {
                 lift_all: true,
                 ..Default::default()
             },
@@ -150,8 +150,8 @@ fn local_members_stay_fetchable_by_default() {
     };
     let plain = build("none");
     let m = build("merge,merge-similar");
-    assert_eq!(m.module().stats().get("merged_similar"), 3);
-    assert_eq!(m.module().stats().get("similar.thunks"), 3);
+    assert_eq!(m.module().stats().get(mergelift::Counter::MergedSimilar), 3);
+    assert_eq!(m.module().stats().get(mergelift::Counter::SimilarThunks), 3);
     for f in names {
         assert_eq!(
             m.module().merge_kind(m.id(f).unwrap()),
@@ -174,11 +174,15 @@ fn integer_constant_holes() {
         + &main_calling(&["a", "b", "c"]);
     let m = check(&src, "main", &["a", "b", "c"]);
     let s = m.stats();
-    assert_eq!(s.get("similar.groups"), 1);
-    assert_eq!(s.get("merged_similar"), 3);
-    assert_eq!(s.get("similar.params"), 1);
-    assert_eq!(s.get("similar.thunks"), 0, "local members need no code");
-    assert_eq!(s.get("similar.callers_rewritten"), 3);
+    assert_eq!(s.get(mergelift::Counter::SimilarGroups), 1);
+    assert_eq!(s.get(mergelift::Counter::MergedSimilar), 3);
+    assert_eq!(s.get(mergelift::Counter::SimilarParams), 1);
+    assert_eq!(
+        s.get(mergelift::Counter::SimilarThunks),
+        0,
+        "local members need no code"
+    );
+    assert_eq!(s.get(mergelift::Counter::SimilarCallersRewritten), 3);
     for f in ["a", "b", "c"] {
         assert_eq!(
             m.module().merge_kind(m.id(f).unwrap()),
@@ -198,7 +202,7 @@ fn float_constant_holes() {
         .concat()
             + &main_calling(&["a", "b", "c"]);
         let m = check(&src, "main", &["a", "b", "c"]);
-        assert_eq!(m.stats().get("merged_similar"), 3, "{ty}");
+        assert_eq!(m.stats().get(mergelift::Counter::MergedSimilar), 3, "{ty}");
     }
 }
 
@@ -207,7 +211,7 @@ fn float_constant_holes() {
 fn exported_members_keep_thunks() {
     let src = [body("a", "i64", "3"), body("b", "i64", "7")].concat() + &main_calling(&["a", "b"]);
     let m = check(&src, "main", &[]);
-    assert_eq!(m.stats().get("similar.thunks"), 2);
+    assert_eq!(m.stats().get(mergelift::Counter::SimilarThunks), 2);
     let plain = compile(&src, "none", &[]);
     for f in ["a", "b"] {
         assert_eq!(
@@ -260,9 +264,9 @@ fn callee_holes() {
         + &main_calling(&["c2", "c3", "c5"]);
     let m = check(&src, "main", &["c2", "c3", "c5", "l2", "l3", "l5"]);
     assert!(
-        m.stats().get("merged_similar") >= 3,
+        m.stats().get(mergelift::Counter::MergedSimilar) >= 3,
         "{:?}",
-        m.stats().counters
+        m.stats()
     );
 }
 
@@ -289,9 +293,9 @@ fn self_recursive_countdowns() {
     };
     let src = [countdown("by1", 1), countdown("by3", 3)].concat() + &main_calling(&["by1", "by3"]);
     let m = check(&src, "main", &["by1", "by3"]);
-    assert_eq!(m.stats().get("merged_similar"), 2);
+    assert_eq!(m.stats().get(mergelift::Counter::MergedSimilar), 2);
     assert_eq!(
-        m.stats().get("similar.params"),
+        m.stats().get(mergelift::Counter::SimilarParams),
         1,
         "the step; the self-call is no parameter"
     );
@@ -336,9 +340,9 @@ block0(v0: i64):
     let src = [leaf("l2", 2), leaf("l3", 3), tc("t2", "l2"), tc("t3", "l3")].concat() + main;
     let m = check(&src, "main", &["t2", "t3", "l2", "l3"]);
     assert!(
-        m.stats().get("merged_similar") >= 2,
+        m.stats().get(mergelift::Counter::MergedSimilar) >= 2,
         "{:?}",
-        m.stats().counters
+        m.stats()
     );
 }
 
@@ -366,10 +370,18 @@ fn reasons_not_to_merge() {
                 .replace("fn0 = %a(i64) -> i64", "fn0 = %a(i64) -> i64 tail")
                 .replace("fn1 = %b(i64) -> i64", "fn1 = %b(i64) -> i64 system_v");
             let m = check(&src, "main", &["a", "b"]);
-            assert_eq!(m.stats().get("merged_similar"), 0, "{what}");
+            assert_eq!(
+                m.stats().get(mergelift::Counter::MergedSimilar),
+                0,
+                "{what}"
+            );
         } else {
             let m = check(&src, "main", &["a", "b"]);
-            assert_eq!(m.stats().get("merged_similar"), 0, "{what}");
+            assert_eq!(
+                m.stats().get(mergelift::Counter::MergedSimilar),
+                0,
+                "{what}"
+            );
         }
     }
     // Memory flags differ.
@@ -393,7 +405,7 @@ fn reasons_not_to_merge() {
     let src = [load("a", "notrap aligned", 3), load("b", "aligned", 7)].concat()
         + &main_calling(&["a", "b"]);
     let m = check(&src, "main", &["a", "b"]);
-    assert_eq!(m.stats().get("merged_similar"), 0, "flags");
+    assert_eq!(m.stats().get(mergelift::Counter::MergedSimilar), 0, "flags");
 }
 
 /// More differing constants than max(4, size / 100) parameters allow: not merged.
@@ -419,8 +431,8 @@ fn too_many_parameters() {
     };
     let src = [f("a", 100), f("b", 200)].concat() + &main_calling(&["a", "b"]);
     let m = check(&src, "main", &["a", "b"]);
-    assert_eq!(m.stats().get("merged_similar"), 0);
-    assert!(m.stats().get("similar.too_many_params") >= 1);
+    assert_eq!(m.stats().get(mergelift::Counter::MergedSimilar), 0);
+    assert!(m.stats().get(mergelift::Counter::SimilarTooManyParams) >= 1);
 }
 
 /// A tiny function called from many places: the extra arguments would cost more than the
@@ -435,8 +447,8 @@ fn unprofitable_groups_stay() {
     let callers: Vec<&str> = ["a", "b", "a", "b", "a", "b", "a", "b"].to_vec();
     let src = [tiny("a", 3), tiny("b", 9)].concat() + &main_calling(&callers);
     let m = check(&src, "main", &[]);
-    assert_eq!(m.stats().get("merged_similar"), 0);
-    assert!(m.stats().get("similar.unprofitable") >= 1);
+    assert_eq!(m.stats().get(mergelift::Counter::MergedSimilar), 0);
+    assert!(m.stats().get(mergelift::Counter::SimilarUnprofitable) >= 1);
 }
 
 /// A local member whose address is taken keeps a thunk: addresses stay distinct.
@@ -459,7 +471,7 @@ block0(v0: i64):
 }
 ";
     let m = check(&src, "addrs_differ", &["a", "b"]);
-    assert_eq!(m.stats().get("similar.thunks"), 2);
+    assert_eq!(m.stats().get(mergelift::Counter::SimilarThunks), 2);
     assert_eq!(
         m.module().merge_kind(m.id("a").unwrap()),
         Some(MergeKind::Thunked)
@@ -482,5 +494,5 @@ fn preemptible_members_are_left_alone() {
         p.add_function(l, f);
     }
     let m = p.compile().unwrap();
-    assert_eq!(m.stats().get("merged_similar"), 0);
+    assert_eq!(m.stats().get(mergelift::Counter::MergedSimilar), 0);
 }

@@ -295,8 +295,8 @@ block0(v0: i64):
 #[test]
 fn merge_identical_exported_functions_alias() {
     let jit = compile(DUPS, "merge", &[]);
-    assert_eq!(jit.stats().get("merged"), 1);
-    assert_eq!(jit.stats().get("merge.aliased"), 1);
+    assert_eq!(jit.stats().get(mergelift::Counter::Merged), 1);
+    assert_eq!(jit.stats().get(mergelift::Counter::MergeAliased), 1);
     let f: extern "C" fn(i64) -> i64 = unsafe { jit.get("f").unwrap() };
     let g: extern "C" fn(i64) -> i64 = unsafe { jit.get("g").unwrap() };
     let h: extern "C" fn(i64) -> i64 = unsafe { jit.get("h").unwrap() };
@@ -323,8 +323,8 @@ block0:
 "
     );
     let jit = compile(&src, "merge", &[]);
-    assert_eq!(jit.stats().get("merged"), 1);
-    assert_eq!(jit.stats().get("merge.thunked"), 1);
+    assert_eq!(jit.stats().get(mergelift::Counter::Merged), 1);
+    assert_eq!(jit.stats().get(mergelift::Counter::MergeThunked), 1);
     let f: extern "C" fn(i64) -> i64 = unsafe { jit.get("f").unwrap() };
     let g: extern "C" fn(i64) -> i64 = unsafe { jit.get("g").unwrap() };
     let h: extern "C" fn(i64) -> i64 = unsafe { jit.get("h").unwrap() };

@@ -129,9 +129,9 @@ pub(super) fn cmd_fuzz(
         r.calls,
         r.traps,
         r.skipped_calls,
-        r.stats.get("merged"),
-        r.stats.get("merged_similar"),
-        r.stats.get("merged_aligned"),
+        r.stats.get(midend::Counter::Merged),
+        r.stats.get(midend::Counter::MergedSimilar),
+        r.stats.get(midend::Counter::MergedAligned),
     );
     if batch != mergelift_tools::fuzz::BatchMode::One {
         let _ = writeln!(
@@ -141,11 +141,11 @@ pub(super) fn cmd_fuzz(
              compile alone",
             r.batched_modules,
             r.batches,
-            r.stats.get("merge.into_frozen"),
-            r.stats.get("flushes"),
-            r.stats.get("compiled"),
-            r.stats.get("fuzz.invalid_refused"),
-            r.stats.get("fuzz.invalid_failed"),
+            r.stats.get(midend::Counter::MergeIntoFrozen),
+            r.stats.get(midend::Counter::Flushes),
+            r.stats.get(midend::Counter::Compiled),
+            r.stats.custom("fuzz.invalid_refused").unwrap_or(0),
+            r.stats.custom("fuzz.invalid_failed").unwrap_or(0),
         );
     }
     Ok(if r.failed > 0 {

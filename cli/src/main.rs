@@ -225,7 +225,9 @@ enum Cmd {
         /// Lift every function. By default a function no merging pass could merge (its
         /// shape, signature, blocks and opcodes, is its own) is compiled from its
         /// input without being lifted, when the passes are `merge` and `merge-similar` only.
-        /// The output is the same either way.
+        /// The output is the same either way in one batch (with --batch, a family of
+        /// merge-similar may differ by a member: a function compiled unlifted is found again
+        /// by its print).
         #[arg(long)]
         lift_all: bool,
         #[arg(long, help = THREADS_HELP, value_parser = clap::value_parser!(u64).range(1..=64))]
@@ -254,6 +256,12 @@ enum Cmd {
         /// batch, as an object file's `finish` compiles it]
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         batch: Option<u64>,
+        /// With --batch: also compile the pipeline's side in one batch, and report what one
+        /// batch saves beside the order-limited ceiling: what merging could save when each
+        /// function merges only with functions of its own batch or an earlier one (a family
+        /// of merge-similar whose first batch holds one member keeps that member's code)
+        #[arg(long)]
+        ceiling: bool,
         /// Compile for this target where the inputs name none: an architecture (x86_64,
         /// aarch64, riscv64, s390x: Linux) or a triple (aarch64-apple-darwin), then ISA flags
         /// as a `target` line spells them ("riscv64 has_v"). Inputs with `target` lines use
@@ -542,6 +550,7 @@ fn run(cli: Cli) -> ExitCode {
             no_fetch_locals,
             hot,
             batch,
+            ceiling,
             target,
             files,
         } => cmd_size(
@@ -556,6 +565,7 @@ fn run(cli: Cli) -> ExitCode {
                 fetch_locals: !no_fetch_locals,
                 hot,
                 batch: batch.map(|b| b as usize),
+                ceiling,
                 target,
             },
             (threads_or_cores(threads), first == "pipeline", quiet),

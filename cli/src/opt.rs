@@ -96,7 +96,7 @@ pub(super) fn cmd_opt(
     if want_stats {
         let count = |k: MergeKind| state.merges.iter().filter(|r| r.kind == k).count();
         let mut time = serde_json::Map::new();
-        for (phase, d) in &stats.times {
+        for (phase, d) in stats.times() {
             time.insert(phase.clone(), serde_json::json!(d.as_secs_f64() * 1e3));
         }
         for phase in ["parse", "lift", "lower"] {
@@ -116,7 +116,7 @@ pub(super) fn cmd_opt(
             "lir_insts_after": insts_after,
             "time_ms": time,
         });
-        for (k, v) in &stats.counters {
+        for (k, v) in stats.counters_by_name() {
             // (`merge` counts its own merges as `merged`; above, `merged` counts every pass's,
             // as `size` does)
             let k = if k == "merged" { "merged_exact" } else { k };

@@ -12,6 +12,8 @@ pub(super) struct SizeFlags {
     pub(super) hot: Vec<String>,
     /// Functions per batch (`None`: one batch).
     pub(super) batch: Option<usize>,
+    /// With `batch`: also measure one batch, and the order-limited ceiling.
+    pub(super) ceiling: bool,
     pub(super) target: Option<String>,
 }
 
@@ -32,8 +34,12 @@ pub(super) fn cmd_size(
         fetch_locals,
         hot,
         batch,
+        ceiling,
         target,
     } = flags;
+    if ceiling && batch.is_none() {
+        inputs::warn("--ceiling has no effect without --batch");
+    }
     let target = target.as_deref().map(target_triple).transpose()?;
     let passes = inputs::pass_list(passes)?;
     if !fetch_locals && !local {
@@ -84,6 +90,21 @@ pub(super) fn cmd_size(
         },
     };
     let r = measure(&inputs, &opts, parse_ms, &progress)?;
+    // (Saved bytes in one batch, and the most batches of `batch` could save.)
+    let ceiling = match batch.filter(|_| ceiling) {
+        Some(n) => {
+            let one = mergelift_tools::size::SizeOptions {
+                batch: None,
+                object: false,
+                ..opts.clone()
+            };
+            // (no progress shown: the bar ended with the measure above)
+            let one = measure(&inputs, &one, parse_ms, &Progress::new(true))?;
+            let saved = one.code_bytes_before as i64 - one.code_bytes_after as i64;
+            Some((saved, mergelift_tools::size::order_limited_saving(&one, n)))
+        }
+        None => None,
+    };
     if let (Some(path), Some(obj)) = (emit_object, &r.object) {
         std::fs::write(path, obj).map_err(|e| anyhow!("{}: cannot write: {e}", path.display()))?;
         if let Some(map) = map {
@@ -96,7 +117,12 @@ pub(super) fn cmd_size(
     }
     let mut out = Out::new();
     if json {
-        out.line(&r.to_json().to_string())?;
+        let mut j = r.to_json();
+        if let Some((one, limit)) = ceiling {
+            j["one_flush_saved"] = serde_json::json!(one);
+            j["order_limited_saved"] = serde_json::json!(limit);
+        }
+        out.line(&j.to_string())?;
     } else {
         // What the functions after are: input functions that keep code of their own, thunks
         // of merged functions, and bodies the passes made.
@@ -137,6 +163,23 @@ pub(super) fn cmd_size(
             "code bytes      {:>10} -> {:>10}  ({pct:+.2}%)",
             r.code_bytes_before, r.code_bytes_after
         ))?;
+        if let Some((one, limit)) = ceiling {
+            let saved = r.code_bytes_before as i64 - r.code_bytes_after as i64;
+            let share = |x: i64| match one {
+                0 => 0.0,
+                one => 100.0 * x as f64 / one as f64,
+            };
+            out.line(&format!(
+                "saved bytes     {saved:>10} in batches, {one} in one batch, {limit} at most in \
+                 batches (the order-limited ceiling): {:.1}% of one batch, {:.1}% of the \
+                 ceiling",
+                share(saved),
+                match limit {
+                    0 => 0.0,
+                    l => 100.0 * saved as f64 / l as f64,
+                }
+            ))?;
+        }
         let w = (r.time_ms.iter().map(|(p, _)| p.len()).max())
             .unwrap_or(0)
             .max(10);
@@ -247,6 +290,8 @@ pub(super) struct Progress {
     draw: bool,
     started: Instant,
     shown: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Cleared away: later phases (a second measure) draw nothing.
+    finished: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Progress {
@@ -258,6 +303,7 @@ impl Progress {
             draw: !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             started: Instant::now(),
             shown: Default::default(),
+            finished: Default::default(),
         }
     }
 
@@ -276,6 +322,9 @@ impl Progress {
 
     /// A phase without a count: its name, a spinner and its time.
     fn phase(&self, name: &str) {
+        if self.finished.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         self.bar.set_style(
             indicatif::ProgressStyle::with_template("{msg:>16} {spinner} {elapsed}")
                 .expect("valid template"),
@@ -320,6 +369,8 @@ impl Progress {
     }
 
     fn finish(&self) {
+        self.finished
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.bar.finish_and_clear();
     }
 }

@@ -226,10 +226,10 @@ fn run_merged() -> Run {
     );
     r.merged = m.merges().count();
     if std::env::var("TEMPLATES_STATS").is_ok() {
-        for (k, d) in &m.stats().times {
+        for (k, d) in m.stats().times() {
             eprintln!("  {k}: {:.3} ms", d.as_secs_f64() * 1e3);
         }
-        for (k, v) in &m.stats().counters {
+        for (k, v) in m.stats().counters_by_name() {
             eprintln!("  {k}: {v}");
         }
     }

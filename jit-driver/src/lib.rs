@@ -16,7 +16,9 @@ pub mod opmap;
 
 pub use lift::{lift_function, lift_function_with, mark_taken, LiftContext};
 pub use lower::{lower_function, lower_function_with, LowerContext, NameResolver, OriginalNames};
-pub use module::{AddressPolicy, FailedFunction, FunctionError, MergeConfig, MergeModule, Threads};
+pub use module::{
+    AddressPolicy, FailedFunction, FlushReport, FunctionError, MergeConfig, MergeModule, Threads,
+};
 #[doc(hidden)]
 pub use module::{DebugOptions, StageHook};
 

@@ -23,7 +23,7 @@
 //!     }
 //!     fn run(&mut self, m: &mut Module, state: &mut PassState, stats: &mut Stats) -> Result<(), Error> {
 //!         let n: usize = state.open_functions(m).map(|(_, f)| f.inst_count()).sum();
-//!         stats.add("count-insts.insts", n as u64);
+//!         stats.add_custom("count-insts.insts", n as u64);
 //!         Ok(())
 //!     }
 //! }
@@ -39,7 +39,7 @@
 //! pm.run(&mut m, &mut state, &mut stats).unwrap();
 //! // `g` merged into `f` (an alias): one function of three instructions is left to count.
 //! assert_eq!(state.merges.len(), 1);
-//! assert_eq!(stats.get("count-insts.insts"), 3);
+//! assert_eq!(stats.custom("count-insts.insts"), Some(3));
 //! ```
 
 #![deny(missing_docs)]
@@ -51,9 +51,11 @@ pub mod lir;
 pub mod pass;
 pub mod passes;
 pub mod state;
+pub mod stats;
 pub mod verifier;
 
 pub use error::Error;
-pub use pass::{Counters, Pass, PassManager, Stats};
+pub use pass::{Pass, PassManager};
 pub use passes::{parse_pass_list, PassKind, PassOptions};
 pub use state::PassState;
+pub use stats::{Counter, Stats};

@@ -137,6 +137,18 @@ pub struct PassState {
     pub external_calls: SecondaryMap<Symbol, u32>,
     /// Fingerprints of frozen functions, for merging later batches into them.
     pub frozen: FrozenIndex,
+    /// Frozen functions whose bodies this batch still holds (a driver lifted them again,
+    /// alike in shape to a function of the batch): `merge-similar` may group them with open
+    /// functions, as members that keep their code, so that a family can start from a
+    /// function an earlier batch compiled alone. The driver drops their bodies and clears
+    /// the list when it freezes the batch.
+    pub similar_frozen: Vec<FuncId>,
+    /// The shared bodies `merge-similar` made in earlier batches, for functions of later
+    /// batches to join.
+    pub families: Families,
+    /// Functions earlier batches compiled on their own that `merge-similar` walked: their
+    /// skeletons and holes, for a family to start with them and functions of a later batch.
+    pub seeds: Seeds,
     /// Functions removed with `free_removed` set whose bodies are still to be freed
     /// (`free_pending`).
     pending_free: Vec<FuncId>,
@@ -276,5 +288,166 @@ impl FrozenIndex {
     /// Is the index empty?
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
+    }
+}
+
+/// What becomes of one hole of a family's members in its shared body: a value every member
+/// shares, a call of the member to itself, or an extra parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum FamilyHole {
+    /// The constant every member has here.
+    Const(Operand),
+    /// The callee (resolved through aliases) every member calls here.
+    Callee(Symbol),
+    /// Every member calls itself here (the shared body calls itself).
+    SelfCall,
+    /// The extra parameter with this index.
+    Param(u32),
+}
+
+/// A `merge-similar` family whose shared body is compiled: what a function of a later batch
+/// must have to join it (the skeleton, and the holes that are no parameters), and what it
+/// passes (its values at the others).
+#[derive(Clone, Debug)]
+pub(crate) struct Family {
+    /// The skeleton's hash key and stream (a range of `Families::words`).
+    pub key: u64,
+    pub tokens: Range,
+    /// The shared body and its signature (the members' parameters, then the extra ones).
+    pub shared: Symbol,
+    pub sig: Signature,
+    /// Per hole, in walk order: constants, then direct callees.
+    pub consts: Vec<FamilyHole>,
+    pub callees: Vec<FamilyHole>,
+    /// Each extra parameter's type, and for a callee the signature of the calls through it.
+    pub params: Vec<(Type, Option<Signature>)>,
+}
+
+/// The families `merge-similar` made, by the weak hash of their skeleton (see
+/// [`PassState::families`]). Kept small: a family's skeleton stream and hole layout, never a
+/// body.
+#[derive(Clone, Debug, Default)]
+pub struct Families {
+    pub(crate) words: Vec<u32>,
+    pub(crate) list: Vec<Family>,
+    pub(crate) by_weak: HashMap<u64, SmallVec<[u32; 1]>>,
+}
+
+impl Families {
+    /// Number of families.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// No family yet?
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// May a skeleton of weak hash `weak` join a family?
+    pub(crate) fn has_weak(&self, weak: u64) -> bool {
+        !self.by_weak.is_empty() && self.by_weak.contains_key(&weak)
+    }
+
+    pub(crate) fn insert(&mut self, weak: u64, tokens: &[u32], mut f: Family) {
+        let a = self.words.len() as u32;
+        self.words.extend_from_slice(tokens);
+        f.tokens = (a, self.words.len() as u32);
+        self.by_weak
+            .entry(weak)
+            .or_default()
+            .push(self.list.len() as u32);
+        self.list.push(f);
+    }
+
+    /// The families of skeleton `key` (weak hash `weak`) with stream `tokens`.
+    pub(crate) fn find<'a>(
+        &'a self,
+        weak: u64,
+        key: u64,
+        tokens: &'a [u32],
+    ) -> impl Iterator<Item = &'a Family> + 'a {
+        self.by_weak
+            .get(&weak)
+            .into_iter()
+            .flatten()
+            .map(|&k| &self.list[k as usize])
+            .filter(move |f| {
+                f.key == key && self.words[f.tokens.0 as usize..f.tokens.1 as usize] == *tokens
+            })
+    }
+
+    /// Forget the family of shared body `shared` (it failed to compile: nothing may call it).
+    pub fn forget(&mut self, shared: Symbol) {
+        for ks in self.by_weak.values_mut() {
+            ks.retain(|k| self.list[*k as usize].shared != shared);
+        }
+        self.by_weak.retain(|_, ks| !ks.is_empty());
+    }
+}
+
+/// A function an earlier batch compiled on its own, as `merge-similar` walked it: enough to
+/// count it as a member (that keeps its code) of a family started later.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seed {
+    pub f: FuncId,
+    /// The skeleton's hash key and stream (a range of `Seeds::words`).
+    pub key: u64,
+    pub tokens: Range,
+    /// Its holes: ranges of `Seeds::consts` and `Seeds::callees`.
+    pub consts: Range,
+    pub callees: Range,
+}
+
+/// The seeds of families (see [`PassState::seeds`]), by weak hash.
+#[derive(Clone, Debug, Default)]
+pub struct Seeds {
+    pub(crate) words: Vec<u32>,
+    pub(crate) consts: Vec<(crate::lir::Inst, u16, Operand)>,
+    pub(crate) callees: Vec<(Symbol, crate::lir::Inst)>,
+    pub(crate) list: Vec<Seed>,
+    pub(crate) by_weak: HashMap<u64, SmallVec<[u32; 1]>>,
+}
+
+impl Seeds {
+    /// Number of seeds.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// No seed yet?
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub(crate) fn has_weak(&self, weak: u64) -> bool {
+        !self.by_weak.is_empty() && self.by_weak.contains_key(&weak)
+    }
+
+    /// Keep `f` (skeleton `tokens` of key `key` and weak hash `weak`, holes `consts` and
+    /// `callees`).
+    pub(crate) fn insert(
+        &mut self,
+        f: FuncId,
+        (weak, key, tokens): (u64, u64, &[u32]),
+        consts: &[(crate::lir::Inst, u16, Operand)],
+        callees: &[(Symbol, crate::lir::Inst)],
+    ) {
+        let range = |a: usize, b: usize| (a as u32, b as u32);
+        let (w, c, k) = (self.words.len(), self.consts.len(), self.callees.len());
+        self.words.extend_from_slice(tokens);
+        self.consts.extend_from_slice(consts);
+        self.callees.extend_from_slice(callees);
+        self.by_weak
+            .entry(weak)
+            .or_default()
+            .push(self.list.len() as u32);
+        self.list.push(Seed {
+            f,
+            key,
+            tokens: range(w, self.words.len()),
+            consts: range(c, self.consts.len()),
+            callees: range(k, self.callees.len()),
+        });
     }
 }

@@ -271,8 +271,8 @@ fn exported_duplicate_is_aliased() {
     validate_merge(&m, &classes, f, g).unwrap();
     let mut ps = PassState::default();
     let stats = run_with(&mut m, &mut ps, "merge");
-    assert_eq!(stats.get("merged"), 1);
-    assert_eq!(stats.get("merge.aliased"), 1);
+    assert_eq!(stats.get(midend::Counter::Merged), 1);
+    assert_eq!(stats.get(midend::Counter::MergeAliased), 1);
     assert_eq!(ps.merges.len(), 1);
     assert_eq!(ps.merges[0].kind, MergeKind::Aliased);
     assert_eq!(
@@ -770,9 +770,9 @@ fn lvn_seed_stack_objects_walkthrough() {
         "function @f() -> i32 system_v export {\n    stack_obj.0 = size 8, align 8\n    stack_obj.1 = size 16, align 4\nbb0:\n    %vr1 = load.i32 [stack_obj.0]\n    store.i32 [stack_obj.1 + 4], %vr1\n    %vr2 = load.i32 [stack_obj.0]\n    %vr3 = load.i32 [stack_obj.1 + 4]\n    %vr4 = add.i32 %vr2, %vr3\n    ret %vr4\n}\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.loads_removed"), 1);
-    assert_eq!(st.get("lvn.forwarded"), 1);
-    assert_eq!(st.get("lvn.removed"), 2);
+    assert_eq!(st.get(midend::Counter::LvnLoadsRemoved), 1);
+    assert_eq!(st.get(midend::Counter::LvnForwarded), 1);
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 2);
     assert_eq!(
         body_of(&m),
         "bb0:\n    %vr1 = load.i32 [stack_obj.0]\n    store.i32 [stack_obj.1 + 4], %vr1\n    %vr4 = add.i32 %vr1, %vr1\n    ret %vr4\n}\n"
@@ -803,7 +803,7 @@ fn lvn_commutative_add() {
     );
     let st = lvn(&mut m);
     // add b,a ≡ add a,b; sub is not commutative (both subs stay).
-    assert_eq!(st.get("lvn.removed"), 1);
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 1);
     assert_eq!(count(&m, Opcode::Add), 2);
     assert_eq!(count(&m, Opcode::Sub), 2);
 }
@@ -815,7 +815,7 @@ fn lvn_swapped_compare() {
         "    %vr3 = icmp.i64 sle %vr0, %vr2\n    %vr4 = icmp.i64 sge %vr2, %vr0\n    %vr6 = icmp.i64 sge %vr0, %vr2\n    %vr7 = xor.i8 %vr3, %vr4\n    %vr8 = xor.i8 %vr7, %vr6\n    %vr9 = uextend.i64 %vr8\n    ret %vr9\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 1, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 1, "{}", body_of(&m));
     assert_eq!(count(&m, Opcode::Icmp), 2);
 }
 
@@ -826,8 +826,8 @@ fn lvn_redundant_load_with_generic_store_between() {
         "    %vr1 = load.i64 [%vr0 + 8]\n    store.i64 [%vr2], %vr1\n    %vr3 = load.i64 [%vr0 + 8]\n    %vr4 = load.i64 [%vr0 + 8]\n    %vr6 = add.i64 %vr3, %vr4\n    ret %vr6\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.loads_removed"), 1);
-    assert_eq!(st.get("lvn.removed"), 1);
+    assert_eq!(st.get(midend::Counter::LvnLoadsRemoved), 1);
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 1);
     assert_eq!(count(&m, Opcode::Load), 2);
     assert!(
         body_of(&m).contains("add.i64 %vr3, %vr3"),
@@ -842,7 +842,7 @@ fn lvn_keeps_identical_calls() {
         "declare function @ext0\n\nfunction @f(i64) -> i64 system_v export {\n    sig0 = (i64) -> i64 system_v\nbb0:\n    %vr0 = copy.i64 arg0\n    %vr1 = call @ext0(%vr0), sig0\n    %vr2 = call @ext0(%vr0), sig0\n    %vr3 = add.i64 %vr1, %vr2\n    ret %vr3\n}\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0);
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0);
     assert_eq!(count(&m, Opcode::Call), 2);
 }
 
@@ -854,7 +854,7 @@ fn lvn_load_after_may_alias_generic_store() {
         "    %vr1 = load.i64 [%vr0 + 8]\n    %vr3 = add.i64 %vr1, 1\n    store.i64 [%vr2], %vr3\n    %vr4 = load.i64 [%vr0 + 8]\n    ret %vr4\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
     assert_eq!(count(&m, Opcode::Load), 2);
 }
 
@@ -865,7 +865,7 @@ fn lvn_generic_store_then_other_address_load_not_forwarded() {
         "    store.i64 [%vr0], %vr2\n    %vr3 = load.i64 [%vr5]\n    %vr4 = load.i32 [%vr0]\n    %vr6 = uextend.i64 %vr4\n    %vr7 = add.i64 %vr3, %vr6\n    ret %vr7\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.forwarded"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnForwarded), 0, "{}", body_of(&m));
     assert_eq!(count(&m, Opcode::Load), 2);
 }
 
@@ -880,7 +880,7 @@ fn lvn_wide_store_then_narrow_stack_loads_not_forwarded() {
     // way the narrow loads stay.
     assert_eq!(
         count(&m, Opcode::Load),
-        2 + (st.get("lvn.forwarded") == 0) as usize
+        2 + (st.get(midend::Counter::LvnForwarded) == 0) as usize
     );
     let b = body_of(&m);
     assert!(b.contains("load.i32 [stack_obj.0 + 4]"), "{b}");
@@ -896,7 +896,7 @@ fn lvn_overlapping_store_to_stack_object() {
         "    %vr1 = ireduce.i32 %vr0\n    %vr3 = ireduce.i32 %vr2\n    store.i32 [stack_obj.0], %vr1\n    store.i32 [stack_obj.0 + 2], %vr3\n    %vr4 = load.i32 [stack_obj.0]\n    %vr6 = uextend.i64 %vr4\n    ret %vr6\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
     assert_eq!(count(&m, Opcode::Load), 1);
 }
 
@@ -907,7 +907,7 @@ fn lvn_narrow_store_then_wide_load_not_forwarded() {
         "    store.i64 [stack_obj.0], %vr0\n    istore8.i64 [stack_obj.0 + 1], %vr2\n    %vr3 = load.i64 [stack_obj.0]\n    ret %vr3\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
 }
 
 #[test]
@@ -917,7 +917,7 @@ fn lvn_store_load_different_type_not_forwarded() {
         "    %vr1 = fcvt_from_sint.f64 %vr0\n    store.i64 [stack_obj.0], %vr0\n    %vr3 = load.f64 [stack_obj.0]\n    %vr4 = fadd.f64 %vr3, %vr1\n    %vr6 = fcvt_to_sint_sat.i64 %vr4\n    ret %vr6\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.forwarded"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnForwarded), 0, "{}", body_of(&m));
 }
 
 #[test]
@@ -926,7 +926,7 @@ fn lvn_loads_separated_by_call() {
         "declare function @ext0\n\nfunction @f(i64) -> i64 system_v export {\n    stack_obj.0 = size 8, align 8\n    sig0 = (i64) -> i64 system_v\nbb0:\n    %vr0 = copy.i64 arg0\n    %vr1 = load.i64 [%vr0 + 8]\n    %vr9 = load.i64 [stack_obj.0]\n    %vr2 = call @ext0(%vr0), sig0\n    %vr3 = load.i64 [%vr0 + 8]\n    %vr8 = load.i64 [stack_obj.0]\n    %vr4 = add.i64 %vr1, %vr3\n    %vr5 = add.i64 %vr4, %vr2\n    %vr6 = add.i64 %vr5, %vr8\n    %vr7 = add.i64 %vr6, %vr9\n    ret %vr7\n}\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
     assert_eq!(count(&m, Opcode::Load), 4);
 }
 
@@ -937,7 +937,12 @@ fn lvn_readonly_load_survives_store() {
         "    %vr1 = load.i64 notrap readonly [%vr0 + 8]\n    store.i64 [%vr2], %vr1\n    %vr3 = load.i64 notrap readonly [%vr0 + 8]\n    %vr4 = add.i64 %vr1, %vr3\n    ret %vr4\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.loads_removed"), 1, "{}", body_of(&m));
+    assert_eq!(
+        st.get(midend::Counter::LvnLoadsRemoved),
+        1,
+        "{}",
+        body_of(&m)
+    );
     assert_eq!(count(&m, Opcode::Load), 1);
 }
 
@@ -948,7 +953,12 @@ fn lvn_store_in_other_region_does_not_block() {
         "    %vr1 = load.i64 notrap aligned region1 [%vr0 + 8]\n    store.i64 notrap aligned region0 [%vr2], %vr1\n    %vr3 = load.i64 notrap aligned region1 [%vr0 + 8]\n    %vr4 = add.i64 %vr1, %vr3\n    ret %vr4\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.loads_removed"), 1, "{}", body_of(&m));
+    assert_eq!(
+        st.get(midend::Counter::LvnLoadsRemoved),
+        1,
+        "{}",
+        body_of(&m)
+    );
     assert_eq!(count(&m, Opcode::Load), 1);
 }
 
@@ -959,7 +969,7 @@ fn lvn_store_in_same_region_blocks() {
         "    %vr1 = load.i64 notrap aligned region0 [%vr0 + 8]\n    store.i64 notrap aligned region0 [%vr2], %vr1\n    %vr3 = load.i64 notrap aligned region0 [%vr0 + 8]\n    %vr4 = add.i64 %vr1, %vr3\n    ret %vr4\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
 }
 
 #[test]
@@ -969,7 +979,7 @@ fn lvn_unregioned_store_blocks_regioned_load() {
         "    %vr1 = load.i64 notrap aligned region0 [%vr0 + 8]\n    store.i64 [%vr2], %vr1\n    %vr3 = load.i64 notrap aligned region0 [%vr0 + 8]\n    %vr4 = add.i64 %vr1, %vr3\n    ret %vr4\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
 }
 
 #[test]
@@ -979,7 +989,7 @@ fn lvn_regioned_store_blocks_unregioned_load() {
         "    %vr1 = load.i64 [%vr0 + 8]\n    store.i64 notrap aligned region0 [%vr2], %vr1\n    %vr3 = load.i64 [%vr0 + 8]\n    %vr4 = add.i64 %vr1, %vr3\n    ret %vr4\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
 }
 
 #[test]
@@ -991,7 +1001,7 @@ fn lvn_stack_store_blocks_generic_load() {
         "    %vr3 = stack_addr.i64 stack_obj.0 + 0\n    %vr1 = load.i64 [%vr3]\n    store.i64 [stack_obj.0], %vr2\n    %vr4 = load.i64 [%vr3]\n    %vr6 = add.i64 %vr1, %vr4\n    ret %vr6\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
 }
 
 #[test]
@@ -1001,7 +1011,7 @@ fn lvn_generic_store_blocks_stack_load() {
         "    store.i64 [stack_obj.0], %vr0\n    %vr3 = stack_addr.i64 stack_obj.0 + 0\n    store.i64 [%vr3], %vr2\n    %vr4 = load.i64 [stack_obj.0]\n    ret %vr4\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
 }
 
 /// `global_value` of a non-readonly `load` global reads memory: a store in between may change
@@ -1012,7 +1022,7 @@ fn lvn_global_value_load_across_store() {
         "function @f(i64 vmctx, i64) -> i64 system_v export {\n    gv0 = vmctx\n    gv1 = load.i64 notrap aligned gv0 + 8\nbb0:\n    %vr0 = copy.i64 arg0\n    %vr1 = copy.i64 arg1\n    %vr2 = global_value.i64 gv1\n    store.i64 notrap aligned [%vr0 + 8], %vr1\n    %vr3 = global_value.i64 gv1\n    %vr4 = add.i64 %vr2, %vr3\n    ret %vr4\n}\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 0, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 0, "{}", body_of(&m));
 }
 
 #[test]
@@ -1021,7 +1031,7 @@ fn lvn_readonly_global_value_is_numbered() {
         "function @f(i64 vmctx, i64) -> i64 system_v export {\n    gv0 = vmctx\n    gv1 = load.i64 notrap aligned readonly gv0 + 8\nbb0:\n    %vr0 = copy.i64 arg0\n    %vr1 = copy.i64 arg1\n    %vr2 = global_value.i64 gv1\n    store.i64 notrap aligned [%vr0 + 16], %vr1\n    %vr3 = global_value.i64 gv1\n    %vr4 = add.i64 %vr2, %vr3\n    ret %vr4\n}\n",
     );
     let st = lvn(&mut m);
-    assert_eq!(st.get("lvn.removed"), 1, "{}", body_of(&m));
+    assert_eq!(st.get(midend::Counter::LvnRemoved), 1, "{}", body_of(&m));
 }
 
 /// `g`'s address is taken (`func_addr`) but the text does not say `address_significant` (the
@@ -1313,8 +1323,13 @@ fn similar_rewrites_grow_callers_by_what_they_need() {
     let before = heap_bytes(&m.functions[main]);
     let stats = run_with(&mut m, &mut ps, "merge-similar");
     run(&mut kept, "merge-similar");
-    assert_eq!(stats.get("merged_similar"), 3, "{}", module_to_string(&m));
-    assert_eq!(stats.get("similar.callers_rewritten"), 1);
+    assert_eq!(
+        stats.get(midend::Counter::MergedSimilar),
+        3,
+        "{}",
+        module_to_string(&m)
+    );
+    assert_eq!(stats.get(midend::Counter::SimilarCallersRewritten), 1);
     assert!(!calls(&m, main, "b"), "main calls the shared body now");
     let after = heap_bytes(&m.functions[main]);
     assert!(

@@ -7,7 +7,8 @@
 use cranelift_codegen::ir;
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage};
-use mergelift::{define_by_name, host_isa, jit_builder, MergeConfig, MergeModule, OptLevel};
+use mergelift::tools::{define_by_name, host_isa, jit_builder, OptLevel};
+use mergelift::{MergeConfig, MergeModule};
 use std::collections::HashMap;
 
 /// Functions to compile together: add them, then compile.

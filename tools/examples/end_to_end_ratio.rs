@@ -45,7 +45,7 @@ fn main() {
     }
     let (_, stats) = last.unwrap();
     let phases: Vec<String> = stats
-        .times
+        .times()
         .iter()
         .map(|(p, d)| format!("{p} {:.1}", d.as_secs_f64() * 1e3))
         .collect();

@@ -6,11 +6,14 @@
 //!   repl-unique N   500 functions compiled first, then N steps of declare, define and
 //!                   finalize, each a function unlike any before (a REPL)
 //!   repl-equal N    the same, each step equal to one of the first 500
+//!   repl-near N     the same, each step equal to one of the first 500 but for its constant
+//!                   (`merge-similar` merges it into a family)
 //!   batch N B       N generated functions with no duplicates (a tenth near-duplicates),
 //!                   finalized every B
 //!   batch-dup N B   the same with half of them duplicates
 //! ```
 //!
+//! `--every N` finalizes every N definitions instead (the REPL patterns' default is 1).
 //! `--phases` also prints `MergeModule`'s time in each phase (`MergeModule::stats`, every
 //! function's). `--plain` runs cranelift-jit alone; `--verifier` sets Cranelift's `enable_verifier` (default
 //! on, Cranelift's default); `--threads` is `MergeConfig::threads`: `1` is `Threads::None`,
@@ -29,15 +32,15 @@ use cranelift_module::{FuncId, Linkage, Module};
 use jit_driver::jit_builder;
 use jit_driver::{declare_by_name, MergeConfig, MergeModule, Threads};
 use mergelift_tools::gen::{generate, GenOptions};
-use mergelift_tools::harness::{lazy_step_function, thread_cpu_us};
+use mergelift_tools::harness::{lazy_near_function, thread_cpu_us};
 
 /// Functions compiled before a REPL pattern's timed steps.
 const WARM: usize = 500;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: jit_patterns repl-unique N | repl-equal N | batch N B | batch-dup N B \
-         [--plain] [--verifier on|off] [--opt none|speed] [--threads 1|default]"
+        "usage: jit_patterns repl-unique N | repl-equal N | repl-near N | batch N B | batch-dup N B \
+         [--plain] [--verifier on|off] [--opt none|speed] [--threads 1|default] [--every N]"
     );
     std::process::exit(2)
 }
@@ -66,12 +69,17 @@ struct Work {
 
 fn work(pattern: &str, args: &[usize], cfg: cranelift_codegen::isa::TargetFrontendConfig) -> Work {
     match (pattern, args) {
-        ("repl-unique" | "repl-equal", &[n]) => {
-            let equal = pattern == "repl-equal";
+        ("repl-unique" | "repl-equal" | "repl-near", &[n]) => {
             let funcs = (0..WARM + n)
                 .map(|k| {
-                    let key = if equal && k >= WARM { k % WARM } else { k };
-                    (format!("f{k}"), lazy_step_function(cfg, key as i64))
+                    // (Its shape, and its constant.)
+                    let (shape, c) = match pattern {
+                        "repl-equal" if k >= WARM => (k % WARM, k % WARM),
+                        "repl-near" if k >= WARM => (k % WARM, k),
+                        _ => (k, k),
+                    };
+                    let f = lazy_near_function(cfg, shape as i64, c as i64);
+                    (format!("f{k}"), f)
                 })
                 .collect();
             Work {
@@ -106,8 +114,9 @@ fn work(pattern: &str, args: &[usize], cfg: cranelift_codegen::isa::TargetFronte
 }
 
 /// Declare every function, then define and finalize them `w.batch` at a time; the part after
-/// the first `w.warm` functions is `measured`.
-fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64), M) {
+/// the first `w.warm` functions is `measured`. Also returns the code bytes the steps'
+/// contexts hold right after each define (a plain module's: it compiles at define).
+fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64), M, usize) {
     // A generated module's functions, declared first, with their references to each other
     // made module references (`declare_by_name`).
     let declared: Vec<(FuncId, Function)> = if w.warm > 0 {
@@ -126,6 +135,7 @@ fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64),
     };
     // One context for every definition, cleared in between, as cranelift-jit-demo keeps one.
     let mut ctx = m.make_context();
+    let mut bytes = 0;
     let mut step = |m: &mut M, k: usize| {
         let (id, f) = match declared.get(k) {
             Some((id, f)) => (*id, f),
@@ -140,6 +150,7 @@ fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64),
         m.clear_context(&mut ctx);
         ctx.func = f.clone();
         m.define_function(id, &mut ctx).unwrap();
+        bytes += ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
         if (k + 1).is_multiple_of(w.batch) || k + 1 == w.funcs.len() {
             finalize(m);
         }
@@ -155,7 +166,7 @@ fn run<M: Module>(mut m: M, finalize: impl Fn(&mut M), w: &Work) -> ((f64, f64),
         t.elapsed().as_secs_f64() * 1e6 / n,
         (thread_cpu_us() - cpu) / n,
     );
-    (times, m)
+    (times, m, bytes)
 }
 
 /// The timed part (callgrind's `--toggle-collect` names it).
@@ -172,6 +183,7 @@ fn main() {
     let mut nums = Vec::new();
     let (mut plain, mut verifier, mut opt, mut threads) = (false, true, "none", "1");
     let mut phases = false;
+    let mut every = None;
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -180,11 +192,18 @@ fn main() {
             "--verifier" => verifier = it.next().map(|s| s == "on").unwrap_or_else(|| usage()),
             "--opt" => opt = it.next().map(String::as_str).unwrap_or_else(|| usage()),
             "--threads" => threads = it.next().map(String::as_str).unwrap_or_else(|| usage()),
+            "--every" => {
+                every = it.next().and_then(|s| s.parse::<usize>().ok());
+                every.filter(|&n| n > 0).unwrap_or_else(|| usage());
+            }
             n => nums.push(n.parse::<usize>().unwrap_or_else(|_| usage())),
         }
     }
     let isa = isa(opt, verifier);
-    let w = work(pattern, &nums, isa.frontend_config());
+    let mut w = work(pattern, &nums, isa.frontend_config());
+    if let Some(n) = every {
+        w.batch = n;
+    }
     let config = MergeConfig {
         threads: match threads {
             "1" => Threads::None,
@@ -194,24 +213,28 @@ fn main() {
         ..Default::default()
     };
     let jit = JITModule::new(jit_builder(isa, &[]));
-    let (us, cpu) = if plain {
-        run(jit, |m| m.finalize_definitions().unwrap(), &w).0
+    let (us, cpu, bytes) = if plain {
+        let ((us, cpu), _, bytes) = run(jit, |m| m.finalize_definitions().unwrap(), &w);
+        (us, cpu, bytes)
     } else {
-        let ((us, cpu), m) = run(
+        let ((us, cpu), m, _) = run(
             MergeModule::with_config(jit, config),
             |m| m.finalize_definitions().unwrap(),
             &w,
         );
         if phases {
-            for (phase, d) in &m.stats().times {
+            for (c, n) in m.stats().counters() {
+                println!("  {}: {n}", c.name());
+            }
+            for (phase, d) in m.stats().times() {
                 println!("  {phase}: {:.2} ms", d.as_secs_f64() * 1e3);
             }
         }
-        (us, cpu)
+        (us, cpu, m.total_code_bytes())
     };
     println!(
         "{pattern} {} verifier={} opt={opt} threads={threads}: {us:.1} us per function \
-         ({cpu:.1} us on the CPU), {} functions timed",
+         ({cpu:.1} us on the CPU), {} functions timed, {bytes} code bytes",
         if plain { "plain" } else { "merge" },
         if verifier { "on" } else { "off" },
         w.funcs.len() - w.warm,

@@ -49,12 +49,12 @@ impl CrossReport {
         format!(
             "pipeline: {} functions in; merged: {} as equal, {} by merge-similar, {} by \
              merge-aligned; {} compiled from lowered LIR; {} passed through unlifted",
-            s.get("functions_in"),
-            s.get("merged"),
-            s.get("merged_similar"),
-            s.get("merged_aligned"),
-            s.get("lowered"),
-            s.get("passed_through")
+            s.get(midend::Counter::FunctionsIn),
+            s.get(midend::Counter::Merged),
+            s.get(midend::Counter::MergedSimilar),
+            s.get(midend::Counter::MergedAligned),
+            s.get(midend::Counter::Lowered),
+            s.get(midend::Counter::PassedThrough)
         )
     }
 }

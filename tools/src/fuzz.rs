@@ -2988,6 +2988,7 @@ pub fn compile_pipeline_batched(
                 }
             }
         }
+        distinct_addresses_in_data(m, &ids)?;
         Ok(ids)
     };
     let j = compile_linked_with(
@@ -3000,9 +3001,41 @@ pub fn compile_pipeline_batched(
         define,
     )?;
     let (refused, failed) = invalid.get();
-    stats.add("fuzz.invalid_refused", refused);
-    stats.add("fuzz.invalid_failed", failed);
+    stats.add_custom("fuzz.invalid_refused", refused);
+    stats.add_custom("fuzz.invalid_failed", failed);
     Ok(j)
+}
+
+/// After the last batch, a data object holding the address of every function: defined
+/// after they were merged (a late thunk each for those merged away), each address is its
+/// own, as with the plain module, whatever the address policy.
+fn distinct_addresses_in_data(
+    m: &mut MergeModule<JITModule>,
+    ids: &[(String, FuncId)],
+) -> cranelift_module::ModuleResult<()> {
+    let table = m.declare_anonymous_data(false, false)?;
+    let mut d = cranelift_module::DataDescription::new();
+    d.define_zeroinit(8 * ids.len());
+    for (k, (_, id)) in ids.iter().enumerate() {
+        let r = m.declare_func_in_data(*id, &mut d);
+        d.write_function_addr(8 * k as u32, r);
+    }
+    m.define_data(table, &d)?;
+    m.finalize_definitions()?;
+    let (p, _) = m.get_finalized_data(table);
+    // SAFETY: the table holds `ids.len()` addresses, finalized.
+    let slots = unsafe { std::slice::from_raw_parts(p as *const usize, ids.len()) };
+    let mut seen = std::collections::HashMap::new();
+    for (k, &a) in slots.iter().enumerate() {
+        if let Some(j) = seen.insert(a, k) {
+            return Err(ModuleError::Backend(anyhow::anyhow!(
+                "a data object holds one address for {} and {}",
+                ids[j].0,
+                ids[k].0
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Declare `name`, `(i64) -> i64`, and define it with the body `body` builds in its one
@@ -3200,7 +3233,7 @@ fn first_mismatch(
     };
     if let Some(r) = report.as_deref_mut() {
         r.stats.merge_from(&stats);
-        let merged = stats.get("merged_similar");
+        let merged = stats.get(midend::Counter::MergedSimilar);
         r.merged_similar += merged;
         if merged > 0 {
             r.similar_modules += 1;

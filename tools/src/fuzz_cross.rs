@@ -229,8 +229,8 @@ fn batched_object(
         .map_err(backend)?;
         m.flush_last()?;
         let mut stats = m.stats().clone();
-        stats.add("fuzz.invalid_refused", refused);
-        stats.add("fuzz.invalid_failed", failed);
+        stats.add_custom("fuzz.invalid_refused", refused);
+        stats.add_custom("fuzz.invalid_failed", failed);
         let bytes = (m.finish()?.emit()).map_err(|e| backend(format!("object file: {e}")))?;
         Ok(CompiledObject {
             bytes,
@@ -445,7 +445,7 @@ fn prepare<'a>(
     if let Ok(s) = &sides[1] {
         let stats = &s.object.stats;
         report.stats.merge_from(stats);
-        let merged = stats.get("merged_similar");
+        let merged = stats.get(midend::Counter::MergedSimilar);
         report.merged_similar += merged;
         if merged > 0 {
             report.similar_modules += 1;

@@ -214,11 +214,22 @@ pub fn merge_jit(
     Ok(r)
 }
 
-/// A function of about 25 instructions, `(i64) -> i64`, whose constant `k` makes it unique:
-/// the function a REPL step defines in `benches/module.rs` and `tools/examples/jit_patterns.rs`
-/// (equal `k`, equal functions).
+/// A function of about 25 instructions, `(i64) -> i64`, unlike any other: its operations
+/// and its constant are drawn from `k` (equal `k`, equal functions). The function a REPL step
+/// defines in `benches/module.rs` and `tools/examples/jit_patterns.rs`.
 pub fn lazy_step_function(
     cfg: cranelift_codegen::isa::TargetFrontendConfig,
+    k: i64,
+) -> ir::Function {
+    lazy_near_function(cfg, k, k)
+}
+
+/// `lazy_step_function`'s function of shape `shape` (its operations: one of five at each of
+/// eight steps, from the digits of `shape` in base 5, so 390,625 shapes) with the constant
+/// `k`: functions of one shape differ in their constant only, as `merge-similar` merges them.
+pub fn lazy_near_function(
+    cfg: cranelift_codegen::isa::TargetFrontendConfig,
+    shape: i64,
     k: i64,
 ) -> ir::Function {
     use cranelift_codegen::ir::types::I64;
@@ -234,8 +245,16 @@ pub fn lazy_step_function(
     let x = b.block_params(e)[0];
     let kk = b.ins().iconst(I64, k);
     let mut v = x;
+    let mut digits = shape.unsigned_abs();
     for j in 0..8 {
-        let m = b.ins().imul(v, kk);
+        let m = match digits % 5 {
+            0 => b.ins().imul(v, kk),
+            1 => b.ins().iadd(v, kk),
+            2 => b.ins().isub(v, kk),
+            3 => b.ins().band(v, kk),
+            _ => b.ins().bor(v, kk),
+        };
+        digits /= 5;
         let s = b.ins().iadd_imm_s(m, j);
         v = b.ins().bxor(s, x);
     }

@@ -359,7 +359,7 @@ fn compile_pipeline(
     // The last batch (the only one, unless `batch`), as an object file's `finish` compiles it.
     m.flush_last().map_err(|e| module_error(e, file_of))?;
     let stats = m.stats().clone();
-    for (phase, d) in &stats.times {
+    for (phase, d) in stats.times() {
         let name = if phase == "compile" {
             "compile_after".to_string()
         } else {
@@ -367,27 +367,22 @@ fn compile_pipeline(
         };
         r.time_ms.push((name, d.as_secs_f64() * 1e3));
     }
-    r.lir_insts_before = stats.get("lir_insts_in") as usize;
-    r.lir_insts_after = stats.get("lir_insts_out") as usize;
-    r.code_bytes_after = stats.get("code_bytes") as usize;
-    r.functions_out = stats.get("compiled") as usize;
-    r.lowered = stats.get("lowered") as usize;
-    r.native_thunks = stats.get("native_thunks") as usize;
-    r.not_lifted = stats.get("not_lifted") as usize;
+    r.lir_insts_before = stats.get(midend::Counter::LirInstsIn) as usize;
+    r.lir_insts_after = stats.get(midend::Counter::LirInstsOut) as usize;
+    r.code_bytes_after = stats.get(midend::Counter::CodeBytes) as usize;
+    r.functions_out = stats.get(midend::Counter::Compiled) as usize;
+    r.lowered = stats.get(midend::Counter::Lowered) as usize;
+    r.native_thunks = stats.get(midend::Counter::NativeThunks) as usize;
+    r.not_lifted = stats.get(midend::Counter::NotLifted) as usize;
     let name = |id: FuncId| {
         m.declarations()
             .get_function_decl(id)
             .linkage_name(id)
             .into_owned()
     };
-    let survivors: midend::hash::HashMap<FuncId, FuncId> =
-        m.merges().map(|(g, s, _)| (g, s)).collect();
-    let merged_into = |id: FuncId| match (survivors.get(&id), m.merge_kind(id), m.merged_by(id)) {
-        (Some(&s), Some(kind), Some(by)) => Some(MergedInto {
-            survivor: name(s),
-            by,
-            kind,
-        }),
+    // (Survivors by name: a shared body is Mergelift's own, with no id of the host's.)
+    let merged_into = |id: FuncId| match (m.survivor_name(id), m.merge_kind(id), m.merged_by(id)) {
+        (Some(survivor), Some(kind), Some(by)) => Some(MergedInto { survivor, by, kind }),
         _ => None,
     };
     let mut input = cranelift_entity::EntitySet::<FuncId>::new();
@@ -411,6 +406,21 @@ fn compile_pipeline(
             merged,
         });
     }
+    // What the passes made: shared bodies.
+    for f in m.own_functions() {
+        let merged = f
+            .merged
+            .map(|(survivor, kind, by)| MergedInto { survivor, by, kind });
+        if let (None, None) = (f.code_bytes, &merged) {
+            continue;
+        }
+        r.made.push(FunctionSize {
+            name: f.name,
+            bytes_before: 0,
+            bytes_after: f.code_bytes.unwrap_or(0),
+            merged,
+        });
+    }
     for (_, _, kind) in m.merges() {
         r.merged += 1;
         match kind {
@@ -429,4 +439,58 @@ fn compile_pipeline(
         );
     }
     Ok(())
+}
+
+/// What merging could save at most when functions are compiled in batches of `batch`, in
+/// input order (`size --batch N`), each merged only with functions of its own batch or an
+/// earlier one: the *order-limited ceiling*, from what one flush merged (`one_flush`, a
+/// report of the same inputs in one batch; one flush is the ceiling without order).
+///
+/// An exact merge loses nothing to order: of equal functions the first compiled survives and
+/// the others merge into it as they come. A `merge-similar` family does, where its first batch
+/// holds only one of its members: that member was compiled on its own before any other was
+/// defined, and keeps its code; the family saves what it saves in one flush less that
+/// member's saving, or nothing. (Where its first batch holds two or more, the family can start
+/// there and save what it does in one flush.)
+pub fn order_limited_saving(one_flush: &SizeReport, batch: usize) -> usize {
+    let batch = batch.max(1);
+    let saved = |f: &FunctionSize| f.bytes_before as i64 - f.bytes_after as i64;
+    let mut total: i64 = 0;
+    // Each similar family by its shared body: its saving in one flush, and its first batch
+    // with the saving of its members there.
+    let mut families: std::collections::BTreeMap<&str, (i64, usize, Vec<i64>)> = Default::default();
+    for (pos, f) in one_flush.functions.iter().enumerate() {
+        match &f.merged {
+            Some(m) if m.by == MergedBy::Similar => {
+                let e = families
+                    .entry(m.survivor.as_str())
+                    .or_insert((0, usize::MAX, Vec::new()));
+                e.0 += saved(f);
+                let b = pos / batch;
+                if b < e.1 {
+                    e.1 = b;
+                    e.2.clear();
+                }
+                if b == e.1 {
+                    e.2.push(saved(f));
+                }
+            }
+            _ => total += saved(f),
+        }
+    }
+    for f in &one_flush.made {
+        match families.get_mut(f.name.as_str()) {
+            // (A shared body's `bytes_before` is 0.)
+            Some(e) => e.0 += saved(f),
+            None => total += saved(f),
+        }
+    }
+    for (_, (family, _, first)) in families {
+        let lost = match first.as_slice() {
+            [one] => *one,
+            _ => 0,
+        };
+        total += (family - lost).max(0);
+    }
+    total.max(0) as usize
 }

@@ -68,19 +68,23 @@ fn check_groups(
         assert_eq!(r.failed, 0, "{name} [{passes}]:\n{}", r.failures.join("\n"));
         assert_eq!(r.passed, lines, "{name} [{passes}]: skips {:?}", r.skips);
         if passes != "none" {
-            assert_eq!(r.stats.get("merged_aligned"), merged, "{name} [{passes}]");
             assert_eq!(
-                r.stats.get("aligned.with_unmatched_runs"),
+                r.stats.get(midend::Counter::MergedAligned),
+                merged,
+                "{name} [{passes}]"
+            );
+            assert_eq!(
+                r.stats.get(midend::Counter::AlignedWithUnmatchedRuns),
                 with_runs,
                 "{name} [{passes}]"
             );
             assert_eq!(
-                r.stats.get("aligned.diamonds"),
+                r.stats.get(midend::Counter::AlignedDiamonds),
                 diamonds,
                 "{name} [{passes}]"
             );
             assert_eq!(
-                r.stats.get("aligned.groups_3plus"),
+                r.stats.get(midend::Counter::AlignedGroups3Plus),
                 groups_3plus,
                 "{name} [{passes}]"
             );
@@ -240,7 +244,7 @@ fn a_diamond_of_one_member_in_a_group_of_three() {
         let (body, taken) = guarded_chains(&members, guarded);
         check_groups(guarded, &body, 3, 1, 1, 1);
         let r = only_the_guarded_traps(&taken, guarded);
-        assert_eq!(r.stats.get("aligned.groups_3plus"), 1);
+        assert_eq!(r.stats.get(midend::Counter::AlignedGroups3Plus), 1);
     }
 }
 
@@ -303,8 +307,8 @@ fn equal_functions_are_left_to_merge() {
     let text = format!("{HEADER}{body}");
     let r = run_with("equal", &text, ALIGNED);
     assert_eq!(r.failed, 0, "{}", r.failures.join("\n"));
-    assert_eq!(r.stats.get("merged"), 1);
-    assert_eq!(r.stats.get("merged_aligned"), 0);
+    assert_eq!(r.stats.get(midend::Counter::Merged), 1);
+    assert_eq!(r.stats.get(midend::Counter::MergedAligned), 0);
 }
 
 /// `name(x, y)`: ten rounds of `acc = ops(acc)` with the loop counter added, in a loop whose
@@ -449,7 +453,7 @@ fn traps_in_unmatched_runs() {
     check("traps", &body, 2, 1, 1);
     // With the second argument zero the merged `tb` still traps, and `ta` does not.
     let r = only_the_guarded_traps(&taken, "tb");
-    assert_eq!(r.stats.get("merged_aligned"), 2);
+    assert_eq!(r.stats.get(midend::Counter::MergedAligned), 2);
 }
 
 #[test]
@@ -493,7 +497,7 @@ fn functions_with_try_call_are_left_alone() {
         assert!(r.errors.is_empty(), "{:?}", r.errors);
         assert_eq!(r.failed, 0, "[{passes}] {}", r.failures.join("\n"));
         assert_eq!(r.passed, 4, "[{passes}] skips {:?}", r.skips);
-        assert_eq!(r.stats.get("merged_aligned"), 0);
+        assert_eq!(r.stats.get(midend::Counter::MergedAligned), 0);
     }
 }
 
@@ -537,14 +541,17 @@ fn run_passes(
 #[test]
 fn hot_functions_are_never_merged_by_alignment() {
     let body = straight("a", &base()) + &straight("b", &edited());
-    assert_eq!(pass_stats(&body, None).get("merged_aligned"), 2);
+    assert_eq!(
+        pass_stats(&body, None).get(midend::Counter::MergedAligned),
+        2
+    );
     for hot in ["a", "b"] {
         let stats = pass_stats(
             &body,
             Some(midend::passes::aligned::HotFunctions::named([hot])),
         );
-        assert_eq!(stats.get("merged_aligned"), 0, "{hot} is hot");
-        assert_eq!(stats.get("aligned.hot"), 1);
+        assert_eq!(stats.get(midend::Counter::MergedAligned), 0, "{hot} is hot");
+        assert_eq!(stats.get(midend::Counter::AlignedHot), 1);
     }
 }
 
@@ -693,7 +700,7 @@ fn an_extra_block_on_one_side() {
         + &branchy("xb", &edited(), &first_half(), &edited_again(), true);
     check("extra_block", &body, 2, 1, 1);
     let r = run_with("extra_block", &format!("{HEADER}{body}"), ALIGNED);
-    assert_eq!(r.stats.get("aligned.with_extra_blocks"), 1);
+    assert_eq!(r.stats.get(midend::Counter::AlignedWithExtraBlocks), 1);
 }
 
 #[test]
@@ -764,7 +771,7 @@ fn blocks_of_one_member_in_a_loop() {
     }
     check("loop_extra_block", &body, 2, 1, 1);
     let r = run_with("loop_extra_block", &format!("{HEADER}{body}"), ALIGNED);
-    assert_eq!(r.stats.get("aligned.with_extra_blocks"), 1);
+    assert_eq!(r.stats.get(midend::Counter::AlignedWithExtraBlocks), 1);
 }
 
 #[test]
@@ -812,7 +819,7 @@ fn calls_in_blocks_of_one_member() {
     }
     check("own_calls", &body, 2, 1, 1);
     let r = run_with("own_calls", &format!("{HEADER}{body}"), ALIGNED);
-    assert_eq!(r.stats.get("aligned.with_extra_blocks"), 1);
+    assert_eq!(r.stats.get(midend::Counter::AlignedWithExtraBlocks), 1);
 }
 
 /// `straight`, with a stack limit loaded from `vmctx` (at `offset` in the block it points
@@ -867,11 +874,17 @@ fn rejections_are_counted_by_reason() {
     } else {
         (1, 0)
     };
-    assert_eq!(stats.get("merged_aligned"), 0);
-    assert_eq!(stats.get("aligned.aligned"), 1);
-    assert_eq!(stats.get("aligned.rejected.dissimilar"), screened);
-    assert_eq!(stats.get("aligned.rejected.estimate"), estimated);
-    assert_eq!(stats.get("aligned.unprofitable"), 1);
+    assert_eq!(stats.get(midend::Counter::MergedAligned), 0);
+    assert_eq!(stats.get(midend::Counter::AlignedAligned), 1);
+    assert_eq!(
+        stats.get(midend::Counter::AlignedRejectedDissimilar),
+        screened
+    );
+    assert_eq!(
+        stats.get(midend::Counter::AlignedRejectedEstimate),
+        estimated
+    );
+    assert_eq!(stats.get(midend::Counter::AlignedUnprofitable), 1);
     // Without the screen, the estimate rejects it.
     let report = aligned_report(&pair, 0.0);
     assert_eq!((report.merged, report.aligned), (0, 1));
@@ -880,26 +893,26 @@ fn rejections_are_counted_by_reason() {
     // A near pair (an instruction replaced, one inserted, one removed) passes the screen and
     // merges.
     let stats = pass_stats(&(straight("a", &base()) + &straight("b", &edited())), None);
-    assert_eq!(stats.get("merged_aligned"), 2);
-    assert_eq!(stats.get("aligned.rejected.dissimilar"), 0);
+    assert_eq!(stats.get(midend::Counter::MergedAligned), 2);
+    assert_eq!(stats.get(midend::Counter::AlignedRejectedDissimilar), 0);
 
     // Only registers differ: each `iadd` reads the other parameter, a select each. The
     // estimate counts selects on registers too, so this pair is not built either.
     let stats = pass_stats(&(sums("a", "v1") + &sums("b", "v0")), None);
-    assert_eq!(stats.get("merged_aligned"), 0);
-    assert_eq!(stats.get("aligned.aligned"), 1);
-    assert_eq!(stats.get("aligned.rejected.estimate"), 1);
-    assert_eq!(stats.get("aligned.rejected.saving"), 0);
+    assert_eq!(stats.get(midend::Counter::MergedAligned), 0);
+    assert_eq!(stats.get(midend::Counter::AlignedAligned), 1);
+    assert_eq!(stats.get(midend::Counter::AlignedRejectedEstimate), 1);
+    assert_eq!(stats.get(midend::Counter::AlignedRejectedSaving), 0);
 
     // A pair that merges with equal global values, and is not alignable when one loads its
     // stack limit from elsewhere: the merged body has one table of global values.
     let same = with_stack_limit("a", &base(), 24) + &with_stack_limit("b", &edited(), 24);
     let stats = pass_stats(&same, None);
-    assert_eq!(stats.get("merged_aligned"), 2);
-    assert_eq!(stats.get("aligned.not_alignable"), 0);
+    assert_eq!(stats.get(midend::Counter::MergedAligned), 2);
+    assert_eq!(stats.get(midend::Counter::AlignedNotAlignable), 0);
     let apart = with_stack_limit("a", &base(), 24) + &with_stack_limit("b", &edited(), 32);
     let stats = pass_stats(&apart, None);
-    assert_eq!(stats.get("merged_aligned"), 0);
-    assert_eq!(stats.get("aligned.rejected.tables"), 1);
-    assert_eq!(stats.get("aligned.not_alignable"), 1);
+    assert_eq!(stats.get(midend::Counter::MergedAligned), 0);
+    assert_eq!(stats.get(midend::Counter::AlignedRejectedTables), 1);
+    assert_eq!(stats.get(midend::Counter::AlignedNotAlignable), 1);
 }

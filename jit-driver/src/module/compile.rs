@@ -181,7 +181,7 @@ impl Core {
             match lowered {
                 Ok(mut func) => {
                     func.name = ir::UserFuncName::user(0, id.as_u32());
-                    self.stats.add("lowered", 1);
+                    self.stats.add(midend::Counter::Lowered, 1);
                     funcs.push((id, Some(func)));
                 }
                 Err(e) if !c.ours.contains(&id) => c.fail(id, backend(e.to_string()), None),
@@ -277,7 +277,7 @@ impl Core {
                     match r {
                         Ok(()) => {
                             self.note_compiled(id, t.bytes.len());
-                            self.stats.add("native_thunks", 1);
+                            self.stats.add(midend::Counter::NativeThunks, 1);
                             c.refs.extend(reloc_funcs(&t.relocs).map(|g| (id, g)));
                         }
                         Err(e) => c.fail(id, e, None),
@@ -304,7 +304,7 @@ impl Core {
                     Ok(func) if !c.refers_to_failed(&func) => {
                         let mut func = func;
                         func.name = ir::UserFuncName::user(0, id.as_u32());
-                        self.stats.add("lowered", 1);
+                        self.stats.add(midend::Counter::Lowered, 1);
                         return Some(Job {
                             id,
                             func,
@@ -329,9 +329,9 @@ impl Core {
         };
         let rewritten = self.redirect_calls(&mut func, &mut names);
         c.lower_time += t.elapsed();
-        self.stats.add("compiled_from_input", 1);
+        self.stats.add(midend::Counter::CompiledFromInput, 1);
         if pass_rewrote.unwrap_or(rewritten) {
-            self.stats.add("calls_rewritten_in_input", 1);
+            self.stats.add(midend::Counter::CallsRewrittenInInput, 1);
         }
         // Verified at define, unless calls were rewritten to pass extra arguments (moving a
         // call to a survivor of the same signature changes nothing the verifier checks).
@@ -396,6 +396,8 @@ impl Core {
             if let Some(sym) = self.lir.symbol_of(lid) {
                 self.lir.symbols[sym].def = None.into();
                 self.lir.aliases.remove(&sym);
+                // (A shared body that failed: no later function joins its family.)
+                self.pass_state.families.forget(sym);
             }
             if !self.lir.removed[lid] {
                 self.pass_state.remove_function(&mut self.lir, lid);

@@ -7,6 +7,13 @@ use midend::PassKind;
 /// Addresses taken in the IR (`func_addr`, a function symbol's `symbol_value`) or stored in
 /// data objects (`DataDescription::write_function_addr`) always stay distinct: a merged
 /// function whose address is observed that way keeps a thunk of its own.
+///
+/// ```
+/// use mergelift::{AddressPolicy, MergeConfig};
+/// // A host that compares the pointers of exported functions (as a C program may).
+/// let config = MergeConfig { address_policy: AddressPolicy::Distinct, ..Default::default() };
+/// # let _ = config;
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AddressPolicy {
     /// Functions visible outside the module (exported, hidden, preemptible) may share an
@@ -26,6 +33,14 @@ pub enum AddressPolicy {
 /// into a `JITModule` (an inner module that takes code as bytes exactly as it would compile
 /// it; any other module compiles on the caller's thread). The code, the merges and the errors
 /// are the same whatever the number.
+///
+/// ```
+/// use mergelift::{MergeConfig, Threads};
+/// // A host with compile threads of its own: Mergelift starts none.
+/// let config = MergeConfig { threads: Threads::None, ..Default::default() };
+/// assert_eq!(config.threads.get(), 1);
+/// assert!(Threads::Count(4).get() == 4);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Threads {
     /// Never start a thread: everything runs on the caller's thread. What a host that runs
@@ -54,6 +69,20 @@ impl Threads {
 }
 
 /// What a [`MergeModule`](super::MergeModule) does with the functions defined in it.
+///
+/// ```
+/// use mergelift::{parse_pass_list, MergeConfig, PassKind, Threads};
+/// // The default: `merge` and `merge-similar`, on the machine's cores for large flushes.
+/// let default = MergeConfig::default();
+/// assert_eq!(default.passes, [PassKind::Merge, PassKind::MergeSimilar]);
+/// // Only exact merges, on the caller's thread, passes read from a setting's text.
+/// let config = MergeConfig {
+///     passes: parse_pass_list("merge").unwrap(),
+///     threads: Threads::None,
+///     ..Default::default()
+/// };
+/// # let _ = config;
+/// ```
 #[derive(Clone, Debug)]
 pub struct MergeConfig {
     /// The passes, in order (default: `merge`, `merge-similar`; `lvn` changes many functions,

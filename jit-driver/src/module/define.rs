@@ -99,6 +99,18 @@ impl Definer {
     }
 }
 
+/// Does `inner` give a merged function's name its survivor's code? An `ObjectModule` does
+/// (`MergeModule::finish` makes alias symbols); a JIT resolves no alias.
+pub(crate) fn makes_aliases<M: cranelift_module::Module + 'static>(inner: &M) -> bool {
+    let any: &dyn std::any::Any = inner;
+    #[cfg(feature = "object")]
+    if any.is::<cranelift_object::ObjectModule>() {
+        return true;
+    }
+    let _ = any;
+    false
+}
+
 /// A function to compile, and whether Cranelift's verifier accepted it as it is (verified at
 /// define, and changed since only in which function a call calls, of the same signature).
 pub(crate) struct Job {
@@ -150,6 +162,8 @@ pub(crate) fn quiet_isa(isa: &dyn TargetIsa) -> Option<OwnedTargetIsa> {
 pub(crate) struct Isas<'a> {
     pub inner: &'a dyn TargetIsa,
     pub quiet: Option<&'a dyn TargetIsa>,
+    /// Compile with disassembly (the host asked for it: `Context::set_disasm`).
+    pub disasm: bool,
 }
 
 /// Code compiled here for the inner module: its bytes, alignment and relocations.
@@ -173,6 +187,7 @@ pub(crate) fn compile(isas: Isas, ctx: &mut Context, job: Job) -> (FuncId, Resul
     let Job { id, func, verified } = job;
     ctx.clear();
     ctx.func = func;
+    ctx.set_disasm(isas.disasm);
     let quiet = isas.quiet.filter(|_| verified);
     let isa = quiet.unwrap_or(isas.inner);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -226,8 +241,9 @@ impl Core {
             return c.fail(id, e, None);
         }
         self.note_compiled(id, code.bytes.len());
-        if let (Some(h), Some(ctx)) = (&mut self.hook, ctx) {
-            h(id, ctx);
+        // (The hook sees the host's ids: a shared body, Mergelift's own, it does not see.)
+        if let (Some(h), Some(ctx), Some(hid)) = (&mut self.hook, ctx, self.host.host(id)) {
+            h(hid, ctx);
         }
     }
 
@@ -241,8 +257,8 @@ impl Core {
     /// Record that `id` was compiled to `bytes` bytes of machine code.
     pub(super) fn note_compiled(&mut self, id: FuncId, bytes: usize) {
         self.code_bytes[id] = bytes as u32;
-        self.stats.add("code_bytes", bytes as u64);
-        self.stats.add("compiled", 1);
+        self.stats.add(midend::Counter::CodeBytes, bytes as u64);
+        self.stats.add(midend::Counter::Compiled, 1);
         self.state[id] = State::Compiled;
     }
 
@@ -258,6 +274,7 @@ impl Core {
             let isas = Isas {
                 inner: inner.isa(),
                 quiet,
+                disasm: self.disasm,
             };
             let mut ctx = std::mem::replace(&mut self.ctx, Context::new());
             let (_, r) = compile(isas, &mut ctx, job);
@@ -270,6 +287,7 @@ impl Core {
         }
         self.ctx.clear();
         self.ctx.func = job.func;
+        self.ctx.set_disasm(self.disasm);
         let ctx = &mut self.ctx;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             inner.define_function(id, ctx)
@@ -290,8 +308,8 @@ impl Core {
             .compiled_code()
             .map_or(0, |c| c.code_buffer().len());
         self.note_compiled(id, bytes);
-        if let Some(h) = &mut self.hook {
-            h(id, &self.ctx);
+        if let (Some(h), Some(hid)) = (&mut self.hook, self.host.host(id)) {
+            h(hid, &self.ctx);
         }
     }
 }

@@ -19,7 +19,7 @@ pub(super) fn backend(msg: String) -> ModuleError {
 /// # use cranelift_module::ModuleError;
 /// # fn report(e: ModuleError) {
 /// if let ModuleError::Backend(b) = &e {
-///     if let Some(f) = b.downcast_ref::<jit_driver::FunctionError>() {
+///     if let Some(f) = b.downcast_ref::<mergelift::FunctionError>() {
 ///         for failed in &f.failures {
 ///             eprintln!("{} ({}): {}", failed.function, failed.id, failed.error);
 ///         }

@@ -45,11 +45,40 @@ pub(crate) struct Print {
     /// The module function each external function reference names, by reference (`u32::MAX`:
     /// it names something else, spelt out in `words`).
     pub callees: Vec<u32>,
+    /// Where the immediates of constants (`iconst`, `f16const`, `f32const`, `f64const`: what
+    /// `merge-similar` makes holes of) are in `words` (first word, and how many), and their
+    /// instructions.
+    pub constants: Vec<(u32, u32, ir::Inst)>,
+    /// `alike_hash`, once computed.
+    alike: std::cell::Cell<Option<u64>>,
 }
 
 impl Print {
     fn hash(&self) -> u64 {
         hash_words(&self.words)
+    }
+
+    /// The hash of the words but for the constants' immediates: equal for functions that
+    /// differ only in the values of constants.
+    fn alike_hash(&self) -> u64 {
+        if let Some(h) = self.alike.get() {
+            return h;
+        }
+        let mut h = FxHasher::default();
+        let mut at = 0usize;
+        for &(pos, n, _) in &self.constants {
+            let pos = pos as usize;
+            for &w in &self.words[at..pos] {
+                h.write_u32(w);
+            }
+            h.write_u32(u32::MAX);
+            at = pos + n as usize;
+        }
+        for &w in &self.words[at..] {
+            h.write_u32(w);
+        }
+        self.alike.set(Some(h.finish()));
+        h.finish()
     }
 }
 
@@ -70,7 +99,8 @@ fn hash_words(words: &[u32]) -> u64 {
 #[derive(Default)]
 pub(crate) struct Prints {
     words: Vec<u32>,
-    entries: Vec<(u32, u64, u32, u32)>,
+    /// Position, shape key, alike hash (`Print::alike_hash`), words, callees.
+    entries: Vec<(u32, u64, u64, u32, u32)>,
 }
 
 impl Prints {
@@ -82,19 +112,25 @@ impl Prints {
     pub fn push(&mut self, pos: u32, key: u64, p: &Print) {
         self.words.extend_from_slice(&p.words);
         self.words.extend_from_slice(&p.callees);
-        self.entries
-            .push((pos, key, p.words.len() as u32, p.callees.len() as u32));
+        let alike = p.alike_hash();
+        self.entries.push((
+            pos,
+            key,
+            alike,
+            p.words.len() as u32,
+            p.callees.len() as u32,
+        ));
     }
 
-    /// Each print: its position, shape key, words and callees.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u64, &[u32], &[u32])> {
+    /// Each print: its position, shape key and alike hash, words and callees.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, (u64, u64), &[u32], &[u32])> {
         let mut at = 0usize;
-        self.entries.iter().map(move |&(pos, key, n, c)| {
+        self.entries.iter().map(move |&(pos, key, alike, n, c)| {
             let (n, c) = (n as usize, c as usize);
             let words = &self.words[at..at + n];
             let callees = &self.words[at + n..at + n + c];
             at += n + c;
-            (pos, key, words, callees)
+            (pos, (key, alike), words, callees)
         })
     }
 }
@@ -131,6 +167,8 @@ impl Printer {
     pub fn print(&mut self, func: &ir::Function, out: &mut Print) -> bool {
         out.words.clear();
         out.callees.clear();
+        out.constants.clear();
+        out.alike.set(None);
         // (About six words an instruction.)
         out.words.reserve(8 * func.dfg.num_insts() + 64);
         self.values.clear();
@@ -423,10 +461,22 @@ impl Printer {
                 dfg.constants.get(constant_handle).as_slice(),
             ),
             D::UnaryGlobalValue { global_value, .. } => out.words.push(global_value.as_u32()),
-            D::UnaryIeee16 { imm, .. } => out.words.push(imm.bits().into()),
-            D::UnaryIeee32 { imm, .. } => out.words.push(imm.bits()),
-            D::UnaryIeee64 { imm, .. } => word64(&mut out.words, imm.bits()),
-            D::UnaryImm { imm, .. } => word64(&mut out.words, imm.bits() as u64),
+            D::UnaryIeee16 { imm, .. } => {
+                out.constants.push((out.words.len() as u32, 1, inst));
+                out.words.push(imm.bits().into())
+            }
+            D::UnaryIeee32 { imm, .. } => {
+                out.constants.push((out.words.len() as u32, 1, inst));
+                out.words.push(imm.bits())
+            }
+            D::UnaryIeee64 { imm, .. } => {
+                out.constants.push((out.words.len() as u32, 2, inst));
+                word64(&mut out.words, imm.bits())
+            }
+            D::UnaryImm { imm, .. } => {
+                out.constants.push((out.words.len() as u32, 2, inst));
+                word64(&mut out.words, imm.bits() as u64)
+            }
         }
         Some(())
     }
@@ -597,8 +647,15 @@ pub(crate) struct InputIndex {
     words: Vec<u32>,
     /// Print hash → the functions with that hash.
     table: FxHashMap<u64, SmallVec<[Entry; 1]>>,
+    /// Shape key → how many functions have that key.
     shapes: FxHashMap<u64, u32>,
+    /// Alike hash (`Print::alike_hash`) → the functions with that hash.
+    alike: FxHashMap<u64, SmallVec<[Entry; 1]>>,
 }
+
+/// How many functions alike a function of a later batch takes from the index at most, to
+/// start a family with (each is lifted again).
+const ALIKE_TAKEN: usize = 4;
 
 impl InputIndex {
     /// Does an indexed function have shape key `key`?
@@ -606,18 +663,33 @@ impl InputIndex {
         !self.shapes.is_empty() && self.shapes.contains_key(&key)
     }
 
-    /// Index `id`, of shape key `key`, by its print (`words`, `callees`).
-    pub fn insert(&mut self, id: FuncId, key: u64, words: &[u32], callees: &[u32]) {
+    /// Index `id`, of shape key `key` and alike hash `alike`, by its print (`words`,
+    /// `callees`).
+    pub fn insert(&mut self, id: FuncId, (key, alike): (u64, u64), words: &[u32], callees: &[u32]) {
         let start = self.words.len() as u32;
         self.words.extend_from_slice(words);
         self.words.extend_from_slice(callees);
-        self.table.entry(hash_words(words)).or_default().push((
-            id,
-            start,
-            words.len() as u32,
-            callees.len() as u32,
-        ));
+        let entry = (id, start, words.len() as u32, callees.len() as u32);
+        self.table.entry(hash_words(words)).or_default().push(entry);
+        self.alike.entry(alike).or_default().push(entry);
         *self.shapes.entry(key).or_default() += 1;
+    }
+
+    /// `entry` (of shape key `key`), indexed at `start`, leaves the shape's count and the
+    /// alike lists.
+    fn unshape(&mut self, key: u64, alike: u64, start: u32) {
+        if let Some(n) = self.shapes.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.shapes.remove(&key);
+            }
+        }
+        if let Some(list) = self.alike.get_mut(&alike) {
+            list.retain(|e| e.1 != start);
+            if list.is_empty() {
+                self.alike.remove(&alike);
+            }
+        }
     }
 
     /// The indexed functions (of shape key `key`) whose print has the words of `p`, each with
@@ -648,7 +720,7 @@ impl InputIndex {
         entries.retain(|&mut (id, start, n, c)| {
             let (s, n, c) = (start as usize, n as usize, c as usize);
             if self.words[s..s + n] == p.words[..] {
-                found.push((id, self.words[s + n..s + n + c].to_vec()));
+                found.push((id, (self.words[s + n..s + n + c].to_vec(), start)));
                 false
             } else {
                 true
@@ -657,14 +729,104 @@ impl InputIndex {
         if entries.is_empty() {
             self.table.remove(&h);
         }
-        if let Some(n) = self.shapes.get_mut(&key) {
-            *n -= found.len() as u32;
-            if *n == 0 {
-                self.shapes.remove(&key);
+        let alike = p.alike_hash();
+        for (_, (_, start)) in &found {
+            self.unshape(key, alike, *start);
+        }
+        found.into_iter().map(|(f, (c, _))| (f, c)).collect()
+    }
+
+    /// Indexed functions (of shape key `key`) that differ from `func` (whose print is `p`)
+    /// only in the values of constants (found by the print's alike hash), each with a copy of `func` that has their constants
+    /// and callees: the function it stands for, up to renaming (its print is checked equal).
+    /// They leave the index: each is about to get a fingerprint of its own, and to meet
+    /// `func` in `merge-similar`. The newest first, `ALIKE_TAKEN` at most.
+    pub(crate) fn take_alike(
+        &mut self,
+        key: u64,
+        p: &Print,
+        func: &ir::Function,
+        printer: &mut Printer,
+    ) -> Vec<(FuncId, ir::Function)> {
+        let alike = p.alike_hash();
+        let Some(list) = self.alike.get(&alike) else {
+            return Vec::new();
+        };
+        let (n, c) = (p.words.len(), p.callees.len());
+        let candidates: SmallVec<[Entry; ALIKE_TAKEN]> = (list.iter().rev())
+            .filter(|e| (e.2 as usize, e.3 as usize) == (n, c))
+            .take(ALIKE_TAKEN)
+            .copied()
+            .collect();
+        let mut found = Vec::new();
+        let mut check = Print::default();
+        for e in candidates {
+            let s = e.1 as usize;
+            let (words, callees) = (&self.words[s..s + n], &self.words[s + n..s + n + c]);
+            let Some(copy) = with_constants_of(func, p, words, callees) else {
+                continue;
+            };
+            // The copy's print is the indexed one, callees and all: it *is* that function.
+            if !printer.print(&copy, &mut check) || check.words != words || check.callees != callees
+            {
+                continue;
             }
+            found.push((e.0, copy));
+            let h = hash_words(words);
+            if let Some(entries) = self.table.get_mut(&h) {
+                entries.retain(|x| x.1 != e.1);
+                if entries.is_empty() {
+                    self.table.remove(&h);
+                }
+            }
+            self.unshape(key, alike, e.1);
         }
         found
     }
+}
+
+/// `func` (whose print is `p`) with the callees `callees` and the constants of the print
+/// `words`, where the two prints differ only in constants (`None` where they differ
+/// elsewhere, or not at all).
+fn with_constants_of(
+    func: &ir::Function,
+    p: &Print,
+    words: &[u32],
+    callees: &[u32],
+) -> Option<ir::Function> {
+    let mut differ: SmallVec<[(u32, ir::Inst); 4]> = SmallVec::new();
+    let mut constants = p.constants.iter().peekable();
+    for (i, (a, b)) in p.words.iter().zip(words).enumerate() {
+        if a == b {
+            continue;
+        }
+        // The constant whose words hold position i.
+        while constants
+            .next_if(|&&(at, n, _)| (at + n) as usize <= i)
+            .is_some()
+        {}
+        let &&(at, _, inst) = constants.peek().filter(|&&&(at, _, _)| at as usize <= i)?;
+        if differ.last().map(|d| d.0) != Some(at) {
+            differ.push((at, inst));
+        }
+    }
+    if differ.is_empty() {
+        return None;
+    }
+    let mut f = with_callees(func, callees);
+    for (at, inst) in differ {
+        let at = at as usize;
+        let lo = words[at];
+        let wide = || u64::from(lo) | u64::from(*words.get(at + 1).unwrap_or(&0)) << 32;
+        match &mut f.dfg.insts[inst] {
+            D::UnaryImm { imm, .. } => *imm = ir::immediates::Imm64::new(wide() as i64),
+            D::UnaryIeee64 { imm, .. } => *imm = ir::immediates::Ieee64::with_bits(wide()),
+            D::UnaryIeee32 { imm, .. } => *imm = ir::immediates::Ieee32::with_bits(lo),
+            D::UnaryIeee16 { imm, .. } => *imm = ir::immediates::Ieee16::with_bits(lo as u16),
+            _ => return None,
+        }
+    }
+    Some(f)
 }
 
 /// `func` with the module functions its references name replaced by `callees` (a print's:

@@ -2,7 +2,7 @@
 
 use super::{MergeModule, State};
 use cranelift_jit::JITModule;
-use cranelift_module::{DataId, FuncId, ModuleResult};
+use cranelift_module::{DataId, FuncId, ModuleRelocTarget, ModuleResult};
 
 impl MergeModule<JITModule> {
     /// Run the passes over the functions defined since the last call, compile what is left
@@ -34,6 +34,7 @@ impl MergeModule<JITModule> {
     /// [`MergeConfig::fetch_locals`](super::MergeConfig::fetch_locals) is off: it has no code
     /// of its own.
     pub fn get_finalized_function(&self, id: FuncId) -> *const u8 {
+        let id = self.core.host.inner_or_same(id);
         let f = self.core.code_of(id, false);
         match self.core.state.get(f) {
             Some(State::Pending) => panic!(
@@ -49,6 +50,31 @@ impl MergeModule<JITModule> {
             _ => {}
         }
         self.inner.get_finalized_function(f)
+    }
+
+    /// The address a name resolves to (`JITModule::get_address`): for a function of the
+    /// module, defined and finalized, its code as [`get_finalized_function`] gives it (a
+    /// merged function's survivor's, or its own thunk); anything else (data objects, imports,
+    /// libcalls) as the `JITModule` resolves it, with its panics for a name it cannot resolve.
+    ///
+    /// [`get_finalized_function`]: MergeModule::get_finalized_function
+    pub fn get_address(&self, name: &ModuleRelocTarget) -> *const u8 {
+        if let ModuleRelocTarget::User {
+            namespace: 0,
+            index,
+        } = *name
+        {
+            let host = FuncId::from_u32(index);
+            let id = self.core.host.inner_or_same(host);
+            if matches!(
+                self.core.state.get(id),
+                Some(State::Compiled | State::Merged)
+            ) {
+                return self.get_finalized_function(host);
+            }
+        }
+        self.inner
+            .get_address(&self.core.host.target_to_inner(name))
     }
 
     /// The address and size of a finalized data object (`JITModule::get_finalized_data`).

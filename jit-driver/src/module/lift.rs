@@ -181,10 +181,11 @@ impl Core {
             }
         }
         self.stats.add_time("lift", t.elapsed());
-        self.stats.add("functions_in", pending.len() as u64);
+        self.stats
+            .add(midend::Counter::FunctionsIn, pending.len() as u64);
         let unlifted = pending.len() - batch.len() - passed.len();
         if unlifted > 0 {
-            self.stats.add("not_lifted", unlifted as u64);
+            self.stats.add(midend::Counter::NotLifted, unlifted as u64);
         }
         Lifted {
             batch,
@@ -237,8 +238,8 @@ impl Core {
             by: MergedBy::Exact,
             callers_redirected: true,
         });
-        self.stats.add("merged", 1);
-        self.stats.add("merge.by_print", 1);
+        self.stats.add(midend::Counter::Merged, 1);
+        self.stats.add(midend::Counter::MergeByPrint, 1);
         Some(lid)
     }
 
@@ -278,15 +279,15 @@ impl Core {
                 self.lir.functions[lid].address_significant = true;
             }
             lids.push(lid);
-            self.stats.add("stand_ins", 1);
+            self.stats.add(midend::Counter::StandIns, 1);
         }
         // What they take and call was recorded when the functions they stand for were
         // compiled.
         self.lift_ctx.taken.clear();
         midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &lids, true);
-        for &lid in &lids {
-            self.lir.functions[lid].drop_body();
-        }
+        // Their bodies stay until the batch is frozen: `merge-similar` may start a family
+        // with one of them and functions of the batch.
+        self.pass_state.similar_frozen.extend_from_slice(&lids);
     }
 
     /// What later batches find this one's functions by: the shape keys of the lifted ones
@@ -320,7 +321,7 @@ impl Core {
 
     /// `id` is compiled as it came, never merged: the lifter cannot represent it (`why`).
     pub(super) fn pass_through(&mut self, id: FuncId, why: String) {
-        self.stats.add("passed_through", 1);
+        self.stats.add(midend::Counter::PassedThrough, 1);
         self.passed_through.push((id, why));
     }
 
@@ -402,6 +403,7 @@ impl Core {
             .passes
             .iter()
             .all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar));
+        let merge_similar = config.passes.contains(&PassKind::MergeSimilar);
         let mut plan = skip::Plan {
             prints: std::mem::take(&mut self.scratch.prints),
             ..Default::default()
@@ -480,6 +482,14 @@ impl Core {
                         let stand_in = input_index::with_callees(func, &callees);
                         plan.stand_ins.push((f, stand_in));
                         found = true;
+                    }
+                    if !found && merge_similar {
+                        // Alike but for constants: its stand-ins meet it in `merge-similar`,
+                        // which may start a family with them.
+                        let alike =
+                            (self.input_index).take_alike(key, print, func, &mut self.printer);
+                        found = !alike.is_empty();
+                        plan.stand_ins.extend(alike);
                     }
                 }
             }

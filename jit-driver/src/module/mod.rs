@@ -2,7 +2,8 @@
 //! defined in it before handing them to the module it wraps (a `JITModule`, an
 //! `ObjectModule`, or any other).
 //!
-//! Declarations go straight to the inner module, so ids are the inner module's own.
+//! Declarations go to the inner module and to the host's own declarations (`ids`): the host
+//! sees the plain module's ids, the inner module and everything behind it the inner ids.
 //! `define_function` checks the function as the plain module's compile would reject it
 //! (Cranelift's verifier, the signature, a second definition) and keeps it; the passes run
 //! when the definitions are flushed (`finalize_definitions` for a JIT, `finish` for an object
@@ -36,6 +37,7 @@ mod compile;
 mod config;
 mod define;
 mod error;
+mod ids;
 mod input_index;
 #[cfg(feature = "jit")]
 mod jit_module;
@@ -46,6 +48,7 @@ mod object;
 mod parallel;
 mod passes;
 mod redirect;
+mod report;
 mod skip;
 #[cfg(all(test, feature = "jit"))]
 mod tests;
@@ -54,6 +57,9 @@ mod trait_impl;
 
 pub use config::{AddressPolicy, DebugOptions, MergeConfig, StageHook, Threads};
 pub use error::{FailedFunction, FunctionError};
+pub use report::FlushReport;
+#[doc(hidden)]
+pub use report::OwnFunction;
 // For the tools: the plain compile `mergelift size` measures against, and Cranelift's verifier
 // and panics as text.
 #[doc(hidden)]
@@ -111,16 +117,49 @@ struct Merged {
 /// its compiled code (`ctx.compiled_code()`).
 pub type CompiledHook = Box<dyn FnMut(FuncId, &Context) + Send>;
 
-/// A Cranelift module that merges equal functions and value-numbers the rest before they reach
-/// the module it wraps. See the [module documentation](self).
+/// A Cranelift module that merges equal and similar functions before they reach the module it
+/// wraps: a drop-in `cranelift_module::Module` for a `JITModule` (or, with the feature
+/// `object`, an `ObjectModule`).
+///
+/// `define_function` checks and keeps the function; the passes run and the code is compiled
+/// at the flush (`finalize_definitions`, `finish`, or [`flush`](MergeModule::flush)), in
+/// stages: every pending function is lifted to Mergelift's IR (those no other function
+/// could merge with are not), the passes merge them with each other and with what earlier
+/// flushes compiled, and each function is compiled into the inner module: a merged one not
+/// at all (its id resolves to its survivor's code, or to a small thunk of its own), an
+/// unchanged one from the Cranelift IR it was defined with. The crate documentation of
+/// `mergelift` lists every way this differs from the plain module.
+///
+/// ```
+/// use cranelift_jit::{JITBuilder, JITModule};
+/// use cranelift_module::{default_libcall_names, Module};
+/// use mergelift::{MergeConfig, MergeModule, Threads};
+///
+/// let jit = JITModule::new(JITBuilder::new(default_libcall_names()).unwrap());
+/// // A host that runs its own compile threads keeps Mergelift on the caller's thread.
+/// let config = MergeConfig { threads: Threads::None, ..Default::default() };
+/// let mut m = MergeModule::with_config(jit, config);
+/// // ... declare and define functions through `Module`, as with the JITModule ...
+/// m.finalize_definitions().unwrap();
+/// for (merged, survivor, kind) in m.merges() {
+///     match survivor {
+///         Some(s) => println!("{merged} uses the code of {s} ({kind:?})"),
+///         None => println!("{merged} uses a shared body ({kind:?})"),
+///     }
+/// }
+/// println!("{} bytes of code", m.total_code_bytes());
+/// ```
 pub struct MergeModule<M: Module> {
     inner: M,
     config: MergeConfig,
     core: Core,
+    last_flush: FlushReport,
 }
 
 /// The state that does not depend on the inner module's type.
 struct Core {
+    /// The host's declarations and ids, and the map to the inner module's (`ids`).
+    host: ids::HostView,
     lir: lir::Module,
     /// What the passes share over `lir`, batch after batch.
     pass_state: PassState,
@@ -137,6 +176,9 @@ struct Core {
     stats: Stats,
     code_bytes: SecondaryMap<FuncId, u32>,
     hook: Option<CompiledHook>,
+    /// The host defined a function from a context that asked for disassembly: every
+    /// function compiled since is compiled with it, for the hook.
+    disasm: bool,
     ctx: Context,
     fctx: LowerContext,
     /// Set when a flush failed in Mergelift's own code (a pass): the module can no longer be
@@ -150,6 +192,11 @@ struct Core {
     /// Functions folded away by an earlier flush whose address data now holds: the next
     /// flush gives each a thunk.
     late_data: Vec<FuncId>,
+    /// Functions not defined yet that pending functions refer to (`note_undefined_callees`).
+    undefined_callees: Vec<FuncId>,
+    /// The inner module gives a merged function's name its survivor's code (an object file's
+    /// alias symbol), so compiled code may call a function that merges later by name.
+    aliases: bool,
     /// Time spent verifying functions at define, not yet added to `stats`.
     verify_time: Duration,
     /// Functions and data objects declared through this module (ids below are valid).
@@ -198,7 +245,9 @@ impl<M: Module + 'static> MergeModule<M> {
     /// Wrap `inner` with `config`.
     pub fn with_config(inner: M, config: MergeConfig) -> Self {
         let definer = Definer::of(&inner);
-        Self::with_definer(inner, config, definer)
+        let mut m = Self::with_definer(inner, config, definer);
+        m.core.aliases = define::makes_aliases(&m.inner);
+        m
     }
 }
 
@@ -209,10 +258,13 @@ impl<M: Module> MergeModule<M> {
             inner.declarations().get_functions().count() as u32,
             inner.declarations().get_data_objects().count() as u32,
         );
+        let host = ids::HostView::of(&inner);
         let mut m = MergeModule {
             inner,
             config,
+            last_flush: FlushReport::default(),
             core: Core {
+                host,
                 lir: lir::Module::new(),
                 pass_state: PassState::default(),
                 lifted: SecondaryMap::new(),
@@ -224,12 +276,15 @@ impl<M: Module> MergeModule<M> {
                 stats: Stats::default(),
                 code_bytes: SecondaryMap::new(),
                 hook: None,
+                disasm: false,
                 ctx: Context::new(),
                 fctx: LowerContext::new(),
                 poisoned: None,
                 passed_through: Vec::new(),
                 unresolved: Vec::new(),
                 late_data: Vec::new(),
+                undefined_callees: Vec::new(),
+                aliases: false,
                 verify_time: Duration::ZERO,
                 declared,
                 any_merged: false,
@@ -253,7 +308,18 @@ impl<M: Module> MergeModule<M> {
         &self.config
     }
 
-    /// The wrapped module.
+    /// The id in the inner module of the function the host declared as `id` (for
+    /// [`inner`](MergeModule::inner), [`inner_mut`](MergeModule::inner_mut) and
+    /// [`into_inner`](MergeModule::into_inner)): `id` itself until a pass made a shared body,
+    /// which the inner module numbers among the host's functions.
+    pub fn inner_id(&self, id: FuncId) -> FuncId {
+        self.core.host.inner_or_same(id)
+    }
+
+    /// The wrapped module (its ids: [`inner_id`](MergeModule::inner_id)). A function merged
+    /// away has no code in it (its calls and fetches resolve through `MergeModule`:
+    /// `get_finalized_function`, `get_address`); [`into_inner`](MergeModule::into_inner)
+    /// gives each one code before handing the module over.
     pub fn inner(&self) -> &M {
         &self.inner
     }
@@ -267,31 +333,52 @@ impl<M: Module> MergeModule<M> {
     /// The survivor of a merged function: the function whose code `id` now uses (directly, or
     /// through a thunk of its own when its address had to stay distinct). `None` for a
     /// function that was not merged.
+    ///
+    /// The survivor is a function the host declared. A function merged into a shared body
+    /// that a pass made (`merge-similar`, `merge-aligned`: one body for several functions,
+    /// with extra parameters) has no such survivor: `None` here, and
+    /// [`in_shared_body`](MergeModule::in_shared_body) says so.
     pub fn merged_into(&self, id: FuncId) -> Option<FuncId> {
-        self.core.merged.get(id).copied().flatten().map(|m| m.into)
+        self.merge_of(id).and_then(|m| self.core.host.host(m.into))
+    }
+
+    /// Was `id` merged into a shared body a pass made (code of Mergelift's own, which the
+    /// host never declared)? Its code is that body's, through a thunk of its own when the
+    /// host may fetch it.
+    pub fn in_shared_body(&self, id: FuncId) -> bool {
+        self.merge_of(id)
+            .is_some_and(|m| self.core.host.host(m.into).is_none())
     }
 
     /// How a merged function was folded into its survivor.
     pub fn merge_kind(&self, id: FuncId) -> Option<MergeKind> {
-        self.core.merged.get(id).copied().flatten().map(|m| m.kind)
+        self.merge_of(id).map(|m| m.kind)
     }
 
     /// Which pass merged a function away.
     pub fn merged_by(&self, id: FuncId) -> Option<MergedBy> {
-        self.core.merged.get(id).copied().flatten().map(|m| m.by)
+        self.merge_of(id).map(|m| m.by)
     }
 
-    /// Every merged function with its survivor and kind, in id order.
-    pub fn merges(&self) -> impl Iterator<Item = (FuncId, FuncId, MergeKind)> + '_ {
-        self.core
-            .merged
-            .iter()
-            .filter_map(|(g, m)| m.map(|m| (g, m.into, m.kind)))
+    /// The merge of host function `id`, if it was merged.
+    fn merge_of(&self, id: FuncId) -> Option<Merged> {
+        let inner = self.core.host.inner(id)?;
+        self.core.merged.get(inner).copied().flatten()
     }
 
-    /// Statistics of every flush so far: counters (`functions_in`, `merged`, `compiled`,
-    /// `compiled_from_input`, `lowered`, `code_bytes`, and each pass's own) and phase times
-    /// (`lift`, each pass, `lower`, `compile`, `verify`).
+    /// Every merged function with its survivor (`None`: a shared body a pass made, as in
+    /// [`merged_into`](MergeModule::merged_into)) and kind, in id order.
+    pub fn merges(&self) -> impl Iterator<Item = (FuncId, Option<FuncId>, MergeKind)> + '_ {
+        let host = &self.core.host;
+        (self.core.merged.iter())
+            .filter_map(|(g, m)| Some((host.host(g)?, (*m)?)))
+            .map(|(g, m)| (g, host.host(m.into), m.kind))
+    }
+
+    /// Statistics of every flush so far: typed counters ([`Counter`](midend::Counter):
+    /// `FunctionsIn`, `Merged`, `Compiled`, `CompiledFromInput`, `Lowered`, `CodeBytes`, and
+    /// each pass's own) and phase times (`lift`, each pass, `lower`, `compile`, `verify`).
+    /// [`last_flush`](MergeModule::last_flush) gives one flush's alone.
     pub fn stats(&self) -> &Stats {
         &self.core.stats
     }
@@ -299,6 +386,7 @@ impl<M: Module> MergeModule<M> {
     /// Machine-code bytes of a function compiled by a flush (`None`: merged away, pending, or
     /// not compiled by Mergelift).
     pub fn code_bytes(&self, id: FuncId) -> Option<usize> {
+        let id = self.core.host.inner(id)?;
         match self.core.state.get(id) {
             Some(State::Compiled) => Some(self.core.code_bytes[id] as usize),
             _ => None,
@@ -307,25 +395,51 @@ impl<M: Module> MergeModule<M> {
 
     /// Machine-code bytes of every function compiled so far.
     pub fn total_code_bytes(&self) -> usize {
-        self.core.stats.get("code_bytes") as usize
+        self.core.stats.get(midend::Counter::CodeBytes) as usize
     }
 
     /// Call `hook` with each function compiled into the inner module, and the context holding
     /// its compiled code, right after it is defined (what `ctx.compiled_code()` would have
     /// shown after `define_function` on the inner module).
+    ///
+    /// Once the host defines a function from a context that asked for disassembly
+    /// (`ctx.set_disasm(true)`), every function compiled afterwards is compiled with it, and
+    /// `ctx.compiled_code().unwrap().vcode` holds it. The hook sees the host's functions,
+    /// and the thunks Cranelift compiles for merged ones (under the merged function's id).
+    /// It does not see the shared bodies `merge-similar` and `merge-aligned` make (Mergelift's
+    /// own, with no id of the host's: [`total_code_bytes`](MergeModule::total_code_bytes)
+    /// counts their code), nor the thunks written directly as machine code on x86-64 (a few
+    /// `mov`s and a jump, with no `Context`:
+    /// [`last_flush`](MergeModule::last_flush)`().stats.get(Counter::NativeThunks)` counts
+    /// them).
+    ///
+    /// ```
+    /// # use cranelift_jit::{JITBuilder, JITModule};
+    /// # let jit = JITModule::new(JITBuilder::new(cranelift_module::default_libcall_names()).unwrap());
+    /// let mut m = mergelift::MergeModule::new(jit);
+    /// m.on_compiled(|id, ctx| {
+    ///     let code = ctx.compiled_code().unwrap();
+    ///     println!("{id}: {} bytes", code.code_buffer().len());
+    ///     if let Some(text) = &code.vcode {
+    ///         println!("{text}");
+    ///     }
+    /// });
+    /// ```
     pub fn on_compiled(&mut self, hook: impl FnMut(FuncId, &Context) + Send + 'static) {
         self.core.hook = Some(Box::new(hook));
     }
 
-    /// The LIR of everything lifted so far (for inspection). The bodies of compiled and
-    /// merged functions are there only with `DebugOptions::keep_lir`; without it they are
-    /// freed once compiled (the functions stay, with their names and signatures).
+    /// The LIR of everything lifted so far, for Mergelift's own tools: the bodies of compiled
+    /// and merged functions are freed once compiled unless a tool asked to keep them, and
+    /// functions are named by id (`u0:N`), not as declared.
+    #[doc(hidden)]
     pub fn lir(&self) -> &lir::Module {
         &self.core.lir
     }
 
     /// Is `id` defined and waiting for the next flush?
     pub fn is_pending(&self, id: FuncId) -> bool {
+        let id = self.core.host.inner_or_same(id);
         self.core.state.get(id) == Some(&State::Pending)
     }
 
@@ -339,9 +453,19 @@ impl<M: Module> MergeModule<M> {
     /// `flush`, as the last batch: nothing compiled now is fingerprinted for later batches to
     /// merge into (cheaper: a function whose weak hash no other shares is not walked in full,
     /// and, when this is also the first batch, a function whose shape no other shares is not
-    /// lifted at all: `DebugOptions::lift_all`). Functions defined afterwards still work; they
+    /// lifted at all; the code is the same). Functions defined afterwards still work; they
     /// just do not merge into these. What `finish` does for an object file; for a one-shot
     /// JIT compile, call it before `finalize_definitions`.
+    ///
+    /// ```
+    /// # use cranelift_jit::{JITBuilder, JITModule};
+    /// # let jit = JITModule::new(JITBuilder::new(cranelift_module::default_libcall_names()).unwrap());
+    /// let mut m = mergelift::MergeModule::new(jit);
+    /// // ... declare and define every function of the program ...
+    /// m.flush_last()?;
+    /// m.finalize_definitions()?;
+    /// # Ok::<(), cranelift_module::ModuleError>(())
+    /// ```
     pub fn flush_last(&mut self) -> ModuleResult<()> {
         self.flush_batch(true, self.config.fetch_locals)
     }
@@ -355,8 +479,10 @@ impl<M: Module> MergeModule<M> {
                  further"
             )));
         }
-        self.core
-            .flush(&mut self.inner, &self.config, last, fetch_locals)
+        let before = self.report_begin();
+        let r = (self.core).flush(&mut self.inner, &self.config, last, fetch_locals);
+        self.report_end(before);
+        r.map_err(|e| self.core.error_to_host(&self.inner, e))
     }
 
     /// Functions compiled as they came, never merged, because Mergelift cannot represent
@@ -365,10 +491,8 @@ impl<M: Module> MergeModule<M> {
     /// functions Mergelift lifted are here: one that no pass could merge with anything is
     /// compiled from its input without being lifted (the stats count it as `not_lifted`).
     pub fn passed_through(&self) -> impl Iterator<Item = (FuncId, &str)> + '_ {
-        self.core
-            .passed_through
-            .iter()
-            .map(|(id, why)| (*id, why.as_str()))
+        (self.core.passed_through.iter())
+            .filter_map(|(id, why)| Some((self.core.host.host(*id)?, why.as_str())))
     }
 
     /// Functions that failed to compile while code compiled since refers to them: until each
@@ -392,18 +516,43 @@ impl<M: Module> MergeModule<M> {
         )))
     }
 
-    /// Flush, then give back the inner module.
-    pub fn into_inner(mut self) -> ModuleResult<M> {
+    /// Flush, then give back the inner module, in which every function the host defined has
+    /// code of its own: each function merged away (which until now resolved to its
+    /// survivor's code through `MergeModule`) is given a small thunk calling its survivor,
+    /// so the inner module's own accessors (`JITModule::get_finalized_function` after its
+    /// `finalize_definitions`, an object file's symbols) resolve it. What `MergeModule`
+    /// knew is gone with it: later definitions in the inner module are not merged.
+    ///
+    /// With the module comes the map from the host's ids to the inner module's: they are the
+    /// same until the first shared body a pass made, which takes the inner module's next id;
+    /// a function the host declared after it has another id there.
+    ///
+    /// ```
+    /// # use cranelift_jit::{JITBuilder, JITModule};
+    /// # let jit = JITModule::new(JITBuilder::new(cranelift_module::default_libcall_names()).unwrap());
+    /// let m = mergelift::MergeModule::new(jit);
+    /// // ... declare and define functions, finalize, use them ...
+    /// let (mut jit, inner_id) = m.into_inner()?;
+    /// jit.finalize_definitions()?;
+    /// // `jit.get_finalized_function(inner_id(id))` for each function `id` the host defined.
+    /// # Ok::<(), cranelift_module::ModuleError>(())
+    /// ```
+    #[allow(clippy::type_complexity)]
+    pub fn into_inner(mut self) -> ModuleResult<(M, Box<dyn Fn(FuncId) -> FuncId + Send + Sync>)> {
         self.flush()?;
-        Ok(self.inner)
+        // (A thunk's code, like a late one's: `late_data` gives each a thunk at the flush.)
+        let merged = (self.core.state.iter())
+            .filter(|&(_, s)| *s == State::Merged)
+            .map(|(id, _)| id);
+        self.core.late_data.extend(merged);
+        self.flush()?;
+        let host = std::mem::replace(&mut self.core.host, ids::HostView::of(&self.inner));
+        Ok((self.inner, Box::new(move |id| host.inner_or_same(id))))
     }
 
+    /// The host's name of inner function `id`.
     fn func_name(&self, id: FuncId) -> String {
-        self.inner
-            .declarations()
-            .get_function_decl(id)
-            .linkage_name(id)
-            .into_owned()
+        self.core.host.name(&self.inner, id)
     }
 }
 
@@ -494,6 +643,13 @@ impl Core {
             return Ok(());
         }
         let mut pending = std::mem::take(&mut self.pending);
+        // Code compiled now refers by name to the functions no batch has defined yet: each
+        // keeps code under its name when it comes, as one whose address is taken does.
+        for g in std::mem::take(&mut self.undefined_callees) {
+            if self.state[g] == State::Declared {
+                self.taken[g] = true;
+            }
+        }
         self.begin_batch(inner.isa(), last);
         // (Lifting records the merges of functions equal to one compiled unlifted before.)
         let merges_before = self.pass_state.merges.len();
@@ -517,7 +673,7 @@ impl Core {
         stage("compile");
         let failed = self.compile_batch(inner, config, &mut pending, &lifted, made);
         self.freeze_batch(config, &pending, lifted, last);
-        self.stats.add("flushes", 1);
+        self.stats.add(midend::Counter::Flushes, 1);
         // (Its room, for the next batch.)
         pending.clear();
         self.pending = pending;
@@ -550,10 +706,11 @@ impl Core {
         let open = self.pass_state.open_function_ids(&self.lir);
         midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &open, !last);
         self.index_batch(pending, lifted, last);
+        let stand_ins = std::mem::take(&mut self.pass_state.similar_frozen);
         if !config.debug.keep_lir && !last {
-            // Later batches merge into these by the fingerprints just taken: the bodies
-            // are no longer needed.
-            for &lid in &open {
+            // Later batches merge into these by the fingerprints just taken, and join their
+            // families by what `merge-similar` kept: the bodies are no longer needed.
+            for &lid in open.iter().chain(&stand_ins) {
                 self.lir.functions[lid].drop_body();
             }
         }

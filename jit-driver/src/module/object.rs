@@ -34,18 +34,19 @@ impl MergeModule<ObjectModule> {
     /// being written cannot lose a section.
     pub fn finish(mut self) -> ModuleResult<ObjectProduct> {
         self.flush_batch(true, false)?;
-        let merged: Vec<_> = self
-            .merges()
-            .filter(|&(g, _, _)| self.core.state[g] == State::Merged)
+        // (Inner ids, as the inner module's product has them.)
+        let merged: Vec<_> = (self.core.merged.iter())
+            .filter_map(|(g, m)| Some((g, (*m)?.into)))
+            .filter(|&(g, _)| self.core.state[g] == State::Merged)
             .collect();
         // An object file must define every non-import symbol: a merged function gets an empty
         // definition here, moved onto its survivor's code below.
-        for &(g, _, _) in &merged {
+        for &(g, _) in &merged {
             self.inner.define_function_bytes(g, 1, &[], &[])?;
         }
         // Each alias's code: through survivors merged in turn, to the one compiled.
         let merged: Vec<_> = (merged.into_iter())
-            .map(|(g, f, _)| (g, self.core.code_of(f, true)))
+            .map(|(g, f)| (g, self.core.code_of(f, true)))
             .collect();
         let mut product = self.inner.finish();
         for (g, f) in merged {
@@ -64,6 +65,17 @@ impl MergeModule<ObjectModule> {
                 s.size = size;
                 product.functions[g] = Some((gsym, true));
             }
+        }
+        // The host's ids: its functions' symbols by the ids it was given (shared bodies'
+        // symbols stay in the object, local, out of the table).
+        if !self.core.host.is_identity() {
+            let mut functions = cranelift_entity::SecondaryMap::new();
+            for (id, entry) in product.functions.iter() {
+                if let Some(h) = self.core.host.host(id) {
+                    functions[h] = *entry;
+                }
+            }
+            product.functions = functions;
         }
         Ok(product)
     }

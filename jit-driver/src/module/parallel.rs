@@ -120,6 +120,7 @@ pub fn define_plain(
     let isas = Isas {
         inner: module.isa(),
         quiet: None,
+        disasm: false,
     };
     let jobs = (funcs.into_iter())
         .map(|(id, func)| Job {
@@ -164,10 +165,11 @@ impl Core {
         let (serial, parallel): (Vec<Job>, Vec<Job>) =
             jobs.into_iter().partition(Job::needs_define);
         self.stats
-            .add("compiled_in_parallel", parallel.len() as u64);
+            .add(midend::Counter::CompiledInParallel, parallel.len() as u64);
         let isas = Isas {
             inner: inner.isa(),
             quiet: self.quiet.as_deref(),
+            disasm: self.disasm,
         };
         let mut done = compile_all(isas, parallel, threads, self.hook.is_some()).into_iter();
         let mut serial = serial.into_iter();

@@ -67,7 +67,8 @@ impl Core {
                 .map(|(_, lid)| lir.functions[*lid].inst_count() as u64)
                 .sum()
         };
-        self.stats.add("lir_insts_in", insts(&self.lir));
+        self.stats
+            .add(midend::Counter::LirInstsIn, insts(&self.lir));
         // A function merged away has no code, and without `keep_lir` its body goes at once
         // (unless this is the last batch: then the module's end frees it, and freeing it here
         // would only slow the passes).
@@ -95,7 +96,8 @@ impl Core {
         let (_, pm) = self.passes.as_mut().expect("made above");
         pm.run(&mut self.lir, &mut self.pass_state, &mut self.stats)
             .map_err(|e| backend(e.to_string()))?;
-        self.stats.add("lir_insts_out", insts(&self.lir));
+        self.stats
+            .add(midend::Counter::LirInstsOut, insts(&self.lir));
         Ok(())
     }
 
@@ -160,7 +162,7 @@ impl Core {
             late.extend(next.into_iter().filter_map(|s| self.func_of(s)));
             self.state[g] = State::Pending;
             self.taken[g] = true;
-            self.stats.add("late_thunks", 1);
+            self.stats.add(midend::Counter::LateThunks, 1);
             made.push((g, lid));
         }
         // Survivors merged in turn (into a function of an earlier batch): point at the last.

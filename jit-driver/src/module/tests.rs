@@ -89,8 +89,8 @@ fn lift_batch_lifts_the_functions_that_could_merge_in_batch_order() {
     assert!(lifted.lid_at[2].is_none() && m.core.lifted[ids[2]].is_none());
     assert_eq!(lifted.prints.iter().map(|p| p.0).collect::<Vec<_>>(), [2]);
     assert!(lifted.late.is_empty());
-    assert_eq!(m.core.stats.get("functions_in"), 3);
-    assert_eq!(m.core.stats.get("not_lifted"), 1);
+    assert_eq!(m.core.stats.get(midend::Counter::FunctionsIn), 3);
+    assert_eq!(m.core.stats.get(midend::Counter::NotLifted), 1);
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn run_passes_merges_the_equal_pair_only() {
     let (f0, f1) = (lifted.batch[0].0, lifted.batch[1].0);
     assert_eq!(name(merges[0].merged), func_symbol_name(f1));
     assert_eq!(name(merges[0].survivor), func_symbol_name(f0));
-    assert_eq!(m.core.stats.get("merged"), 1);
+    assert_eq!(m.core.stats.get(midend::Counter::Merged), 1);
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn compile_batch_compiles_what_is_left_and_nothing_fails() {
         .compile_batch(&mut m.inner, &config, &mut pending, &lifted, made);
     assert!(failed.is_none(), "{failed:?}");
     // Two bodies compiled; the merged function has no code of its own.
-    assert_eq!(m.core.stats.get("compiled"), 2);
+    assert_eq!(m.core.stats.get(midend::Counter::Compiled), 2);
     assert!(m.core.code_bytes[ids[0]] > 0 && m.core.code_bytes[ids[2]] > 0);
     assert_eq!(m.core.code_bytes[ids[1]], 0);
     // What was compiled runs, the merged function through its survivor's code.
@@ -191,9 +191,13 @@ fn a_later_equal_function_merges_into_an_unlifted_one_by_its_print() {
     let g = define_text(&mut m, "g", text);
     m.finalize_definitions().unwrap();
     assert_eq!(m.merged_into(g), Some(ids[2]));
-    assert_eq!(m.core.stats.get("merge.by_print"), 1);
-    assert_eq!(m.core.stats.get("stand_ins"), 0);
-    assert_eq!(m.core.stats.get("compiled"), 2, "g has no code of its own");
+    assert_eq!(m.core.stats.get(midend::Counter::MergeByPrint), 1);
+    assert_eq!(m.core.stats.get(midend::Counter::StandIns), 0);
+    assert_eq!(
+        m.core.stats.get(midend::Counter::Compiled),
+        2,
+        "g has no code of its own"
+    );
     assert_eq!(call(&m, g, 5), 15);
     // `h` returns `g`'s address: `g` needs code of its own now, a thunk to `f2`.
     let sig = m.declarations().get_function_decl(g).signature.clone();
@@ -212,7 +216,7 @@ fn a_later_equal_function_merges_into_an_unlifted_one_by_its_print() {
     b.finalize(m.target_config());
     m.define_function(h, &mut ctx).unwrap();
     m.finalize_definitions().unwrap();
-    assert_eq!(m.core.stats.get("late_thunks"), 1);
+    assert_eq!(m.core.stats.get(midend::Counter::LateThunks), 1);
     let addr = call(&m, h, 0);
     assert_ne!(addr as usize, m.get_finalized_function(ids[2]) as usize);
     // SAFETY: `addr` is `g`'s code, of signature (i64) -> i64.
@@ -251,6 +255,6 @@ fn a_later_function_equal_once_its_callee_merges_merges_through_a_stand_in() {
     m.finalize_definitions().unwrap();
     assert_eq!(m.merged_into(c1), Some(c0));
     assert_eq!(m.merged_into(u1), Some(u0));
-    assert_eq!(m.core.stats.get("stand_ins"), 1);
+    assert_eq!(m.core.stats.get(midend::Counter::StandIns), 1);
     assert_eq!(call(&m, u1, 2), 49);
 }

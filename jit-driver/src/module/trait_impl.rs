@@ -19,12 +19,14 @@ impl<M: Module> Module for MergeModule<M> {
         self.inner.isa()
     }
 
+    /// The host's declarations: what it declared, with the ids the plain module gives
+    /// (Mergelift's shared bodies are not among them).
     fn declarations(&self) -> &ModuleDeclarations {
-        self.inner.declarations()
+        &self.core.host.decls
     }
 
     fn get_name(&self, name: &str) -> Option<cranelift_module::FuncOrDataId> {
-        self.inner.get_name(name)
+        self.core.host.decls.get_name(name)
     }
 
     fn target_config(&self) -> cranelift_codegen::isa::TargetFrontendConfig {
@@ -47,6 +49,8 @@ impl<M: Module> Module for MergeModule<M> {
         self.inner.clear_signature(sig)
     }
 
+    // Declared in the inner module, then in the host's declarations (which accept what the
+    // inner module accepted: the same names, linkages and signatures), the two ids mapped.
     fn declare_function(
         &mut self,
         name: &str,
@@ -55,15 +59,20 @@ impl<M: Module> Module for MergeModule<M> {
     ) -> ModuleResult<FuncId> {
         let id = self.inner.declare_function(name, linkage, signature)?;
         self.core.declared.0 = self.core.declared.0.max(id.as_u32() + 1);
-        Ok(id)
+        let (hid, _) = (self.core.host.decls).declare_function(name, linkage, signature)?;
+        self.core.host.map(hid, id);
+        Ok(hid)
     }
 
     fn declare_anonymous_function(&mut self, signature: &ir::Signature) -> ModuleResult<FuncId> {
         let id = self.inner.declare_anonymous_function(signature)?;
         self.core.declared.0 = self.core.declared.0.max(id.as_u32() + 1);
-        Ok(id)
+        let hid = self.core.host.decls.declare_anonymous_function(signature)?;
+        self.core.host.map(hid, id);
+        Ok(hid)
     }
 
+    // Data ids are the same in both: Mergelift declares no data of its own.
     fn declare_data(
         &mut self,
         name: &str,
@@ -73,30 +82,21 @@ impl<M: Module> Module for MergeModule<M> {
     ) -> ModuleResult<DataId> {
         let id = self.inner.declare_data(name, linkage, writable, tls)?;
         self.core.declared.1 = self.core.declared.1.max(id.as_u32() + 1);
+        let (hid, _) = (self.core.host.decls).declare_data(name, linkage, writable, tls)?;
+        debug_assert_eq!(hid, id);
         Ok(id)
     }
 
     fn declare_anonymous_data(&mut self, writable: bool, tls: bool) -> ModuleResult<DataId> {
         let id = self.inner.declare_anonymous_data(writable, tls)?;
         self.core.declared.1 = self.core.declared.1.max(id.as_u32() + 1);
+        let hid = self.core.host.decls.declare_anonymous_data(writable, tls)?;
+        debug_assert_eq!(hid, id);
         Ok(id)
     }
 
-    fn declare_func_in_func(&mut self, func_id: FuncId, func: &mut ir::Function) -> ir::FuncRef {
-        self.inner.declare_func_in_func(func_id, func)
-    }
-
-    fn declare_data_in_func(&self, data: DataId, func: &mut ir::Function) -> ir::GlobalValue {
-        self.inner.declare_data_in_func(data, func)
-    }
-
-    fn declare_func_in_data(&self, func_id: FuncId, data: &mut DataDescription) -> ir::FuncRef {
-        self.inner.declare_func_in_data(func_id, data)
-    }
-
-    fn declare_data_in_data(&self, data_id: DataId, data: &mut DataDescription) -> ir::GlobalValue {
-        self.inner.declare_data_in_data(data_id, data)
-    }
+    // `declare_func_in_func` and the like are the trait's own: they read `declarations()`,
+    // the host's, so the host's IR and data name host ids (rewritten at define).
 
     /// Keep the function for the next flush. Unlike the inner module, this does not compile:
     /// `ctx` is left holding an empty function and no compiled code (use
@@ -104,12 +104,14 @@ impl<M: Module> Module for MergeModule<M> {
     /// body whose signature differs from the declaration are errors here, at once.
     fn define_function_with_control_plane(
         &mut self,
-        func: FuncId,
+        host_func: FuncId,
         ctx: &mut Context,
         _ctrl_plane: &mut ControlPlane,
     ) -> ModuleResult<()> {
-        let decl = self.inner.declarations().get_function_decl(func);
-        let name = || decl.linkage_name(func).into_owned();
+        // (Errors name the function as the host declared it; behind this, inner ids.)
+        let decl = self.core.host.decls.get_function_decl(host_func);
+        let name = || decl.linkage_name(host_func).into_owned();
+        let func = self.core.host.inner_or_same(host_func);
         if !decl.linkage.is_definable() {
             return Err(ModuleError::InvalidImportDefinition(name()));
         }
@@ -136,12 +138,19 @@ impl<M: Module> Module for MergeModule<M> {
                 }
                 Err(VerifyFailure::Panicked(p)) => {
                     let e = backend(format!("Cranelift's verifier panicked: {p}"));
-                    return Err(FunctionError::one(func, name(), e, None).into());
+                    return Err(FunctionError::one(host_func, name(), e, None).into());
                 }
             }
         }
-        self.core.check_references(&self.inner, func, &ctx.func)?;
+        // The host's IR names host ids; from here on, inner ids (back, if refused).
+        self.core.host.rewrite_func(&mut ctx.func, true);
+        if let Err(e) = self.core.check_references(&self.inner, func, &ctx.func) {
+            self.core.host.rewrite_func(&mut ctx.func, false);
+            return Err(self.core.error_to_host(&self.inner, e));
+        }
+        self.core.note_undefined_callees(func, &ctx.func);
         let f = std::mem::replace(&mut ctx.func, ir::Function::new());
+        self.core.disasm |= ctx.want_disasm;
         self.core.state[func] = State::Pending;
         self.core.pending.push((func, f));
         Ok(())
@@ -150,26 +159,34 @@ impl<M: Module> Module for MergeModule<M> {
     /// Passed straight to the inner module (machine code cannot be merged).
     fn define_function_bytes(
         &mut self,
-        func_id: FuncId,
+        host_func: FuncId,
         alignment: u64,
         bytes: &[u8],
         relocs: &[ModuleReloc],
     ) -> ModuleResult<()> {
+        let func_id = self.core.host.inner_or_same(host_func);
         if self.core.state[func_id] != State::Declared {
             return Err(ModuleError::DuplicateDefinition(self.func_name(func_id)));
         }
-        self.inner
-            .define_function_bytes(func_id, alignment, bytes, relocs)?;
+        if self.core.host.is_identity() {
+            self.inner
+                .define_function_bytes(func_id, alignment, bytes, relocs)?;
+        } else {
+            let relocs = self.core.host.relocs_to_inner(relocs);
+            self.inner
+                .define_function_bytes(func_id, alignment, bytes, &relocs)?;
+        }
         self.core.state[func_id] = State::Bytes;
         Ok(())
     }
 
     /// Passed to the inner module at once. A function whose address the data holds keeps an
-    /// address of its own (it is never merged away); an address of a function merged away
-    /// before is written as its survivor's (through survivors merged in turn), except for a
-    /// function folded into a shared body (another signature), which gets a thunk of its own
-    /// at the next flush.
+    /// address of its own: one not merged yet is never merged away without a thunk, and one
+    /// merged away before gets a thunk at the next flush.
     fn define_data(&mut self, data_id: DataId, data: &DataDescription) -> ModuleResult<()> {
+        // An address stored in data is observed, whatever the policy: a function merged away
+        // by an earlier flush (no code of its own, or its survivor's) gets a thunk of its own
+        // at the next flush, as one whose address is taken in IR does.
         let mut rewritten: Option<DataDescription> = None;
         for (fr, target) in data.function_decls.iter() {
             if let ModuleRelocTarget::User {
@@ -177,15 +194,15 @@ impl<M: Module> Module for MergeModule<M> {
                 index,
             } = *target
             {
-                let g = FuncId::from_u32(index);
+                // (The host's id, then the inner one.)
+                let g = self.core.host.inner_or_same(FuncId::from_u32(index));
                 self.core.taken[g] = true;
-                let f = self.core.code_of(g, false);
-                if self.core.state[f] == State::Merged {
-                    self.core.late_data.push(f);
+                if self.core.state[g] == State::Merged {
+                    self.core.late_data.push(g);
                 }
-                if f != g {
+                if g.as_u32() != index {
                     rewritten.get_or_insert_with(|| data.clone()).function_decls[fr] =
-                        ModuleRelocTarget::user(0, f.as_u32());
+                        ModuleRelocTarget::user(0, g.as_u32());
                 }
             }
         }
@@ -195,6 +212,33 @@ impl<M: Module> Module for MergeModule<M> {
 }
 
 impl Core {
+    /// Note the module functions `func` (defined as `id`) refers to that are not defined yet:
+    /// if none is defined in this batch, the code compiled for `func` refers to it by name,
+    /// and it must have code under that name once it is defined, even if it merges, unless
+    /// the inner module makes aliases (a JIT resolves none).
+    pub(super) fn note_undefined_callees(&mut self, id: FuncId, func: &ir::Function) {
+        if self.aliases {
+            return; // (the name resolves to the survivor's code)
+        }
+        let names = func.params.user_named_funcs();
+        for ext in func.dfg.ext_funcs.values() {
+            let ir::ExternalName::User(r) = ext.name else {
+                continue;
+            };
+            match names.get(r) {
+                Some(u)
+                    if u.namespace == 0 && u.index < self.declared.0 && u.index != id.as_u32() =>
+                {
+                    let g = FuncId::from_u32(u.index);
+                    if self.state[g] == State::Declared {
+                        self.undefined_callees.push(g);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// References the inner module could not link: a `colocated` (near) reference to an
     /// imported function or data object, which a JIT places anywhere in the address space.
     pub(super) fn check_references(

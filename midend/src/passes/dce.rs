@@ -27,7 +27,7 @@ impl Pass for Dce {
             }
             removed += n;
         }
-        stats.add("dce.removed", removed as u64);
+        stats.add(crate::Counter::DceRemoved, removed as u64);
         Ok(())
     }
 }

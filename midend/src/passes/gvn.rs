@@ -46,7 +46,7 @@ impl Pass for Gvn {
             }
             removed += n;
         }
-        stats.add("gvn.removed", removed as u64);
+        stats.add(crate::Counter::GvnRemoved, removed as u64);
         Ok(())
     }
 }

@@ -74,9 +74,9 @@ impl Pass for Lvn {
     ) -> Result<(), Error> {
         let mut st = LvnStats::default();
         self.lvn.run_module(module, state, &mut st);
-        stats.add("lvn.removed", st.removed);
-        stats.add("lvn.forwarded", st.forwarded);
-        stats.add("lvn.loads_removed", st.loads_removed);
+        stats.add(crate::Counter::LvnRemoved, st.removed);
+        stats.add(crate::Counter::LvnForwarded, st.forwarded);
+        stats.add(crate::Counter::LvnLoadsRemoved, st.loads_removed);
         Ok(())
     }
 }

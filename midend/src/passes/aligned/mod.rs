@@ -280,37 +280,52 @@ pub struct Rejections {
 impl AlignedReport {
     /// Add the report's counters to `stats`.
     pub(crate) fn record(&self, stats: &mut crate::pass::Stats) {
-        stats.add("merged_aligned", self.merged as u64);
-        stats.add("aligned.folded", self.folded as u64);
-        stats.add("aligned.callers_rewritten", self.callers_rewritten as u64);
-        stats.add("aligned.groups", self.groups as u64);
-        stats.add("aligned.groups_3plus", self.groups_of_three_or_more as u64);
+        stats.add(crate::Counter::MergedAligned, self.merged as u64);
+        stats.add(crate::Counter::AlignedFolded, self.folded as u64);
         stats.add(
-            "aligned.with_unmatched_runs",
+            crate::Counter::AlignedCallersRewritten,
+            self.callers_rewritten as u64,
+        );
+        stats.add(crate::Counter::AlignedGroups, self.groups as u64);
+        stats.add(
+            crate::Counter::AlignedGroups3Plus,
+            self.groups_of_three_or_more as u64,
+        );
+        stats.add(
+            crate::Counter::AlignedWithUnmatchedRuns,
             self.with_unmatched_runs as u64,
         );
-        stats.add("aligned.with_extra_blocks", self.with_extra_blocks as u64);
-        stats.add("aligned.diamonds", self.diamonds as u64);
-        stats.add("aligned.bytes_saved", self.bytes_saved);
-        stats.add("aligned.candidates", self.candidates as u64);
-        stats.add("aligned.aligned", self.aligned as u64);
-        stats.add("aligned.unprofitable", self.unprofitable as u64);
-        stats.add("aligned.not_alignable", self.not_alignable as u64);
+        stats.add(
+            crate::Counter::AlignedWithExtraBlocks,
+            self.with_extra_blocks as u64,
+        );
+        stats.add(crate::Counter::AlignedDiamonds, self.diamonds as u64);
+        stats.add(crate::Counter::AlignedBytesSaved, self.bytes_saved);
+        stats.add(crate::Counter::AlignedCandidates, self.candidates as u64);
+        stats.add(crate::Counter::AlignedAligned, self.aligned as u64);
+        stats.add(
+            crate::Counter::AlignedUnprofitable,
+            self.unprofitable as u64,
+        );
+        stats.add(
+            crate::Counter::AlignedNotAlignable,
+            self.not_alignable as u64,
+        );
         let why = &self.rejected;
-        for (reason, n) in [
-            ("tables", why.tables),
-            ("blocks", why.blocks),
-            ("long_block", why.long_block),
-            ("codegen", why.codegen),
-            ("share", why.share),
-            ("estimate", why.estimate),
-            ("saving", why.saving),
-            ("dissimilar", why.dissimilar),
+        for (counter, n) in [
+            (crate::Counter::AlignedRejectedTables, why.tables),
+            (crate::Counter::AlignedRejectedBlocks, why.blocks),
+            (crate::Counter::AlignedRejectedLongBlock, why.long_block),
+            (crate::Counter::AlignedRejectedCodegen, why.codegen),
+            (crate::Counter::AlignedRejectedShare, why.share),
+            (crate::Counter::AlignedRejectedEstimate, why.estimate),
+            (crate::Counter::AlignedRejectedSaving, why.saving),
+            (crate::Counter::AlignedRejectedDissimilar, why.dissimilar),
         ] {
-            stats.add(&format!("aligned.rejected.{reason}"), n as u64);
+            stats.add(counter, n as u64);
         }
-        stats.add("aligned.hot", self.hot as u64);
-        stats.add("aligned.ineligible", self.ineligible as u64);
+        stats.add(crate::Counter::AlignedHot, self.hot as u64);
+        stats.add(crate::Counter::AlignedIneligible, self.ineligible as u64);
     }
 
     fn reject(&mut self, why: Rejected) {

@@ -130,13 +130,13 @@ pub struct MergeReport {
 impl MergeReport {
     /// Add the report's counters and phase times to `stats`.
     pub(crate) fn record(&self, stats: &mut Stats) {
-        stats.add("merged", self.merged as u64);
-        stats.add("merge.replaced", self.replaced as u64);
-        stats.add("merge.aliased", self.aliased as u64);
-        stats.add("merge.thunked", self.thunked as u64);
-        stats.add("merge.into_frozen", self.into_frozen as u64);
-        stats.add("merge.compared", self.comparisons);
-        stats.add("merge.classes_rounds", self.rounds as u64);
+        stats.add(crate::Counter::Merged, self.merged as u64);
+        stats.add(crate::Counter::MergeReplaced, self.replaced as u64);
+        stats.add(crate::Counter::MergeAliased, self.aliased as u64);
+        stats.add(crate::Counter::MergeThunked, self.thunked as u64);
+        stats.add(crate::Counter::MergeIntoFrozen, self.into_frozen as u64);
+        stats.add(crate::Counter::MergeCompared, self.comparisons);
+        stats.add(crate::Counter::MergeClassesRounds, self.rounds as u64);
         for &(phase, d) in &self.times {
             stats.add_time(phase, d);
         }

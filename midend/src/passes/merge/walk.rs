@@ -908,6 +908,11 @@ impl ShapeTable {
         self.tokens.reserve(n);
     }
 
+    /// The hash key shape `sh` was interned with.
+    pub(crate) fn key_of(&self, sh: u32) -> u64 {
+        self.shapes[sh as usize].0
+    }
+
     pub(crate) fn tokens_of(&self, sh: u32) -> &[u32] {
         let (_, a, len) = self.shapes[sh as usize];
         &self.tokens[a as usize..(a + len) as usize]

@@ -70,6 +70,8 @@ pub struct SimilarReport {
     pub too_many_params: usize,
     /// Groups not folded because the cost model says they save no bytes.
     pub unprofitable: usize,
+    /// Functions that joined a family whose shared body an earlier batch compiled.
+    pub joined: usize,
     /// Rounds run.
     pub rounds: usize,
     /// Wall time of each phase: the scan, walks, plans, folds and caller rewrites.
@@ -79,13 +81,23 @@ pub struct SimilarReport {
 impl SimilarReport {
     /// Add the report's counters and phase times to `stats`.
     pub(crate) fn record(&self, stats: &mut crate::pass::Stats) {
-        stats.add("merged_similar", self.merged as u64);
-        stats.add("similar.groups", self.groups as u64);
-        stats.add("similar.params", self.params as u64);
-        stats.add("similar.thunks", self.thunks as u64);
-        stats.add("similar.callers_rewritten", self.callers_rewritten as u64);
-        stats.add("similar.too_many_params", self.too_many_params as u64);
-        stats.add("similar.unprofitable", self.unprofitable as u64);
+        stats.add(crate::Counter::MergedSimilar, self.merged as u64);
+        stats.add(crate::Counter::SimilarGroups, self.groups as u64);
+        stats.add(crate::Counter::SimilarParams, self.params as u64);
+        stats.add(crate::Counter::SimilarThunks, self.thunks as u64);
+        stats.add(
+            crate::Counter::SimilarCallersRewritten,
+            self.callers_rewritten as u64,
+        );
+        stats.add(
+            crate::Counter::SimilarTooManyParams,
+            self.too_many_params as u64,
+        );
+        stats.add(
+            crate::Counter::SimilarUnprofitable,
+            self.unprofitable as u64,
+        );
+        stats.add(crate::Counter::SimilarJoined, self.joined as u64);
         for &(phase, d) in &self.times {
             stats.add_time(phase, d);
         }
@@ -131,6 +143,9 @@ struct Member {
     consts: (u32, u32),
     callees: (u32, u32),
     named: bool,
+    /// Compiled by an earlier batch (`PassState::similar_frozen`): it keeps its code, and
+    /// only its values shape the shared body.
+    frozen: bool,
 }
 
 /// An extra parameter of a shared body: its type and, for a callee, the signature of the
@@ -183,6 +198,12 @@ enum Fate {
 }
 
 struct Plan {
+    /// The group's skeleton class and weak hash (what a family is found by later).
+    class: u32,
+    weak: u64,
+    /// The members join a family whose shared body an earlier batch compiled (none of them
+    /// gives its body to make it).
+    joins: bool,
     members: Vec<Member>,
     params: Vec<Param>,
     /// The value of parameter `q` in member `j`: `values[q * members.len() + j]`.
@@ -206,8 +227,15 @@ struct Plan {
 pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -> SimilarReport {
     let mut report = SimilarReport::default();
     report.callers_rewritten += rewrite_calls_of_folded(m, ps);
-    if ps.open_functions(m).nth(1).is_none() {
-        return report; // a group needs two functions (a lazy JIT's batch of one has none)
+    let (one, two) = {
+        let mut open = ps.open_functions(m);
+        (open.next().is_some(), open.next().is_some())
+    };
+    // A group needs two functions, one of them open: two of this batch, or one and a
+    // function compiled before (a family's, or one compiled alone: a seed, or held again).
+    // A function of a batch others follow may be a seed for them.
+    if !two && !(one && ps.incremental) {
+        return report;
     }
     let mut st = State::new(m, ps.first_open);
     if opts.locals_named {
@@ -216,7 +244,10 @@ pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -
     // The functions a round walks, and those whose groups it plans: every open function at
     // first; then those the last round changed or deferred, and the shared bodies it made.
     let mut dirty: Vec<FuncId> = ps.open_function_ids(m);
-    let mut rewalk = dirty.clone();
+    // (Frozen functions held again are walked once, first: members listed in walk order.)
+    let mut rewalk: Vec<FuncId> = ps.similar_frozen.clone();
+    rewalk.sort_unstable();
+    rewalk.extend_from_slice(&dirty);
     for k in 0..opts.max_rounds.max(1) {
         report.rounds += 1;
         match round(
@@ -231,6 +262,9 @@ pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -
             Some((w, d)) => (rewalk, dirty) = (w, d),
             None => break,
         }
+    }
+    if ps.incremental {
+        keep_seeds(m, ps, &mut st);
     }
     if st.debug {
         eprintln!(
@@ -388,16 +422,20 @@ struct State {
     first_open: u32,
     /// `MERGELIFT_DEBUG_SIMILAR` is set: print each group's figures.
     debug: bool,
+    /// The weak hashes whose seeds (`PassState::seeds`) are classed.
+    seeded: HashSet<u64>,
 }
 
 /// The end of a class list (`State::entries`).
 const NO_ENTRY: u32 = u32::MAX;
 
 /// Per-function data for the open functions (ids from `base` on), growing as functions are
-/// added: tables that cost in proportion to the open functions, not to the module.
+/// added: tables that cost in proportion to the open functions, not to the module. The few
+/// frozen functions a run walks (held again, or a family's seeds) are kept apart, hashed.
 struct OpenMap<T> {
     base: u32,
     data: Vec<T>,
+    frozen: HashMap<u32, T>,
     /// What an entry never written reads as.
     default: T,
 }
@@ -407,23 +445,34 @@ impl<T: Clone + Default> OpenMap<T> {
         OpenMap {
             base,
             data: Vec::new(),
+            frozen: HashMap::default(),
             default: T::default(),
         }
+    }
+
+    fn clear(&mut self) {
+        self.data.iter_mut().for_each(|x| *x = T::default());
+        self.frozen.clear();
     }
 }
 
 impl<T: Clone + Default> core::ops::Index<FuncId> for OpenMap<T> {
     type Output = T;
     fn index(&self, f: FuncId) -> &T {
-        self.data
-            .get((f.as_u32() - self.base) as usize)
-            .unwrap_or(&self.default)
+        match f.as_u32().checked_sub(self.base) {
+            Some(k) => self.data.get(k as usize),
+            None => self.frozen.get(&f.as_u32()),
+        }
+        .unwrap_or(&self.default)
     }
 }
 
 impl<T: Clone + Default> core::ops::IndexMut<FuncId> for OpenMap<T> {
     fn index_mut(&mut self, f: FuncId) -> &mut T {
-        let k = (f.as_u32() - self.base) as usize;
+        let Some(k) = f.as_u32().checked_sub(self.base) else {
+            return self.frozen.entry(f.as_u32()).or_default();
+        };
+        let k = k as usize;
         if k >= self.data.len() {
             self.data.resize(k + 1, T::default());
         }
@@ -479,6 +528,7 @@ impl State {
             debug: std::env::var_os("MERGELIFT_DEBUG_SIMILAR").is_some(),
             named_below: 0,
             first_open,
+            seeded: HashSet::default(),
         }
     }
 
@@ -487,8 +537,11 @@ impl State {
     ///
     /// The walk is light (`light_walk`: no token stream) when no other function has the same
     /// weak hash: the function waits in `pending` until one comes (see there).
-    fn walk(&mut self, m: &Module, id: FuncId, first: bool) {
+    fn walk(&mut self, m: &Module, ps: &PassState, id: FuncId, first: bool) {
         self.unwalk(id);
+        // (A frozen function's calls and the addresses it takes are compiled: nothing to
+        // rewrite, and recorded when it was compiled.)
+        let first = first && id.as_u32() >= self.first_open;
         let f = &m.functions[id];
         if m.removed[id] || f.entry().is_none() {
             return;
@@ -520,8 +573,14 @@ impl State {
         if holes == 0 && out.callees.is_empty() {
             return; // equal ones were merged exactly
         }
+        if ps.seeds.has_weak(weak) && self.seeded.insert(weak) {
+            self.add_seeds(m, &ps.seeds, weak);
+        }
         let waiting = self.pending.remove(&weak);
-        if waiting.is_none() && self.weak_live.get(&weak).copied().unwrap_or(0) == 0 {
+        if waiting.is_none()
+            && self.weak_live.get(&weak).copied().unwrap_or(0) == 0
+            && !ps.families.has_weak(weak)
+        {
             // Alone with its weak hash so far: no stream until another comes.
             self.pending.insert(weak, vec![id]);
             self.pending_weak[id] = Some(weak);
@@ -534,6 +593,49 @@ impl State {
             }
         }
         self.intern(m, id);
+    }
+
+    /// Class the seeds of weak hash `weak` (`PassState::seeds`) as the walk of each would.
+    fn add_seeds(&mut self, m: &Module, seeds: &Seeds, weak: u64) {
+        for &k in seeds.by_weak.get(&weak).into_iter().flatten() {
+            let seed = seeds.list[k as usize];
+            if m.removed[seed.f] {
+                continue;
+            }
+            let tokens = &seeds.words[seed.tokens.0 as usize..seed.tokens.1 as usize];
+            let class = self.table.intern(seed.key, tokens);
+            let c0 = self.consts.len() as u32;
+            (self.consts)
+                .extend_from_slice(&seeds.consts[seed.consts.0 as usize..seed.consts.1 as usize]);
+            let k0 = self.callees.len() as u32;
+            (self.callees).extend_from_slice(
+                &seeds.callees[seed.callees.0 as usize..seed.callees.1 as usize],
+            );
+            self.class_walked(
+                seed.f,
+                Walked {
+                    class,
+                    weak,
+                    consts: (c0, self.consts.len() as u32),
+                    callees: (k0, self.callees.len() as u32),
+                    named: true,
+                },
+            );
+        }
+    }
+
+    /// Record the walk of `id` (class `w.class`).
+    fn class_walked(&mut self, id: FuncId, w: Walked) {
+        let class = w.class;
+        self.walked[id] = Some(w);
+        *self.weak_live.entry(w.weak).or_insert(0) += 1;
+        if self.head.len() <= class as usize {
+            self.head.resize(class as usize + 1, NO_ENTRY);
+            self.live.resize(class as usize + 1, 0);
+        }
+        self.live[class as usize] += 1;
+        self.entries.push((id, self.head[class as usize]));
+        self.head[class as usize] = self.entries.len() as u32 - 1;
     }
 
     /// Walk `id` in full and class its skeleton (it may share one).
@@ -555,23 +657,18 @@ impl State {
         self.consts.extend_from_slice(&out.holes);
         let k0 = self.callees.len() as u32;
         self.callees.extend_from_slice(&out.callees);
-        self.walked[id] = Some(Walked {
-            class,
-            weak,
-            consts: (c0, self.consts.len() as u32),
-            callees: (k0, self.callees.len() as u32),
-            named: f.linkage != Linkage::Local
-                || f.address_significant
-                || id.as_u32() < self.named_below,
-        });
-        *self.weak_live.entry(weak).or_insert(0) += 1;
-        if self.head.len() <= class as usize {
-            self.head.resize(class as usize + 1, NO_ENTRY);
-            self.live.resize(class as usize + 1, 0);
-        }
-        self.live[class as usize] += 1;
-        self.entries.push((id, self.head[class as usize]));
-        self.head[class as usize] = self.entries.len() as u32 - 1;
+        let named =
+            f.linkage != Linkage::Local || f.address_significant || id.as_u32() < self.named_below;
+        self.class_walked(
+            id,
+            Walked {
+                class,
+                weak,
+                consts: (c0, self.consts.len() as u32),
+                callees: (k0, self.callees.len() as u32),
+                named,
+            },
+        );
     }
 
     /// Forget the walk of `id` (its body changed, or it became a thunk).
@@ -595,7 +692,7 @@ impl State {
         p.mark = p.mark.wrapping_add(1);
         if p.mark == 0 {
             // The marks wrapped: forget them all.
-            marks.data.iter_mut().for_each(|x| *x = 0);
+            marks.clear();
             p.mark = 1;
         }
         let mut cur = self.head.get(class as usize).copied().unwrap_or(NO_ENTRY);
@@ -614,7 +711,17 @@ impl State {
                 consts: w.consts,
                 callees: w.callees,
                 named: w.named,
+                frozen: f.as_u32() < self.first_open,
             });
+        }
+        // The shared body is made of the first member's body: an open one.
+        if let Some(k) = p.members.iter().position(|mb| !mb.frozen) {
+            if k > 0 {
+                let mb = p.members.remove(k);
+                p.members.insert(0, mb);
+            }
+        } else {
+            p.members.clear();
         }
     }
 }
@@ -636,7 +743,7 @@ fn round(
         st.unwalk(id);
     }
     for &id in rewalk {
-        st.walk(m, id, first);
+        st.walk(m, ps, id, first);
     }
     if first {
         st.calls.index(st.touched, m.symbols.len());
@@ -645,6 +752,13 @@ fn round(
         eprintln!("walked {} in {:?}", rewalk.len(), t.elapsed());
     }
     report.add_time("similar.walk", t);
+    let mut folds = Folds::default();
+    let mut joined = false;
+    if first && !ps.families.is_empty() {
+        let t = std::time::Instant::now();
+        joined = join_families(m, ps, opts, st, dirty, &mut folds, report);
+        report.add_time("similar.join", t);
+    }
     let t = std::time::Instant::now();
     // The classes to plan, each once, in the order their functions come.
     st.rounds += 1;
@@ -693,13 +807,12 @@ fn round(
         !waits
     });
     report.add_time("similar.plan", t);
-    if plans.is_empty() {
+    if plans.is_empty() && !joined {
         return None;
     }
     // Fold: shared bodies and members first, then every call of a member.
     let t = std::time::Instant::now();
     let mut next_walk: Vec<FuncId> = Vec::new();
-    let mut folds = Folds::default();
     for p in &plans {
         // Members become thunks or go: no member is walked again (a thunk shares nothing).
         let (shared, members) = fold(m, ps, p, st, &mut folds, report);
@@ -754,8 +867,32 @@ fn param_for(
     k
 }
 
-/// Decide what the group in `st.plan.members` shares and whether it pays.
+/// Decide what the group in `st.plan.members` shares and whether it pays. Members compiled
+/// before (frozen) only widen what the body shares: where the group does not pay with them,
+/// the open members are planned alone.
 fn plan(
+    m: &Module,
+    ps: &PassState,
+    opts: &SimilarOptions,
+    st: &mut State,
+    report: &mut SimilarReport,
+) -> Option<Plan> {
+    if let Some(p) = plan_members(m, ps, opts, st, report) {
+        return Some(p);
+    }
+    let members = &mut st.plan.members;
+    if !members.iter().any(|mb| mb.frozen) {
+        return None;
+    }
+    members.retain(|mb| !mb.frozen);
+    if members.len() < 2 {
+        return None;
+    }
+    plan_members(m, ps, opts, st, report)
+}
+
+/// `plan` for the members as they are.
+fn plan_members(
     m: &Module,
     ps: &PassState,
     opts: &SimilarOptions,
@@ -786,11 +923,15 @@ fn plan(
         return None;
     }
     let (thunk, rewrite) = thunks_and_rewrites(ps, opts, st, rep, report)?;
+    let w = st.walked[m0.f].expect("a member is walked");
     let s = &mut st.plan;
     for q in &mut s.params {
         q.ty.get(rep);
     }
     Some(Plan {
+        class: w.class,
+        weak: w.weak,
+        joins: false,
         members: s.members.clone(),
         params: core::mem::take(&mut s.params),
         values: s.values.clone(),
@@ -920,6 +1061,10 @@ fn thunks_and_rewrites(
     let c = &opts.cost;
     let body = c.frame + c.bytes_per_inst * size as f64;
     let k = s.params.len() as f64;
+    // (A frozen member keeps its code; it counts as it would in one batch with the others,
+    // so that a family starts where its members, all in one batch, would pay. Starting it
+    // costs bytes now, the shared body beside the frozen members' code: it is a bet that
+    // more alike functions come, taken only where the next that joins pays it back.)
     let thunk: Vec<bool> = s
         .members
         .iter()
@@ -934,14 +1079,25 @@ fn thunks_and_rewrites(
     // costs.
     let mut saved = -body;
     let mut rewrite_cost = 0.0;
+    // What the open members alone save (the frozen ones keep their code).
+    let mut saved_open = -body;
     for (mb, &t) in s.members.iter().zip(&thunk) {
-        saved += body;
+        let cost = match t {
+            true => c.thunk + c.per_extra_arg * k,
+            false => c.per_extra_arg * k * sites(mb),
+        };
+        saved += body - cost;
         if t {
-            saved -= c.thunk + c.per_extra_arg * k;
             rewrite_cost += c.per_extra_arg * k * sites(mb);
-        } else {
-            saved -= c.per_extra_arg * k * sites(mb);
         }
+        if !mb.frozen {
+            saved_open += body - cost;
+        }
+    }
+    let frozen = s.members.iter().any(|mb| mb.frozen);
+    if frozen && saved_open + body - c.thunk - c.per_extra_arg * k <= 0.0 {
+        report.unprofitable += 1;
+        return None;
     }
     let rewrite_thunked = saved - rewrite_cost > 0.0;
     if st.debug {
@@ -959,7 +1115,12 @@ fn thunks_and_rewrites(
         report.unprofitable += 1;
         return None;
     }
-    let rewrite = thunk.iter().map(|&t| !t || rewrite_thunked).collect();
+    let rewrite = (thunk.iter().zip(&s.members))
+        .map(|(&t, mb)| !mb.frozen && (!t || rewrite_thunked))
+        .collect();
+    let thunk = (thunk.iter().zip(&s.members))
+        .map(|(&t, mb)| t && !mb.frozen)
+        .collect();
     Some((thunk, rewrite))
 }
 
@@ -987,7 +1148,6 @@ fn fold(
     report: &mut SimilarReport,
 ) -> (FuncId, Vec<FuncId>) {
     let rep = p.members[0];
-    let n = p.members.len();
     let name = fresh_name(m, "similar", &m.functions[rep.f].name);
     let shared = m.symbol(&name, SymbolKind::Function);
     let tys: Vec<Type> = p.params.iter().map(Param::ty).collect();
@@ -996,31 +1156,14 @@ fn fold(
     shared_sig
         .params
         .extend(tys.iter().map(|&t| AbiParam::new(t)));
-    // The signatures and extra arguments of this group's calls.
-    let shared_ref = folds.sigs.len() as u32;
-    folds.sigs.push(shared_sig.clone());
-    let mut param_sig = Vec::with_capacity(p.params.len());
-    for q in &p.params {
-        param_sig.push(match &q.sig {
-            Some(s) => {
-                folds.sigs.push(s.clone());
-                folds.sigs.len() as u32 - 1
-            }
-            None => NO_SIG,
-        });
-    }
-    let extras0 = folds.extras.len();
-    for j in 0..n {
-        for (q, par) in p.params.iter().enumerate() {
-            folds
-                .extras
-                .push((par.ty(), p.values[q * n + j], param_sig[q]));
-        }
-    }
+    let (shared_ref, extras0) = add_extras(folds, p, shared_sig.clone());
     let extras_of = |j: usize| {
         let a = extras0 + j * tys.len();
         (a as u32, (a + tys.len()) as u32)
     };
+    if ps.incremental {
+        record_family(m, ps, p, st, (shared, &shared_sig));
+    }
     // The shared body: the first member's body. A member that keeps a thunk gives its old
     // body up and gets a new one; one that goes gives it up too (it is removed, and a
     // removed function's body is never read: see `Function::drop_body`).
@@ -1066,6 +1209,255 @@ fn fold(
     report.params += tys.len();
     let thunks = fold_members(m, ps, p, st, folds, (shared, shared_ref), extras_of, report);
     (sid, thunks)
+}
+
+/// The signatures and extra arguments of the calls of `p`'s members to their shared body
+/// (signature `shared_sig`), into `folds`: returns the shared body's signature (an index of
+/// `folds.sigs`) and the first member's first extra argument (an index of `folds.extras`;
+/// member `j`'s follow those of member `j - 1`).
+fn add_extras(folds: &mut Folds, p: &Plan, shared_sig: Signature) -> (u32, usize) {
+    let n = p.members.len();
+    let shared_ref = folds.sigs.len() as u32;
+    folds.sigs.push(shared_sig);
+    let mut param_sig = Vec::with_capacity(p.params.len());
+    for q in &p.params {
+        param_sig.push(match &q.sig {
+            Some(s) => {
+                folds.sigs.push(s.clone());
+                folds.sigs.len() as u32 - 1
+            }
+            None => NO_SIG,
+        });
+    }
+    let extras0 = folds.extras.len();
+    for j in 0..n {
+        for (q, par) in p.params.iter().enumerate() {
+            folds
+                .extras
+                .push((par.ty(), p.values[q * n + j], param_sig[q]));
+        }
+    }
+    (shared_ref, extras0)
+}
+
+/// Keep what a function of a later batch needs to join `p`'s family, whose shared body is
+/// `shared` (signature `sig`): its skeleton, the values its members share, and which holes
+/// are parameters (`PassState::families`).
+fn record_family(
+    m: &Module,
+    ps: &mut PassState,
+    p: &Plan,
+    st: &State,
+    (shared, sig): (Symbol, &Signature),
+) {
+    let rep = p.members[0];
+    let hole = |fate: &Fate, keep: FamilyHole| match *fate {
+        Fate::Keep => keep,
+        Fate::Param(q) => FamilyHole::Param(q as u32),
+        Fate::SelfCall => FamilyHole::SelfCall,
+    };
+    let consts = &st.consts[rep.consts.0 as usize..rep.consts.1 as usize];
+    let callees = &st.callees[rep.callees.0 as usize..rep.callees.1 as usize];
+    let family = Family {
+        key: st.table.key_of(p.class),
+        tokens: (0, 0),
+        shared,
+        sig: sig.clone(),
+        consts: (p.const_fate.iter().zip(consts))
+            .map(|(fate, &(_, _, v))| hole(fate, FamilyHole::Const(v)))
+            .collect(),
+        callees: (p.callee_fate.iter().zip(callees))
+            .map(|(fate, &(c, _))| hole(fate, FamilyHole::Callee(m.resolve_alias(c))))
+            .collect(),
+        params: p.params.iter().map(|q| (q.ty(), q.sig.clone())).collect(),
+    };
+    ps.families
+        .insert(p.weak, st.table.tokens_of(p.class), family);
+}
+
+/// Keep, as seeds of families for later batches (`PassState::seeds`), the functions of this
+/// batch that stay on their own (held again, or open and unchanged but for their calls) and
+/// that a family could have: walked, with holes.
+fn keep_seeds(m: &Module, ps: &mut PassState, st: &mut State) {
+    let mut ids = core::mem::take(&mut ps.similar_frozen);
+    let open = ids.len();
+    ids.extend(ps.open_functions(m).map(|(id, _)| id));
+    for (k, &f) in ids.iter().enumerate() {
+        if m.removed[f] || (k >= open && ps.edit(f) == Edit::Modified) {
+            continue; // merged, or a thunk or shared body
+        }
+        if st.walked[f].is_none() && st.pending_weak[f].is_some() {
+            st.pending_weak[f] = None;
+            st.intern(m, f);
+        }
+        let Some(w) = st.walked[f] else { continue };
+        let consts = &st.consts[w.consts.0 as usize..w.consts.1 as usize];
+        let callees = &st.callees[w.callees.0 as usize..w.callees.1 as usize];
+        let skeleton = (
+            w.weak,
+            st.table.key_of(w.class),
+            st.table.tokens_of(w.class),
+        );
+        ps.seeds.insert(f, skeleton, consts, callees);
+    }
+    ids.truncate(open);
+    ps.similar_frozen = ids;
+}
+
+/// Let the open functions of `dirty` join a family an earlier batch made
+/// (`PassState::families`): a function with the family's skeleton and its value at every
+/// hole that is no parameter becomes what a member becomes in one batch (a thunk passing its
+/// values to the shared body, or folded, its callers passing them), where that saves bytes.
+/// The shared body is compiled already and never changes. Returns whether any joined.
+fn join_families(
+    m: &mut Module,
+    ps: &mut PassState,
+    opts: &SimilarOptions,
+    st: &mut State,
+    dirty: &[FuncId],
+    folds: &mut Folds,
+    report: &mut SimilarReport,
+) -> bool {
+    let mut joined = false;
+    let mut vals: Vec<Option<Value>> = Vec::new();
+    for &f in dirty {
+        let Some(w) = st.walked[f] else { continue };
+        let Some(sym) = m.symbol_of(f) else { continue };
+        if m.removed[f] || !ps.families.has_weak(w.weak) {
+            continue;
+        }
+        let (key, tokens) = (st.table.key_of(w.class), st.table.tokens_of(w.class));
+        let consts = &st.consts[w.consts.0 as usize..w.consts.1 as usize];
+        let callees = &st.callees[w.callees.0 as usize..w.callees.1 as usize];
+        let Some(family) = (ps.families.find(w.weak, key, tokens))
+            .find(|fam| fits(m, ps, st, fam, sym, (consts, callees), &mut vals))
+            .cloned()
+        else {
+            continue;
+        };
+        // The cost model of one batch, for this member alone: its body is saved; it pays a
+        // thunk, or its call sites pay the extra arguments.
+        let c = &opts.cost;
+        let body = c.frame + c.bytes_per_inst * m.functions[f].inst_count() as f64;
+        let k = family.params.len() as f64;
+        let thunk = w.named || st.observed.contains(sym);
+        let external = ps.external_calls.get(sym).copied().unwrap_or(0) as usize;
+        let sites = (st.calls.count(sym) + external) as f64;
+        let saved = match thunk {
+            true => body - c.thunk - c.per_extra_arg * k,
+            false => body - c.per_extra_arg * k * sites,
+        };
+        if saved <= 0.0 {
+            continue;
+        }
+        let rewrite = !thunk || saved - c.per_extra_arg * k * sites > 0.0;
+        let plan = Plan {
+            class: w.class,
+            weak: w.weak,
+            joins: true,
+            members: vec![Member {
+                f,
+                sym,
+                consts: w.consts,
+                callees: w.callees,
+                named: w.named,
+                frozen: false,
+            }],
+            params: (family.params.iter())
+                .map(|(t, sig)| Param {
+                    ty: ParamType::Known(*t),
+                    sig: sig.clone(),
+                    next: u32::MAX,
+                })
+                .collect(),
+            values: vals
+                .iter()
+                .map(|v| v.expect("every parameter is set"))
+                .collect(),
+            const_fate: Vec::new(),
+            callee_fate: Vec::new(),
+            thunk: vec![thunk],
+            rewrite: vec![rewrite],
+        };
+        // Addresses the extra arguments take are observed from now on.
+        for v in &plan.values {
+            if let Value::Callee(c) = v {
+                st.observed.insert(*c);
+            }
+        }
+        let (shared_ref, extras0) = add_extras(folds, &plan, family.sig.clone());
+        let n = plan.params.len();
+        let extras = (extras0 as u32, (extras0 + n) as u32);
+        fold_members(
+            m,
+            ps,
+            &plan,
+            st,
+            folds,
+            (family.shared, shared_ref),
+            |_| extras,
+            report,
+        );
+        st.unwalk(f);
+        report.joined += 1;
+        joined = true;
+    }
+    joined
+}
+
+/// Does the function of symbol `sym`, whose holes are `consts` and `callees`, fit `family`?
+/// Its value for each extra parameter into `vals`.
+fn fits(
+    m: &Module,
+    ps: &PassState,
+    st: &State,
+    family: &Family,
+    sym: Symbol,
+    (consts, callees): (&[(Inst, u16, Operand)], &[(Symbol, Inst)]),
+    vals: &mut Vec<Option<Value>>,
+) -> bool {
+    if family.consts.len() != consts.len() || family.callees.len() != callees.len() {
+        return false;
+    }
+    vals.clear();
+    vals.resize(family.params.len(), None);
+    // (A parameter several holes share takes one value.)
+    let mut set = |q: u32, v: Value| match &mut vals[q as usize] {
+        slot @ None => {
+            *slot = Some(v);
+            true
+        }
+        Some(x) => *x == v,
+    };
+    for (hole, &(_, _, c)) in family.consts.iter().zip(consts) {
+        let ok = match *hole {
+            FamilyHole::Const(v) => v == c,
+            FamilyHole::Param(q) => set(q, Value::Const(c)),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    for (hole, &(c, _)) in family.callees.iter().zip(callees) {
+        let t = m.resolve_alias(c);
+        let own = t == sym;
+        let ok = match *hole {
+            FamilyHole::SelfCall => own,
+            FamilyHole::Callee(s) => !own && m.resolve_alias(s) == t,
+            // (A callee with no code, folded now or before, has no address to pass.)
+            FamilyHole::Param(q) => {
+                !own && !st.folded.contains(t)
+                    && ps.call_rewrite(t).is_none()
+                    && set(q, Value::Callee(t))
+            }
+            FamilyHole::Const(_) => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    vals.iter().all(Option::is_some)
 }
 
 /// Turn the first member's body `s` into the shared body (symbol `shared`, signature `sig`:
@@ -1142,11 +1534,16 @@ fn fold_members(
     report: &mut SimilarReport,
 ) -> Vec<FuncId> {
     let mut thunks = Vec::new();
+    // (When the shared body was made of the first member's body, `fold` made its thunk.)
+    let made_of_first = !p.joins;
     for (j, mb) in p.members.iter().enumerate() {
+        if mb.frozen {
+            continue; // compiled: it keeps its code
+        }
         let (thunk, rewrite) = (p.thunk[j], p.rewrite[j]);
         let (a, b) = extras_of(j);
         let kind = if thunk {
-            if j > 0 {
+            if j > 0 || !made_of_first {
                 // Its old body is dropped; the thunk is built in its tables.
                 thunk_member(m, ps, mb.f, (shared, shared_ref), (a, b), folds, false);
             }
