@@ -24,6 +24,13 @@
 #   scripts/bench_tables.sh wasmtime FILE.wasm...# Mergelift's plain compile of .wasm modules
 #                                                # beside wasmtime's own (needs the CLI built
 #                                                # with --features wasm)
+#   scripts/bench_tables.sh wasm-time FILE.wasm...# time to an answer: `size --json` on each
+#                                                # module as .wasm and as the .clif wasmtime
+#                                                # wrote for it ($CLIF_DIR/NAME.clif, default
+#                                                # ../shared/corpus/wasm), alternated, $RUNS
+#                                                # processes each (default 5): medians of wall,
+#                                                # user and sys (GNU time, /usr/bin/time); extra
+#                                                # `size` options in $SIZE_ARGS (--threads 1)
 #   scripts/bench_tables.sh binaryen [--opt-level L] FILE.wasm...
 #                                                # Binaryen's function merging against
 #                                                # Mergelift's, in wasmtime 48's code bytes:
@@ -251,5 +258,36 @@ print(f"Saved is of plain. wasm-opt's round trip alone (no pass) changes the cod
 PY
     exit $status
     ;;
-  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...] | llvm [N...] | wasmtime FILE.wasm... | binaryen [--opt-level L] FILE.wasm..." >&2; exit 2;;
+  wasm-time)
+    shift
+    runs=${RUNS:-5}
+    dir=${CLIF_DIR:-../shared/corpus/wasm}
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    echo "| module | input | wall s | user s | sys s | sys / wall | wall / .clif's |"
+    echo "|---|---|---:|---:|---:|---:|---:|"
+    for f in "$@"; do
+      m=$(basename "$f" .wasm)
+      clif=$dir/$m.clif
+      [[ -f $clif ]] || { echo "$clif: missing" >&2; exit 2; }
+      : > "$tmp/wasm"; : > "$tmp/clif"
+      for _ in $(seq "$runs"); do
+        for kind in wasm clif; do
+          if [[ $kind == wasm ]]; then input=$f; else input=$clif; fi
+          # shellcheck disable=SC2086
+          /usr/bin/time -f '%e %U %S' -o "$tmp/one" "$BIN" size --json ${SIZE_ARGS:-} "$input" > /dev/null
+          cat "$tmp/one" >> "$tmp/$kind"
+        done
+      done
+      python3 - "$m" "$tmp/wasm" "$tmp/clif" <<'PY'
+import statistics, sys
+m, wasm, clif = sys.argv[1], sys.argv[2], sys.argv[3]
+med = lambda path: [statistics.median(float(l.split()[i]) for l in open(path) if l.strip()) for i in range(3)]
+w, c = med(wasm), med(clif)
+print(f"| {m} | .wasm | {w[0]:.2f} | {w[1]:.2f} | {w[2]:.2f} | {100 * w[2] / w[0]:.0f}% | {w[0] / c[0]:.2f}x |")
+print(f"| {m} | .clif | {c[0]:.2f} | {c[1]:.2f} | {c[2]:.2f} | {100 * c[2] / c[0]:.0f}% | |")
+PY
+    done
+    ;;
+  *) echo "usage: $0 bytes [CORPUS_DIR] | shapes [N...] | ratios [FILE...] | merged-calls | aligned [CORPUS_DIR] | aligned-cost [N...] | llvm [N...] | wasmtime FILE.wasm... | wasm-time FILE.wasm... | binaryen [--opt-level L] FILE.wasm..." >&2; exit 2;;
 esac

@@ -66,9 +66,20 @@ pub struct Input {
     /// The path as given, or `<stdin>`.
     pub path: PathBuf,
     pub format: Format,
-    /// Standard input's text (a `.wasm` module translated to CLIF); `None` for a file, which
-    /// its reader opens.
+    /// Standard input's text; `None` for a file, which its reader opens, and for a `.wasm`
+    /// module on standard input (`wasm`).
     pub text: Option<String>,
+    /// A `.wasm` module read from standard input, translated when its text is read.
+    pub wasm: Option<Vec<u8>>,
+}
+
+/// How a `.wasm` input is translated to Cranelift IR.
+#[derive(Clone, Default)]
+pub struct Translate {
+    /// Threads wasmtime compiles on (`None`: every core).
+    pub threads: Option<usize>,
+    /// Told (k, n) as the k-th of the module's n functions is translated.
+    pub progress: Option<std::sync::Arc<dyn Fn(usize, usize) + Send + Sync>>,
 }
 
 /// What a subcommand reads.
@@ -213,6 +224,7 @@ pub fn inputs(paths: &[PathBuf], accepts: &Accepts) -> Result<Vec<Input>> {
                     path: f,
                     format,
                     text: None,
+                    wasm: None,
                 });
             }
         }
@@ -245,25 +257,33 @@ fn read_stdin(accepts: &Accepts) -> Result<Input> {
             format.extension()
         );
     }
-    let text = match format {
-        Format::Wasm => wasm_to_clif(&path, &bytes)?,
-        _ => String::from_utf8(bytes)
-            .map_err(|_| anyhow!("{}: cannot read: not UTF-8 text", path.display()))?,
-    };
+    if format == Format::Wasm {
+        // (translated when read: checked now, with the module's threads later)
+        no_wasm(&path)?;
+        return Ok(Input {
+            path,
+            format,
+            text: None,
+            wasm: Some(bytes),
+        });
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow!("{}: cannot read: not UTF-8 text", path.display()))?;
     Ok(Input {
         path,
         format,
         text: Some(text),
+        wasm: None,
     })
 }
 
 #[cfg(feature = "wasm")]
-fn wasm_to_clif(path: &Path, bytes: &[u8]) -> Result<String> {
-    mergelift_tools::wasm::wasm_to_clif(bytes).map_err(|e| anyhow!("{}: {e}", path.display()))
+fn no_wasm(_: &Path) -> Result<()> {
+    Ok(())
 }
 
 #[cfg(not(feature = "wasm"))]
-fn wasm_to_clif(path: &Path, _: &[u8]) -> Result<String> {
+fn no_wasm(path: &Path) -> Result<()> {
     bail!(
         "{}: this mergelift was built without WebAssembly input (build it with `--features \
          wasm`)",
@@ -271,9 +291,66 @@ fn wasm_to_clif(path: &Path, _: &[u8]) -> Result<String> {
     )
 }
 
+#[cfg(feature = "wasm")]
+fn translation(t: &Translate) -> mergelift_tools::wasm::Translation {
+    let mut translation = mergelift_tools::wasm::Translation::default();
+    if let Some(n) = t.threads {
+        translation.threads = n;
+    }
+    translation.progress = t.progress.clone();
+    translation
+}
+
 impl Input {
-    /// Its whole text: standard input's, or the file's (a `.wasm` file translated to CLIF).
+    /// Its whole text: standard input's, or the file's (a `.wasm` module translated to CLIF
+    /// on every core).
     pub fn read_text(&self) -> Result<String> {
+        self.read_text_with(&Translate::default())
+    }
+
+    /// Its whole text, a `.wasm` module translated as `t` says.
+    #[cfg(feature = "wasm")]
+    pub fn read_text_with(&self, t: &Translate) -> Result<String> {
+        let path = &self.path;
+        match (&self.text, &self.wasm) {
+            (Some(text), _) => Ok(text.clone()),
+            (None, Some(bytes)) => mergelift_tools::wasm::wasm_to_clif_with(bytes, &translation(t))
+                .map_err(|e| anyhow!("{}: {e}", path.display())),
+            (None, None) => mergelift_tools::input::read_text_with(path, &translation(t))
+                .map_err(|e| anyhow!(e)),
+        }
+    }
+
+    /// A `.wasm` module's functions, each with its symbol, translated as `t` says.
+    #[cfg(feature = "wasm")]
+    pub fn wasm_functions(
+        &self,
+        t: &Translate,
+    ) -> Result<Vec<(String, cranelift_codegen::ir::Function)>> {
+        let path = &self.path;
+        match &self.wasm {
+            Some(bytes) => mergelift_tools::wasm::wasm_to_functions(bytes, &translation(t))
+                .map_err(|e| anyhow!("{}: {e}", path.display())),
+            None => mergelift_tools::input::read_wasm_functions(path, &translation(t))
+                .map_err(|e| anyhow!(e)),
+        }
+    }
+
+    /// Without the `wasm` feature: the error a `.wasm` input gets.
+    #[cfg(not(feature = "wasm"))]
+    pub fn wasm_functions(
+        &self,
+        _: &Translate,
+    ) -> Result<Vec<(String, cranelift_codegen::ir::Function)>> {
+        no_wasm(&self.path)?;
+        Ok(Vec::new())
+    }
+
+    /// Its whole text (without the `wasm` feature there is no `.wasm` input to translate).
+    #[cfg(not(feature = "wasm"))]
+    pub fn read_text_with(&self, t: &Translate) -> Result<String> {
+        // (no module to translate: a `.wasm` file is refused by its reader)
+        let _ = (&t.threads, &t.progress);
         match &self.text {
             Some(t) => Ok(t.clone()),
             None => mergelift_tools::input::read_text(&self.path).map_err(|e| anyhow!(e)),

@@ -40,12 +40,16 @@ pub(super) fn load_module(
         // One function at a time: parsed, verified, lifted and dropped (a large module never
         // has all its text or all its Cranelift IR in memory).
         let t = Instant::now();
-        let mut stream = match &input.text {
-            Some(text) => mergelift_tools::input::clif_stream(
+        let mut stream = match (&input.text, &input.wasm) {
+            (Some(text), _) => mergelift_tools::input::clif_stream(
                 path,
                 Box::new(std::io::Cursor::new(text.clone().into_bytes())),
             ),
-            None => mergelift_tools::input::open_clif(path),
+            (None, Some(_)) => mergelift_tools::input::clif_stream(
+                path,
+                Box::new(std::io::Cursor::new(input.read_text()?.into_bytes())),
+            ),
+            (None, None) => mergelift_tools::input::open_clif(path),
         }
         .map_err(|e| anyhow!(e))?;
         let mut parse_time = t.elapsed();

@@ -76,9 +76,23 @@ const HOT_HELP: &str = "Functions merge-aligned must not merge (hot code that sh
 branch on a function identifier): names separated by commas, as the input spells them, without \
 `%` [default: none]";
 
-/// The help of `--threads`.
+/// The help of `--threads` of `size` and `report`.
 const THREADS_HELP: &str = "Threads that compile, on both sides alike (the plain compile and \
-the pipeline's), so that the ratio stays fair: 1 to 64; 1 = everything on one thread";
+the pipeline's), so that the ratio stays fair, and that translate a .wasm module: 1 to 64; 1 = \
+everything on one thread. The output is the same for any number [default: every core, at \
+most 64]";
+
+/// The help of `--quiet`.
+const QUIET_HELP: &str = "Show no progress bar (one is shown on stderr, when it is a \
+terminal, once the command has run for a second: the phase and its progress)";
+
+/// `--threads` as given, or every core (at most 64).
+fn threads_or_cores(threads: Option<u64>) -> usize {
+    threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get().min(64)),
+        |n| n as usize,
+    )
+}
 
 /// How many characters of a name `report`'s tables show by default.
 const DEFAULT_WIDTH: usize = 100;
@@ -216,9 +230,10 @@ enum Cmd {
         /// by its print).
         #[arg(long)]
         lift_all: bool,
-        #[arg(long, default_value_t = 1, help = THREADS_HELP,
-              value_parser = clap::value_parser!(u64).range(1..=64))]
-        threads: u64,
+        #[arg(long, help = THREADS_HELP, value_parser = clap::value_parser!(u64).range(1..=64))]
+        threads: Option<u64>,
+        #[arg(long, short, help = QUIET_HELP)]
+        quiet: bool,
         /// Which side compiles first in this process. The first runs in a heap the process
         /// has not used yet; the second reuses what the first freed, which can make it
         /// faster. Alternate it across runs (as `scripts/ratios.sh` does) for a fair ratio.
@@ -315,9 +330,10 @@ enum Cmd {
         /// unique in both builds (by name and index where it is not).
         #[arg(long, num_args = 2, value_names = ["OLD", "NEW"], conflicts_with_all = ["files", "csv", "svg"])]
         diff: Option<Vec<PathBuf>>,
-        #[arg(long, default_value_t = 1, help = THREADS_HELP,
-              value_parser = clap::value_parser!(u64).range(1..=64))]
-        threads: u64,
+        #[arg(long, help = THREADS_HELP, value_parser = clap::value_parser!(u64).range(1..=64))]
+        threads: Option<u64>,
+        #[arg(long, short, help = QUIET_HELP)]
+        quiet: bool,
         /// Cut names to this many characters in the table (their middle goes): 0 (names
         /// are not cut) or at least 5 [default: 100]
         #[arg(long, value_name = "CHARS", value_parser = parse_width)]
@@ -528,6 +544,7 @@ fn run(cli: Cli) -> ExitCode {
             lower_all,
             lift_all,
             threads,
+            quiet,
             first,
             local,
             no_fetch_locals,
@@ -551,7 +568,7 @@ fn run(cli: Cli) -> ExitCode {
                 ceiling,
                 target,
             },
-            (threads as usize, first == "pipeline"),
+            (threads_or_cores(threads), first == "pipeline", quiet),
             &files,
         ),
         Cmd::Report {
@@ -563,6 +580,7 @@ fn run(cli: Cli) -> ExitCode {
             svg,
             diff,
             threads,
+            quiet,
             width,
             kind,
             target,
@@ -579,7 +597,7 @@ fn run(cli: Cli) -> ExitCode {
                 kind,
                 target,
             },
-            threads as usize,
+            (threads_or_cores(threads), quiet),
             diff,
             &files,
         ),

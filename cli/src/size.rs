@@ -23,9 +23,10 @@ pub(super) fn cmd_size(
     json: bool,
     (emit_object, map): (Option<&Path>, Option<&Path>),
     flags: SizeFlags,
-    (threads, pipeline_first): (usize, bool),
+    (threads, pipeline_first, quiet): (usize, bool, bool),
     files: &[PathBuf],
 ) -> Result<ExitCode> {
+    let progress = Progress::new(quiet);
     let SizeFlags {
         lower_all,
         lift_all,
@@ -55,7 +56,8 @@ pub(super) fn cmd_size(
         }
     }
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
-    let (inputs, names, parse_ms) = read_inputs(files, &inputs::SIZE, map.is_some())?;
+    let (inputs, names, parse_ms) =
+        read_inputs(files, &inputs::SIZE, map.is_some(), threads, &progress)?;
     inputs::check_hot(&hot, &passes, |name| {
         (inputs.iter())
             .flat_map(|f| &f.functions)
@@ -71,6 +73,7 @@ pub(super) fn cmd_size(
                 verify_lir: false,
                 lower_all,
                 lift_all,
+                on_stage: progress.stage_hook(),
                 ..Default::default()
             },
             ..Default::default()
@@ -86,7 +89,7 @@ pub(super) fn cmd_size(
             mergelift_tools::size::Sides::PlainFirst
         },
     };
-    let r = measure(&inputs, &opts, parse_ms)?;
+    let r = measure(&inputs, &opts, parse_ms, &progress)?;
     // (Saved bytes in one batch, and the most batches of `batch` could save.)
     let ceiling = match batch.filter(|_| ceiling) {
         Some(n) => {
@@ -95,7 +98,8 @@ pub(super) fn cmd_size(
                 object: false,
                 ..opts.clone()
             };
-            let one = measure(&inputs, &one, parse_ms)?;
+            // (no progress shown: the bar ended with the measure above)
+            let one = measure(&inputs, &one, parse_ms, &Progress::new(true))?;
             let saved = one.code_bytes_before as i64 - one.code_bytes_after as i64;
             Some((saved, mergelift_tools::size::order_limited_saving(&one, n)))
         }
@@ -221,11 +225,14 @@ pub(super) fn one_module(inputs: &[inputs::Input]) -> Result<()> {
 
 /// Read and parse the inputs of `size` and `report` (`.clif`, `.lir`, `.wasm`, directories of
 /// `.clif`, `-`): the files, the names of their functions (`with_names`; else none), and the
-/// time it took in ms. Inputs that define no function are an error.
+/// time it took in ms. A `.wasm` module is translated on `threads` threads. Inputs that
+/// define no function are an error.
 pub(super) fn read_inputs(
     files: &[PathBuf],
     accepts: &inputs::Accepts,
     with_names: bool,
+    threads: usize,
+    progress: &Progress,
 ) -> Result<(
     Vec<mergelift_tools::input::ClifFile>,
     mergelift_tools::names::FunctionNames,
@@ -236,9 +243,27 @@ pub(super) fn read_inputs(
     let t = Instant::now();
     let mut parsed = Vec::new();
     let mut names = mergelift_tools::names::FunctionNames::default();
+    let translate = inputs::Translate {
+        threads: Some(threads),
+        progress: Some(progress.translation()),
+    };
     for input in &given {
-        let text = input.read_text()?;
         let p = &input.path;
+        if input.format == inputs::Format::Wasm {
+            // Parsed once, in the translation: no text to parse again.
+            let funcs = (input.wasm_functions(&translate)).inspect_err(|_| progress.finish())?;
+            let mut functions = Vec::with_capacity(funcs.len());
+            for (symbol, f) in funcs {
+                if with_names {
+                    names.insert(&f.name.to_string(), &symbol);
+                }
+                functions.push(f);
+            }
+            parsed.push(mergelift_tools::input::wasm_file(p, functions).map_err(|e| anyhow!(e))?);
+            continue;
+        }
+        let text = input.read_text()?;
+        progress.phase("parse");
         if input.format == inputs::Format::Lir {
             parsed.push(inputs::lir_as_clif(p, &text)?);
             continue;
@@ -254,36 +279,117 @@ pub(super) fn read_inputs(
     Ok((parsed, names, t.elapsed().as_secs_f64() * 1e3))
 }
 
-/// `size`'s measurement, with a progress bar on stderr once it takes more than a second
-/// (never when stderr is not a terminal).
+/// The progress bar of `size` and `report` on stderr: the phase by name (`translation`, with
+/// the functions translated so far; `plain compile`, `passes`, `pipeline compile`), shown
+/// once the command has run for a second, never when stderr is not a terminal or with
+/// `--quiet`.
+#[derive(Clone)]
+pub(super) struct Progress {
+    bar: indicatif::ProgressBar,
+    /// Draw at all (stderr is a terminal and not `--quiet`).
+    draw: bool,
+    started: Instant,
+    shown: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Cleared away: later phases (a second measure) draw nothing.
+    finished: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Progress {
+    pub(super) fn new(quiet: bool) -> Progress {
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        Progress {
+            bar,
+            draw: !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            started: Instant::now(),
+            shown: Default::default(),
+            finished: Default::default(),
+        }
+    }
+
+    /// Draw from now on, once the command has run for a second.
+    fn show(&self) {
+        use std::sync::atomic::Ordering;
+        if self.draw
+            && !self.shown.load(Ordering::Relaxed)
+            && self.started.elapsed().as_secs_f64() > 1.0
+            && !self.shown.swap(true, Ordering::Relaxed)
+        {
+            self.bar
+                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+    }
+
+    /// A phase without a count: its name, a spinner and its time.
+    fn phase(&self, name: &str) {
+        if self.finished.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        self.bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:>16} {spinner} {elapsed}")
+                .expect("valid template"),
+        );
+        self.bar.set_message(name.to_string());
+        self.bar
+            .enable_steady_tick(std::time::Duration::from_millis(100));
+        self.show();
+    }
+
+    /// What a `.wasm` translation tells: (k, n) functions.
+    fn translation(&self) -> std::sync::Arc<dyn Fn(usize, usize) + Send + Sync> {
+        let p = self.clone();
+        let started = std::sync::Arc::new(std::sync::Once::new());
+        std::sync::Arc::new(move |k, n| {
+            started.call_once(|| {
+                p.bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{msg:>16} [{bar:40}] {pos}/{len} functions",
+                    )
+                    .expect("valid template")
+                    .progress_chars("=> "),
+                );
+                p.bar.set_message("translation");
+                p.bar.set_length(n as u64);
+            });
+            p.bar.set_position(k as u64);
+            p.show();
+        })
+    }
+
+    /// The stages of the pipeline's flush as phases (`passes`, `pipeline compile`).
+    fn stage_hook(&self) -> Option<jit_driver::StageHook> {
+        let p = self.clone();
+        Some(jit_driver::StageHook(std::sync::Arc::new(move |stage| {
+            p.phase(if stage == "compile" {
+                "pipeline compile"
+            } else {
+                stage
+            })
+        })))
+    }
+
+    fn finish(&self) {
+        self.finished
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.bar.finish_and_clear();
+    }
+}
+
+/// `size`'s measurement, with `progress` through its phases.
 pub(super) fn measure(
     inputs: &[mergelift_tools::input::ClifFile],
     opts: &mergelift_tools::size::SizeOptions,
     parse_ms: f64,
+    progress: &Progress,
 ) -> Result<mergelift_tools::size::SizeReport> {
-    let bar =
-        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{msg:>15} [{bar:40}] {pos}/{len}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let started = Instant::now();
-    let mut shown = false;
-    let r = mergelift_tools::size::measure(inputs, opts, parse_ms, |phase, k, n| {
-        if tty && !shown && started.elapsed().as_secs_f64() > 1.0 {
-            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            shown = true;
+    let r = mergelift_tools::size::measure(inputs, opts, parse_ms, |phase, _, _| {
+        // (The pipeline's stages name themselves through `on_stage`.)
+        if phase == "compile_before" {
+            progress.phase("plain compile");
         }
-        if k == 0 {
-            bar.set_length(n as u64);
-        }
-        bar.set_message(phase.to_string());
-        bar.set_position(k as u64 + 1);
     })
     .map_err(|e| anyhow!(e));
-    bar.finish_and_clear();
+    progress.finish();
     r
 }
 
@@ -303,10 +409,11 @@ pub(super) fn cmd_report(
     passes: &str,
     opt_level: &str,
     out_opts: ReportOutput,
-    threads: usize,
+    (threads, quiet): (usize, bool),
     diff: Option<Vec<PathBuf>>,
     files: &[PathBuf],
 ) -> Result<ExitCode> {
+    let progress = Progress::new(quiet);
     let passes = inputs::pass_list(passes)?;
     let opt = OptLevel::parse(opt_level).ok_or_else(|| anyhow!("unknown opt level {opt_level}"))?;
     if out_opts.width.is_some() && (out_opts.json || out_opts.csv) {
@@ -322,6 +429,7 @@ pub(super) fn cmd_report(
             threads: jit_driver::Threads::Count(threads),
             debug: jit_driver::DebugOptions {
                 verify_lir: false,
+                on_stage: progress.stage_hook(),
                 ..Default::default()
             },
             ..Default::default()
@@ -331,8 +439,9 @@ pub(super) fn cmd_report(
         ..Default::default()
     };
     let report_of = |files: &[PathBuf]| -> Result<mergelift_tools::report::Report> {
-        let (inputs, names, parse_ms) = read_inputs(files, &inputs::REPORT, true)?;
-        let size = measure(&inputs, &opts, parse_ms)?;
+        let (inputs, names, parse_ms) =
+            read_inputs(files, &inputs::REPORT, true, threads, &progress)?;
+        let size = measure(&inputs, &opts, parse_ms, &progress)?;
         let mut r = mergelift_tools::report::Report::new(&size, &names);
         if let Some(k) = out_opts.kind.as_deref() {
             r.retain_kind(mergelift_tools::names::FunctionKind::parse(k).expect("clap checks it"));

@@ -230,3 +230,151 @@ fn a_module_on_standard_input_is_read_as_the_file() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), from_file);
 }
+
+/// A module with what wasmtime adds to a module's own functions: array-to-wasm trampolines
+/// (exports), a wasm-to-array trampoline (an import), builtins (`memory.grow`, `table.grow`,
+/// `memory.fill`), start-up code (a global set from an import, passive element segments); a
+/// name section; code Cranelift removes before code generation (unreachable blocks,
+/// constant block parameters) and aliases.
+fn module_with_everything() -> Vec<u8> {
+    let wat = r#"(module
+        (import "env" "log" (func $log (param i32)))
+        (import "env" "base" (global $base i32))
+        (global $g (mut i32) (global.get $base))
+        (memory 1)
+        (table $t 2 funcref)
+        (elem $passive func $square $grow)
+        (func $square (export "square") (param i32) (result i32)
+          local.get 0 local.get 0 i32.mul)
+        (func $grow (export "grow") (param i32) (result i32)
+          local.get 0 memory.grow
+          ref.null func i32.const 1 table.grow $t drop
+          i32.const 0 i32.const 7 i32.const 16 memory.fill)
+        (func $loop (export "loop") (param i32) (result i32) (local i32 i32)
+          i32.const 5 local.set 2
+          block $out
+            loop $again
+              local.get 0 i32.eqz br_if $out
+              local.get 1 local.get 2 i32.add local.set 1
+              local.get 0 i32.const 1 i32.sub local.set 0
+              br $again
+            end
+          end
+          local.get 1)
+        (func $dead (export "dead") (param i32) (result i32)
+          local.get 0 if (result i32)
+            unreachable
+          else
+            local.get 0 call $log i32.const 3
+          end
+          return
+          i32.const 9)
+        (func $global (result i32) global.get $g global.get $base i32.add))"#;
+    wat::parse_str(wat).expect("valid wat")
+}
+
+/// The functions of a module's text (wasmtime's `--emit-clif` form), by symbol, in order.
+fn functions_of(text: &str) -> Vec<(String, String)> {
+    text.split(";; Intermediate Representation of function <")
+        .skip(1)
+        .map(|f| {
+            let (symbol, body) = f.split_once(">:\n").expect("a symbol comment");
+            (symbol.to_string(), body.to_string())
+        })
+        .collect()
+}
+
+/// The IR read in process is what wasmtime 48 writes with `emit_clif`, function by function
+/// (module functions, trampolines, builtins, start-up code, names from the name section),
+/// on one thread and on several.
+#[test]
+fn in_process_ir_is_what_emit_clif_writes() {
+    use mergelift_tools::wasm::{wasm_to_clif_by_files, wasm_to_clif_captured, Translation};
+    let bytes = module_with_everything();
+    let reference = functions_of(&wasm_to_clif_by_files(&bytes, 1).unwrap());
+    let symbols: Vec<&str> = reference.iter().map(|(s, _)| s.as_str()).collect();
+    for kind in [
+        "wasm[0]::function[1]::square",
+        "wasm[0]::function[4]::dead",
+        "wasmtime_builtin_ref_func",
+        "wasm[0]::array_to_wasm_trampoline[1]",
+        "::wasm_to_array_trampoline",
+        "wasmtime_builtin_memory_grow",
+        "wasmtime_builtin_table_grow",
+        "wasmtime_builtin_memory_fill",
+        "module_start[0]::Wasm",
+        "module_start[0]::Array",
+    ] {
+        assert!(
+            symbols.iter().any(|s| s.contains(kind)),
+            "{kind} not among {symbols:?}"
+        );
+    }
+    // What Cranelift removes before code generation is gone from the reference too.
+    let dead = &reference[symbols.iter().position(|s| s.ends_with("::dead")).unwrap()].1;
+    assert!(!dead.contains("iconst.i32 9"), "{dead}");
+    for threads in [1, 3] {
+        let t = Translation {
+            threads,
+            progress: None,
+        };
+        let captured = wasm_to_clif_captured(&bytes, &t)
+            .unwrap()
+            .expect("the capture runs in this process");
+        let captured = functions_of(&captured);
+        assert_eq!(captured.len(), reference.len(), "{threads} threads");
+        for ((s1, b1), (s2, b2)) in reference.iter().zip(&captured) {
+            assert_eq!(s1, s2, "{threads} threads");
+            assert_eq!(b1, b2, "{s1}, {threads} threads");
+        }
+    }
+}
+
+/// `size` and `report` print the same on one thread as on several, every format (size's
+/// timings aside); `--quiet` changes nothing on stdout, and with stderr not a terminal no
+/// progress is drawn.
+#[test]
+fn output_is_the_same_on_any_number_of_threads() {
+    let p = write("threads.wasm", &module_with_everything());
+    let f = p.to_str().unwrap();
+    let without_times = |cmd: &str, out: String| -> String {
+        if cmd != "size" {
+            return out;
+        }
+        if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&out) {
+            for k in ["time_ms", "pipeline_ms", "ratio"] {
+                v.as_object_mut().unwrap().remove(k);
+            }
+            return v.to_string();
+        }
+        (out.lines())
+            .filter(|l| !l.starts_with("time ") && !l.starts_with("pipeline / plain"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for args in [
+        &["size", "--json"][..],
+        &["size"],
+        &["report", "--json"],
+        &["report", "--csv"],
+        &["report"],
+    ] {
+        let run = |extra: &[&str]| {
+            let mut a = args.to_vec();
+            a.extend_from_slice(extra);
+            a.push(f);
+            let (code, out, err) = mergelift(&a);
+            assert_eq!(code, 0, "{a:?}: {err}");
+            assert_eq!(
+                err, "",
+                "{a:?}: nothing on stderr when it is not a terminal"
+            );
+            without_times(args[0], out)
+        };
+        let one = run(&["--threads", "1"]);
+        assert!(!one.is_empty());
+        assert_eq!(one, run(&["--threads", "4"]), "{args:?}");
+        assert_eq!(one, run(&[]), "{args:?}: the default, every core");
+        assert_eq!(one, run(&["--quiet", "--threads", "2"]), "{args:?}");
+    }
+}

@@ -16,11 +16,11 @@ pub mod opmap;
 
 pub use lift::{lift_function, lift_function_with, mark_taken, LiftContext};
 pub use lower::{lower_function, lower_function_with, LowerContext, NameResolver, OriginalNames};
-#[doc(hidden)]
-pub use module::DebugOptions;
 pub use module::{
     AddressPolicy, FailedFunction, FlushReport, FunctionError, MergeConfig, MergeModule, Threads,
 };
+#[doc(hidden)]
+pub use module::{DebugOptions, StageHook};
 
 pub mod isa;
 #[cfg(feature = "jit")]

@@ -47,8 +47,43 @@ pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 
 #[cfg(feature = "wasm")]
 fn wasm_text(path: &Path) -> Result<String, String> {
+    wasm_text_with(path, &crate::wasm::Translation::default())
+}
+
+#[cfg(feature = "wasm")]
+fn wasm_text_with(path: &Path, t: &crate::wasm::Translation) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| cannot_read(path, &e))?;
-    crate::wasm::wasm_to_clif(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    crate::wasm::wasm_to_clif_with(&bytes, t).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A `.wasm` module's functions as the [`ClifFile`] [`parse_clif`] makes of its text (a text
+/// with no `set` or `target` line), from the functions of
+/// `wasm::wasm_to_functions` (the `wasm` feature).
+pub fn wasm_file(path: &Path, functions: Vec<ir::Function>) -> Result<ClifFile, String> {
+    let mut file = parse_clif(path, "")?;
+    file.functions = functions;
+    Ok(file)
+}
+
+/// [`crate::wasm::wasm_to_functions`] of the `.wasm` file `path`.
+#[cfg(feature = "wasm")]
+pub fn read_wasm_functions(
+    path: &Path,
+    t: &crate::wasm::Translation,
+) -> Result<Vec<(String, ir::Function)>, String> {
+    check_input_file(path)?;
+    let bytes = std::fs::read(path).map_err(|e| cannot_read(path, &e))?;
+    crate::wasm::wasm_to_functions(&bytes, t).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// [`read_text`], a `.wasm` file translated as `t` says (threads, progress).
+#[cfg(feature = "wasm")]
+pub fn read_text_with(path: &Path, t: &crate::wasm::Translation) -> Result<String, String> {
+    check_input_file(path)?;
+    if is_wasm(path) {
+        return wasm_text_with(path, t);
+    }
+    std::fs::read_to_string(path).map_err(|e| cannot_read(path, &e))
 }
 
 #[cfg(not(feature = "wasm"))]

@@ -189,6 +189,21 @@ pub struct DebugOptions {
     /// an object file's `finish`, keeps its bodies until the module is dropped: nothing
     /// merges into it later.)
     pub keep_lir: bool,
+    /// Told the name of each stage of a flush as it starts (default: none): `passes` (lift
+    /// and the passes), then `compile` (lower, thunks and the compile). For a tool's
+    /// progress display; it changes nothing.
+    pub on_stage: Option<StageHook>,
+}
+
+/// A function [`DebugOptions::on_stage`] calls with a stage's name.
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct StageHook(pub std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for StageHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StageHook")
+    }
 }
 
 impl Default for DebugOptions {
@@ -199,6 +214,7 @@ impl Default for DebugOptions {
             verify_lir: cfg!(debug_assertions),
             native_thunks: true,
             keep_lir: false,
+            on_stage: None,
         }
     }
 }

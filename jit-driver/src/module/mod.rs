@@ -55,7 +55,7 @@ mod tests;
 mod thunk;
 mod trait_impl;
 
-pub use config::{AddressPolicy, DebugOptions, MergeConfig, Threads};
+pub use config::{AddressPolicy, DebugOptions, MergeConfig, StageHook, Threads};
 pub use error::{FailedFunction, FunctionError};
 pub use report::FlushReport;
 #[doc(hidden)]
@@ -653,6 +653,12 @@ impl Core {
         self.begin_batch(inner.isa(), last);
         // (Lifting records the merges of functions equal to one compiled unlifted before.)
         let merges_before = self.pass_state.merges.len();
+        let stage = |name: &str| {
+            if let Some(hook) = &config.debug.on_stage {
+                (hook.0)(name);
+            }
+        };
+        stage("passes");
         let lifted = self.lift_batch(inner, config, last, &mut pending);
         let made = match self.passes(inner, config, (last, fetch_locals), &lifted, merges_before) {
             Ok(made) => made,
@@ -664,6 +670,7 @@ impl Core {
                 return Err(e.into());
             }
         };
+        stage("compile");
         let failed = self.compile_batch(inner, config, &mut pending, &lifted, made);
         self.freeze_batch(config, &pending, lifted, last);
         self.stats.add(midend::Counter::Flushes, 1);
