@@ -234,7 +234,7 @@ pub fn merge_similar(m: &mut Module, ps: &mut PassState, opts: SimilarOptions) -
     // A group needs two functions, one of them open: two of this batch, or one and a
     // function compiled before (a family's, or one compiled alone: a seed, or held again).
     // A function of a batch others follow may be a seed for them.
-    if !two && !(one && ps.incremental) {
+    if !(two || one && ps.incremental) {
         return report;
     }
     let mut st = State::new(m, ps.first_open);
@@ -1405,6 +1405,9 @@ fn join_families(
     joined
 }
 
+/// A constant hole: its instruction, operand and value.
+type ConstHole = (Inst, u16, Operand);
+
 /// Does the function of symbol `sym`, whose holes are `consts` and `callees`, fit `family`?
 /// Its value for each extra parameter into `vals`.
 fn fits(
@@ -1413,7 +1416,7 @@ fn fits(
     st: &State,
     family: &Family,
     sym: Symbol,
-    (consts, callees): (&[(Inst, u16, Operand)], &[(Symbol, Inst)]),
+    (consts, callees): (&[ConstHole], &[(Symbol, Inst)]),
     vals: &mut Vec<Option<Value>>,
 ) -> bool {
     if family.consts.len() != consts.len() || family.callees.len() != callees.len() {
