@@ -291,3 +291,39 @@ fn a_caller_defined_before_its_callee_merges_by_survivors() {
     exact("c1", "c0");
     exact("c2", "c0");
 }
+
+/// In an object file a merged function is an alias of its survivor, so code compiled before
+/// a callee merges calls the survivor's code by the callee's name. A caller `c0` compiled
+/// (lifted: `d0` equals it) before its callee `h1` merges into `h0` is found again by a later
+/// caller of `h0`: its fingerprint is written again with `h1`'s survivor.
+#[test]
+fn a_lifted_caller_compiled_before_its_callee_merged_is_found_by_the_survivor() {
+    use Step::*;
+    let obj =
+        ObjectModule::new(ObjectBuilder::new(isa(), "lazy", default_libcall_names()).unwrap());
+    let mut m = MergeModule::new(obj);
+    let ids = run(
+        &mut m,
+        &[
+            Define("c0", 3, Some("h1")),
+            Define("d0", 3, Some("h1")),
+            Flush,
+            Define("h0", 40, None),
+            Flush,
+            Define("h1", 40, None),
+            Flush,
+            Define("c1", 3, Some("h0")),
+            Flush,
+        ],
+    );
+    let merges = merges(&m, &ids);
+    for (n, into) in [("d0", "c0"), ("h1", "h0"), ("c1", "c0")] {
+        assert!(
+            (merges.merged.iter()).any(|e| e.0 == n && e.1 == into && e.3 == MergedBy::Exact),
+            "{n} into {into}: {:?}",
+            merges.merged
+        );
+    }
+    assert!(m.stats().get(Counter::MergeRekeyed) > 0);
+    m.finish().unwrap();
+}

@@ -277,6 +277,13 @@ pub struct FrozenIndex {
     pub(crate) words: Vec<u32>,
     /// Fingerprint hash → the frozen functions with that hash.
     pub(crate) table: HashMap<u64, SmallVec<[FrozenEntry; 1]>>,
+    /// Callee symbols no frozen function defined when a fingerprint named them (a caller
+    /// compiled before its callee) → those fingerprints (with the number of their token
+    /// words): when such a callee merges into another function later, each is written
+    /// again with the survivor (`passes::merge::index`).
+    pub(crate) unsettled: HashMap<Symbol, SmallVec<[(FrozenEntry, u32); 1]>>,
+    /// The merges (`PassState::merges`) already looked at for `unsettled`.
+    pub(crate) merges_seen: usize,
 }
 
 impl FrozenIndex {

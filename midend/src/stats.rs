@@ -88,6 +88,9 @@ counters! {
     MergeIntoFrozen = "merge.into_frozen",
     /// Of those, found equal to an earlier flush's function by its print.
     MergeByPrint = "merge.by_print",
+    /// Fingerprints of frozen functions written again because a callee they name merged
+    /// since (a caller compiled before its callee).
+    MergeRekeyed = "merge.rekeyed",
     /// Structural comparisons `merge` made.
     MergeCompared = "merge.compared",
     /// Rounds of partition refinement over the callees' classes.

@@ -704,7 +704,10 @@ impl Core {
         last: bool,
     ) {
         let open = self.pass_state.open_function_ids(&self.lir);
-        midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &open, !last);
+        let rekeyed =
+            midend::passes::merge::freeze(&mut self.lir, &mut self.pass_state, &open, !last);
+        self.stats
+            .add(midend::Counter::MergeRekeyed, rekeyed as u64);
         self.index_batch(pending, lifted, last);
         let stand_ins = std::mem::take(&mut self.pass_state.similar_frozen);
         if !config.debug.keep_lir && !last {
