@@ -218,6 +218,15 @@ fn one_family(merges: &Merges, names: &[&str]) {
     assert_eq!(merges.shared_bodies, 1, "{all:?}");
 }
 
+/// `n` merged into `into` by `merge` (equal).
+fn merged_exactly(merges: &Merges, n: &str, into: &str) {
+    assert!(
+        (merges.merged.iter()).any(|e| e.0 == n && e.1 == into && e.3 == MergedBy::Exact),
+        "{n} into {into}: {:?}",
+        merges.merged
+    );
+}
+
 /// A family made in one flush gains members in later flushes: each joins the shared body
 /// compiled before, as a thunk passing its constant.
 #[test]
@@ -280,16 +289,9 @@ fn a_caller_defined_before_its_callee_merges_by_survivors() {
         Define("c2", 3, Some("h1")),
         Flush,
     ]);
-    let exact = |n: &str, into: &str| {
-        assert!(
-            (merges.merged.iter()).any(|e| e.0 == n && e.1 == into && e.3 == MergedBy::Exact),
-            "{n} into {into}: {:?}",
-            merges.merged
-        );
-    };
-    exact("h1", "h0");
-    exact("c1", "c0");
-    exact("c2", "c0");
+    for (n, into) in [("h1", "h0"), ("c1", "c0"), ("c2", "c0")] {
+        merged_exactly(&merges, n, into);
+    }
 }
 
 /// In an object file a merged function is an alias of its survivor, so code compiled before
@@ -318,11 +320,7 @@ fn a_lifted_caller_compiled_before_its_callee_merged_is_found_by_the_survivor() 
     );
     let merges = merges(&m, &ids);
     for (n, into) in [("d0", "c0"), ("h1", "h0"), ("c1", "c0")] {
-        assert!(
-            (merges.merged.iter()).any(|e| e.0 == n && e.1 == into && e.3 == MergedBy::Exact),
-            "{n} into {into}: {:?}",
-            merges.merged
-        );
+        merged_exactly(&merges, n, into);
     }
     assert!(m.stats().get(Counter::MergeRekeyed) > 0);
     m.finish().unwrap();

@@ -330,6 +330,24 @@ pub(crate) struct Family {
     pub params: Vec<(Type, Option<Signature>)>,
 }
 
+/// Entries of a list (`Families`, `Seeds`) by the weak hash of their skeleton.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ByWeak(HashMap<u64, SmallVec<[u32; 1]>>);
+
+impl ByWeak {
+    pub(crate) fn has(&self, weak: u64) -> bool {
+        !self.0.is_empty() && self.0.contains_key(&weak)
+    }
+
+    pub(crate) fn push(&mut self, weak: u64, k: usize) {
+        self.0.entry(weak).or_default().push(k as u32);
+    }
+
+    pub(crate) fn get(&self, weak: u64) -> &[u32] {
+        self.0.get(&weak).map_or(&[], |v| v.as_slice())
+    }
+}
+
 /// The families `merge-similar` made, by the weak hash of their skeleton (see
 /// [`PassState::families`]). Kept small: a family's skeleton stream and hole layout, never a
 /// body.
@@ -337,7 +355,7 @@ pub(crate) struct Family {
 pub struct Families {
     pub(crate) words: Vec<u32>,
     pub(crate) list: Vec<Family>,
-    pub(crate) by_weak: HashMap<u64, SmallVec<[u32; 1]>>,
+    pub(crate) by_weak: ByWeak,
 }
 
 impl Families {
@@ -353,17 +371,14 @@ impl Families {
 
     /// May a skeleton of weak hash `weak` join a family?
     pub(crate) fn has_weak(&self, weak: u64) -> bool {
-        !self.by_weak.is_empty() && self.by_weak.contains_key(&weak)
+        self.by_weak.has(weak)
     }
 
     pub(crate) fn insert(&mut self, weak: u64, tokens: &[u32], mut f: Family) {
         let a = self.words.len() as u32;
         self.words.extend_from_slice(tokens);
         f.tokens = (a, self.words.len() as u32);
-        self.by_weak
-            .entry(weak)
-            .or_default()
-            .push(self.list.len() as u32);
+        self.by_weak.push(weak, self.list.len());
         self.list.push(f);
     }
 
@@ -374,10 +389,7 @@ impl Families {
         key: u64,
         tokens: &'a [u32],
     ) -> impl Iterator<Item = &'a Family> + 'a {
-        self.by_weak
-            .get(&weak)
-            .into_iter()
-            .flatten()
+        (self.by_weak.get(weak).iter())
             .map(|&k| &self.list[k as usize])
             .filter(move |f| {
                 f.key == key && self.words[f.tokens.0 as usize..f.tokens.1 as usize] == *tokens
@@ -386,10 +398,11 @@ impl Families {
 
     /// Forget the family of shared body `shared` (it failed to compile: nothing may call it).
     pub fn forget(&mut self, shared: Symbol) {
-        for ks in self.by_weak.values_mut() {
-            ks.retain(|k| self.list[*k as usize].shared != shared);
-        }
-        self.by_weak.retain(|_, ks| !ks.is_empty());
+        let list = &self.list;
+        self.by_weak.0.retain(|_, ks| {
+            ks.retain(|k| list[*k as usize].shared != shared);
+            !ks.is_empty()
+        });
     }
 }
 
@@ -413,7 +426,7 @@ pub struct Seeds {
     pub(crate) consts: Vec<(crate::lir::Inst, u16, Operand)>,
     pub(crate) callees: Vec<(Symbol, crate::lir::Inst)>,
     pub(crate) list: Vec<Seed>,
-    pub(crate) by_weak: HashMap<u64, SmallVec<[u32; 1]>>,
+    pub(crate) by_weak: ByWeak,
 }
 
 impl Seeds {
@@ -428,7 +441,7 @@ impl Seeds {
     }
 
     pub(crate) fn has_weak(&self, weak: u64) -> bool {
-        !self.by_weak.is_empty() && self.by_weak.contains_key(&weak)
+        self.by_weak.has(weak)
     }
 
     /// Keep `f` (skeleton `tokens` of key `key` and weak hash `weak`, holes `consts` and
@@ -445,10 +458,7 @@ impl Seeds {
         self.words.extend_from_slice(tokens);
         self.consts.extend_from_slice(consts);
         self.callees.extend_from_slice(callees);
-        self.by_weak
-            .entry(weak)
-            .or_default()
-            .push(self.list.len() as u32);
+        self.by_weak.push(weak, self.list.len());
         self.list.push(Seed {
             f,
             key,

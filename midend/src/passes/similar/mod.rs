@@ -597,7 +597,7 @@ impl State {
 
     /// Class the seeds of weak hash `weak` (`PassState::seeds`) as the walk of each would.
     fn add_seeds(&mut self, m: &Module, seeds: &Seeds, weak: u64) {
-        for &k in seeds.by_weak.get(&weak).into_iter().flatten() {
+        for &k in seeds.by_weak.get(weak) {
             let seed = seeds.list[k as usize];
             if m.removed[seed.f] {
                 continue;
