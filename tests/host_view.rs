@@ -132,6 +132,23 @@ fn into_inner_resolves_every_function_the_host_defined() {
     assert_eq!(call(b, 7), want[1]);
 }
 
+/// A lazy JIT: `b`, defined after `a` was finalized and equal to it, merges by its print
+/// (neither is ever lifted); the inner module handed back still resolves it.
+#[test]
+fn into_inner_resolves_a_function_merged_by_its_print() {
+    let mut m = MergeModule::new(jit());
+    let a = define(&mut m, "a", Linkage::Export, 1, false);
+    m.finalize_definitions().unwrap();
+    let b = define(&mut m, "b", Linkage::Export, 1, false);
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(b), Some(a));
+    assert_eq!(m.stats().get(Counter::MergeByPrint), 1);
+    let want = call(m.get_finalized_function(a), 7);
+    let (mut inner, inner_id) = m.into_inner().unwrap();
+    inner.finalize_definitions().unwrap();
+    assert_eq!(call(inner.get_finalized_function(inner_id(b)), 7), want);
+}
+
 #[test]
 fn into_inner_maps_ids_shifted_by_a_shared_body() {
     let mut m = MergeModule::new(jit());
