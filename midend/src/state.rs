@@ -359,13 +359,8 @@ pub struct Families {
 }
 
 impl Families {
-    /// Number of families.
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-
     /// No family yet?
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
@@ -430,16 +425,6 @@ pub struct Seeds {
 }
 
 impl Seeds {
-    /// Number of seeds.
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    /// No seed yet?
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
     pub(crate) fn has_weak(&self, weak: u64) -> bool {
         self.by_weak.has(weak)
     }
