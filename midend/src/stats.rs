@@ -311,30 +311,52 @@ impl Stats {
         }
     }
 
-    /// The difference `self - before` (counters and times), for what one flush did.
-    #[doc(hidden)]
+    /// The difference `self - before` (counters and times), for what one flush did:
+    /// `before` is what these statistics held earlier.
     pub fn since(&self, before: &Stats) -> Stats {
+        self.since_mark(&before.mark())
+    }
+
+    /// What the statistics hold now, for [`since_mark`](Stats::since_mark): the counters
+    /// and the times, not the phases' names (phases only ever add to the end of `times`).
+    #[doc(hidden)]
+    pub fn mark(&self) -> StatsMark {
+        StatsMark {
+            values: self.values,
+            custom: self.custom.iter().map(|(&k, &v)| (k, v)).collect(),
+            times: self.times.iter().map(|e| e.1).collect(),
+        }
+    }
+
+    /// The difference between these statistics and what they held at `m`.
+    #[doc(hidden)]
+    pub fn since_mark(&self, m: &StatsMark) -> Stats {
         let mut d = Stats::default();
         for i in 0..N {
-            d.values[i] = self.values[i] - before.values[i];
+            d.values[i] = self.values[i] - m.values[i];
             d.touched[i] = self.touched[i] && d.values[i] > 0;
         }
         for (&k, &v) in &self.custom {
-            let n = v - before.custom(k).unwrap_or(0);
-            if n > 0 {
-                d.custom.insert(k, n);
+            let b = (m.custom.iter()).find(|e| e.0 == k).map_or(0, |e| e.1);
+            if v > b {
+                d.custom.insert(k, v - b);
             }
         }
-        for (k, t) in &self.times {
-            let b = before
-                .times
-                .iter()
-                .find(|(n, _)| n == k)
-                .map_or(Duration::ZERO, |e| e.1);
+        for (i, (k, t)) in self.times.iter().enumerate() {
+            let b = m.times.get(i).copied().unwrap_or(Duration::ZERO);
             if *t > b {
                 d.times.push((k.clone(), *t - b));
             }
         }
         d
     }
+}
+
+/// What [`Stats`] held at one moment ([`Stats::mark`]).
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct StatsMark {
+    values: [u64; N],
+    custom: Vec<(&'static str, u64)>,
+    times: Vec<Duration>,
 }

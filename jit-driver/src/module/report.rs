@@ -47,7 +47,7 @@ pub struct FlushReport {
 
 /// What a report needs from before the flush.
 pub(super) struct Before {
-    stats: Stats,
+    stats: midend::stats::StatsMark,
     defined: Vec<FuncId>,
     passed: usize,
     at: Instant,
@@ -57,7 +57,7 @@ impl<M: Module> MergeModule<M> {
     /// Before a flush: what it starts from.
     pub(super) fn report_begin(&self) -> Before {
         Before {
-            stats: self.core.stats.clone(),
+            stats: self.core.stats.mark(),
             defined: self.core.pending.iter().map(|(id, _)| *id).collect(),
             passed: self.core.passed_through.len(),
             at: Instant::now(),
@@ -69,7 +69,7 @@ impl<M: Module> MergeModule<M> {
         let core = &self.core;
         let mut r = FlushReport {
             time: before.at.elapsed(),
-            stats: core.stats.since(&before.stats),
+            stats: core.stats.since_mark(&before.stats),
             ..Default::default()
         };
         for &id in &before.defined {
