@@ -1059,7 +1059,7 @@ fn thunks_and_rewrites(
     let s = &st.plan;
     let size = rep.inst_count();
     let c = &opts.cost;
-    let body = c.frame + c.bytes_per_inst * size as f64;
+    let body = body_bytes(c, size);
     let k = s.params.len() as f64;
     // (A frozen member keeps its code; it counts as it would in one batch with the others,
     // so that a family starts where its members, all in one batch, would pay. Starting it
@@ -1070,11 +1070,7 @@ fn thunks_and_rewrites(
         .iter()
         .map(|mb| mb.named || st.observed.contains(mb.sym))
         .collect();
-    // (Calls made by code the module does not hold count too.)
-    let sites = |mb: &Member| {
-        let external = ps.external_calls.get(mb.sym).copied().unwrap_or(0);
-        (st.calls.count(mb.sym) + external as usize) as f64
-    };
+    let sites = |mb: &Member| call_sites(ps, st, mb.sym);
     // Saved bytes when the thunked members' callers are left alone, and what rewriting them
     // costs.
     let mut saved = -body;
@@ -1082,10 +1078,7 @@ fn thunks_and_rewrites(
     // What the open members alone save (the frozen ones keep their code).
     let mut saved_open = -body;
     for (mb, &t) in s.members.iter().zip(&thunk) {
-        let cost = match t {
-            true => c.thunk + c.per_extra_arg * k,
-            false => c.per_extra_arg * k * sites(mb),
-        };
+        let cost = member_cost(c, t, k, sites(mb));
         saved += body - cost;
         if t {
             rewrite_cost += c.per_extra_arg * k * sites(mb);
@@ -1095,7 +1088,8 @@ fn thunks_and_rewrites(
         }
     }
     let frozen = s.members.iter().any(|mb| mb.frozen);
-    if frozen && saved_open + body - c.thunk - c.per_extra_arg * k <= 0.0 {
+    // (The next member to join: a thunk, at least.)
+    if frozen && saved_open + body - member_cost(c, true, k, 0.0) <= 0.0 {
         report.unprofitable += 1;
         return None;
     }
@@ -1122,6 +1116,26 @@ fn thunks_and_rewrites(
         .map(|(&t, mb)| t && !mb.frozen)
         .collect();
     Some((thunk, rewrite))
+}
+
+/// The cost model's bytes of a body of `size` instructions.
+fn body_bytes(c: &CostModel, size: usize) -> f64 {
+    c.frame + c.bytes_per_inst * size as f64
+}
+
+/// What a member of a group with `k` extra parameters costs in bytes: a thunk passing them,
+/// or (none) their set-up at each of its `sites` call sites.
+fn member_cost(c: &CostModel, thunk: bool, k: f64, sites: f64) -> f64 {
+    match thunk {
+        true => c.thunk + c.per_extra_arg * k,
+        false => c.per_extra_arg * k * sites,
+    }
+}
+
+/// The direct calls of `sym`, those of code the module does not hold included.
+fn call_sites(ps: &PassState, st: &State, sym: Symbol) -> f64 {
+    let external = ps.external_calls.get(sym).copied().unwrap_or(0);
+    (st.calls.count(sym) + external as usize) as f64
 }
 
 /// What a round's folds leave for rewriting the calls of members.
@@ -1338,15 +1352,11 @@ fn join_families(
         // The cost model of one batch, for this member alone: its body is saved; it pays a
         // thunk, or its call sites pay the extra arguments.
         let c = &opts.cost;
-        let body = c.frame + c.bytes_per_inst * m.functions[f].inst_count() as f64;
+        let body = body_bytes(c, m.functions[f].inst_count());
         let k = family.params.len() as f64;
         let thunk = w.named || st.observed.contains(sym);
-        let external = ps.external_calls.get(sym).copied().unwrap_or(0) as usize;
-        let sites = (st.calls.count(sym) + external) as f64;
-        let saved = match thunk {
-            true => body - c.thunk - c.per_extra_arg * k,
-            false => body - c.per_extra_arg * k * sites,
-        };
+        let sites = call_sites(ps, st, sym);
+        let saved = body - member_cost(c, thunk, k, sites);
         if saved <= 0.0 {
             continue;
         }
