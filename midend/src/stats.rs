@@ -332,23 +332,41 @@ impl Stats {
     #[doc(hidden)]
     pub fn since_mark(&self, m: &StatsMark) -> Stats {
         let mut d = Stats::default();
+        self.since_mark_into(m, &mut d);
+        d
+    }
+
+    /// `since_mark`, written over `d` (whose room, and phases' names where they are the
+    /// same, it reuses: a JIT flushing one function at a time makes one such difference a
+    /// flush).
+    #[doc(hidden)]
+    pub fn since_mark_into(&self, m: &StatsMark, d: &mut Stats) {
         for i in 0..N {
             d.values[i] = self.values[i] - m.values[i];
             d.touched[i] = self.touched[i] && d.values[i] > 0;
         }
+        d.custom.clear();
         for (&k, &v) in &self.custom {
             let b = (m.custom.iter()).find(|e| e.0 == k).map_or(0, |e| e.1);
             if v > b {
                 d.custom.insert(k, v - b);
             }
         }
+        let mut j = 0;
         for (i, (k, t)) in self.times.iter().enumerate() {
             let b = m.times.get(i).copied().unwrap_or(Duration::ZERO);
             if *t > b {
-                d.times.push((k.clone(), *t - b));
+                match d.times.get_mut(j) {
+                    Some(e) if e.0 == *k => e.1 = *t - b,
+                    _ => {
+                        d.times.truncate(j);
+                        d.times.push((k.clone(), *t - b));
+                    }
+                }
+                j += 1;
             }
         }
-        d
+        d.times.truncate(j);
     }
 }
 
@@ -357,6 +375,6 @@ impl Stats {
 #[derive(Clone, Debug)]
 pub struct StatsMark {
     values: [u64; N],
-    custom: Vec<(&'static str, u64)>,
-    times: Vec<Duration>,
+    custom: smallvec::SmallVec<[(&'static str, u64); 4]>,
+    times: smallvec::SmallVec<[Duration; 8]>,
 }

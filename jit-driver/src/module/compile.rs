@@ -121,6 +121,16 @@ impl Core {
             }
             self.compile_jobs(inner, jobs, &mut c);
         }
+        self.end_compiling(inner, c)
+    }
+
+    /// The end of stage 3: its times to the stats, and the functions that failed (if any)
+    /// undefined again, reported as the plain module would report them.
+    pub(super) fn end_compiling(
+        &mut self,
+        inner: &dyn Module,
+        c: Compiling,
+    ) -> Option<FunctionError> {
         self.stats.add_time("lower", c.lower_time);
         self.stats.add_time("compile", c.compile_time);
         if c.failed.is_empty() {
@@ -319,9 +329,21 @@ impl Core {
                 pass_rewrote = Some(edit == Edit::CallsRewritten);
             }
         }
-        // Compiled as defined (no pass changed it, it was not lifted, or its lowered form
-        // cannot be used), its calls redirected. Each position is compiled once: what is left
-        // behind is an empty function.
+        Some(self.input_job(pending, pos, pass_rewrote, c))
+    }
+
+    /// The job that compiles the function at `pos` of the batch as defined (no pass changed
+    /// it, it was not lifted, or its lowered form cannot be used), its calls redirected.
+    /// `pass_rewrote`: for a lifted function, whether a pass rewrote its calls. Each position
+    /// is compiled once: what is left behind is an empty function.
+    pub(super) fn input_job(
+        &mut self,
+        pending: &mut [(FuncId, ir::Function)],
+        pos: usize,
+        pass_rewrote: Option<bool>,
+        c: &mut Compiling,
+    ) -> Job {
+        let id = pending[pos].0;
         let mut func = std::mem::replace(&mut pending[pos].1, ir::Function::new());
         let t = Instant::now();
         let mut names = ModuleNames {
@@ -336,7 +358,7 @@ impl Core {
         // Verified at define, unless calls were rewritten to pass extra arguments (moving a
         // call to a survivor of the same signature changes nothing the verifier checks).
         let verified = self.verified_at_define && !rewritten;
-        Some(Job { id, func, verified })
+        Job { id, func, verified }
     }
 
     /// Compile `jobs` into the inner module, on `c.threads` threads; failures go to `c`.

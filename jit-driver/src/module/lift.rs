@@ -25,8 +25,8 @@ pub(super) struct Lifted {
     /// The batch surveyed: the shape key of each position (none: every function was
     /// lifted).
     pub(super) survey: skip::Survey,
-    /// The prints of the positions left unlifted, to index (`skip::Plan::prints`).
-    pub(super) prints: input_index::Prints,
+    /// The positions left unlifted, to index by their prints (`skip::Plan::indexed`).
+    pub(super) indexed: Vec<u32>,
     /// The positions merged by their prints, not lifted (`Core::merge_by_print`).
     pub(super) by_print: Vec<u32>,
 }
@@ -38,21 +38,21 @@ impl Core {
         &mut self,
         inner: &dyn Module,
         config: &MergeConfig,
-        last: bool,
+        plan: skip::Plan,
         pending: &mut [(FuncId, ir::Function)],
     ) -> Lifted {
         let t = Instant::now();
         let skip::Plan {
             skip,
             stand_ins,
-            prints,
+            indexed,
             merged_at,
-        } = self.plan_lift(inner, config, last, pending);
+        } = plan;
         // (Taken for the flush, given back by `index_batch`; empty when every function is
         // lifted.)
         let mut survey = std::mem::take(&mut self.scratch.survey);
         if skip.is_empty() {
-            survey.fill(std::iter::empty());
+            survey.fill(std::iter::empty(), &mut self.walker, false);
         }
         self.lift_stand_ins(inner, config, stand_ins);
         let mut batch: Vec<(FuncId, lir::FuncId)> = Vec::with_capacity(pending.len());
@@ -66,20 +66,7 @@ impl Core {
         // module of small functions.
         // Whether the function at a position is lifted.
         let lifted = |j: usize| !skip.get(j).copied().unwrap_or(false);
-        // The symbol of a function left unlifted is a function's from the start, as its lift
-        // would make it: lifted code may take its address (a symbol global value) before it
-        // calls it, and a later batch's code may refer to it.
-        let mut name = String::new();
-        for (pos, (id, _)) in pending.iter().enumerate() {
-            if !lifted(pos) {
-                use std::fmt::Write as _;
-                name.clear();
-                let _ = write!(name, "u0:{}", id.as_u32());
-                let sym = self.lir.symbol(&name, lir::SymbolKind::Function);
-                self.lir.symbols[sym].kind = lir::SymbolKind::Function;
-                self.sym_func[sym] = (*id).into();
-            }
-        }
+        self.name_unlifted(pending, |pos| !lifted(pos));
         let mut merged_at = merged_at.into_iter().peekable();
         let mut by_print = Vec::new();
         for (pos, (id, func)) in pending.iter_mut().enumerate() {
@@ -149,7 +136,7 @@ impl Core {
             }
         }
         let observed = if batch.len() < pending.len() {
-            self.observe_unlifted(&lid_at, &survey)
+            self.observe_unlifted(|pos| lid_at[pos as usize].is_none(), &survey)
         } else {
             Vec::new()
         };
@@ -192,8 +179,29 @@ impl Core {
             lid_at,
             late,
             survey,
-            prints,
+            indexed,
             by_print,
+        }
+    }
+
+    /// The symbol of a function left unlifted is a function's from the start, as its lift
+    /// would make it: lifted code may take its address (a symbol global value) before it
+    /// calls it, and a later batch's code may refer to it.
+    pub(super) fn name_unlifted(
+        &mut self,
+        pending: &[(FuncId, ir::Function)],
+        unlifted: impl Fn(usize) -> bool,
+    ) {
+        let mut name = String::new();
+        for (pos, (id, _)) in pending.iter().enumerate() {
+            if unlifted(pos) {
+                use std::fmt::Write as _;
+                name.clear();
+                let _ = write!(name, "u0:{}", id.as_u32());
+                let sym = self.lir.symbol(&name, lir::SymbolKind::Function);
+                self.lir.symbols[sym].kind = lir::SymbolKind::Function;
+                self.sym_func[sym] = (*id).into();
+            }
         }
     }
 
@@ -308,15 +316,17 @@ impl Core {
                     self.lifted_shapes.insert(key);
                 }
             }
-            for (pos, key, words, callees) in lifted.prints.iter() {
+            for &pos in &lifted.indexed {
                 let id = pending[pos as usize].0;
-                if self.state[id] == State::Compiled {
-                    self.input_index.insert(id, key, words, callees);
+                if let (State::Compiled, Some(p)) =
+                    (self.state[id], lifted.survey.print(pos as usize))
+                {
+                    self.input_index.insert(id, p);
                 }
             }
         }
         self.scratch.survey = lifted.survey;
-        self.scratch.prints = lifted.prints;
+        self.scratch.indexed = lifted.indexed;
     }
 
     /// `id` is compiled as it came, never merged: the lifter cannot represent it (`why`).
@@ -330,11 +340,13 @@ impl Core {
     /// module functions whose address they observe.
     pub(super) fn observe_unlifted(
         &mut self,
-        lid_at: &[PackedOption<lir::FuncId>],
+        unlifted: impl Fn(u32) -> bool,
         survey: &skip::Survey,
     ) -> Vec<FuncId> {
         let mut observed = Vec::new();
-        let unlifted = |pos: u32| lid_at[pos as usize].is_none();
+        if survey.refs.is_empty() && survey.near.is_empty() {
+            return observed;
+        }
         let mut near: Vec<(u32, u32, bool)> = (survey.near.iter())
             .filter(|&&(pos, ..)| unlifted(pos))
             .map(|&(_, ns, i, func)| (ns, i, func))
@@ -399,22 +411,30 @@ impl Core {
         last: bool,
         pending: &[(FuncId, ir::Function)],
     ) -> skip::Plan {
+        let t = Instant::now();
         let merging_only = config
             .passes
             .iter()
             .all(|p| matches!(p, PassKind::Merge | PassKind::MergeSimilar));
         let merge_similar = config.passes.contains(&PassKind::MergeSimilar);
         let mut plan = skip::Plan {
-            prints: std::mem::take(&mut self.scratch.prints),
+            indexed: std::mem::take(&mut self.scratch.indexed),
             ..Default::default()
         };
-        plan.prints.clear();
+        plan.indexed.clear();
         if !merging_only || config.debug.lift_all || config.debug.lower_all || config.debug.keep_lir
         {
             return plan;
         }
         let survey = &mut self.scratch.survey;
-        survey.fill(pending.iter().map(|(_, f)| f));
+        // (Prints are for later flushes to find these functions by, and to find the
+        // functions earlier flushes indexed.)
+        let with_prints = !last || !self.input_index.is_empty();
+        survey.fill(
+            pending.iter().map(|(_, f)| f),
+            &mut self.walker,
+            with_prints,
+        );
         // How many functions have each key, up to two.
         let count = &mut self.scratch.count;
         count.clear();
@@ -423,74 +443,69 @@ impl Core {
             *c = (*c + 1).min(2);
         }
         plan.skip.reserve(pending.len());
-        let print = &mut self.scratch.print;
         // The module functions whose address the batch observes (made when first needed).
         let mut observed: Option<FxHashSet<u32>> = None;
         for (pos, (id, func)) in pending.iter().enumerate() {
             let key = survey.keys[pos];
-            // A function of this shape was left unlifted before: is this one equal to it?
-            let (mut printed, mut found) = (false, false);
-            if self.input_index.has_shape(key) {
-                printed = self.printer.print(func, print);
-                if printed {
-                    // Equal, callees and all: merged into it as the merge pass would, where
-                    // that makes it an alias (and nothing needs its body).
-                    let decls = inner.declarations();
-                    let linkage = decls.get_function_decl(*id).linkage;
-                    let observed = observed.get_or_insert_with(|| {
-                        (survey.refs.iter())
-                            .filter_map(|&(_, r)| match r {
-                                skip::Reference::Observed(i) => Some(i),
-                                skip::Reference::Called(_) => None,
+            let print = survey.print(pos);
+            let mut found = false;
+            // Is this function equal to one an earlier flush left unlifted?
+            if let Some(p) = print.filter(|_| !self.input_index.is_empty()) {
+                // Equal, callees and all: merged into it as the merge pass would, where
+                // that makes it an alias (and nothing needs its body).
+                let decls = inner.declarations();
+                let linkage = decls.get_function_decl(*id).linkage;
+                let observed = observed.get_or_insert_with(|| {
+                    (survey.refs.iter())
+                        .filter_map(|&(_, r)| match r {
+                            skip::Reference::Observed(i) => Some(i),
+                            skip::Reference::Called(_) => None,
+                        })
+                        .collect()
+                });
+                let own_address = self.taken[*id]
+                    || observed.contains(&id.as_u32())
+                    || linkage == Linkage::Preemptible
+                    || (config.address_policy == AddressPolicy::Distinct
+                        && linkage != Linkage::Local);
+                let same = |callees: &[u32]| {
+                    (p.callees.iter().zip(callees)).all(|(&a, &b)| {
+                        // (`u32::MAX`: not a module function, spelt out in the print.)
+                        let fin = |c: u32| match c {
+                            u32::MAX => c,
+                            c => final_target(&self.merged, FuncId::from_u32(c)).as_u32(),
+                        };
+                        fin(a) == fin(b)
+                    })
+                };
+                let into = (!own_address)
+                    .then(|| {
+                        (self.input_index.equal(p))
+                            .find(|&(f, callees)| {
+                                self.state[f] == State::Compiled
+                                    && decls.get_function_decl(f).linkage != Linkage::Preemptible
+                                    && *id != f
+                                    && same(callees)
                             })
-                            .collect()
-                    });
-                    let own_address = self.taken[*id]
-                        || observed.contains(&id.as_u32())
-                        || linkage == Linkage::Preemptible
-                        || (config.address_policy == AddressPolicy::Distinct
-                            && linkage != Linkage::Local);
-                    let same = |callees: &[u32]| {
-                        (print.callees.iter().zip(callees)).all(|(&a, &b)| {
-                            // (`u32::MAX`: not a module function, spelt out in the words.)
-                            let fin = |c: u32| match c {
-                                u32::MAX => c,
-                                c => final_target(&self.merged, FuncId::from_u32(c)).as_u32(),
-                            };
-                            fin(a) == fin(b)
-                        })
-                    };
-                    let into = (!own_address)
-                        .then(|| {
-                            (self.input_index.equal(key, print).into_iter())
-                                .find(|&(f, callees)| {
-                                    self.state[f] == State::Compiled
-                                        && decls.get_function_decl(f).linkage
-                                            != Linkage::Preemptible
-                                        && *id != f
-                                        && same(callees)
-                                })
-                                .map(|(f, _)| f)
-                        })
-                        .flatten();
-                    if let Some(f) = into {
-                        plan.merged_at.push((pos as u32, f));
-                        plan.skip.push(true);
-                        continue;
-                    }
-                    for (f, callees) in self.input_index.take_equal(key, print) {
-                        let stand_in = input_index::with_callees(func, &callees);
-                        plan.stand_ins.push((f, stand_in));
-                        found = true;
-                    }
-                    if !found && merge_similar {
-                        // Alike but for constants: its stand-ins meet it in `merge-similar`,
-                        // which may start a family with them.
-                        let alike =
-                            (self.input_index).take_alike(key, print, func, &mut self.printer);
-                        found = !alike.is_empty();
-                        plan.stand_ins.extend(alike);
-                    }
+                            .map(|(f, _)| f)
+                    })
+                    .flatten();
+                if let Some(f) = into {
+                    plan.merged_at.push((pos as u32, f));
+                    plan.skip.push(true);
+                    continue;
+                }
+                for (f, callees) in self.input_index.take_equal(p) {
+                    let stand_in = input_index::with_callees(func, &callees);
+                    plan.stand_ins.push((f, stand_in));
+                    found = true;
+                }
+                if !found && merge_similar {
+                    // Alike but for constants: its stand-ins meet it in `merge-similar`,
+                    // which may start a family with them.
+                    let alike = (self.input_index).take_alike(p, func, &mut self.walker);
+                    found = !alike.is_empty();
+                    plan.stand_ins.extend(alike);
                 }
             }
             let lift = found || count[&key] > 1 || self.lifted_shapes.contains(&key);
@@ -500,13 +515,14 @@ impl Core {
             }
             // Left unlifted, and later flushes must be able to find it: by its print (a
             // function without one is lifted).
-            if !printed && !self.printer.print(func, print) {
+            if print.is_none() {
                 plan.skip.push(false);
                 continue;
             }
             plan.skip.push(true);
-            plan.prints.push(pos as u32, key, print);
+            plan.indexed.push(pos as u32);
         }
+        self.stats.add_time("lift", t.elapsed());
         plan
     }
 }

@@ -37,11 +37,13 @@ mod compile;
 mod config;
 mod define;
 mod error;
+mod fingerprint;
 mod ids;
 mod input_index;
 #[cfg(feature = "jit")]
 mod jit_module;
 mod lift;
+mod lone;
 mod names;
 #[cfg(feature = "object")]
 mod object;
@@ -154,6 +156,8 @@ pub struct MergeModule<M: Module> {
     config: MergeConfig,
     core: Core,
     last_flush: FlushReport,
+    /// Room for the ids of a flush's functions, kept from one report to the next.
+    report_ids: Vec<FuncId>,
 }
 
 /// The state that does not depend on the inner module's type.
@@ -219,7 +223,7 @@ struct Core {
     /// The shape keys of the functions earlier flushes lifted: a function of a later batch
     /// with one of them is lifted (it may equal one of those, which are frozen).
     lifted_shapes: FxHashSet<u64>,
-    printer: input_index::Printer,
+    walker: fingerprint::Walker,
     /// Room a flush uses and the next reuses.
     scratch: Scratch,
 }
@@ -231,8 +235,8 @@ struct Scratch {
     survey: skip::Survey,
     /// How many functions of the batch have each shape key, up to two.
     count: FxHashMap<u64, u8>,
-    print: input_index::Print,
-    prints: input_index::Prints,
+    /// The positions a batch indexes by their prints.
+    indexed: Vec<u32>,
 }
 
 impl<M: Module + 'static> MergeModule<M> {
@@ -263,6 +267,7 @@ impl<M: Module> MergeModule<M> {
             inner,
             config,
             last_flush: FlushReport::default(),
+            report_ids: Vec::new(),
             core: Core {
                 host,
                 lir: lir::Module::new(),
@@ -295,7 +300,7 @@ impl<M: Module> MergeModule<M> {
                 verified_at_define,
                 input_index: Default::default(),
                 lifted_shapes: Default::default(),
-                printer: Default::default(),
+                walker: Default::default(),
                 scratch: Default::default(),
             },
         };
@@ -659,7 +664,14 @@ impl Core {
             }
         };
         stage("passes");
-        let lifted = self.lift_batch(inner, config, last, &mut pending);
+        let plan = self.plan_lift(inner, config, last, &pending);
+        if self.all_lone(&plan) && self.compile_threads(config.threads, &pending, 0) == 1 {
+            // The short path: nothing to lift, merge or freeze.
+            stage("compile");
+            let failed = self.flush_lone(inner, last, plan, &mut pending);
+            return self.end_flush(pending, failed);
+        }
+        let lifted = self.lift_batch(inner, config, plan, &mut pending);
         let made = match self.passes(inner, config, (last, fetch_locals), &lifted, merges_before) {
             Ok(made) => made,
             Err(e) => {
@@ -673,8 +685,16 @@ impl Core {
         stage("compile");
         let failed = self.compile_batch(inner, config, &mut pending, &lifted, made);
         self.freeze_batch(config, &pending, lifted, last);
+        self.end_flush(pending, failed)
+    }
+
+    /// After a flush: its room kept for the next, and its failures reported.
+    fn end_flush(
+        &mut self,
+        mut pending: Vec<(FuncId, ir::Function)>,
+        failed: Option<FunctionError>,
+    ) -> ModuleResult<()> {
         self.stats.add(midend::Counter::Flushes, 1);
-        // (Its room, for the next batch.)
         pending.clear();
         self.pending = pending;
         match failed {

@@ -50,28 +50,42 @@ pub(super) struct Before {
     stats: midend::stats::StatsMark,
     defined: Vec<FuncId>,
     passed: usize,
+    /// How many flushes there were.
+    flushes: u64,
     at: Instant,
 }
 
 impl<M: Module> MergeModule<M> {
     /// Before a flush: what it starts from.
-    pub(super) fn report_begin(&self) -> Before {
+    pub(super) fn report_begin(&mut self) -> Before {
+        let mut defined = std::mem::take(&mut self.report_ids);
+        defined.clear();
+        defined.extend(self.core.pending.iter().map(|(id, _)| *id));
         Before {
             stats: self.core.stats.mark(),
-            defined: self.core.pending.iter().map(|(id, _)| *id).collect(),
+            defined,
             passed: self.core.passed_through.len(),
+            flushes: self.core.stats.get(Counter::Flushes),
             at: Instant::now(),
         }
     }
 
     /// After a flush: its report, and its log events.
     pub(super) fn report_end(&mut self, before: Before) {
+        let did =
+            !before.defined.is_empty() || self.core.stats.get(Counter::Flushes) > before.flushes;
+        // (A flush with nothing to do leaves the report of the last that had.)
+        if !did {
+            self.report_ids = before.defined;
+            return;
+        }
         let core = &self.core;
-        let mut r = FlushReport {
-            time: before.at.elapsed(),
-            stats: core.stats.since_mark(&before.stats),
-            ..Default::default()
-        };
+        // (The last report's room, reused.)
+        let mut r = std::mem::take(&mut self.last_flush);
+        r.time = before.at.elapsed();
+        core.stats.since_mark_into(&before.stats, &mut r.stats);
+        r.merged.clear();
+        r.failed.clear();
         for &id in &before.defined {
             if core.merged.get(id).copied().flatten().is_some() {
                 r.merged.push(id);
@@ -80,9 +94,9 @@ impl<M: Module> MergeModule<M> {
             }
         }
         let passed = &core.passed_through[before.passed.min(core.passed_through.len())..];
-        r.passed_through = passed.iter().map(|(id, _)| *id).collect();
-        r.defined = before.defined;
-        let did = !r.defined.is_empty() || r.stats.get(Counter::Flushes) > 0;
+        r.passed_through.clear();
+        r.passed_through.extend(passed.iter().map(|(id, _)| *id));
+        self.report_ids = std::mem::replace(&mut r.defined, before.defined);
         if log::log_enabled!(target: "mergelift", log::Level::Warn) {
             for (id, why) in passed {
                 log::warn!(
@@ -92,7 +106,7 @@ impl<M: Module> MergeModule<M> {
                 );
             }
         }
-        if did && log::log_enabled!(target: "mergelift", log::Level::Debug) {
+        if log::log_enabled!(target: "mergelift", log::Level::Debug) {
             for &g in &r.merged {
                 let m = core.merged[g].expect("merged");
                 let into = match core.host.host(m.into) {
@@ -131,10 +145,7 @@ impl<M: Module> MergeModule<M> {
                 *id = self.core.host.host(*id).unwrap_or(*id);
             }
         }
-        // (A flush with nothing to do leaves the report of the last that had.)
-        if did {
-            self.last_flush = r;
-        }
+        self.last_flush = r;
     }
 
     /// What the last flush did: the functions it took, merged, passed through and failed,

@@ -23,10 +23,8 @@
 //! functions as address-significant, as a lifted caller would have them marked; and how
 //! often it calls each (`PassState::external_calls`, for `merge-similar`'s cost model).
 
-use cranelift_codegen::ir::{self, InstructionData};
-use cranelift_entity::EntityRef;
-use rustc_hash::FxHasher;
-use std::hash::{Hash, Hasher};
+use super::fingerprint::{Digest, Print, Refs, Walker};
+use cranelift_codegen::ir;
 
 /// Which functions of a batch a flush lifts (`Core::plan_lift`).
 #[derive(Default)]
@@ -37,17 +35,17 @@ pub(crate) struct Plan {
     /// Functions compiled unlifted by earlier flushes that a function of this batch equals
     /// up to renaming and callees, each with that function's copy that stands in for it.
     pub stand_ins: Vec<(cranelift_module::FuncId, ir::Function)>,
-    /// The prints of the positions left unlifted, to index once they are compiled (a flush
-    /// that is not the last).
-    pub prints: super::input_index::Prints,
+    /// The positions left unlifted, to index by their prints once they are compiled (a
+    /// flush that is not the last).
+    pub indexed: Vec<u32>,
     /// Positions equal to a function an earlier flush compiled unlifted, callees and all,
     /// with that function: merged into it without being lifted (in position order).
     pub merged_at: Vec<(u32, cranelift_module::FuncId)>,
 }
 
 /// What a flush learns of the functions of a batch before it decides which to lift, in one
-/// pass over each function's instructions: their shape keys, and what each would tell the
-/// passes about the others were it not lifted.
+/// walk over each function (`fingerprint`): their shape keys, what each would tell the passes
+/// about the others were it not lifted, and (when asked) their prints.
 #[derive(Default)]
 pub(crate) struct Survey {
     /// The shape key of each function, by position in the batch.
@@ -59,170 +57,94 @@ pub(crate) struct Survey {
     /// `colocated` (the lifter marks a symbol near once any reference is), and whether as a
     /// function (a call or an address) or as data (a symbol global value).
     pub near: Vec<(u32, u32, u32, bool)>,
-    /// Scratch, per block of the function surveyed: the sum of its instructions' mixed
-    /// opcodes, and whether the entry reaches it.
-    block_sum: Vec<u64>,
-    reached: Vec<bool>,
-    stack: Vec<ir::Block>,
-    /// Scratch: a terminator's destinations (target, place among them).
-    dests: Vec<(ir::Block, u32)>,
+    /// The print of each function, by position (empty: prints were not asked for; `None`:
+    /// the function has none), its callees and constants in the two lists below.
+    prints: Vec<Option<Printed>>,
+    callees: Vec<u32>,
+    constants: Vec<(u64, ir::Inst)>,
+    print: Print,
+}
+
+/// A print in a `Survey`: its digests, and where its callees and constants are.
+#[derive(Clone, Copy)]
+struct Printed {
+    exact: Digest,
+    alike: u64,
+    callees: (u32, u32),
+    constants: (u32, u32),
+}
+
+/// A function's print, as a `Survey` holds it.
+#[derive(Clone, Copy)]
+pub(crate) struct PrintRef<'a> {
+    pub exact: Digest,
+    pub alike: u64,
+    pub callees: &'a [u32],
+    pub constants: &'a [(u64, ir::Inst)],
 }
 
 impl Survey {
     pub(crate) fn of<'a>(funcs: impl ExactSizeIterator<Item = &'a ir::Function>) -> Survey {
         let mut s = Survey::default();
-        s.fill(funcs);
+        s.fill(funcs, &mut Walker::default(), false);
         s
     }
 
-    /// Survey `funcs`, reusing this survey's room (what it held before is gone).
-    pub(crate) fn fill<'a>(&mut self, funcs: impl ExactSizeIterator<Item = &'a ir::Function>) {
+    /// Survey `funcs`, with their prints if `prints`, reusing this survey's room (what it
+    /// held before is gone).
+    pub(crate) fn fill<'a>(
+        &mut self,
+        funcs: impl ExactSizeIterator<Item = &'a ir::Function>,
+        walker: &mut Walker,
+        prints: bool,
+    ) {
         self.keys.clear();
         self.refs.clear();
         self.near.clear();
+        self.prints.clear();
+        self.callees.clear();
+        self.constants.clear();
         self.keys.reserve(funcs.len());
         for (pos, f) in funcs.enumerate() {
-            let key = self.function(pos as u32, f);
+            let refs = Refs {
+                pos: pos as u32,
+                refs: &mut self.refs,
+                near: &mut self.near,
+            };
+            let key = if prints {
+                let (key, printed) = walker.walk::<true>(f, refs, &mut self.print);
+                let p = &self.print;
+                let at = |n: usize, len: usize| (n as u32, len as u32);
+                self.prints.push(printed.then(|| Printed {
+                    exact: p.exact,
+                    alike: p.alike,
+                    callees: at(self.callees.len(), p.callees.len()),
+                    constants: at(self.constants.len(), p.constants.len()),
+                }));
+                if printed {
+                    self.callees.extend_from_slice(&p.callees);
+                    self.constants.extend_from_slice(&p.constants);
+                }
+                key
+            } else {
+                walker.walk::<false>(f, refs, &mut self.print).0
+            };
             self.keys.push(key);
         }
     }
 
-    /// The shape key of `func`: its signature, and the number of blocks and multiset of
-    /// opcodes of what the passes compare: the blocks the entry reaches, and the blocks the
-    /// lifter adds (an edge it splits: a predecessor reaching one block twice with different
-    /// arguments gets a block with a `jump`, as if the input had spelled it out). It ignores
-    /// the order of blocks (the passes compare blocks in control-flow order, which the layout
-    /// need not follow), every operand, and what the signature and opcodes nearly always tell
-    /// apart already: the types of results (on the wasm corpus, adding them makes 0–1% more of
-    /// the instructions unique, and reading them doubled the key's cost) and block parameters
-    /// (no function more unique on the corpus). A coarser key only lifts more. Its references
-    /// are recorded as it goes, from every block, as the lifter lifts every block.
-    fn function(&mut self, pos: u32, func: &ir::Function) -> u64 {
-        let mut h = FxHasher::default();
-        func.signature.hash(&mut h);
-        let names = func.params.user_named_funcs();
-        let (refs, near) = (&mut self.refs, &mut self.near);
-        let mut user = |n: &ir::ExternalName, colocated: bool, func: bool| match n {
-            ir::ExternalName::User(r) => {
-                let u = names.get(*r)?;
-                if colocated {
-                    near.push((pos, u.namespace, u.index, func));
-                }
-                (u.namespace == 0).then_some(u.index)
-            }
-            _ => None,
-        };
-        // As the lifter does: every symbol global value counts, used or not.
-        for gv in func.global_values.values() {
-            if let ir::GlobalValueData::Symbol {
-                name, colocated, ..
-            } = gv
-            {
-                if let Some(i) = user(name, *colocated, false) {
-                    refs.push((pos, Reference::Observed(i)));
-                }
-            }
-        }
-        let dfg = &func.dfg;
-        let n = dfg.num_blocks();
-        self.block_sum.clear();
-        self.block_sum.resize(n, 0);
-        for b in func.layout.blocks() {
-            let mut sum = 0u64;
-            for i in func.layout.block_insts(b) {
-                let d = &dfg.insts[i];
-                // (Opcodes are numbered from 1, so every instruction adds to the sum.)
-                sum = sum.wrapping_add(spread(d.opcode() as u64));
-                let (fr, observed) = match *d {
-                    InstructionData::FuncAddr { func_ref, .. }
-                    | InstructionData::TryCall { func_ref, .. } => (func_ref, true),
-                    InstructionData::Call { func_ref, .. } => (func_ref, false),
-                    _ => continue,
-                };
-                let ext = &dfg.ext_funcs[fr];
-                if let Some(i) = user(&ext.name, ext.colocated, true) {
-                    refs.push((
-                        pos,
-                        if observed {
-                            Reference::Observed(i)
-                        } else {
-                            Reference::Called(i)
-                        },
-                    ));
-                }
-            }
-            self.block_sum[b.index()] = sum;
-        }
-        // The blocks the entry reaches, and the edges the lifter splits on the way.
-        let (mut blocks, mut sum) = (0u64, 0u64);
-        self.reached.clear();
-        self.reached.resize(n, false);
-        self.stack.clear();
-        if let Some(entry) = func.layout.entry_block() {
-            self.reached[entry.index()] = true;
-            self.stack.push(entry);
-        }
-        let pool = &dfg.value_lists;
-        let same_args = |a: &ir::BlockCall, b: &ir::BlockCall| {
-            let arg = |x: ir::BlockArg| match x {
-                ir::BlockArg::Value(v) => ir::BlockArg::Value(dfg.resolve_aliases(v)),
-                x => x,
-            };
-            a.args(pool).map(arg).eq(b.args(pool).map(arg))
-        };
-        while let Some(b) = self.stack.pop() {
-            blocks += 1;
-            sum = sum.wrapping_add(self.block_sum[b.index()]);
-            let Some(last) = func.layout.last_inst(b) else {
-                continue;
-            };
-            let calls = dfg.insts[last].branch_destination(&dfg.jump_tables, &dfg.exception_tables);
-            self.dests.clear();
-            for (k, bc) in calls.iter().enumerate() {
-                let t = bc.block(pool);
-                if t.index() >= n {
-                    // Not a block of this function (unverified input): the lifter refuses
-                    // it, and the key need not be right.
-                    continue;
-                }
-                self.dests.push((t, k as u32));
-                if !self.reached[t.index()] {
-                    self.reached[t.index()] = true;
-                    self.stack.push(t);
-                }
-            }
-            if self.dests.len() > 1 {
-                // An edge to a target reached before from this block with other arguments
-                // than the first such edge is split (`Lifter::fill_phis`).
-                self.dests.sort_unstable();
-                // The first edge of each target's run (sorted: the earliest one).
-                let mut g = 0;
-                for w in 1..self.dests.len() {
-                    if self.dests[w].0 != self.dests[g].0 {
-                        g = w;
-                        continue;
-                    }
-                    let (first, k) = (self.dests[g].1, self.dests[w].1);
-                    if !same_args(&calls[first as usize], &calls[k as usize]) {
-                        blocks += 1;
-                        sum = sum.wrapping_add(spread(ir::Opcode::Jump as u64));
-                    }
-                }
-            }
-        }
-        (blocks, sum).hash(&mut h);
-        h.finish()
+    /// The print of the function at `pos` (`None`: it has none, or prints were not asked
+    /// for).
+    pub(crate) fn print(&self, pos: usize) -> Option<PrintRef<'_>> {
+        let p = (*self.prints.get(pos)?)?;
+        let range = |(at, n): (u32, u32)| at as usize..(at + n) as usize;
+        Some(PrintRef {
+            exact: p.exact,
+            alike: p.alike,
+            callees: &self.callees[range(p.callees)],
+            constants: &self.constants[range(p.constants)],
+        })
     }
-}
-
-/// A bijective mix of a word (the finaliser of MurmurHash3), so that a sum of mixed words
-/// depends on every bit of every word.
-fn spread(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ x >> 33
 }
 
 /// What an unlifted function's reference to a module function (an index of namespace 0 of

@@ -56,7 +56,8 @@ fn through(m: &mut MergeModule<JITModule>, last: Stage) -> Through {
     // The options `flush` sets for a batch that is not the last.
     m.core.pass_state.allow_tail_calls = tail_calls_allowed(m.inner.isa());
     m.core.pass_state.incremental = true;
-    let lifted = m.core.lift_batch(&m.inner, &config, false, &mut pending);
+    let plan = m.core.plan_lift(&m.inner, &config, false, &pending);
+    let lifted = m.core.lift_batch(&m.inner, &config, plan, &mut pending);
     let mut made = Vec::new();
     if last >= Stage::Passes {
         m.core
@@ -87,7 +88,7 @@ fn lift_batch_lifts_the_functions_that_could_merge_in_batch_order() {
         assert!(m.core.lir.functions[lid].inst_count() > 0);
     }
     assert!(lifted.lid_at[2].is_none() && m.core.lifted[ids[2]].is_none());
-    assert_eq!(lifted.prints.iter().map(|p| p.0).collect::<Vec<_>>(), [2]);
+    assert_eq!(lifted.indexed, [2]);
     assert!(lifted.late.is_empty());
     assert_eq!(m.core.stats.get(midend::Counter::FunctionsIn), 3);
     assert_eq!(m.core.stats.get(midend::Counter::NotLifted), 1);
@@ -148,7 +149,7 @@ fn compile_batch_compiles_what_is_left_and_nothing_fails() {
 
 #[test]
 fn a_flush_freezes_what_it_compiled() {
-    let (mut m, _) = defined();
+    let (mut m, ids) = defined();
     m.flush().unwrap();
     let lir = &m.core.lir;
     assert_eq!(m.core.pass_state.first_open as usize, lir.functions.len());
@@ -157,7 +158,7 @@ fn a_flush_freezes_what_it_compiled() {
     // not a survivor), the unlifted one by its print, and the lifted one's shape is known.
     assert_eq!(m.core.pass_state.frozen.len(), 1);
     let keys = skip::Survey::of(parse_functions(BATCH).unwrap().iter()).keys;
-    assert!(m.core.input_index.has_shape(keys[2]));
+    assert_eq!(m.core.input_index.ids(), [ids[2]]);
     assert!(m.core.lifted_shapes.contains(&keys[0]));
     assert!(!m.core.lifted_shapes.contains(&keys[2]));
 }
@@ -257,4 +258,71 @@ fn a_later_function_equal_once_its_callee_merges_merges_through_a_stand_in() {
     assert_eq!(m.merged_into(u1), Some(u0));
     assert_eq!(m.core.stats.get(midend::Counter::StandIns), 1);
     assert_eq!(call(&m, u1, 2), 49);
+}
+
+/// `x + k + 1` as a chain of `k + 1` additions of 1: a shape of its own for each `k`.
+fn chain(k: usize) -> String {
+    let mut text =
+        String::from("function %f(i64) -> i64 {\nblock0(v0: i64):\n v1 = iconst.i64 1\n");
+    let mut v = 0;
+    for j in 0..=k {
+        text += &format!(" v{} = iadd v{v}, v1\n", j + 2);
+        v = j + 2;
+    }
+    text += &format!(" return v{v}\n}}\n");
+    text
+}
+
+/// Define `chain(k)` for `k` below 40, finalizing each alone as a REPL does; then call each.
+/// Returns how many compute something other than `x + k + 1`.
+fn wrong_chains() -> usize {
+    let isa = crate::isa::host_isa(crate::isa::OptLevel::None).expect("host ISA");
+    let jit = JITModule::new(crate::jit_builder(isa, &[]));
+    let config = MergeConfig {
+        threads: Threads::None,
+        ..Default::default()
+    };
+    let mut m = MergeModule::with_config(jit, config);
+    let mut ids = Vec::new();
+    for k in 0..40 {
+        ids.push(define_text(&mut m, &format!("c{k}"), &chain(k)));
+        m.finalize_definitions().unwrap();
+    }
+    (ids.iter().enumerate())
+        .filter(|&(k, &id)| call(&m, id, 100) != 100 + k as i64 + 1)
+        .count()
+}
+
+/// A function is merged into one compiled unlifted before on the exact digest of its print
+/// alone: were the digest weak (here 4 bits), different functions would be merged. With the
+/// digest production uses (128 bits, keyed per process) none is.
+#[test]
+fn prints_are_trusted_by_a_keyed_128_bit_digest() {
+    fingerprint::WEAK_DIGESTS.set(true);
+    let wrong = wrong_chains();
+    fingerprint::WEAK_DIGESTS.set(false);
+    assert!(wrong > 0, "40 functions in 16 weak digests collide");
+    assert_eq!(wrong_chains(), 0);
+    // What production uses: a digest of 128 bits (its high half used), which depends on the
+    // key (drawn per process).
+    let f = &parse_functions(&chain(3)).unwrap()[0];
+    let digest = |w: &mut fingerprint::Walker| {
+        let (mut refs, mut near) = (Vec::new(), Vec::new());
+        let refs = fingerprint::Refs {
+            pos: 0,
+            refs: &mut refs,
+            near: &mut near,
+        };
+        let mut p = fingerprint::Print::default();
+        assert!(w.walk::<true>(f, refs, &mut p).1);
+        p.exact
+    };
+    let ours = digest(&mut fingerprint::Walker::default());
+    assert_eq!(
+        ours,
+        digest(&mut fingerprint::Walker::default()),
+        "one key per process"
+    );
+    assert_ne!(ours >> 64, 0);
+    assert_ne!(ours, digest(&mut fingerprint::Walker::with_key((1, 2))));
 }
