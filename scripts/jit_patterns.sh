@@ -17,6 +17,9 @@
 # warm-up included). `--only` keeps the rows whose configuration matches REGEX (e.g. `--only
 # 'repl.*verifier=off'`).
 #
+# The `--every 3500` row flushes the warm-up within its timed part, so it is there for its
+# code bytes: no instruction counts, and not in the tables below.
+#
 # After the main table, for the REPL rows on one thread that `--only` keeps:
 #   --cache-sim          callgrind's cache simulation (`--cache-sim=yes`, the caches valgrind
 #                        reads from this CPU) over the same timed part: I1 misses (I1mr), D1
@@ -129,7 +132,9 @@ while read -r label wall cg threads verifier opt; do
   p=$(median plain.wall); m=$(median merge.wall)
   pc=$(median plain.cpu); mc=$(median merge.cpu)
   ip=—; im=—; ir=—
-  if [[ $CALLGRIND == 1 && $threads == 1 ]]; then
+  # (A row with `--every` flushes the warm-up in its timed part: for its code bytes, without
+  # per-function counts, and not in the tables after.)
+  if [[ $CALLGRIND == 1 && $threads == 1 && $cg != *--every* ]]; then
     read -r -a cg_args <<<"${cg//,/ }"
     ip=$(instructions "$BIN" "${cg_args[@]}" "${flags[@]}" --plain)
     im=$(instructions "$BIN" "${cg_args[@]}" "${flags[@]}")
@@ -137,7 +142,7 @@ while read -r label wall cg threads verifier opt; do
   fi
   printf '| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "${wall//,/ }" "$threads" "$verifier" "$opt" \
     "$p" "$m" "$(ratio "$m" "$p")" "$pc" "$mc" "$(ratio "$mc" "$pc")" "$ip" "$im" "$ir" "$bp" "$bm"
-  if [[ $label == repl* && $threads == 1 ]]; then
+  if [[ $label == repl* && $threads == 1 && $cg != *--every* ]]; then
     echo "$wall|$cg|${flags[*]}|${wall//,/ }|$mc" >>"$tmp/repl"
   fi
 done <<'ROWS'
