@@ -1,11 +1,12 @@
 //! The host's view of ids: the plain module's. The inner module hands out function ids in
 //! order, and the shared bodies the passes make are declared there too, so after the first
-//! one the host's next function would take an id the plain module gives another. The host
-//! therefore declares in [`HostView::decls`], Mergelift's own `ModuleDeclarations`, which
+//! one the host's next function would take an id the plain module gives another. From then
+//! on the host declares in Mergelift's own `ModuleDeclarations` ([`HostView::decls`]), which
 //! holds exactly what the host declared, and every id crosses the boundary through the map
 //! here: the host's IR, relocations and data name host ids, the inner module and everything
-//! behind it inner ids. Until the first shared body the two are equal (and nothing is
-//! rewritten); shared bodies have no host id.
+//! behind it inner ids. Until the first shared body the two are equal: the inner module's
+//! declarations are the host's (none is kept twice) and nothing is rewritten. Shared bodies
+//! have no host id.
 
 use cranelift_codegen::ir;
 use cranelift_entity::packed_option::PackedOption;
@@ -13,8 +14,9 @@ use cranelift_entity::SecondaryMap;
 use cranelift_module::{FuncId, Module, ModuleDeclarations, ModuleReloc, ModuleRelocTarget};
 
 pub(super) struct HostView {
-    /// What the host declared, with the ids the plain module would have given.
-    pub(super) decls: ModuleDeclarations,
+    /// What the host declared, with the ids the plain module would have given, once they
+    /// differ from the inner module's (`diverge`; until then, the inner module's).
+    decls: Option<ModuleDeclarations>,
     /// The inner id of each host function, by host id.
     to_inner: Vec<FuncId>,
     /// The host id of each inner function (none: a function of Mergelift's own).
@@ -27,37 +29,55 @@ impl HostView {
     /// The view of `inner` as it is: what it declared already, the host's, id for id.
     pub(super) fn of(inner: &dyn Module) -> Self {
         let mut v = HostView {
-            decls: ModuleDeclarations::default(),
+            decls: None,
             to_inner: Vec::new(),
             to_host: SecondaryMap::new(),
             identity: true,
         };
+        for (id, _) in inner.declarations().get_functions() {
+            v.map(id, id);
+        }
+        v
+    }
+
+    /// What the host declared, with the ids the plain module would have given.
+    pub(super) fn decls<'a>(&'a self, inner: &'a dyn Module) -> &'a ModuleDeclarations {
+        self.decls.as_ref().unwrap_or_else(|| inner.declarations())
+    }
+
+    /// The host's declarations, where they are kept apart from `inner`'s (`None`: they are
+    /// `inner`'s).
+    pub(super) fn own_decls(&mut self) -> Option<&mut ModuleDeclarations> {
+        self.decls.as_mut()
+    }
+
+    /// Mergelift is about to declare a function of its own in `inner`: from now on, the
+    /// host's declarations are kept apart, starting as a copy of `inner`'s.
+    pub(super) fn diverge(&mut self, inner: &dyn Module) {
+        if self.decls.is_some() {
+            return;
+        }
+        let mut decls = ModuleDeclarations::default();
         let d = inner.declarations();
-        for (id, f) in d.get_functions() {
-            let hid = match &f.name {
-                Some(n) => v
-                    .decls
+        for (_, f) in d.get_functions() {
+            match &f.name {
+                Some(n) => decls
                     .declare_function(n, f.linkage, &f.signature)
-                    .map(|r| r.0),
-                None => v.decls.declare_anonymous_function(&f.signature),
+                    .map(|_| ()),
+                None => decls.declare_anonymous_function(&f.signature).map(|_| ()),
             }
             .expect("the inner module's own declarations are consistent");
-            v.map(hid, id);
         }
         for (_, o) in d.get_data_objects() {
             match &o.name {
-                Some(n) => v
-                    .decls
+                Some(n) => decls
                     .declare_data(n, o.linkage, o.writable, o.tls)
                     .map(|_| ()),
-                None => v
-                    .decls
-                    .declare_anonymous_data(o.writable, o.tls)
-                    .map(|_| ()),
+                None => decls.declare_anonymous_data(o.writable, o.tls).map(|_| ()),
             }
             .expect("the inner module's own declarations are consistent");
         }
-        v
+        self.decls = Some(decls);
     }
 
     /// Host function `host` is inner function `inner` (a new one, or one declared again).
@@ -90,7 +110,9 @@ impl HostView {
     /// The host's spelling of inner function `inner`: its name, or `.LfnN` with its host id.
     pub(super) fn name(&self, inner_module: &dyn Module, inner: FuncId) -> String {
         match self.host(inner) {
-            Some(h) => self.decls.get_function_decl(h).linkage_name(h).into_owned(),
+            Some(h) => (self.decls(inner_module).get_function_decl(h))
+                .linkage_name(h)
+                .into_owned(),
             None => (inner_module.declarations().get_function_decl(inner))
                 .linkage_name(inner)
                 .into_owned(),

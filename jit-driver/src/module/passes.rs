@@ -123,6 +123,7 @@ impl Core {
             .collect::<Vec<_>>();
         for lid in made_ids {
             let sig = crate::lower::clif_signature(&self.lir.functions[lid].sig);
+            self.host.diverge(inner);
             let id = inner.declare_anonymous_function(&sig)?;
             self.declared.0 = self.declared.0.max(id.as_u32() + 1);
             if let Some(sym) = self.lir.symbol_of(lid) {

@@ -22,11 +22,11 @@ impl<M: Module> Module for MergeModule<M> {
     /// The host's declarations: what it declared, with the ids the plain module gives
     /// (Mergelift's shared bodies are not among them).
     fn declarations(&self) -> &ModuleDeclarations {
-        &self.core.host.decls
+        self.core.host.decls(&self.inner)
     }
 
     fn get_name(&self, name: &str) -> Option<cranelift_module::FuncOrDataId> {
-        self.core.host.decls.get_name(name)
+        self.core.host.decls(&self.inner).get_name(name)
     }
 
     fn target_config(&self) -> cranelift_codegen::isa::TargetFrontendConfig {
@@ -59,7 +59,10 @@ impl<M: Module> Module for MergeModule<M> {
     ) -> ModuleResult<FuncId> {
         let id = self.inner.declare_function(name, linkage, signature)?;
         self.core.declared.0 = self.core.declared.0.max(id.as_u32() + 1);
-        let (hid, _) = (self.core.host.decls).declare_function(name, linkage, signature)?;
+        let hid = match self.core.host.own_decls() {
+            Some(d) => d.declare_function(name, linkage, signature)?.0,
+            None => id,
+        };
         self.core.host.map(hid, id);
         Ok(hid)
     }
@@ -67,7 +70,10 @@ impl<M: Module> Module for MergeModule<M> {
     fn declare_anonymous_function(&mut self, signature: &ir::Signature) -> ModuleResult<FuncId> {
         let id = self.inner.declare_anonymous_function(signature)?;
         self.core.declared.0 = self.core.declared.0.max(id.as_u32() + 1);
-        let hid = self.core.host.decls.declare_anonymous_function(signature)?;
+        let hid = match self.core.host.own_decls() {
+            Some(d) => d.declare_anonymous_function(signature)?,
+            None => id,
+        };
         self.core.host.map(hid, id);
         Ok(hid)
     }
@@ -82,16 +88,20 @@ impl<M: Module> Module for MergeModule<M> {
     ) -> ModuleResult<DataId> {
         let id = self.inner.declare_data(name, linkage, writable, tls)?;
         self.core.declared.1 = self.core.declared.1.max(id.as_u32() + 1);
-        let (hid, _) = (self.core.host.decls).declare_data(name, linkage, writable, tls)?;
-        debug_assert_eq!(hid, id);
+        if let Some(d) = self.core.host.own_decls() {
+            let (hid, _) = d.declare_data(name, linkage, writable, tls)?;
+            debug_assert_eq!(hid, id);
+        }
         Ok(id)
     }
 
     fn declare_anonymous_data(&mut self, writable: bool, tls: bool) -> ModuleResult<DataId> {
         let id = self.inner.declare_anonymous_data(writable, tls)?;
         self.core.declared.1 = self.core.declared.1.max(id.as_u32() + 1);
-        let hid = self.core.host.decls.declare_anonymous_data(writable, tls)?;
-        debug_assert_eq!(hid, id);
+        if let Some(d) = self.core.host.own_decls() {
+            let hid = d.declare_anonymous_data(writable, tls)?;
+            debug_assert_eq!(hid, id);
+        }
         Ok(id)
     }
 
@@ -109,7 +119,11 @@ impl<M: Module> Module for MergeModule<M> {
         _ctrl_plane: &mut ControlPlane,
     ) -> ModuleResult<()> {
         // (Errors name the function as the host declared it; behind this, inner ids.)
-        let decl = self.core.host.decls.get_function_decl(host_func);
+        let decl = self
+            .core
+            .host
+            .decls(&self.inner)
+            .get_function_decl(host_func);
         let name = || decl.linkage_name(host_func).into_owned();
         let func = self.core.host.inner_or_same(host_func);
         if !decl.linkage.is_definable() {
