@@ -420,6 +420,7 @@ impl Walker {
         }
     }
 
+    #[inline]
     fn ty(&mut self, t: ir::Type) {
         match lir_type(t) {
             Some(t) => self.word(t.raw().into()),
@@ -427,6 +428,7 @@ impl Walker {
         }
     }
 
+    #[inline]
     fn memflags(&mut self, dfg: &ir::DataFlowGraph, mf: ir::MemFlags) {
         let f = lir_memflags(dfg.mem_flags[mf]);
         self.word(u32::from(f.trap) | u32::from(f.bits) << 8);
@@ -794,6 +796,7 @@ impl Walker {
     }
 
     /// A constant's immediate: a mark here, its value after the rest of the print.
+    #[inline]
     fn constant(&mut self, print: &mut Print, bits: u64, inst: ir::Inst) {
         self.word(CONSTANT);
         print.constants.push((bits, inst));
@@ -823,6 +826,7 @@ impl Walker {
         self.word(0);
     }
 
+    #[inline]
     fn block_call(&mut self, dfg: &ir::DataFlowGraph, bc: &BlockCall) {
         let n = self.block(bc.block(&dfg.value_lists));
         self.word(n);
@@ -848,12 +852,14 @@ impl Walker {
     }
 
     /// The values of a list (a call's arguments, a return's), counted.
+    #[inline]
     fn values_of(&mut self, dfg: &ir::DataFlowGraph, vs: &[ir::Value]) {
         self.word(vs.len() as u32);
         self.fixed(dfg, vs);
     }
 
     /// Values as many as the opcode's format always has.
+    #[inline]
     fn fixed(&mut self, dfg: &ir::DataFlowGraph, vs: &[ir::Value]) {
         for &v in vs {
             let n = self.value(dfg, v);
@@ -887,6 +893,7 @@ impl Walker {
         }
     }
 
+    #[inline]
     fn block(&mut self, b: ir::Block) -> u32 {
         let slot = &mut self.blocks[b.index()];
         if *slot == 0 {
