@@ -326,3 +326,45 @@ fn prints_are_trusted_by_a_keyed_128_bit_digest() {
     assert_ne!(ours >> 64, 0);
     assert_ne!(ours, digest(&mut fingerprint::Walker::with_key((1, 2))));
 }
+
+/// A REPL's functions unlike any before take the short path: each is compiled from its
+/// definition without any LIR, pass state or stand-in, and indexed by its print; a later
+/// function equal to one of them merges into it, and one equal but for a constant starts a
+/// family with it (the long path).
+#[test]
+fn lone_functions_take_the_short_path() {
+    let isa = crate::isa::host_isa(crate::isa::OptLevel::None).expect("host ISA");
+    let jit = JITModule::new(crate::jit_builder(isa, &[]));
+    let config = MergeConfig {
+        threads: Threads::None,
+        ..Default::default()
+    };
+    let mut m = MergeModule::with_config(jit, config);
+    let mut ids = Vec::new();
+    for k in 0..10 {
+        ids.push(define_text(&mut m, &format!("c{k}"), &chain(k)));
+        m.finalize_definitions().unwrap();
+    }
+    assert_eq!(m.core.lir.functions.len(), 0, "nothing lifted");
+    assert_eq!(m.core.pass_state.frozen.len(), 0);
+    assert_eq!(m.core.input_index.ids().len(), 10);
+    assert_eq!(m.core.stats.get(midend::Counter::NotLifted), 10);
+    for (k, &id) in ids.iter().enumerate() {
+        assert_eq!(call(&m, id, 1), k as i64 + 2);
+    }
+    // Equal to `c3`: merged into it on its print, with no code of its own.
+    let again = define_text(&mut m, "again", &chain(3));
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.merged_into(again), Some(ids[3]));
+    assert_eq!(call(&m, again, 1), 5);
+    // `c4` but for its constant: both are lifted (c4 as a stand-in) for `merge-similar`.
+    let near = define_text(
+        &mut m,
+        "near",
+        &chain(4).replace("iconst.i64 1", "iconst.i64 2"),
+    );
+    m.finalize_definitions().unwrap();
+    assert_eq!(m.core.stats.get(midend::Counter::StandIns), 1);
+    assert_eq!(call(&m, near, 1), 11);
+    assert_eq!(call(&m, ids[4], 1), 6);
+}
