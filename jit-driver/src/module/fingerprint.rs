@@ -100,6 +100,8 @@ pub(crate) struct Walker {
     key: (u64, u64),
     /// The print can be written (nothing it does not cover met yet).
     ok: bool,
+    /// The last type printed, and its word (`None`: not LIR's).
+    last_type: (ir::Type, Option<u32>),
 }
 
 impl Default for Walker {
@@ -124,6 +126,10 @@ impl Walker {
             h: Sip13::new(key),
             key,
             ok: true,
+            last_type: (
+                ir::types::INVALID,
+                lir_type(ir::types::INVALID).map(|l| l.raw().into()),
+            ),
         }
     }
 }
@@ -422,8 +428,12 @@ impl Walker {
 
     #[inline]
     fn ty(&mut self, t: ir::Type) {
-        match lir_type(t) {
-            Some(t) => self.word(t.raw().into()),
+        // (Most values have the type the last one had.)
+        if t != self.last_type.0 {
+            self.last_type = (t, lir_type(t).map(|l| l.raw().into()));
+        }
+        match self.last_type.1 {
+            Some(w) => self.word(w),
             None => self.ok = false,
         }
     }
@@ -622,8 +632,9 @@ impl Walker {
     ) -> u64 {
         let dfg = &func.dfg;
         let data = dfg.insts[inst];
+        let opcode = data.opcode();
         // (Opcodes are numbered from 1, so every instruction adds to the key's sum.)
-        let mixed = spread(data.opcode() as u64);
+        let mixed = spread(opcode as u64);
         if let D::FuncAddr { func_ref, .. }
         | D::TryCall { func_ref, .. }
         | D::Call { func_ref, .. } = data
@@ -649,7 +660,7 @@ impl Walker {
         // (The controlling type variable is the type of a result or of an operand, both in
         // the print.)
         let results = dfg.inst_results(inst);
-        self.word(data.opcode() as u32 | (results.len() as u32) << 16);
+        self.word(opcode as u32 | (results.len() as u32) << 16);
         for &r in results {
             let v = self.def(r);
             self.word(v);
