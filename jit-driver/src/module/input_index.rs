@@ -28,6 +28,8 @@ use smallvec::SmallVec;
 #[derive(Clone, Copy)]
 struct Entry {
     id: FuncId,
+    /// The shape key (`skip::Survey`).
+    shape: u64,
     exact: Digest,
     callees: (u32, u32),
     constants: (u32, u32),
@@ -45,6 +47,9 @@ pub(crate) struct InputIndex {
     exact: FxHashMap<Digest, SmallVec<[u32; 1]>>,
     /// Alike digest (the print but for constants) → the entries with it.
     alike: FxHashMap<u64, SmallVec<[u32; 1]>>,
+    /// Shape key → how many entries have it (only a function of one of these shapes can
+    /// equal an indexed one, even but for constants: a batch prints no other).
+    shapes: FxHashMap<u64, u32>,
 }
 
 /// How many functions alike a function of a later batch takes from the index at most, to
@@ -57,6 +62,11 @@ impl InputIndex {
         self.exact.is_empty()
     }
 
+    /// Does an indexed function have shape key `key`?
+    pub(crate) fn has_shape(&self, key: u64) -> bool {
+        !self.shapes.is_empty() && self.shapes.contains_key(&key)
+    }
+
     /// The functions indexed now.
     #[cfg(test)]
     pub(crate) fn ids(&self) -> Vec<FuncId> {
@@ -64,12 +74,13 @@ impl InputIndex {
         entries.map(|&e| self.entries[e as usize].id).collect()
     }
 
-    /// Index `id` by its print.
-    pub fn insert(&mut self, id: FuncId, p: PrintRef) {
+    /// Index `id`, of shape key `shape`, by its print.
+    pub fn insert(&mut self, id: FuncId, shape: u64, p: PrintRef) {
         let at = |n: usize, len: usize| (n as u32, len as u32);
         let e = self.entries.len() as u32;
         self.entries.push(Entry {
             id,
+            shape,
             exact: p.exact,
             callees: at(self.callees.len(), p.callees.len()),
             constants: at(self.constants.len(), p.constants.len()),
@@ -79,6 +90,7 @@ impl InputIndex {
             .extend(p.constants.iter().map(|&(bits, _)| bits));
         self.exact.entry(p.exact).or_default().push(e);
         self.alike.entry(p.alike).or_default().push(e);
+        *self.shapes.entry(shape).or_default() += 1;
     }
 
     fn callees_of(&self, e: &Entry) -> &[u32] {
@@ -91,7 +103,13 @@ impl InputIndex {
 
     /// Entry `e` (of alike digest `alike`) leaves the tables.
     fn remove(&mut self, e: u32, alike: u64) {
-        let exact = self.entries[e as usize].exact;
+        let Entry { exact, shape, .. } = self.entries[e as usize];
+        if let Some(n) = self.shapes.get_mut(&shape) {
+            *n -= 1;
+            if *n == 0 {
+                self.shapes.remove(&shape);
+            }
+        }
         if let Some(list) = self.exact.get_mut(&exact) {
             list.retain(|x| *x != e);
             if list.is_empty() {

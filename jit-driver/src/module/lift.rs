@@ -318,10 +318,11 @@ impl Core {
             }
             for &pos in &lifted.indexed {
                 let id = pending[pos as usize].0;
+                let key = lifted.survey.keys[pos as usize];
                 if let (State::Compiled, Some(p)) =
                     (self.state[id], lifted.survey.print(pos as usize))
                 {
-                    self.input_index.insert(id, p);
+                    self.input_index.insert(id, key, p);
                 }
             }
         }
@@ -427,14 +428,13 @@ impl Core {
             return plan;
         }
         let survey = &mut self.scratch.survey;
-        // (Prints are for later flushes to find these functions by, and to find the
-        // functions earlier flushes indexed.)
-        let with_prints = !last || !self.input_index.is_empty();
-        survey.fill(
-            pending.iter().map(|(_, f)| f),
-            &mut self.walker,
-            with_prints,
-        );
+        // A function's print is for later flushes to find it by (one left unlifted by a flush
+        // that is not the last), and to find the functions earlier flushes indexed (one of
+        // their shapes). A batch of one function, most often left unlifted, is printed in the
+        // one walk that surveys it; a larger batch prints only the functions that need it,
+        // once the survey has told which.
+        let one = pending.len() == 1 && (!last || !self.input_index.is_empty());
+        survey.fill(pending.iter().map(|(_, f)| f), &mut self.walker, one);
         // How many functions have each key, up to two.
         let count = &mut self.scratch.count;
         count.clear();
@@ -447,10 +447,15 @@ impl Core {
         let mut observed: Option<FxHashSet<u32>> = None;
         for (pos, (id, func)) in pending.iter().enumerate() {
             let key = survey.keys[pos];
+            let indexed_shape = self.input_index.has_shape(key);
+            let alone = count[&key] == 1 && !self.lifted_shapes.contains(&key);
+            if indexed_shape || (alone && !last) {
+                survey.print_again(pos, func, &mut self.walker);
+            }
             let print = survey.print(pos);
             let mut found = false;
             // Is this function equal to one an earlier flush left unlifted?
-            if let Some(p) = print.filter(|_| !self.input_index.is_empty()) {
+            if let Some(p) = print.filter(|_| indexed_shape) {
                 // Equal, callees and all: merged into it as the merge pass would, where
                 // that makes it an alias (and nothing needs its body).
                 let decls = inner.declarations();
@@ -508,7 +513,7 @@ impl Core {
                     plan.stand_ins.extend(alike);
                 }
             }
-            let lift = found || count[&key] > 1 || self.lifted_shapes.contains(&key);
+            let lift = found || !alone;
             if lift || last {
                 plan.skip.push(!lift);
                 continue;

@@ -72,8 +72,9 @@ impl Core {
         if !last {
             for &pos in &plan.indexed {
                 let id = pending[pos as usize].0;
-                if let (State::Compiled, Some(p)) = (self.state[id], survey.print(pos as usize)) {
-                    self.input_index.insert(id, p);
+                let (key, p) = (survey.keys[pos as usize], survey.print(pos as usize));
+                if let (State::Compiled, Some(p)) = (self.state[id], p) {
+                    self.input_index.insert(id, key, p);
                 }
             }
         }

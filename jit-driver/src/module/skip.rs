@@ -57,8 +57,8 @@ pub(crate) struct Survey {
     /// `colocated` (the lifter marks a symbol near once any reference is), and whether as a
     /// function (a call or an address) or as data (a symbol global value).
     pub near: Vec<(u32, u32, u32, bool)>,
-    /// The print of each function, by position (empty: prints were not asked for; `None`:
-    /// the function has none), its callees and constants in the two lists below.
+    /// The print of each function, by position (`None`: not printed, or it has none), its
+    /// callees and constants in the two lists below.
     prints: Vec<Option<Printed>>,
     callees: Vec<u32>,
     constants: Vec<(u64, ir::Inst)>,
@@ -113,23 +113,45 @@ impl Survey {
             };
             let key = if prints {
                 let (key, printed) = walker.walk::<true>(f, refs, &mut self.print);
-                let p = &self.print;
-                let at = |n: usize, len: usize| (n as u32, len as u32);
-                self.prints.push(printed.then(|| Printed {
-                    exact: p.exact,
-                    alike: p.alike,
-                    callees: at(self.callees.len(), p.callees.len()),
-                    constants: at(self.constants.len(), p.constants.len()),
-                }));
-                if printed {
-                    self.callees.extend_from_slice(&p.callees);
-                    self.constants.extend_from_slice(&p.constants);
-                }
+                self.keep_print(printed);
                 key
             } else {
+                self.prints.push(None);
                 walker.walk::<false>(f, refs, &mut self.print).0
             };
             self.keys.push(key);
+        }
+    }
+
+    /// Print `func`, at `pos` of the functions surveyed without prints (a second walk, for
+    /// the few a batch needs the prints of), unless it was printed.
+    pub(crate) fn print_again(&mut self, pos: usize, func: &ir::Function, walker: &mut Walker) {
+        if self.prints[pos].is_none() {
+            let (mut refs, mut near) = (Vec::new(), Vec::new());
+            let refs = Refs {
+                pos: pos as u32,
+                refs: &mut refs,
+                near: &mut near,
+            };
+            let (_, printed) = walker.walk::<true>(func, refs, &mut self.print);
+            self.keep_print(printed);
+            self.prints.swap_remove(pos);
+        }
+    }
+
+    /// Keep the print just walked (if `printed`) as the next position's.
+    fn keep_print(&mut self, printed: bool) {
+        let p = &self.print;
+        let at = |n: usize, len: usize| (n as u32, len as u32);
+        self.prints.push(printed.then(|| Printed {
+            exact: p.exact,
+            alike: p.alike,
+            callees: at(self.callees.len(), p.callees.len()),
+            constants: at(self.constants.len(), p.constants.len()),
+        }));
+        if printed {
+            self.callees.extend_from_slice(&p.callees);
+            self.constants.extend_from_slice(&p.constants);
         }
     }
 
