@@ -24,8 +24,12 @@
 //! as every function used to be.
 //!
 //! The immediates of constants (`iconst`, `f16const`, `f32const`, `f64const`: what
-//! `merge-similar` makes holes of) are written as a mark, and their values follow the rest of
-//! the words, in order. The words up to there are the print *but for constants*.
+//! `merge-similar` makes holes of) follow the rest of the words, in order (where each goes,
+//! its opcode tells). The words up to there are the print *but for constants*.
+//!
+//! An instruction's head is one word: its opcode, its number of results, and the type of the
+//! first, whose number is left out where it is the next (its first appearance, as nearly
+//! always). Then come the numbers of its operands, and what else its format holds.
 //!
 //! # Digests, not words
 //!
@@ -279,7 +283,6 @@ const ARG_EXN: u32 = 8;
 const ITEM_TAG: u32 = 9;
 const ITEM_DEFAULT: u32 = 10;
 const ITEM_CONTEXT: u32 = 11;
-const CONSTANT: u32 = 12;
 
 impl Walker {
     /// Walk `func`: its shape key, with its references recorded in `refs`; with `PRINT`, its
@@ -428,14 +431,21 @@ impl Walker {
 
     #[inline]
     fn ty(&mut self, t: ir::Type) {
+        let w = self.lir_ty(t);
+        self.word(w);
+    }
+
+    /// A type's word: LIR's type (none: the print has none).
+    #[inline]
+    fn lir_ty(&mut self, t: ir::Type) -> u32 {
         // (Most values have the type the last one had.)
         if t != self.last_type.0 {
             self.last_type = (t, lir_type(t).map(|l| l.raw().into()));
         }
-        match self.last_type.1 {
-            Some(w) => self.word(w),
-            None => self.ok = false,
-        }
+        self.last_type.1.unwrap_or_else(|| {
+            self.ok = false;
+            0
+        })
     }
 
     #[inline]
@@ -657,11 +667,28 @@ impl Walker {
         {
             self.ok = false;
         }
-        // (The controlling type variable is the type of a result or of an operand, both in
-        // the print.)
+        // The instruction's head, in one word: its opcode, how many results it has (15: the
+        // count follows), whether the first is numbered next (its first appearance; else its
+        // number follows) and its type. (The controlling type variable is the type of a
+        // result or of an operand, both in the print.)
         let results = dfg.inst_results(inst);
-        self.word(opcode as u32 | (results.len() as u32) << 16);
-        for &r in results {
+        let mut head = opcode as u32 | (results.len().min(15) as u32) << 8;
+        let mut number = None;
+        if let Some(&r) = results.first() {
+            match self.def_fresh(r) {
+                (_, true) => head |= 1 << 12,
+                (n, false) => number = Some(n),
+            }
+            head |= self.lir_ty(dfg.value_type(r)) << 16;
+        }
+        self.word(head);
+        if results.len() >= 15 {
+            self.word(results.len() as u32);
+        }
+        if let Some(n) = number {
+            self.word(n);
+        }
+        for &r in results.iter().skip(1) {
             let v = self.def(r);
             self.word(v);
             self.ty(dfg.value_type(r));
@@ -798,18 +825,18 @@ impl Walker {
                 constant_handle, ..
             } => self.bytes(dfg.constants.get(constant_handle).as_slice()),
             D::UnaryGlobalValue { global_value, .. } => self.word(global_value.as_u32()),
-            D::UnaryIeee16 { imm, .. } => self.constant(print, imm.bits().into(), inst),
-            D::UnaryIeee32 { imm, .. } => self.constant(print, imm.bits().into(), inst),
-            D::UnaryIeee64 { imm, .. } => self.constant(print, imm.bits(), inst),
-            D::UnaryImm { imm, .. } => self.constant(print, imm.bits() as u64, inst),
+            D::UnaryIeee16 { imm, .. } => Self::constant(print, imm.bits().into(), inst),
+            D::UnaryIeee32 { imm, .. } => Self::constant(print, imm.bits().into(), inst),
+            D::UnaryIeee64 { imm, .. } => Self::constant(print, imm.bits(), inst),
+            D::UnaryImm { imm, .. } => Self::constant(print, imm.bits() as u64, inst),
         }
         mixed
     }
 
-    /// A constant's immediate: a mark here, its value after the rest of the print.
+    /// A constant's immediate: its value after the rest of the print (where it is, the
+    /// opcode tells).
     #[inline]
-    fn constant(&mut self, print: &mut Print, bits: u64, inst: ir::Inst) {
-        self.word(CONSTANT);
+    fn constant(print: &mut Print, bits: u64, inst: ir::Inst) {
         print.constants.push((bits, inst));
     }
 
@@ -888,6 +915,18 @@ impl Walker {
             *slot = self.seen_values;
         }
         *slot
+    }
+
+    /// The number of `v`, defined here, and whether this is its first appearance.
+    #[inline]
+    fn def_fresh(&mut self, v: ir::Value) -> (u32, bool) {
+        let slot = &mut self.values[v.index()];
+        if *slot == 0 {
+            self.seen_values += 1;
+            *slot = self.seen_values;
+            return (*slot, true);
+        }
+        (*slot, false)
     }
 
     /// The number of `v`, used here: an alias's is that of the value it stands for (resolved
