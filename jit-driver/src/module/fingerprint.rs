@@ -310,7 +310,11 @@ impl Walker {
                 self.block_params(func, b);
             }
             for inst in func.layout.block_insts(b) {
-                sum = sum.wrapping_add(self.inst::<PRINT>(func, inst, &mut refs, print));
+                let (mixed, data) = survey_inst(func, inst, &mut refs);
+                sum = sum.wrapping_add(mixed);
+                if PRINT {
+                    self.inst(func, inst, data, print);
+                }
             }
         }
         // The blocks no path reaches refer to functions too (the lifter lifts every block).
@@ -318,7 +322,7 @@ impl Walker {
             for b in func.layout.blocks() {
                 if !self.reached.get(b.index()).copied().unwrap_or(false) {
                     for inst in func.layout.block_insts(b) {
-                        self.inst::<false>(func, inst, &mut refs, print);
+                        survey_inst(func, inst, &mut refs);
                     }
                 }
             }
@@ -628,36 +632,10 @@ impl Walker {
         }
     }
 
-    /// One instruction: its references recorded, its words written (with `PRINT`). Returns
-    /// its opcode, mixed, for the shape key.
-    fn inst<const PRINT: bool>(
-        &mut self,
-        func: &ir::Function,
-        inst: ir::Inst,
-        refs: &mut Refs,
-        print: &mut Print,
-    ) -> u64 {
+    /// An instruction's words (its data is `data`).
+    fn inst(&mut self, func: &ir::Function, inst: ir::Inst, data: D, print: &mut Print) {
         let dfg = &func.dfg;
-        let data = dfg.insts[inst];
         let opcode = data.opcode();
-        // (Opcodes are numbered from 1, so every instruction adds to the key's sum.)
-        let mixed = spread(opcode as u64);
-        if let D::FuncAddr { func_ref, .. }
-        | D::TryCall { func_ref, .. }
-        | D::Call { func_ref, .. } = data
-        {
-            let ext = &dfg.ext_funcs[func_ref];
-            if let Some(i) = user(func, refs, &ext.name, ext.colocated, true) {
-                let r = match data {
-                    D::Call { .. } => Reference::Called(i),
-                    _ => Reference::Observed(i),
-                };
-                refs.refs.push((refs.pos, r));
-            }
-        }
-        if !PRINT {
-            return mixed;
-        }
         if dfg
             .user_stack_map_entries(inst)
             .is_some_and(|e| !e.is_empty())
@@ -827,7 +805,6 @@ impl Walker {
             D::UnaryIeee64 { imm, .. } => Self::constant(print, imm.bits(), inst),
             D::UnaryImm { imm, .. } => Self::constant(print, imm.bits() as u64, inst),
         }
-        mixed
     }
 
     /// A constant's immediate: its value after the rest of the print (where it is, the
@@ -949,6 +926,29 @@ impl Walker {
         }
         *slot
     }
+}
+
+/// An instruction's references recorded in `refs`. Returns its opcode, mixed, for the shape
+/// key, and its data.
+#[inline(always)]
+fn survey_inst(func: &ir::Function, inst: ir::Inst, refs: &mut Refs) -> (u64, D) {
+    let dfg = &func.dfg;
+    let data = dfg.insts[inst];
+    // (Opcodes are numbered from 1, so every instruction adds to the key's sum.)
+    let mixed = spread(data.opcode() as u64);
+    if let D::FuncAddr { func_ref, .. } | D::TryCall { func_ref, .. } | D::Call { func_ref, .. } =
+        data
+    {
+        let ext = &dfg.ext_funcs[func_ref];
+        if let Some(i) = user(func, refs, &ext.name, ext.colocated, true) {
+            let r = match data {
+                D::Call { .. } => Reference::Called(i),
+                _ => Reference::Observed(i),
+            };
+            refs.refs.push((refs.pos, r));
+        }
+    }
+    (mixed, data)
 }
 
 /// The module function index of user name `n` (namespace 0), recording it as near when
