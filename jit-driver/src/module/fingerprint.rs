@@ -284,7 +284,7 @@ const ITEM_CONTEXT: u32 = 11;
 impl Walker {
     /// Walk `func`: its shape key, with its references recorded in `refs`; with `PRINT`, its
     /// print into `print` too (`false` when it has none; without `PRINT`, always `false`).
-    pub fn walk<const PRINT: bool>(
+    pub(crate) fn walk<const PRINT: bool>(
         &mut self,
         func: &ir::Function,
         mut refs: Refs,

@@ -75,7 +75,7 @@ impl InputIndex {
     }
 
     /// Index `id`, of shape key `shape`, by its print.
-    pub fn insert(&mut self, id: FuncId, shape: u64, p: PrintRef) {
+    pub(crate) fn insert(&mut self, id: FuncId, shape: u64, p: PrintRef) {
         let at = |n: usize, len: usize| (n as u32, len as u32);
         let e = self.entries.len() as u32;
         self.entries.push(Entry {
@@ -126,7 +126,7 @@ impl InputIndex {
 
     /// The indexed functions whose print is `p`'s, each with its callees (they stay
     /// indexed).
-    pub fn equal(&self, p: PrintRef) -> impl Iterator<Item = (FuncId, &[u32])> + '_ {
+    pub(crate) fn equal(&self, p: PrintRef) -> impl Iterator<Item = (FuncId, &[u32])> + '_ {
         (self.exact.get(&p.exact).into_iter().flatten()).map(|&e| {
             let e = &self.entries[e as usize];
             (e.id, self.callees_of(e))
