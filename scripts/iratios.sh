@@ -11,6 +11,10 @@
 # the default is Cranelift's default, on. A file with its own `set` or `target` lines is
 # taken as it is.
 #
+# Both sides compile on one thread (`--threads 1`): callgrind counts every thread's work, but
+# only the caller's inside the two phases, and how compiles spread over threads depends on the
+# machine's load.
+#
 # Needs valgrind (callgrind). Runs `mergelift size --first plain FILE` once per file under
 # callgrind, which dumps its counters when the pipeline starts: the first part holds the plain
 # compile (`compile_plain`), the second the pipeline (`compile_pipeline`: lift, passes, lower,
@@ -47,7 +51,7 @@ for f in "$@"; do
     { printf 'set preserve_frame_pointers=true\nset enable_verifier=false\ntarget x86_64\n'; cat "$f"; } >"$input"
   fi
   valgrind --tool=callgrind --dump-before='*size::compile_pipeline' \
-    --callgrind-out-file="$tmp/cg" "$BIN" size --json --first plain --opt-level "$OPT" --passes "$PASSES" "$input" \
+    --callgrind-out-file="$tmp/cg" "$BIN" size --json --first plain --threads 1 --opt-level "$OPT" --passes "$PASSES" "$input" \
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
   plain=$(callgrind_annotate --inclusive=yes "$tmp/cg.1" 2>/dev/null |
     awk '/size::compile_plain \[/ {gsub(",", "", $1); if (!n++) print $1}')

@@ -316,18 +316,26 @@ impl Core {
                     self.lifted_shapes.insert(key);
                 }
             }
-            for &pos in &lifted.indexed {
-                let id = pending[pos as usize].0;
-                let key = lifted.survey.keys[pos as usize];
-                if let (State::Compiled, Some(p)) =
-                    (self.state[id], lifted.survey.print(pos as usize))
-                {
-                    self.input_index.insert(id, key, p);
-                }
-            }
+            self.index_prints(pending, &lifted.survey, &lifted.indexed);
         }
         self.scratch.survey = lifted.survey;
         self.scratch.indexed = lifted.indexed;
+    }
+
+    /// Index the functions at `positions` of the batch that compiled, by their prints (from
+    /// `survey`), for later flushes to find them by.
+    pub(super) fn index_prints(
+        &mut self,
+        pending: &[(FuncId, ir::Function)],
+        survey: &skip::Survey,
+        positions: &[u32],
+    ) {
+        for &pos in positions {
+            let (id, pos) = (pending[pos as usize].0, pos as usize);
+            if let (State::Compiled, Some(p)) = (self.state[id], survey.print(pos)) {
+                self.input_index.insert(id, survey.keys[pos], p);
+            }
+        }
     }
 
     /// `id` is compiled as it came, never merged: the lifter cannot represent it (`why`).

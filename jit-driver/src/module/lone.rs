@@ -70,13 +70,7 @@ impl Core {
         self.compile_jobs(inner, jobs, &mut c);
         let failed = self.end_compiling(inner, c);
         if !last {
-            for &pos in &plan.indexed {
-                let id = pending[pos as usize].0;
-                let (key, p) = (survey.keys[pos as usize], survey.print(pos as usize));
-                if let (State::Compiled, Some(p)) = (self.state[id], p) {
-                    self.input_index.insert(id, key, p);
-                }
-            }
+            self.index_prints(pending, &survey, &plan.indexed);
         }
         self.scratch.survey = survey;
         self.scratch.indexed = plan.indexed;
