@@ -25,9 +25,14 @@
 //! The module is incremental: what was compiled stays in the LIR module, frozen, so a later
 //! function equal to one compiled before gets that code without any compile.
 //!
+//! When the plan finds nothing to lift, merge or start (every function of the flush is
+//! *lone*), the flush takes a short path instead (`lone`): each function compiled from its
+//! definition, and indexed.
+//!
 //! `Core::flush` runs those stages by name, each in its own file: `lift` (with `skip`, which
-//! decides what needs no lifting, and `input_index`, the prints of what was left unlifted),
-//! `passes`, `compile` (which decides what each function is compiled from), `redirect` (the
+//! decides what needs no lifting, `fingerprint`, the one walk over a function that gives its
+//! shape key and the digests of its print, and `input_index`, the digests of what was left
+//! unlifted), `passes`, `compile` (which decides what each function is compiled from), `redirect` (the
 //! calls of functions compiled from their input), and `define` (compiling on the caller's
 //! thread and defining the code; `parallel` compiles on workers). `trait_impl` is the
 //! `Module` implementation, `names` the spelling of module functions in LIR, `error` the
