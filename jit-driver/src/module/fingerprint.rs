@@ -51,7 +51,6 @@
 //! memory for every function a long-running JIT compiles (about 850 bytes for a function of
 //! 30 instructions), and a comparison per candidate.
 
-use super::skip::Reference;
 use crate::opmap::{lir_memflags, lir_type};
 use cranelift_codegen::ir::{self, BlockArg, BlockCall, ExternalName, InstructionData as D};
 use cranelift_entity::EntityRef;
@@ -968,6 +967,17 @@ fn user(
         refs.near.push((refs.pos, u.namespace, u.index, as_func));
     }
     (u.namespace == 0).then_some(u.index)
+}
+
+/// What an unlifted function's reference to a module function (an index of namespace 0 of
+/// user names) tells the passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Reference {
+    /// Its address is taken (`func_addr`, a symbol global value), or it is called with
+    /// `try_call`.
+    Observed(u32),
+    /// It is called directly (`call`, `return_call`): once per call site.
+    Called(u32),
 }
 
 /// A bijective mix of a word (the finaliser of MurmurHash3), so that a sum of mixed words

@@ -23,6 +23,7 @@
 //! functions as address-significant, as a lifted caller would have them marked; and how
 //! often it calls each (`PassState::external_calls`, for `merge-similar`'s cost model).
 
+pub(crate) use super::fingerprint::Reference;
 use super::fingerprint::{Digest, Print, Refs, Walker};
 use cranelift_codegen::ir;
 
@@ -167,17 +168,6 @@ impl Survey {
             constants: &self.constants[range(p.constants)],
         })
     }
-}
-
-/// What an unlifted function's reference to a module function (an index of namespace 0 of
-/// user names) tells the passes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Reference {
-    /// Its address is taken (`func_addr`, a symbol global value), or it is called with
-    /// `try_call`.
-    Observed(u32),
-    /// It is called directly (`call`, `return_call`): once per call site.
-    Called(u32),
 }
 
 #[cfg(test)]
